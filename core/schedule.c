@@ -1,0 +1,1037 @@
+/*
+ * schedule.c - build the op graph of one optimizer step (see schedule.h).
+ *
+ * The builder walks the step as the framework issues it: for each
+ * microbatch, forward over the segments with all-gathers issued `prefetch`
+ * units ahead, then backward in reverse with gathers for resharded units,
+ * recompute, gradient reduction per unit as soon as its backward is done,
+ * and the optimizer either inside backward (per unit, on the reduction
+ * stream) or after the last microbatch. Ops are appended in issue order,
+ * so dependencies always point backwards.
+ *
+ * Sizes: llama3-70b with 8 microbatches is about 6,000 ops; arrays grow
+ * by doubling.
+ */
+#include "schedule.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct builder {
+	struct schedule *s;
+	const struct experiment *e;
+	const struct policy *p;
+	int M;                /* microbatches */
+	int pbytes;           /* full (compute) param element */
+	int act_bytes;        /* activation element */
+	/* per unit state */
+	int *full_buf;        /* gathered params alive now, or -1 */
+	int *ready_op;        /* op after which the gathered params are usable */
+	int *full_grad;       /* unsharded gradient buffer, or -1 */
+	int *shard_grad;      /* accumulated sharded gradient, or -1 */
+	int *last_reduce;     /* last op that reduced the unit's gradient this step */
+	int *last_use;        /* last compute op that used the unit's params */
+	int *d2h_op;          /* offload: last device-to-host copy of the unit's gradient */
+	int *stage_buf;       /* offload params: device copy of the host shard */
+	int *acts;            /* per segment: saved activations of this microbatch */
+	int *recomputed;      /* per segment: recomputed activations */
+	int ktab[SEG_KIND_COUNT][PH_COUNT];
+	/* one op under construction */
+	struct op cur;
+	uint32_t *deps, *allocs, *frees;
+	int nd, na, nf, cap;
+};
+
+static void *grow(void *p, int *cap, int need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	int c = *cap ? *cap : 64;
+	while (c < need)
+		c *= 2;
+	p = realloc(p, (size_t)c * elem);
+	assert(p);
+	*cap = c;
+	return p;
+}
+
+static int buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enum buf_kind kind,
+		   enum stream_id stream, int unit, int seg, int micro)
+{
+	struct schedule *s = b->s;
+	struct buffer *x;
+
+	s->bufs = grow(s->bufs, &s->cap_bufs, s->nbufs + 1, sizeof(*s->bufs));
+	x = &s->bufs[s->nbufs];
+	x->bytes = bytes;
+	x->cat = cat;
+	x->kind = kind;
+	x->stream = stream;
+	x->unit = unit;
+	x->seg = seg;
+	x->micro = micro;
+	x->alloc_op = -1;
+	x->free_op = -1;
+	return s->nbufs++;
+}
+
+static void begin(struct builder *b, enum op_kind kind, enum stream_id st, int unit, int seg, int micro)
+{
+	memset(&b->cur, 0, sizeof(b->cur));
+	b->cur.kind = kind;
+	b->cur.stream = st;
+	b->cur.unit = unit;
+	b->cur.seg = seg;
+	b->cur.micro = micro;
+	b->cur.ktab = -1;
+	b->cur.launches = 1;
+	b->nd = b->na = b->nf = 0;
+}
+
+static void dep(struct builder *b, int op)
+{
+	if (op < 0)
+		return;
+	for (int i = 0; i < b->nd; i++)
+		if (b->deps[i] == (uint32_t)op)
+			return;
+	assert(b->nd < b->cap);
+	b->deps[b->nd++] = op;
+}
+
+static void alloc_buf(struct builder *b, int buf)
+{
+	assert(b->na < b->cap);
+	b->allocs[b->na++] = buf;
+}
+
+static void free_buf(struct builder *b, int buf)
+{
+	if (buf < 0)
+		return;
+	assert(b->nf < b->cap);
+	b->frees[b->nf++] = buf;
+}
+
+/* Append the op under construction; returns its index. */
+static int commit(struct builder *b)
+{
+	struct schedule *s = b->s;
+	int id = s->nops;
+	struct op *o;
+
+	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
+	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->nd, sizeof(*s->deps));
+	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + b->na + b->nf, sizeof(*s->bufrefs));
+	o = &s->ops[id];
+	*o = b->cur;
+	o->dep_first = s->ndeps;
+	o->ndeps = b->nd;
+	for (int i = 0; i < b->nd; i++) {
+		assert(b->deps[i] < (uint32_t)id);
+		s->deps[s->ndeps++] = b->deps[i];
+	}
+	o->buf_first = s->nbufrefs;
+	o->nalloc = b->na;
+	o->nfree = b->nf;
+	for (int i = 0; i < b->na; i++) {
+		assert(s->bufs[b->allocs[i]].alloc_op < 0);
+		s->bufs[b->allocs[i]].alloc_op = id;
+		s->bufrefs[s->nbufrefs++] = b->allocs[i];
+	}
+	for (int i = 0; i < b->nf; i++) {
+		assert(s->bufs[b->frees[i]].free_op < 0);
+		s->bufs[b->frees[i]].free_op = id;
+		s->bufrefs[s->nbufrefs++] = b->frees[i];
+	}
+	s->nops++;
+	return id;
+}
+
+/* ---- units and segments -------------------------------------------------- */
+
+static void unit_add_module(struct schedule *s, struct unit *u, enum module_kind k, int shard_n)
+{
+	const struct model_shape *m = &s->exp->model;
+	struct tensor_desc td[BT_COUNT];
+	int n = model_module_tensor_list(m, k, td, BT_COUNT);
+
+	for (int i = 0; i < n; i++) {
+		/* dim-0 sharding, padded to a multiple of the ranks; a norm weight is 1-D */
+		int64_t rows = td[i].rows == 1 ? td[i].cols : td[i].rows;
+		int64_t cols = td[i].rows == 1 ? 1 : td[i].cols;
+		u->params += td[i].rows * td[i].cols;
+		u->shard_elems += (uint64_t)((rows + shard_n - 1) / shard_n * cols);
+	}
+	u->ntensors += n;
+}
+
+static int unit_new(struct schedule *s, const char *name, int is_root)
+{
+	struct unit *u = &s->units[s->nunits];
+
+	memset(u, 0, sizeof(*u));
+	snprintf(u->name, sizeof(u->name), "%s", name);
+	u->first_seg = -1;
+	u->last_seg = -1;
+	u->is_root = is_root;
+	return s->nunits++;
+}
+
+static void unit_use_seg(struct schedule *s, int unit, int seg)
+{
+	struct unit *u = &s->units[unit];
+
+	s->segs[seg].unit = unit;
+	if (u->first_seg < 0 || seg < u->first_seg)
+		u->first_seg = seg;
+	if (seg > u->last_seg)
+		u->last_seg = seg;
+}
+
+/* Cut the model into units by the wrapping policy; units are in forward gather order. */
+static void build_units(struct schedule *s)
+{
+	const struct policy *p = &s->exp->policy;
+	const struct model_shape *m = &s->exp->model;
+	int L = m->layers, head = L + 1, root = -1, k = 1;
+	char name[40];
+
+	s->nsegs = L + 2;
+	s->segs = calloc(s->nsegs, sizeof(*s->segs));
+	s->units = calloc(L + 3, sizeof(*s->units));
+	assert(s->segs && s->units);
+	s->segs[0] = (struct segment){ SEG_EMBED, -1, -1 };
+	for (int i = 0; i < L; i++)
+		s->segs[1 + i] = (struct segment){ SEG_BLOCK, i, -1 };
+	s->segs[head] = (struct segment){ SEG_HEAD, -1, -1 };
+
+	switch (p->wrap) {
+	case WRAP_WHOLE:
+		root = unit_new(s, "model", 1);
+		for (int i = 0; i < s->nsegs; i++)
+			unit_use_seg(s, root, i);
+		unit_add_module(s, &s->units[root], MOD_EMBED, s->shard_n);
+		for (int i = 0; i < L; i++)
+			unit_add_module(s, &s->units[root], MOD_BLOCK, s->shard_n);
+		unit_add_module(s, &s->units[root], MOD_FINAL_NORM, s->shard_n);
+		unit_add_module(s, &s->units[root], MOD_OUTPUT, s->shard_n);
+		return;
+	case WRAP_BLOCK_IO: {
+		int u = unit_new(s, "embed", 0);
+		unit_use_seg(s, u, 0);
+		unit_add_module(s, &s->units[u], MOD_EMBED, s->shard_n);
+		break;
+	}
+	case WRAP_EVERY:
+		k = p->wrap_k;
+		/* fall through */
+	case WRAP_BLOCK:
+		root = unit_new(s, "root", 1);
+		unit_use_seg(s, root, 0);
+		unit_add_module(s, &s->units[root], MOD_EMBED, s->shard_n);
+		break;
+	default:
+		assert(!"bad wrap");
+	}
+	for (int i = 0; i < L; i += k) {
+		int last = i + k < L ? i + k : L, u;
+		if (k == 1)
+			snprintf(name, sizeof(name), "block%d", i);
+		else
+			snprintf(name, sizeof(name), "blocks%d-%d", i, last - 1);
+		u = unit_new(s, name, 0);
+		for (int j = i; j < last; j++) {
+			unit_use_seg(s, u, 1 + j);
+			unit_add_module(s, &s->units[u], MOD_BLOCK, s->shard_n);
+		}
+	}
+	if (root < 0) {
+		int u = unit_new(s, "output", 0);
+		unit_use_seg(s, u, head);
+		unit_add_module(s, &s->units[u], MOD_FINAL_NORM, s->shard_n);
+		unit_add_module(s, &s->units[u], MOD_OUTPUT, s->shard_n);
+	} else {
+		unit_use_seg(s, root, head);
+		unit_add_module(s, &s->units[root], MOD_FINAL_NORM, s->shard_n);
+		unit_add_module(s, &s->units[root], MOD_OUTPUT, s->shard_n);
+	}
+}
+
+static int cmp_last_seg_desc(const void *a, const void *b, void *ctx)
+{
+	const struct schedule *s = ctx;
+	int x = s->units[*(const int *)a].last_seg, y = s->units[*(const int *)b].last_seg;
+	return y - x;
+}
+
+/* Per-unit policy facts: sizes, resharding, deferral. */
+static void plan_units(struct builder *b)
+{
+	struct schedule *s = b->s;
+	const struct policy *p = b->p;
+	int last_nonroot = -1;
+
+	for (int u = 0; u < s->nunits; u++)
+		if (!s->units[u].is_root)
+			last_nonroot = u;
+	for (int u = 0; u < s->nunits; u++) {
+		struct unit *x = &s->units[u];
+
+		x->full_bytes = x->shard_elems * (uint64_t)s->shard_n * b->pbytes;
+		if (p->sharding == SHARD_DDP)
+			x->full_bytes = (uint64_t)x->params * b->pbytes;
+		x->reshard_after_fwd = p->sharding != SHARD_DDP && p->reshard != RESHARD_NO && !x->is_root &&
+				       !(p->reshard == RESHARD_ALL_BUT_LAST && u == last_nonroot);
+		x->defer_sync = 0;
+		if (p->accum == ACC_PARTIAL && !x->is_root && s->segs[x->last_seg].kind == SEG_BLOCK) {
+			/* every k-th block defers: a unit defers when it holds such a block */
+			for (int g = x->first_seg; g <= x->last_seg; g++) {
+				int blk = s->segs[g].block;
+				if (blk >= 0 && blk % p->partial_k == p->partial_k - 1)
+					x->defer_sync = 1;
+			}
+		}
+		x->accumulates_full = b->M > 1 &&
+				      (p->accum == ACC_NO_SYNC || x->defer_sync || p->sharding == SHARD_DDP);
+		x->full_grad_bytes = (uint64_t)x->params *
+				     (x->accumulates_full ? policy_accum_bytes(p) : b->pbytes);
+		if (p->sharding == SHARD_DDP) {
+			/* ddp keeps gradients beside its replicated params, in the reduce dtype */
+			x->full_grad_bytes = (uint64_t)x->params * policy_grad_bytes(p);
+			x->reduce_bytes = x->full_grad_bytes;
+		} else
+			x->reduce_bytes = x->shard_elems * (uint64_t)s->shard_n * policy_grad_bytes(p);
+	}
+	s->bwd_order = malloc(sizeof(int) * s->nunits);
+	assert(s->bwd_order);
+	for (int u = 0; u < s->nunits; u++)
+		s->bwd_order[u] = u;
+	qsort_r(s->bwd_order, s->nunits, sizeof(int), cmp_last_seg_desc, s);
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph)
+{
+	struct schedule *s = b->s;
+	const struct policy *p = b->p;
+	struct kernel k[MODEL_MAX_KERNELS];
+	struct ktab *t;
+	int n;
+
+	if (b->ktab[sk][ph] != -2)
+		return b->ktab[sk][ph];
+	n = model_segment_kernels(&s->exp->model, s->exp->run.batch, sk, ph, p->ac, p->loss,
+				  b->act_bytes, k, MODEL_MAX_KERNELS);
+	if (n == 0)
+		return b->ktab[sk][ph] = -1;
+	s->ktabs = grow(s->ktabs, &s->cap_ktabs, s->nktabs + 1, sizeof(*s->ktabs));
+	s->kernels = grow(s->kernels, &s->cap_kernels, s->nkernels + n, sizeof(*s->kernels));
+	t = &s->ktabs[s->nktabs];
+	t->first = s->nkernels;
+	t->count = n;
+	t->flops = t->bytes = 0;
+	for (int i = 0; i < n; i++) {
+		s->kernels[s->nkernels++] = k[i];
+		t->flops += k[i].flops;
+		t->bytes += k[i].bytes;
+	}
+	return b->ktab[sk][ph] = s->nktabs++;
+}
+
+/* Make the current op a compute op running the kernels of (segment, phase). */
+static void set_kernels(struct builder *b, int seg, enum phase ph)
+{
+	enum segment_kind sk = b->s->segs[seg].kind;
+	int t = ktab_get(b, sk, ph);
+
+	b->cur.seg_kind = sk;
+	b->cur.ktab = t;
+	if (t >= 0) {
+		b->cur.flops = b->s->ktabs[t].flops;
+		b->cur.bytes = b->s->ktabs[t].bytes;
+		b->cur.launches = b->s->ktabs[t].count;
+	}
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+static int offload_params(const struct builder *b)
+{
+	return b->p->offload == OFF_PARAMS;
+}
+
+/* Gather unit u's params; `after` is the op the prefetch window waits for. */
+static void emit_gather(struct builder *b, int u, int micro, int after)
+{
+	struct schedule *s = b->s;
+	struct unit *x = &s->units[u];
+	int copy_out = b->e->runtime.copy_in_out, h2d = -1, ag, out;
+
+	if (offload_params(b)) {
+		int stage = buf_new(b, x->shard_elems * (uint64_t)precision_master_bytes(b->p->precision),
+				    MEM_COMM, BUF_HOST_STAGE, ST_COPY, u, -1, micro);
+		begin(b, OP_H2D, ST_COPY, u, -1, micro);
+		b->cur.bytes = s->bufs[stage].bytes;
+		dep(b, after);
+		alloc_buf(b, stage);
+		h2d = commit(b);
+		b->stage_buf[u] = stage;
+	}
+	out = buf_new(b, x->full_bytes, copy_out ? MEM_COMM : MEM_FULL_PARAMS,
+		      copy_out ? BUF_GATHER_OUT : BUF_FULL_PARAM, ST_ALLGATHER, u, -1, micro);
+	begin(b, OP_ALLGATHER, ST_ALLGATHER, u, -1, micro);
+	b->cur.group = GRP_SHARD;
+	b->cur.bytes = x->full_bytes;
+	dep(b, after);
+	dep(b, h2d);
+	alloc_buf(b, out);
+	if (h2d >= 0) {
+		free_buf(b, b->stage_buf[u]);
+		b->stage_buf[u] = -1;
+	}
+	ag = commit(b);
+	if (copy_out) {
+		int full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro);
+		begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
+		b->cur.bytes = 2 * x->full_bytes;
+		dep(b, ag);
+		alloc_buf(b, full);
+		free_buf(b, out);
+		b->ready_op[u] = commit(b);
+		b->full_buf[u] = full;
+	} else {
+		b->ready_op[u] = ag;
+		b->full_buf[u] = out;
+	}
+}
+
+static void emit_free_params(struct builder *b, int u, int micro)
+{
+	begin(b, OP_FREE, ST_COMPUTE, u, -1, micro);
+	b->cur.launches = 0;
+	free_buf(b, b->full_buf[u]);
+	commit(b);
+	b->full_buf[u] = -1;
+	b->ready_op[u] = -1;
+}
+
+static void forward(struct builder *b, int micro)
+{
+	struct schedule *s = b->s;
+	int next = 0; /* next unit (forward gather order = unit order) to gather */
+	int needs_gather = b->p->sharding != SHARD_DDP;
+
+	for (int g = 0; g < s->nsegs; g++) {
+		int u = s->segs[g].unit, op;
+		struct unit *x = &s->units[u];
+
+		/* issue gathers up to `prefetch` units ahead of the one computing */
+		while (needs_gather && next < s->nunits && next <= u + b->p->prefetch) {
+			int behind = next - 1 - b->p->prefetch;
+			if (b->full_buf[next] < 0)
+				emit_gather(b, next, micro, behind >= 0 ? b->last_use[behind] : -1);
+			next++;
+		}
+		begin(b, OP_FORWARD, ST_COMPUTE, u, g, micro);
+		set_kernels(b, g, PH_FWD);
+		dep(b, b->ready_op[u]);
+		{
+			enum segment_kind sk = s->segs[g].kind;
+			const struct model_shape *m = &s->exp->model;
+			int batch = s->exp->run.batch;
+			uint64_t saved = model_segment_saved_bytes(m, batch, sk, b->p->ac, b->p->loss, b->act_bytes);
+			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_FWD, b->p->ac, b->p->loss,
+								    b->act_bytes);
+			int a = buf_new(b, saved, sk == SEG_HEAD ? MEM_LOGITS : MEM_ACTIVATIONS, BUF_ACTS,
+					ST_COMPUTE, u, g, micro);
+			alloc_buf(b, a);
+			b->acts[g] = a;
+			if (tr) {
+				int t = buf_new(b, tr, MEM_TRANSIENT, BUF_TRANSIENT, ST_COMPUTE, u, g, micro);
+				alloc_buf(b, t);
+				free_buf(b, t);
+			}
+		}
+		op = commit(b);
+		b->last_use[u] = op;
+		if (g == x->last_seg && x->reshard_after_fwd)
+			emit_free_params(b, u, micro);
+	}
+}
+
+static int unit_syncs(const struct builder *b, const struct unit *x, int micro)
+{
+	if (micro == b->M - 1)
+		return 1;
+	switch (b->p->accum) {
+	case ACC_SYNC_EACH:
+	case ACC_DEFER_REPLICA:
+		return 1;
+	case ACC_NO_SYNC:
+		return 0;
+	case ACC_PARTIAL:
+		return !x->defer_sync;
+	default:
+		assert(!"bad accum");
+		return 1;
+	}
+}
+
+/* The optimizer step of one unit inside backward, or of one unit after it (per-param). */
+static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int after, int micro);
+
+/* Reduce unit u's gradient after its backward of this microbatch. */
+static void reduce_unit(struct builder *b, int u, int micro, int after)
+{
+	struct schedule *s = b->s;
+	const struct policy *p = b->p;
+	struct unit *x = &s->units[u];
+	int last = micro == b->M - 1, gb = policy_grad_bytes(p);
+	int op = after, stream_of_last = ST_COMPUTE;
+
+	if (p->sharding == SHARD_DDP) {
+		begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
+		b->cur.group = GRP_WORLD;
+		b->cur.bytes = x->reduce_bytes;
+		dep(b, after);
+		op = commit(b);
+		stream_of_last = ST_ALLREDUCE;
+	} else {
+		int rs_in = -1, out;
+		int cast = (uint64_t)x->params * gb != x->full_grad_bytes;
+
+		if (b->e->runtime.copy_in_out || cast) {
+			/* copy (and cast) the gradient into the flat reduce-scatter input */
+			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, ST_REDUCE_SCATTER, u, -1, micro);
+			begin(b, OP_COPY_IN, ST_REDUCE_SCATTER, u, -1, micro);
+			b->cur.bytes = x->full_grad_bytes + x->reduce_bytes;
+			dep(b, after);
+			alloc_buf(b, rs_in);
+			free_buf(b, b->full_grad[u]);
+			b->full_grad[u] = -1;
+			op = commit(b);
+		}
+		out = buf_new(b, x->shard_elems * (uint64_t)gb, MEM_SHARDED_GRADS,
+			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro);
+		begin(b, OP_REDUCE_SCATTER, ST_REDUCE_SCATTER, u, -1, micro);
+		b->cur.group = GRP_SHARD;
+		b->cur.bytes = x->reduce_bytes;
+		dep(b, op);
+		alloc_buf(b, out);
+		if (rs_in >= 0) {
+			free_buf(b, rs_in);
+		} else {
+			free_buf(b, b->full_grad[u]);
+			b->full_grad[u] = -1;
+		}
+		op = commit(b);
+		stream_of_last = ST_REDUCE_SCATTER;
+
+		/* hsdp: all-reduce this microbatch's shard across replicas, unless deferred */
+		if (p->sharding == SHARD_HSDP && p->accum != ACC_DEFER_REPLICA && s->replica_n > 1) {
+			begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
+			b->cur.group = GRP_REPLICA;
+			b->cur.bytes = x->shard_elems * (uint64_t)gb;
+			dep(b, op);
+			op = commit(b);
+			stream_of_last = ST_ALLREDUCE;
+		}
+		if (b->shard_grad[u] < 0) {
+			b->shard_grad[u] = out;
+		} else {
+			begin(b, OP_ACCUM, stream_of_last, u, -1, micro);
+			b->cur.bytes = 3 * x->shard_elems * (uint64_t)gb;
+			dep(b, op);
+			free_buf(b, out);
+			op = commit(b);
+		}
+		if (p->sharding == SHARD_HSDP && p->accum == ACC_DEFER_REPLICA && last && s->replica_n > 1) {
+			begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
+			b->cur.group = GRP_REPLICA;
+			b->cur.bytes = x->shard_elems * (uint64_t)gb;
+			dep(b, op);
+			op = commit(b);
+			stream_of_last = ST_ALLREDUCE;
+		}
+	}
+	b->last_reduce[u] = op;
+	if (!last)
+		return;
+	if (p->offload != OFF_NONE) {
+		/* gradients go to the host as soon as they are reduced */
+		int g = p->sharding == SHARD_DDP ? b->full_grad[u] : b->shard_grad[u];
+		begin(b, OP_D2H, ST_COPY, u, -1, micro);
+		b->cur.bytes = s->bufs[g].bytes;
+		dep(b, op);
+		free_buf(b, g);
+		if (p->sharding == SHARD_DDP)
+			b->full_grad[u] = -1;
+		else
+			b->shard_grad[u] = -1;
+		b->d2h_op[u] = commit(b);
+		if (p->optim_in_backward)
+			emit_unit_optim(b, u, ST_HOST, b->d2h_op[u], micro);
+		return;
+	}
+	if (p->optim_in_backward)
+		emit_unit_optim(b, u, stream_of_last, op, micro);
+}
+
+static uint64_t optim_bytes_per_elem(const struct builder *b)
+{
+	const struct policy *p = b->p;
+	double f = p->optim == OPT_FUSED ? 1.0 : b->e->runtime.unfused_traffic;
+	/* read master, grad, moments; write master and moments */
+	int base = 2 * precision_master_bytes(p->precision) + policy_grad_bytes(p) +
+		   2 * precision_optstate_bytes(p->precision);
+	return (uint64_t)(base * f + 0.5);
+}
+
+static uint32_t optim_launches(const struct builder *b, int ntensors)
+{
+	const struct runtime_spec *r = &b->e->runtime;
+	int chunks = (ntensors + r->foreach_chunk - 1) / r->foreach_chunk;
+
+	switch (b->p->optim) {
+	case OPT_FOREACH: return (uint32_t)(chunks * r->foreach_kernels);
+	case OPT_FUSED: return (uint32_t)(chunks * r->fused_kernels);
+	case OPT_PER_PARAM: return (uint32_t)(ntensors * r->per_param_kernels);
+	default: assert(!"bad optim"); return 1;
+	}
+}
+
+static uint64_t unit_opt_elems(const struct builder *b, const struct unit *x)
+{
+	return b->p->sharding == SHARD_DDP ? (uint64_t)x->params : x->shard_elems;
+}
+
+static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int after, int micro)
+{
+	struct unit *x = &b->s->units[u];
+	int op;
+
+	if (b->p->offload != OFF_NONE) {
+		begin(b, OP_CPU_OPTIM, ST_HOST, u, -1, micro);
+		b->cur.bytes = unit_opt_elems(b, x);  /* parameters the host updates */
+		b->cur.launches = 0;
+		dep(b, after);
+		op = commit(b);
+		begin(b, OP_H2D, ST_COPY, u, -1, micro);
+		b->cur.bytes = unit_opt_elems(b, x) * (uint64_t)(b->p->offload == OFF_PARAMS
+						? 0 : precision_param_bytes(b->p->precision));
+		dep(b, op);
+		if (b->cur.bytes)
+			op = commit(b);
+		return op;
+	}
+	begin(b, OP_OPTIM, st, u, -1, micro);
+	b->cur.bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
+	b->cur.launches = optim_launches(b, x->ntensors);
+	dep(b, after);
+	if (b->p->sharding == SHARD_DDP) {
+		free_buf(b, b->full_grad[u]);
+		b->full_grad[u] = -1;
+	} else {
+		free_buf(b, b->shard_grad[u]);
+		b->shard_grad[u] = -1;
+	}
+	return commit(b);
+}
+
+static void backward(struct builder *b, int micro)
+{
+	struct schedule *s = b->s;
+	const struct policy *p = b->p;
+	const struct model_shape *m = &s->exp->model;
+	int batch = s->exp->run.batch, next = 0, *order = s->bwd_order;
+	int *pos = calloc(s->nunits, sizeof(int));
+	int needs_gather = p->sharding != SHARD_DDP;
+
+	assert(pos);
+	for (int i = 0; i < s->nunits; i++)
+		pos[order[i]] = i;
+	for (int g = s->nsegs - 1; g >= 0; g--) {
+		int u = s->segs[g].unit, op;
+		struct unit *x = &s->units[u];
+		enum segment_kind sk = s->segs[g].kind;
+
+		while (needs_gather && next < s->nunits && next <= pos[u] + p->prefetch) {
+			int nu = order[next], behind = next - 1 - p->prefetch;
+			if (b->full_buf[nu] < 0)
+				emit_gather(b, nu, micro, behind >= 0 ? b->last_use[order[behind]] : -1);
+			next++;
+		}
+		b->recomputed[g] = -1;
+		if (p->ac != AC_NONE && sk == SEG_BLOCK) {
+			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_RECOMPUTE, p->ac, p->loss,
+								    b->act_bytes);
+			begin(b, OP_RECOMPUTE, ST_COMPUTE, u, g, micro);
+			set_kernels(b, g, PH_RECOMPUTE);
+			dep(b, b->ready_op[u]);
+			b->recomputed[g] = buf_new(b, tr, MEM_ACTIVATIONS, BUF_RECOMPUTED, ST_COMPUTE, u, g, micro);
+			alloc_buf(b, b->recomputed[g]);
+			commit(b);
+		}
+		begin(b, OP_BACKWARD, ST_COMPUTE, u, g, micro);
+		set_kernels(b, g, PH_BWD);
+		dep(b, b->ready_op[u]);
+		if (b->full_grad[u] < 0) {
+			b->full_grad[u] = buf_new(b, x->full_grad_bytes, MEM_FULL_GRADS, BUF_FULL_GRAD,
+						  ST_COMPUTE, u, -1, micro);
+			alloc_buf(b, b->full_grad[u]);
+		}
+		{
+			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_BWD, p->ac, p->loss,
+								    b->act_bytes);
+			if (tr) {
+				int t = buf_new(b, tr, MEM_TRANSIENT, BUF_TRANSIENT, ST_COMPUTE, u, g, micro);
+				alloc_buf(b, t);
+				free_buf(b, t);
+			}
+		}
+		free_buf(b, b->acts[g]);
+		free_buf(b, b->recomputed[g]);
+		op = commit(b);
+		b->last_use[u] = op;
+		/* accumulation into a gradient kept from an earlier microbatch: autograd adds it */
+		if (micro > 0 && x->accumulates_full && b->e->runtime.copy_in_out && g == x->first_seg) {
+			begin(b, OP_ACCUM, ST_COMPUTE, u, -1, micro);
+			b->cur.bytes = 3 * x->full_grad_bytes;
+			op = commit(b);
+		}
+		if (g != x->first_seg)
+			continue;
+		/* the unit's backward is complete for this microbatch */
+		if (needs_gather)
+			emit_free_params(b, u, micro);
+		{
+			int sync = unit_syncs(b, x, micro);
+			if (p->flat_params && (sync || !p->concat_last_only)) {
+				begin(b, OP_CONCAT, ST_COMPUTE, u, -1, micro);
+				b->cur.bytes = (micro > 0 && x->accumulates_full && !p->concat_last_only ? 3 : 2) *
+					       x->full_grad_bytes;
+				op = commit(b);
+			}
+			if (sync)
+				reduce_unit(b, u, micro, op);
+		}
+	}
+	free(pos);
+}
+
+static void optimizer_after_backward(struct builder *b)
+{
+	struct schedule *s = b->s;
+	const struct policy *p = b->p;
+	int last = b->M - 1;
+
+	if (p->optim_in_backward)
+		return;
+	if (p->offload != OFF_NONE) {
+		uint64_t elems = 0;
+		int op;
+		begin(b, OP_CPU_OPTIM, ST_HOST, -1, -1, last);
+		for (int u = 0; u < s->nunits; u++) {
+			elems += unit_opt_elems(b, &s->units[u]);
+			dep(b, b->d2h_op[u]);
+		}
+		b->cur.bytes = elems;
+		b->cur.launches = 0;
+		op = commit(b);
+		if (p->offload == OFF_OPTIM) {
+			begin(b, OP_H2D, ST_COPY, -1, -1, last);
+			b->cur.bytes = elems * (uint64_t)precision_param_bytes(p->precision);
+			dep(b, op);
+			commit(b);
+		}
+		return;
+	}
+	if (p->optim == OPT_PER_PARAM) {
+		for (int i = 0; i < s->nunits; i++) {
+			int u = s->bwd_order[i];
+			emit_unit_optim(b, u, ST_COMPUTE, b->last_reduce[u], last);
+		}
+		return;
+	}
+	{
+		uint64_t elems = 0;
+		int tensors = 0;
+		begin(b, OP_OPTIM, ST_COMPUTE, -1, -1, last);
+		for (int u = 0; u < s->nunits; u++) {
+			elems += unit_opt_elems(b, &s->units[u]);
+			tensors += s->units[u].ntensors;
+			dep(b, b->last_reduce[u]);
+			if (p->sharding == SHARD_DDP) {
+				free_buf(b, b->full_grad[u]);
+				b->full_grad[u] = -1;
+			} else {
+				free_buf(b, b->shard_grad[u]);
+				b->shard_grad[u] = -1;
+			}
+		}
+		b->cur.bytes = elems * optim_bytes_per_elem(b);
+		b->cur.launches = optim_launches(b, tensors);
+		commit(b);
+	}
+}
+
+/* Buffers alive for the whole step: parameter shards and optimizer state. */
+static void static_buffers(struct builder *b)
+{
+	struct schedule *s = b->s;
+	const struct policy *p = b->p;
+
+	for (int u = 0; u < s->nunits; u++) {
+		uint64_t elems = unit_opt_elems(b, &s->units[u]);
+		int pb;
+		if (p->offload == OFF_PARAMS)
+			continue; /* everything lives on the host */
+		/* with optimizer offload the GPU keeps only the compute-dtype shard */
+		pb = p->offload == OFF_OPTIM ? precision_param_bytes(p->precision)
+					     : precision_master_bytes(p->precision);
+		buf_new(b, elems * (uint64_t)pb, MEM_SHARDED_PARAMS, BUF_SHARD_PARAM, ST_COMPUTE, u, -1, -1);
+		if (p->offload == OFF_NONE)
+			buf_new(b, elems * (uint64_t)precision_optstate_bytes(p->precision), MEM_OPTIM_STATE,
+				BUF_OPTIM_STATE, ST_COMPUTE, u, -1, -1);
+		if (p->sharding == SHARD_DDP) /* ddp computes straight from the replicated params */
+			b->full_buf[u] = -1;
+	}
+}
+
+static void builder_release(struct builder *b)
+{
+	free(b->full_buf);
+	free(b->ready_op);
+	free(b->full_grad);
+	free(b->shard_grad);
+	free(b->last_reduce);
+	free(b->last_use);
+	free(b->d2h_op);
+	free(b->stage_buf);
+	free(b->acts);
+	free(b->recomputed);
+	free(b->deps);
+	free(b->allocs);
+	free(b->frees);
+}
+
+static int *ints(int n, int v)
+{
+	int *a = malloc(sizeof(int) * (n > 0 ? n : 1));
+	assert(a);
+	for (int i = 0; i < n; i++)
+		a[i] = v;
+	return a;
+}
+
+struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
+{
+	struct schedule *s = calloc(1, sizeof(*s));
+	struct builder b;
+	const struct policy *p = &e->policy;
+
+	assert(s);
+	s->exp = e;
+	s->world = cluster_world(&e->cluster);
+	s->shard_n = p->sharding == SHARD_DDP ? 1 : p->shard_group;
+	if (s->shard_n < 1 || s->world % s->shard_n) {
+		snprintf(err, errlen, "shard group %d does not divide the world size %d", s->shard_n, s->world);
+		free(s);
+		return NULL;
+	}
+	s->replica_n = s->world / s->shard_n;
+	s->shard_spans_nodes = s->shard_n > e->cluster.gpus_per_node;
+	build_units(s);
+
+	memset(&b, 0, sizeof(b));
+	b.s = s;
+	b.e = e;
+	b.p = p;
+	b.M = p->microbatches;
+	b.pbytes = precision_param_bytes(p->precision);
+	b.act_bytes = b.pbytes;
+	plan_units(&b);
+	b.full_buf = ints(s->nunits, -1);
+	b.ready_op = ints(s->nunits, -1);
+	b.full_grad = ints(s->nunits, -1);
+	b.shard_grad = ints(s->nunits, -1);
+	b.last_reduce = ints(s->nunits, -1);
+	b.last_use = ints(s->nunits, -1);
+	b.d2h_op = ints(s->nunits, -1);
+	b.stage_buf = ints(s->nunits, -1);
+	b.acts = ints(s->nsegs, -1);
+	b.recomputed = ints(s->nsegs, -1);
+	b.cap = 4 * s->nunits + 64;
+	b.deps = malloc(sizeof(uint32_t) * b.cap);
+	b.allocs = malloc(sizeof(uint32_t) * b.cap);
+	b.frees = malloc(sizeof(uint32_t) * b.cap);
+	assert(b.deps && b.allocs && b.frees);
+	for (int i = 0; i < SEG_KIND_COUNT; i++)
+		for (int j = 0; j < PH_COUNT; j++)
+			b.ktab[i][j] = -2;
+
+	static_buffers(&b);
+	for (int m = 0; m < b.M; m++) {
+		forward(&b, m);
+		backward(&b, m);
+	}
+	optimizer_after_backward(&b);
+	builder_release(&b);
+
+	s->tokens_per_step = (uint64_t)e->run.batch * e->model.seq * p->microbatches;
+	s->model_flops = (uint64_t)(model_mfu_flops_per_token(&e->model) * (double)s->tokens_per_step);
+	return s;
+}
+
+void schedule_free(struct schedule *s)
+{
+	if (!s)
+		return;
+	free(s->units);
+	free(s->segs);
+	free(s->ops);
+	free(s->deps);
+	free(s->bufrefs);
+	free(s->bufs);
+	free(s->kernels);
+	free(s->ktabs);
+	free(s->bwd_order);
+	free(s);
+}
+
+/* ---- queries and printing ------------------------------------------------ */
+
+uint64_t collective_wire_bytes(enum op_kind k, uint64_t S, int n)
+{
+	if (n <= 1)
+		return 0;
+	switch (k) {
+	case OP_ALLGATHER:
+	case OP_REDUCE_SCATTER:
+		return S / n * (n - 1);
+	case OP_ALLREDUCE:
+		return 2 * (S / n * (n - 1));
+	default:
+		return 0;
+	}
+}
+
+uint64_t schedule_bytes_of(const struct schedule *s, enum op_kind k)
+{
+	uint64_t t = 0;
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == k)
+			t += s->ops[i].bytes;
+	return t;
+}
+
+int schedule_count_of(const struct schedule *s, enum op_kind k)
+{
+	int n = 0;
+	for (int i = 0; i < s->nops; i++)
+		n += s->ops[i].kind == k;
+	return n;
+}
+
+void schedule_static_bytes(const struct schedule *s, uint64_t out[MEM_CAT_COUNT])
+{
+	memset(out, 0, sizeof(uint64_t) * MEM_CAT_COUNT);
+	for (int i = 0; i < s->nbufs; i++)
+		if (s->bufs[i].alloc_op < 0)
+			out[s->bufs[i].cat] += s->bufs[i].bytes;
+}
+
+static const char *const op_kind_names[] = {
+	"allgather", "copy_out", "forward", "recompute", "backward", "accum", "concat", "copy_in",
+	"reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free",
+};
+static const char *const op_kind_short[] = {
+	"AG", "COPYOUT", "FWD", "RECOMP", "BWD", "ACCUM", "CONCAT", "COPYIN",
+	"RS", "AR", "OPTIM", "D2H", "H2D", "CPUOPT", "FREE",
+};
+
+const char *op_kind_name(enum op_kind k)
+{
+	assert(k >= 0 && k < OP_KIND_COUNT);
+	return op_kind_names[k];
+}
+
+const char *stream_name(enum stream_id s)
+{
+	static const char *const n[] = { "compute", "allgather", "reduce_scatter", "allreduce", "copy", "host" };
+	assert(s >= 0 && s < ST_COUNT);
+	return n[s];
+}
+
+const char *mem_cat_name(enum mem_cat c)
+{
+	static const char *const n[] = {
+		"sharded_params", "full_params", "full_grads", "sharded_grads", "optim_state",
+		"activations", "transient", "logits", "comm_buffers",
+	};
+	assert(c >= 0 && c < MEM_CAT_COUNT);
+	return n[c];
+}
+
+const char *buf_kind_name(enum buf_kind k)
+{
+	static const char *const n[] = {
+		"shard_param", "optim_state", "full_param", "gather_out", "full_grad", "rs_in",
+		"rs_out", "shard_grad", "acts", "recomputed", "transient", "host_stage",
+	};
+	assert(k >= 0 && k < BUF_KIND_COUNT);
+	return n[k];
+}
+
+const char *comm_group_name(enum comm_group g)
+{
+	static const char *const n[] = { "none", "shard", "replica", "world" };
+	assert(g >= 0 && g < GRP_COUNT);
+	return n[g];
+}
+
+const char *op_label(const struct schedule *s, int i, char *buf, int len)
+{
+	const struct op *o = &s->ops[i];
+	int n;
+
+	if (o->seg >= 0 && s->segs[o->seg].kind == SEG_BLOCK)
+		n = snprintf(buf, len, "%s block%d", op_kind_short[o->kind], s->segs[o->seg].block);
+	else if (o->seg >= 0)
+		n = snprintf(buf, len, "%s %s", op_kind_short[o->kind], segment_name(s->segs[o->seg].kind));
+	else if (o->unit >= 0)
+		n = snprintf(buf, len, "%s %s", op_kind_short[o->kind], s->units[o->unit].name);
+	else
+		n = snprintf(buf, len, "%s all", op_kind_short[o->kind]);
+	if (o->micro >= 0 && n < len)
+		snprintf(buf + n, len - n, " m%d", o->micro);
+	return buf;
+}
+
+void schedule_print(const struct schedule *s, FILE *f)
+{
+	char lab[64];
+
+	fprintf(f, "# %d ops, %d units, shard group %d, replicas %d\n", s->nops, s->nunits, s->shard_n,
+		s->replica_n);
+	fprintf(f, "# %-5s %-22s %-14s %14s %16s  deps\n", "op", "label", "stream", "bytes", "flops");
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		fprintf(f, "%7d %-22s %-14s %14llu %16llu ", i, op_label(s, i, lab, sizeof(lab)),
+			stream_name(o->stream), (unsigned long long)o->bytes, (unsigned long long)o->flops);
+		for (uint32_t d = 0; d < o->ndeps; d++)
+			fprintf(f, "%s%u", d ? "," : " ", s->deps[o->dep_first + d]);
+		for (int a = 0; a < o->nalloc; a++) {
+			const struct buffer *x = &s->bufs[s->bufrefs[o->buf_first + a]];
+			fprintf(f, " +%s:%llu", buf_kind_name(x->kind), (unsigned long long)x->bytes);
+		}
+		for (int a = 0; a < o->nfree; a++) {
+			const struct buffer *x = &s->bufs[s->bufrefs[o->buf_first + o->nalloc + a]];
+			fprintf(f, " -%s", buf_kind_name(x->kind));
+		}
+		fputc('\n', f);
+	}
+}

@@ -1,0 +1,338 @@
+/*
+ * cuda_model.h - the Llama decoder's training step on one GPU, in CUDA:
+ * the C-callable API gpu_run links. It mirrors gpu/ref/ref.h function by
+ * function (cuda_ prefix, same argument order) and is checked against it
+ * by gpu_test.
+ *
+ * Differences from the reference, all deliberate:
+ *   - Pointers are device pointers. Activations and parameters are bf16;
+ *     statistics (rstd, lse), logits and the loss are fp32.
+ *   - Parameter gradients are fp32 accumulation buffers (same flat layout
+ *     as the parameters, 4 bytes an element): the wgrad GEMMs accumulate
+ *     into them with beta = 1 and the norm / embedding gradients with fp32
+ *     atomics, so microbatches add up without bf16 rounding. A bf16 reduce
+ *     dtype is a cast before the reduce-scatter, not a different backward.
+ *   - Every launch goes to the cudaStream_t passed last; nothing
+ *     synchronizes the host unless its comment says so. The loss is written
+ *     to a device float instead of being returned.
+ *   - Functions that run GEMMs or need scratch take a struct cuda_ctx first
+ *     (cuBLASLt handle, its workspace, the cache of matmul plans, device
+ *     scratch). A context serves one stream at a time: two streams that run
+ *     GEMMs concurrently need two contexts (the workspace is shared).
+ *   - Under AC_NONE/AC_FULL qkv aliases qkv_rope and rope runs in place, as
+ *     in the reference.
+ *   - Sizes are bytes (mixed dtypes), every field 256-byte aligned.
+ *
+ * Supported shapes (cuda_shape_check): head dim Q in {16, 32, 64, 128}
+ * (the attention kernel's tiles), D, F and V multiples of 8 (16-byte
+ * vector accesses). Anything else is refused at start-up.
+ */
+#ifndef GPU_CUDA_MODEL_H
+#define GPU_CUDA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 bf16;
+extern "C" {
+#else
+typedef uint16_t bf16; /* the bit pattern of a bfloat16; host code converts */
+#endif
+
+#include "model.h" /* C declarations: inside extern "C" for the .cu files */
+
+#define CUDA_RMS_EPS 1e-5f
+#define CUDA_ROPE_THETA 500000.0f
+
+/* ---- context -------------------------------------------------------------- */
+
+struct cuda_ctx;
+
+/*
+ * A context for the current device: a cuBLASLt handle, one 32 MiB GEMM
+ * workspace, the matmul plan cache and scratch_bytes of device scratch
+ * (cuda_scratch_bytes). Aborts through the check hook on failure.
+ */
+struct cuda_ctx *cuda_ctx_new(size_t scratch_bytes);
+/* Frees everything; synchronizes the device. cuda_ctx_free(NULL) is a no-op. */
+void cuda_ctx_free(struct cuda_ctx *ctx);
+/* Grow the scratch to at least bytes (synchronizes the device when it grows). */
+void cuda_ctx_reserve(struct cuda_ctx *ctx, size_t bytes);
+
+/* Scratch the attention backward needs: dq accumulator (N, H Q) and delta (B, H, T), fp32. */
+size_t cuda_attention_scratch_bytes(int B, int T, int H, int Q);
+/* Scratch every function below needs for a model shape and B sequences. */
+size_t cuda_scratch_bytes(const struct model_shape *m, int B);
+
+/* 0 when the CUDA kernels support the shape; else -1 and a message in err. */
+int cuda_shape_check(const struct model_shape *m, char *err, int errlen);
+/* 1 when the attention kernels have tiles for head dim Q. */
+int cuda_attention_supported(int Q);
+
+/*
+ * Per-kernel timing: while on, the block, head and model functions put a
+ * CUDA event pair around each kernel they launch, named as core/model.c
+ * names the kernels ("qkv", "attention", "down_wgrad", ...; residual adds
+ * are fused into GEMMs and norms and have no entry). Read synchronizes and
+ * clears; returns the number of entries written.
+ */
+struct cuda_kernel_time {
+	char name[24];
+	float ms;
+};
+void cuda_ctx_profile(struct cuda_ctx *ctx, int on);
+int cuda_ctx_profile_read(struct cuda_ctx *ctx, struct cuda_kernel_time *out, int max);
+
+/* ---- layers ---------------------------------------------------------------- */
+
+/* out (N, D) = wte[tokens[n]], wte (V, D). */
+void cuda_embedding_forward(bf16 *out, const int *tokens, const bf16 *wte, int N, int D,
+			    cudaStream_t st);
+/* dwte (V, D) += dout scattered by token (fp32 atomics). */
+void cuda_embedding_backward(float *dwte, const bf16 *dout, const int *tokens, int N, int D,
+			     cudaStream_t st);
+
+/* out (N, C) = x * rstd * w, rstd (N) = 1 / sqrt(mean(x^2) + eps). */
+void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *w, int N, int C,
+			  cudaStream_t st);
+/* dx (N, C) = (written), dw (C) +=. dx may alias dout. */
+void cuda_rmsnorm_backward(bf16 *dx, float *dw, const bf16 *dout, const bf16 *x, const bf16 *w,
+			   const float *rstd, int N, int C, cudaStream_t st);
+
+/* out (N, OC) = x (N, C) w^T, w (OC, C). */
+void cuda_linear_forward(struct cuda_ctx *ctx, bf16 *out, const bf16 *x, const bf16 *w, int N,
+			 int C, int OC, cudaStream_t st);
+/* dx (N, C) = dout w (skipped when dx is NULL); dw (OC, C) += dout^T x. */
+void cuda_linear_backward(struct cuda_ctx *ctx, bf16 *dx, float *dw, const bf16 *dout,
+			  const bf16 *x, const bf16 *w, int N, int C, int OC, cudaStream_t st);
+
+/* Rotary embedding in place on the query and key heads of qkv (N, (H + 2 KV) Q). */
+void cuda_rope_forward(bf16 *qkv, int B, int T, int H, int KV, int Q, float theta,
+		       cudaStream_t st);
+/* The transpose, in place on dqkv's query and key heads. */
+void cuda_rope_backward(bf16 *dqkv, int B, int T, int H, int KV, int Q, float theta,
+			cudaStream_t st);
+
+/*
+ * Causal GQA attention over roped qkv; out (N, H Q), lse (B, H, T). Flash
+ * style: no T x T matrix exists anywhere. Q must be supported.
+ */
+void cuda_attention_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int KV,
+			    int Q, cudaStream_t st);
+/* dqkv (N, (H + 2 KV) Q) = (written). Uses cuda_attention_scratch_bytes of ctx scratch. */
+void cuda_attention_backward(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+			     const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
+			     cudaStream_t st);
+
+/* h (N, F) = silu(gate) * up, gateup (N, 2F) = [gate | up]. */
+void cuda_swiglu_forward(bf16 *h, const bf16 *gateup, int N, int F, cudaStream_t st);
+/* dgateup (N, 2F) = (written). */
+void cuda_swiglu_backward(bf16 *dgateup, const bf16 *dh, const bf16 *gateup, int N, int F,
+			  cudaStream_t st);
+
+/*
+ * Mean cross-entropy of fp32 logits (N, V) against targets (N): *loss
+ * (device) = the mean, lse (N) kept. Uses N floats of ctx scratch.
+ */
+void cuda_cross_entropy_forward(struct cuda_ctx *ctx, float *loss, float *lse,
+				const float *logits, const int *targets, int N, int V,
+				cudaStream_t st);
+/*
+ * dlogits = dloss / N * (softmax - onehot) in bf16, row n at dlogits + n *
+ * ldd. It may overwrite the logits in place: dlogits == (bf16 *)logits with
+ * ldd = 2 V puts each bf16 row at the start of its own fp32 row.
+ */
+void cuda_cross_entropy_backward(bf16 *dlogits, int64_t ldd, const float *logits,
+				 const float *lse, const int *targets, int N, int V, float dloss,
+				 cudaStream_t st);
+
+/*
+ * Output projection and loss, as ref_lm_loss_*: logits is fp32 (N, V) for
+ * LOSS_FULL or (chunk, V) scratch for LOSS_CHUNKED, which never holds the
+ * full (N, V). Backward turns each logits row into its bf16 dlogits in
+ * place (row stride 2V), then dxn (N, D) = (written), dw_out (V, D) +=.
+ */
+void cuda_lm_loss_forward(struct cuda_ctx *ctx, float *loss, float *lse, float *logits,
+			  const bf16 *xn, const bf16 *w_out, const int *targets, int N, int D,
+			  int V, enum loss_mode mode, int chunk, cudaStream_t st);
+void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, float *dw_out, float *logits,
+			   const bf16 *xn, const bf16 *w_out, const float *lse, const int *targets,
+			   int N, int D, int V, enum loss_mode mode, int chunk, cudaStream_t st);
+
+/* ---- one transformer block ------------------------------------------------- */
+
+/*
+ * What a block's backward reads; the ac_mode decides which fields are
+ * saved and which transient, exactly as struct ref_block_store (ref.h has
+ * the table). bf16 fields, fp32 statistics.
+ */
+struct cuda_block_store {
+	enum ac_mode mode;
+	int complete;    /* 1 when every field holds this block's values */
+	bf16 *x;         /* (N, D) block input; the caller writes it here */
+	bf16 *xn1;       /* (N, D) attn_norm(x) */
+	float *rstd1;    /* (N) */
+	bf16 *qkv;       /* (N, (H+2KV) Q) QKV GEMM output, before rope */
+	bf16 *qkv_rope;  /* (N, (H+2KV) Q) after rope on q and k */
+	bf16 *att;       /* (N, H Q) attention output */
+	float *lse;      /* (B, H, T) attention log-sum-exp */
+	bf16 *x1;        /* (N, D) x + Wo att */
+	bf16 *xn2;       /* (N, D) mlp_norm(x1) */
+	float *rstd2;    /* (N) */
+	bf16 *gateup;    /* (N, 2F) [gate | up] */
+	bf16 *h;         /* (N, F) silu(gate) * up */
+};
+
+size_t cuda_block_saved_bytes(const struct model_shape *m, int B, enum ac_mode mode);
+size_t cuda_block_transient_bytes(const struct model_shape *m, int B, enum ac_mode mode);
+/* Scratch for the activation gradients of cuda_block_backward. */
+size_t cuda_block_scratch_bytes(const struct model_shape *m, int B);
+/* Point the fields into saved and transient (NULL for AC_NONE); owns nothing. */
+void cuda_block_store_init(struct cuda_block_store *s, void *saved, void *transient,
+			   const struct model_shape *m, int B, enum ac_mode mode);
+
+/* out (N, D) = the block of s->x; fills every field. out may not alias s->x. */
+void cuda_block_forward(struct cuda_ctx *ctx, bf16 *out, struct cuda_block_store *s,
+			const bf16 *params, const struct model_shape *m, int B, cudaStream_t st);
+/* Rebuild the transient fields (nothing for AC_NONE); sets s->complete. */
+void cuda_block_recompute(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf16 *params,
+			  const struct model_shape *m, int B, cudaStream_t st);
+/*
+ * dx (N, D) = (written), dparams (fp32, block flat layout) +=, from dout.
+ * Recomputes first unless s->complete. scratch holds
+ * cuda_block_scratch_bytes. dx may alias dout.
+ */
+void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const bf16 *dout,
+			 struct cuda_block_store *s, const bf16 *params, void *scratch,
+			 const struct model_shape *m, int B, cudaStream_t st);
+
+/* ---- head: final norm, output projection, loss ------------------------------ */
+
+struct cuda_head_store {
+	enum loss_mode loss;
+	int chunk;       /* rows per logits chunk under LOSS_CHUNKED */
+	bf16 *x;         /* (N, D) head input; caller writes it */
+	bf16 *xn;        /* (N, D) final_norm(x) */
+	float *rstd;     /* (N) */
+	float *lse;      /* (N) */
+	float *logits;   /* LOSS_FULL (N, V); LOSS_CHUNKED (chunk, V) */
+};
+
+size_t cuda_head_store_bytes(const struct model_shape *m, int B, enum loss_mode loss, int chunk);
+void cuda_head_store_init(struct cuda_head_store *s, void *buf, const struct model_shape *m,
+			  int B, enum loss_mode loss, int chunk);
+/* *loss (device) = mean cross-entropy of final_norm(s->x) w_out^T. */
+void cuda_head_forward(struct cuda_ctx *ctx, float *loss, struct cuda_head_store *s,
+		       const bf16 *norm_w, const bf16 *w_out, const int *targets,
+		       const struct model_shape *m, int B, cudaStream_t st);
+/* dx (N, D) = (written); dnorm_w (D) +=, dw_out (V, D) +=. Once per forward. */
+void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, float *dnorm_w, float *dw_out,
+			struct cuda_head_store *s, const bf16 *norm_w, const bf16 *w_out,
+			const int *targets, const struct model_shape *m, int B, cudaStream_t st);
+
+/* ---- whole model ------------------------------------------------------------ */
+
+/* Parameters (bf16) and fp32 gradients of a model, pointers into runtime buffers. */
+struct cuda_model {
+	struct model_shape shape;
+	bf16 *embed;         /* (V, D) */
+	bf16 **blocks;       /* L host-side pointers, block flat layout */
+	bf16 *final_norm;    /* (D) */
+	bf16 *w_out;         /* (V, D) */
+	float *d_embed;      /* gradients, same shapes, fp32 */
+	float **d_blocks;
+	float *d_final_norm;
+	float *d_w_out;
+};
+
+/* Elements of one block's flat buffer, and a tensor's offset in it (core/model.c). */
+size_t cuda_block_elems(const struct model_shape *m);
+size_t cuda_block_offset(const struct model_shape *m, enum block_tensor t);
+/* Elements of all parameters: embed | L blocks | final norm | output. */
+size_t cuda_model_elems(const struct model_shape *m);
+/* Point *model at params (bf16) and grads (fp32, may be NULL); 0, or -1 out of host memory. */
+int cuda_model_init(struct cuda_model *model, const struct model_shape *m, bf16 *params,
+		    float *grads);
+void cuda_model_release(struct cuda_model *model);
+
+/* Activations for B sequences, in one device allocation. */
+struct cuda_acts {
+	int B;
+	enum ac_mode ac;
+	struct cuda_block_store *blocks; /* L stores (host array) */
+	struct cuda_head_store head;
+	bf16 *dres;                      /* (N, D) residual-stream gradient */
+	void *scratch;                   /* cuda_block_scratch_bytes */
+	void *buf;                       /* the device allocation behind all of it */
+	size_t bytes;                    /* its size */
+};
+
+/* NULL when host or device memory runs out. cuda_acts_free(NULL) is a no-op. */
+struct cuda_acts *cuda_acts_new(const struct model_shape *m, int B, enum ac_mode ac,
+				enum loss_mode loss, int chunk);
+void cuda_acts_free(struct cuda_acts *a);
+
+/* *loss (device) = mean loss of tokens (N, device) predicting targets (N, device). */
+void cuda_model_forward(struct cuda_ctx *ctx, float *loss, const struct cuda_model *model,
+			struct cuda_acts *a, const int *tokens, const int *targets,
+			cudaStream_t st);
+/* Accumulate every parameter gradient (+=). Once per forward. */
+void cuda_model_backward(struct cuda_ctx *ctx, const struct cuda_model *model,
+			 struct cuda_acts *a, const int *tokens, const int *targets,
+			 cudaStream_t st);
+
+/* ---- optimizer ---------------------------------------------------------------- */
+
+struct cuda_adamw_hparams {
+	float lr;
+	float beta1;
+	float beta2;
+	float eps;
+	float weight_decay;
+};
+
+/*
+ * Three launch forms of one AdamW step at step t >= 1 on fp32 master
+ * params p, fp32 grads g, fp32 moments m, v (ref_adamw's arithmetic):
+ *
+ * cuda_adamw: one launch for one parameter (the per-parameter form an
+ *   optimizer-in-backward hook issues; launch cost per tensor).
+ */
+void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n,
+		const struct cuda_adamw_hparams *hp, int t, cudaStream_t st);
+
+struct cuda_adamw_tensor {
+	float *p;
+	const float *g;
+	float *m;
+	float *v;
+	size_t n;
+};
+
+/*
+ * cuda_adamw_multi: the multi-tensor (foreach) form, one launch for up to
+ *   CUDA_ADAMW_MULTI_MAX tensors (the list travels in the kernel parameter
+ *   block; longer lists take ceil(count / max) launches).
+ */
+#define CUDA_ADAMW_MULTI_MAX 192
+void cuda_adamw_multi(const struct cuda_adamw_tensor *ts, int count,
+		      const struct cuda_adamw_hparams *hp, int t, cudaStream_t st);
+
+/*
+ * cuda_adamw_fused: one launch over a flat shard (a unit's parameters in
+ *   one buffer) fusing the step with what follows it: p_bf16 (may be NULL)
+ *   receives the bf16 copy of the updated params for the next all-gather,
+ *   and g is zeroed for the next accumulation when zero_grad is set.
+ */
+void cuda_adamw_fused(float *p, bf16 *p_bf16, float *g, float *m, float *v, size_t n,
+		      const struct cuda_adamw_hparams *hp, int t, int zero_grad, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * internal.h - what the .cu files of gpu/cuda share and nobody else sees:
+ * the context's insides, the row-major GEMM on cuBLASLt, the kernel
+ * timing hooks and a few launch helpers. CUDA C++ only.
+ */
+#ifndef GPU_CUDA_INTERNAL_H
+#define GPU_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "cuda_model.h"
+
+/* ---- context ---------------------------------------------------------------- */
+
+#define GEMM_WORKSPACE_BYTES (32u << 20) /* what cuBLAS asks for on Hopper */
+#define GEMM_PLANS_MAX 128               /* distinct GEMM shapes of a run: a few dozen */
+#define PROF_MAX 512                     /* timed kernels between two reads */
+
+/* Everything that identifies a cuBLASLt plan; compared with memcmp. */
+struct gemm_key {
+	int ta, tb;            /* row-major op(A), op(B) transposed */
+	int M, N, K;           /* row-major D (M, N) = op(A) (M, K) op(B) (K, N) */
+	int64_t lda, ldb, ldd; /* row-major leading dimensions (elements) */
+	int dtype;             /* cudaDataType_t of C and D */
+	int beta_nonzero;
+	int align;             /* bytes every pointer and row is aligned to */
+};
+
+struct gemm_plan {
+	struct gemm_key key;
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, d; /* column-major A', B', and C = D */
+	cublasLtMatmulAlgo_t algo;
+};
+
+struct prof_entry {
+	const char *name;
+	cudaEvent_t start, stop;
+};
+
+struct cuda_ctx {
+	cublasLtHandle_t lt;
+	void *workspace;               /* GEMM_WORKSPACE_BYTES */
+	struct gemm_plan plans[GEMM_PLANS_MAX];
+	int nplans;
+	void *scratch;                 /* device scratch, scratch_bytes */
+	size_t scratch_bytes;
+	int prof_on;
+	int nprof;
+	struct prof_entry prof[PROF_MAX];
+};
+
+/* The first bytes of ctx scratch; aborts with a message when it is too small. */
+void *ctx_scratch(struct cuda_ctx *ctx, size_t bytes);
+
+/* Timing hooks: no-ops unless profiling is on. Every begin has one end. */
+void prof_begin(struct cuda_ctx *ctx, cudaStream_t st, const char *name);
+void prof_end(struct cuda_ctx *ctx, cudaStream_t st);
+
+/* ---- GEMM ----------------------------------------------------------------------- */
+
+/*
+ * Row-major D (M, N) = op(A) (M, K) op(B) (K, N) + beta C, bf16 A and B,
+ * fp32 accumulation, D of dtype CUDA_R_16BF or CUDA_R_32F. C has D's type
+ * and ldd; it may equal D (accumulate) and is ignored when beta = 0.
+ * ta: A is stored (K, M) row-major; tb: B is stored (N, K).
+ */
+void gemm_rm(struct cuda_ctx *ctx, cudaStream_t st, int ta, int tb, int M, int N, int K,
+	     const bf16 *A, int64_t lda, const bf16 *B, int64_t ldb, void *D,
+	     cudaDataType_t dtype, int64_t ldd, float beta, const void *C);
+
+/* ---- kernels the block code uses beyond the public API ----------------------- */
+
+/* dx = rmsnorm backward + dres (dres may be NULL); dx may alias dout or dres. */
+void rmsnorm_backward_add(bf16 *dx, float *dw, const bf16 *dout, const bf16 *dres,
+			  const bf16 *x, const bf16 *w, const float *rstd, int N, int C,
+			  cudaStream_t st);
+/* Rope from src to dst (value heads copied when they differ); sign -1 is backward. */
+void rope_apply(bf16 *dst, const bf16 *src, int B, int T, int H, int KV, int Q, float theta,
+		int sign, cudaStream_t st);
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static inline unsigned cdiv(int64_t a, int64_t b)
+{
+	return (unsigned)((a + b - 1) / b);
+}
+
+/* Round a byte count up to the 256-byte alignment every buffer field gets. */
+static inline size_t align256(size_t bytes)
+{
+	return (bytes + 255) & ~(size_t)255;
+}
+
+/* Raise a kernel's dynamic shared memory limit once, when it needs more than 48 KiB. */
+#define KERNEL_SMEM_OPT_IN(kernel, bytes)                                                    \
+	cudaCheck(cudaFuncSetAttribute((kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, \
+				       (int)(bytes)))
+
+#endif

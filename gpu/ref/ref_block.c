@@ -1,0 +1,325 @@
+/*
+ * ref_block.c - one transformer block and the head of the fp32 reference,
+ * with activation checkpointing.
+ *
+ * A block's activations live in a struct ref_block_store whose fields all
+ * point somewhere: the checkpointing mode only decides which memory each
+ * field points into, saved (kept from forward to backward) or transient
+ * (scratch that ref_block_recompute refills). Forward therefore runs the
+ * same code under every mode, and backward reads the same fields; the
+ * modes differ only in what recompute has to rebuild. That is why the
+ * three modes give bit-identical gradients: recompute repeats the forward's
+ * own arithmetic on the same inputs.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "ref.h"
+
+/* Sizes of one block's activations for B sequences. */
+struct dims {
+	int N, D, F, H, KV, Q, B, T;
+	size_t qkv; /* (H + 2 KV) Q, the QKV row */
+	size_t hq;  /* H Q, the attention output row */
+};
+
+static struct dims dims_of(const struct model_shape *m, int B)
+{
+	struct dims d;
+	d.B = B;
+	d.T = m->seq;
+	d.N = B * m->seq;
+	d.D = m->hidden;
+	d.F = m->ffn;
+	d.H = m->heads;
+	d.KV = m->kv_heads;
+	d.Q = model_head_dim(m);
+	d.qkv = (size_t)(d.H + 2 * d.KV) * d.Q;
+	d.hq = (size_t)d.H * d.Q;
+	return d;
+}
+
+/* ---- parameter layout ---------------------------------------------------- */
+
+size_t ref_block_offset(const struct model_shape *m, enum block_tensor t)
+{
+	return (size_t)model_block_tensor_offset(m, t);
+}
+
+size_t ref_block_floats(const struct model_shape *m)
+{
+	return (size_t)model_block_params(m);
+}
+
+/* ---- activation store ---------------------------------------------------- */
+
+enum field {
+	F_X, F_XN1, F_RSTD1, F_QKV, F_ATT, F_LSE, F_X1, F_XN2, F_RSTD2, F_GATEUP, F_H, F_COUNT
+};
+
+static size_t field_floats(const struct dims *d, enum field f)
+{
+	size_t N = (size_t)d->N;
+	switch (f) {
+	case F_X: case F_XN1: case F_X1: case F_XN2:
+		return N * d->D;
+	case F_RSTD1: case F_RSTD2:
+		return N;
+	case F_QKV:
+		return N * d->qkv;
+	case F_ATT:
+		return N * d->hq;
+	case F_LSE:
+		return (size_t)d->B * d->H * d->T;
+	case F_GATEUP:
+		return N * 2 * d->F;
+	case F_H:
+		return N * d->F;
+	case F_COUNT:
+		break;
+	}
+	assert(0);
+	return 0;
+}
+
+/* 1 when the field persists from forward to backward under the mode (the table in ref.h). */
+static int field_saved(enum ac_mode mode, enum field f)
+{
+	switch (mode) {
+	case AC_NONE:
+		return 1;
+	case AC_FULL:
+		return f == F_X;
+	case AC_SELECTIVE:
+		return f == F_X || f == F_QKV || f == F_ATT || f == F_LSE || f == F_X1 ||
+		       f == F_GATEUP;
+	case AC_COUNT:
+		break;
+	}
+	assert(0);
+	return 1;
+}
+
+static size_t floats_of(const struct model_shape *m, int B, enum ac_mode mode, int saved)
+{
+	struct dims d = dims_of(m, B);
+	size_t n = 0;
+	for (int f = 0; f < F_COUNT; f++)
+		if (field_saved(mode, (enum field)f) == saved)
+			n += field_floats(&d, (enum field)f);
+	return n;
+}
+
+size_t ref_block_saved_floats(const struct model_shape *m, int B, enum ac_mode mode)
+{
+	return floats_of(m, B, mode, 1);
+}
+
+size_t ref_block_transient_floats(const struct model_shape *m, int B, enum ac_mode mode)
+{
+	return floats_of(m, B, mode, 0);
+}
+
+void ref_block_store_init(struct ref_block_store *s, float *saved, float *transient,
+			  const struct model_shape *m, int B, enum ac_mode mode)
+{
+	struct dims d = dims_of(m, B);
+	float **field[F_COUNT] = {
+		[F_X] = &s->x,     [F_XN1] = &s->xn1,     [F_RSTD1] = &s->rstd1,
+		[F_QKV] = &s->qkv, [F_ATT] = &s->att,     [F_LSE] = &s->lse,
+		[F_X1] = &s->x1,   [F_XN2] = &s->xn2,     [F_RSTD2] = &s->rstd2,
+		[F_GATEUP] = &s->gateup,                  [F_H] = &s->h,
+	};
+	memset(s, 0, sizeof(*s));
+	s->mode = mode;
+	for (int f = 0; f < F_COUNT; f++) {
+		float **next = field_saved(mode, (enum field)f) ? &saved : &transient;
+		assert(*next);
+		*field[f] = *next;
+		*next += field_floats(&d, (enum field)f);
+	}
+}
+
+/* ---- forward, recompute, backward ---------------------------------------- */
+
+/* Tensor t of a block's flat parameter (or gradient) buffer. */
+static const float *tensor(const float *params, const struct model_shape *m, enum block_tensor t)
+{
+	return params + ref_block_offset(m, t);
+}
+
+static float *grad_tensor(float *dparams, const struct model_shape *m, enum block_tensor t)
+{
+	return dparams + ref_block_offset(m, t);
+}
+
+/* x1 = x + Wo attn(rope(QKV(attn_norm(x)))), filling xn1 .. x1. */
+static void attention_forward(struct ref_block_store *s, const float *params,
+			      const struct model_shape *m, const struct dims *d)
+{
+	size_t nd = (size_t)d->N * d->D;
+	ref_rmsnorm_forward(s->xn1, s->rstd1, s->x, tensor(params, m, BT_ATTN_NORM), d->N, d->D);
+	ref_linear_forward(s->qkv, s->xn1, tensor(params, m, BT_WQ), d->N, d->D, (int)d->qkv);
+	ref_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, REF_ROPE_THETA);
+	ref_attention_forward(s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q);
+	ref_linear_forward(s->x1, s->att, tensor(params, m, BT_WO), d->N, (int)d->hq, d->D);
+	for (size_t i = 0; i < nd; i++)
+		s->x1[i] += s->x[i];
+}
+
+/* mlp_norm, gate/up, SwiGLU: x1 -> xn2, gateup, h (the Wdown GEMM is the caller's). */
+static void mlp_forward(struct ref_block_store *s, const float *params,
+			const struct model_shape *m, const struct dims *d)
+{
+	ref_rmsnorm_forward(s->xn2, s->rstd2, s->x1, tensor(params, m, BT_MLP_NORM), d->N, d->D);
+	ref_linear_forward(s->gateup, s->xn2, tensor(params, m, BT_W_GATE), d->N, d->D, 2 * d->F);
+	ref_swiglu_forward(s->h, s->gateup, d->N, d->F);
+}
+
+void ref_block_forward(float *out, struct ref_block_store *s, const float *params,
+		       const struct model_shape *m, int B)
+{
+	struct dims d = dims_of(m, B);
+	size_t nd = (size_t)d.N * d.D;
+	assert(out != s->x);
+	attention_forward(s, params, m, &d);
+	mlp_forward(s, params, m, &d);
+	ref_linear_forward(out, s->h, tensor(params, m, BT_W_DOWN), d.N, d.F, d.D);
+	for (size_t i = 0; i < nd; i++)
+		out[i] += s->x1[i];
+	s->complete = s->mode == AC_NONE;
+}
+
+/* The same calls as forward, so recomputed values are bit-identical to saved ones. */
+void ref_block_recompute(struct ref_block_store *s, const float *params,
+			 const struct model_shape *m, int B)
+{
+	struct dims d = dims_of(m, B);
+	switch (s->mode) {
+	case AC_NONE:
+		break;
+	case AC_FULL:
+		attention_forward(s, params, m, &d);
+		mlp_forward(s, params, m, &d);
+		break;
+	case AC_SELECTIVE:
+		ref_rmsnorm_forward(s->xn1, s->rstd1, s->x, tensor(params, m, BT_ATTN_NORM), d.N, d.D);
+		ref_rmsnorm_forward(s->xn2, s->rstd2, s->x1, tensor(params, m, BT_MLP_NORM), d.N, d.D);
+		ref_swiglu_forward(s->h, s->gateup, d.N, d.F);
+		break;
+	case AC_COUNT:
+		assert(0);
+	}
+	s->complete = 1;
+}
+
+/* Scratch for the activation gradients of one block's backward. */
+struct grads {
+	float *dxn;    /* (N, D) */
+	float *dh;     /* (N, F) */
+	float *dgu;    /* (N, 2F) */
+	float *datt;   /* (N, H Q) */
+	float *dqkv;   /* (N, (H + 2 KV) Q) */
+};
+
+static struct grads grads_at(float *scratch, const struct dims *d)
+{
+	size_t N = (size_t)d->N;
+	struct grads g;
+	g.dxn = scratch;
+	g.dh = g.dxn + N * d->D;
+	g.dgu = g.dh + N * d->F;
+	g.datt = g.dgu + N * 2 * d->F;
+	g.dqkv = g.datt + N * d->hq;
+	return g;
+}
+
+size_t ref_block_scratch_floats(const struct model_shape *m, int B)
+{
+	struct dims d = dims_of(m, B);
+	return (size_t)d.N * (d.D + d.F + 2 * d.F + d.hq + d.qkv);
+}
+
+/*
+ * The forward in reverse. dout is last read when dx1 = dout + (norm2 path)
+ * is formed, before dx is first written, so dx may alias dout.
+ */
+void ref_block_backward(float *dx, float *dparams, const float *dout, struct ref_block_store *s,
+			const float *params, float *scratch, const struct model_shape *m, int B)
+{
+	struct dims d = dims_of(m, B);
+	struct grads g = grads_at(scratch, &d);
+	size_t nd = (size_t)d.N * d.D;
+	const float *norm1 = tensor(params, m, BT_ATTN_NORM), *wqkv = tensor(params, m, BT_WQ);
+	const float *wo = tensor(params, m, BT_WO), *norm2 = tensor(params, m, BT_MLP_NORM);
+	const float *wgu = tensor(params, m, BT_W_GATE), *wdown = tensor(params, m, BT_W_DOWN);
+	float *dnorm1 = grad_tensor(dparams, m, BT_ATTN_NORM);
+	float *dwqkv = grad_tensor(dparams, m, BT_WQ), *dwo = grad_tensor(dparams, m, BT_WO);
+	float *dnorm2 = grad_tensor(dparams, m, BT_MLP_NORM);
+	float *dwgu = grad_tensor(dparams, m, BT_W_GATE), *dwdown = grad_tensor(dparams, m, BT_W_DOWN);
+
+	if (!s->complete)
+		ref_block_recompute(s, params, m, B);
+
+	/* MLP: out = x1 + Wdown swiglu(GateUp(norm2(x1))) */
+	ref_linear_backward(g.dh, dwdown, dout, s->h, wdown, d.N, d.F, d.D);
+	ref_swiglu_backward(g.dgu, g.dh, s->gateup, d.N, d.F);
+	ref_linear_backward(g.dxn, dwgu, g.dgu, s->xn2, wgu, d.N, d.D, 2 * d.F);
+	ref_rmsnorm_backward(g.dxn, dnorm2, g.dxn, s->x1, norm2, s->rstd2, d.N, d.D);
+	for (size_t i = 0; i < nd; i++)
+		g.dxn[i] += dout[i]; /* g.dxn is now dx1 */
+
+	/* attention: x1 = x + Wo attn(rope(QKV(norm1(x)))) */
+	ref_linear_backward(g.datt, dwo, g.dxn, s->att, wo, d.N, (int)d.hq, d.D);
+	ref_attention_backward(g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV, d.Q);
+	ref_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, REF_ROPE_THETA);
+	ref_linear_backward(dx, dwqkv, g.dqkv, s->xn1, wqkv, d.N, d.D, (int)d.qkv);
+	ref_rmsnorm_backward(dx, dnorm1, dx, s->x, norm1, s->rstd1, d.N, d.D);
+	for (size_t i = 0; i < nd; i++)
+		dx[i] += g.dxn[i];
+
+	if (s->mode != AC_NONE)
+		s->complete = 0;
+}
+
+/* ---- head ---------------------------------------------------------------- */
+
+size_t ref_head_store_floats(const struct model_shape *m, int B, enum loss_mode loss, int chunk)
+{
+	size_t N = (size_t)B * m->seq;
+	size_t rows = loss == LOSS_FULL ? N : (size_t)chunk;
+	return 2 * N * m->hidden + 2 * N + rows * m->vocab;
+}
+
+void ref_head_store_init(struct ref_head_store *s, float *buf, const struct model_shape *m,
+			 int B, enum loss_mode loss, int chunk)
+{
+	size_t N = (size_t)B * m->seq;
+	assert(loss == LOSS_FULL || chunk > 0);
+	s->loss = loss;
+	s->chunk = loss == LOSS_FULL ? B * m->seq : chunk;
+	s->x = buf;
+	s->xn = s->x + N * m->hidden;
+	s->rstd = s->xn + N * m->hidden;
+	s->lse = s->rstd + N;
+	s->logits = s->lse + N;
+}
+
+float ref_head_forward(struct ref_head_store *s, const float *norm_w, const float *w_out,
+		       const int *targets, const struct model_shape *m, int B)
+{
+	int N = B * m->seq;
+	ref_rmsnorm_forward(s->xn, s->rstd, s->x, norm_w, N, m->hidden);
+	return ref_lm_loss_forward(s->lse, s->logits, s->xn, w_out, targets, N, m->hidden,
+				   m->vocab, s->loss, s->chunk);
+}
+
+void ref_head_backward(float *dx, float *dnorm_w, float *dw_out, struct ref_head_store *s,
+		       const float *norm_w, const float *w_out, const int *targets,
+		       const struct model_shape *m, int B)
+{
+	int N = B * m->seq;
+	ref_lm_loss_backward(dx, dw_out, s->logits, s->xn, w_out, s->lse, targets, N, m->hidden,
+			     m->vocab, s->loss, s->chunk);
+	ref_rmsnorm_backward(dx, dnorm_w, dx, s->x, norm_w, s->rstd, N, m->hidden);
+}

@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""Figures from results files (schema: data/README.md).
+
+Usage: plots.py DATA_DIR_OR_FILES... OUTDIR
+
+Every .h5 file given (or found directly in a given directory) is read, every
+run in it. For each run: a stream timeline and a memory timeline. Across all
+runs of all files: one policy comparison. Each figure is saved as PNG and PDF
+under OUTDIR with a stable name:
+
+    <file-stem>_run<N>_timeline.{png,pdf}
+    <file-stem>_run<N>_memory.{png,pdf}
+    policies.{png,pdf}
+
+Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
+packages); `make plots` runs it on data/ into paper/figures.
+"""
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+GIB = float(1 << 30)
+# Configuration keys that never label a policy: where the results went.
+IGNORED_KEYS = {"run.out"}
+
+
+class Run:
+    """One /runs/NNNNNN group, read whole into memory."""
+
+    def __init__(self, path, name, group):
+        self.path = path
+        self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.index = int(name)
+        self.attrs = {k: _text(v) for k, v in group.attrs.items()}
+        self.ops = group["ops"][()]
+        self.memory = group["memory"][()]
+        self.summary = dict(group["summary"].attrs.items())
+        self.kind_names = _enum_names(group["ops"].dtype, "kind")
+        self.stream_names = _enum_names(group["ops"].dtype, "stream")
+        self.categories = [n for n in group["memory"].dtype.names if n not in ("t_ns", "reserved")]
+
+    @property
+    def config(self):
+        """Configuration keys (`section.key`) and `source`, as text."""
+        keys = {k: v for k, v in self.attrs.items() if "." in k and k not in IGNORED_KEYS}
+        keys["source"] = self.attrs.get("source", "")
+        return keys
+
+    def title(self):
+        return "%s run %d (%s)" % (self.stem, self.index, self.attrs.get("source", "?"))
+
+
+def _text(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+def _enum_names(dtype, field):
+    """Value -> name of an HDF5 enum field of a compound dtype."""
+    mapping = h5py.check_enum_dtype(dtype[field]) or {}
+    return {int(v): k for k, v in mapping.items()}
+
+
+def load_runs(path):
+    """Every run of one results file, in index order."""
+    runs = []
+    with h5py.File(path, "r") as f:
+        if "runs" not in f:
+            return runs
+        for name in sorted(f["runs"]):
+            runs.append(Run(path, name, f["runs"][name]))
+    return runs
+
+
+def results_files(args):
+    """The .h5 files named by args: files as given, directories' *.h5 sorted."""
+    files = []
+    for a in args:
+        if os.path.isdir(a):
+            files += sorted(os.path.join(a, n) for n in os.listdir(a) if n.endswith(".h5"))
+        elif os.path.isfile(a):
+            files.append(a)
+        else:
+            sys.exit("plots: %s: no such file or directory" % a)
+    return files
+
+
+def _colors(n, cmap="tab20"):
+    """n distinct colors, stable by index."""
+    cm = plt.get_cmap(cmap)
+    return [cm(i % cm.N) for i in range(n)]
+
+
+def _save(fig, outdir, name):
+    for ext in ("png", "pdf"):
+        fig.savefig(os.path.join(outdir, "%s.%s" % (name, ext)), dpi=150, bbox_inches="tight")
+    plt.close(fig)
+
+
+def plot_timeline(run, outdir):
+    """A Gantt chart per stream, ops colored by kind; time in ms."""
+    ops = run.ops
+    streams = sorted(set(int(s) for s in ops["stream"])) if len(ops) else []
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(len(streams), 1)))
+    colors = _colors(max(run.kind_names) + 1 if run.kind_names else 1)
+    kinds_seen = set()
+    for row, st in enumerate(streams):
+        on_stream = ops[ops["stream"] == st]
+        for kind in sorted(set(int(k) for k in on_stream["kind"])):
+            sel = on_stream[on_stream["kind"] == kind]
+            start = sel["start_ns"].astype(np.float64) / 1e6
+            dur = (sel["end_ns"] - sel["start_ns"]).astype(np.float64) / 1e6
+            ax.broken_barh(list(zip(start, dur)), (row - 0.4, 0.8), facecolors=colors[kind],
+                           edgecolor="black", linewidth=0.2)
+            kinds_seen.add(kind)
+    ax.set_yticks(range(len(streams)))
+    ax.set_yticklabels([run.stream_names.get(s, str(s)) for s in streams])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.set_title(run.title() + ": streams")
+    if not streams:
+        ax.text(0.5, 0.5, "no ops", transform=ax.transAxes, ha="center")
+    handles = [matplotlib.patches.Patch(color=colors[k], label=run.kind_names.get(k, str(k)))
+               for k in sorted(kinds_seen)]
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    _save(fig, outdir, "%s_run%d_timeline" % (run.stem, run.index))
+
+
+def _steps(t, y):
+    """A step function (value held until the next sample) as plottable points."""
+    if len(t) == 0:
+        return t, y
+    return np.repeat(t, 2)[1:], np.repeat(y, 2)[:-1]
+
+
+def plot_memory(run, outdir):
+    """Allocated memory stacked by category, reserved as a line, GPU capacity dashed."""
+    mem = run.memory[np.argsort(run.memory["t_ns"], kind="stable")]
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    colors = _colors(len(run.categories), "tab10")
+    t = mem["t_ns"].astype(np.float64) / 1e6
+    ys, labels, cols = [], [], []
+    for i, cat in enumerate(run.categories):
+        y = mem[cat].astype(np.float64) / GIB
+        if len(y) and y.any():
+            ys.append(_steps(t, y)[1])
+            labels.append(cat)
+            cols.append(colors[i])
+    ts = _steps(t, t)[0]
+    if ys:
+        ax.stackplot(ts, ys, labels=labels, colors=cols, linewidth=0)
+    if len(mem):
+        ax.plot(ts, _steps(t, mem["reserved"].astype(np.float64) / GIB)[1], color="black",
+                linewidth=1.2, label="reserved")
+    else:
+        ax.text(0.5, 0.5, "no memory samples", transform=ax.transAxes, ha="center")
+    gpu = float(run.summary.get("gpu_bytes", 0)) / GIB
+    if gpu > 0:
+        ax.axhline(gpu, color="red", linestyle="--", linewidth=1.2, label="GPU capacity")
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel("GiB")
+    ax.set_ylim(bottom=0)
+    ax.set_title(run.title() + ": memory")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    _save(fig, outdir, "%s_run%d_memory" % (run.stem, run.index))
+
+
+def policy_labels(runs):
+    """One label per run from the configuration keys whose values differ."""
+    keys = sorted(set().union(*(r.config.keys() for r in runs)))
+    differing = [k for k in keys if len(set(r.config.get(k, "") for r in runs)) > 1]
+    labels = []
+    for r in runs:
+        parts = ["%s=%s" % (k.split(".", 1)[-1], r.config.get(k, "-")) for k in differing]
+        labels.append("\n".join(parts))
+    if len(set(labels)) < len(labels):
+        labels = [("%s\n" % l if l else "") + "%s run %d" % (r.stem, r.index)
+                  for l, r in zip(labels, runs)]
+    return labels
+
+
+def plot_policies(runs, outdir):
+    """Step time split into compute, exposed communication and the rest; peak memory."""
+    labels = policy_labels(runs)
+    x = np.arange(len(runs))
+    s = [r.summary for r in runs]
+    step = np.array([float(v.get("step_time_s", 0)) for v in s])
+    compute = np.array([float(v.get("compute_s", 0)) for v in s])
+    comm = np.array([float(v.get("exposed_comm_s", 0)) for v in s])
+    other = np.maximum(step - compute - comm, 0)
+    alloc = np.array([float(v.get("peak_alloc_bytes", 0)) for v in s]) / GIB
+    reserved = np.array([float(v.get("peak_reserved_bytes", 0)) for v in s]) / GIB
+    gpu = np.array([float(v.get("gpu_bytes", 0)) for v in s]) / GIB
+
+    width = max(6, 1.3 * len(runs) + 2)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(width, 8), sharex=True)
+    top.bar(x, compute, 0.6, label="compute", color="tab:blue")
+    top.bar(x, comm, 0.6, bottom=compute, label="exposed communication", color="tab:orange")
+    top.bar(x, other, 0.6, bottom=compute + comm, label="other (idle, host)", color="tab:gray")
+    top.set_ylabel("step time (s)")
+    top.set_title("policies: step time and peak memory")
+    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+
+    bottom.bar(x - 0.15, alloc, 0.3, label="peak allocated", color="tab:green")
+    bottom.bar(x + 0.15, reserved, 0.3, label="peak reserved", color="tab:olive")
+    bottom.hlines(gpu, x - 0.35, x + 0.35, colors="red", linestyles="--", label="GPU capacity")
+    bottom.set_ylabel("GiB")
+    bottom.set_xticks(x)
+    bottom.set_xticklabels(labels, fontsize=8)
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    _save(fig, outdir, "policies")
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] in ("-h", "--help"):
+        sys.stderr.write("usage: plots.py DATA_DIR_OR_FILES... OUTDIR\n")
+        return 2
+    files = results_files(argv[1:-1])
+    outdir = argv[-1]
+    if not files:
+        sys.stderr.write("plots: no .h5 files in %s\n" % " ".join(argv[1:-1]))
+        return 1
+    os.makedirs(outdir, exist_ok=True)
+    runs, status = [], 0
+    for path in files:
+        try:
+            file_runs = load_runs(path)
+        except (OSError, KeyError) as e:
+            sys.stderr.write("plots: %s: not a readable results file: %s\n" % (path, e))
+            status = 1
+            continue
+        if not file_runs:
+            sys.stderr.write("plots: %s: no runs\n" % path)
+        for run in file_runs:
+            plot_timeline(run, outdir)
+            plot_memory(run, outdir)
+        runs += file_runs
+    if runs:
+        plot_policies(runs, outdir)
+    print("plots: %d runs from %d files into %s" % (len(runs), len(files), outdir))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

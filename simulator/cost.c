@@ -1,0 +1,163 @@
+/*
+ * cost.c - kernel, collective and copy costs (see cost.h).
+ */
+#include "cost.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MEMO_CAP 4096 /* a step has a handful of kernel lists and SM counts */
+
+void cost_init(struct cost *c, const struct schedule *s)
+{
+	const struct experiment *e = s->exp;
+	const struct gpu_spec *g = &e->cluster.gpu;
+
+	memset(c, 0, sizeof(*c));
+	c->s = s;
+	c->gpu = g;
+	/* 10^12 FLOP/s = 10^3 FLOP/ns; 1 GB/s = 1 byte/ns */
+	c->peak_flops_per_ns = 1e3 * (e->policy.precision == PREC_FP32 ? g->fp32_tflops : g->bf16_tflops);
+	c->hbm_bytes_per_ns = g->hbm_gbps;
+	c->link_bytes_per_ns[LINK_INTRA] = e->cluster.intra_gbps;
+	c->link_bytes_per_ns[LINK_INTER] = e->cluster.inter_gbps;
+	c->link_bytes_per_ns[LINK_PCIE_H2D] = g->pcie_gbps;
+	c->link_bytes_per_ns[LINK_PCIE_D2H] = g->pcie_gbps;
+	c->memo_cap = MEMO_CAP;
+	c->memo = malloc(sizeof(*c->memo) * c->memo_cap);
+	assert(c->memo);
+	for (int i = 0; i < c->memo_cap; i++)
+		c->memo[i].ktab = -1;
+}
+
+void cost_release(struct cost *c)
+{
+	free(c->memo);
+	c->memo = NULL;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+/* Bandwidth a memory-bound kernel gets on `sms` SMs: it needs a fraction of them to saturate HBM. */
+static double membw(const struct cost *c, int sms, double hbm)
+{
+	double need = c->gpu->elementwise_sms_frac * c->gpu->sms;
+	return need > sms ? hbm * sms / need : hbm;
+}
+
+double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm)
+{
+	double t = (double)bytes / membw(c, sms, hbm);
+	double floor = 1e3 * c->gpu->kernel_min_us;
+	return t > floor ? t : floor;
+}
+
+double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, double hbm)
+{
+	const struct gpu_spec *g = c->gpu;
+	double per_sm = c->peak_flops_per_ns / g->sms, t = 0, tmem;
+
+	assert(sms >= 1);
+	switch (k->kind) {
+	case K_GEMM: {
+		int64_t tiles = ceil_div(k->m, g->gemm_tile_m) * ceil_div(k->n, g->gemm_tile_n);
+		int64_t waves = ceil_div(tiles, (int64_t)sms * g->tiles_per_sm);
+		/* a full tile's work, whether or not it overhangs the matrix edge */
+		double tile_flops = 2.0 * g->gemm_tile_m * g->gemm_tile_n * (double)k->k;
+		t = (double)waves * tile_flops * g->tiles_per_sm / (per_sm * g->gemm_eff);
+		break;
+	}
+	case K_ATTN: {
+		/* one thread block per (sequence*head, 128 query rows) */
+		int64_t blocks = k->m * ceil_div(k->n, 128);
+		int64_t waves = ceil_div(blocks, sms);
+		t = (double)waves * ((double)k->flops / blocks) / (per_sm * g->attn_eff);
+		break;
+	}
+	case K_ELEMENTWISE:
+		return cost_memory_ns(c, k->bytes, sms, hbm);
+	default:
+		assert(!"bad kernel kind");
+	}
+	tmem = (double)k->bytes / membw(c, sms, hbm);
+	if (tmem > t)
+		t = tmem;
+	return t > 1e3 * g->kernel_min_us ? t : 1e3 * g->kernel_min_us;
+}
+
+double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm)
+{
+	uint32_t hk = (uint32_t)(hbm * 16.0);
+	uint32_t h = ((uint32_t)ktab * 2654435761u) ^ ((uint32_t)sms * 40503u) ^ (hk * 2246822519u);
+	struct cost_memo *m = &c->memo[h % (uint32_t)c->memo_cap];
+	const struct ktab *t = &c->s->ktabs[ktab];
+	double ns = 0;
+
+	if (m->ktab == ktab && m->sms == sms && m->hbm_key == hk)
+		return m->ns;
+	for (uint32_t i = 0; i < t->count; i++)
+		ns += cost_kernel_ns(c, &c->s->kernels[t->first + i], sms, hbm);
+	m->ktab = ktab;
+	m->sms = sms;
+	m->hbm_key = hk;
+	m->ns = ns;
+	return ns;
+}
+
+void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
+{
+	const struct schedule *s = c->s;
+	const struct cluster *cl = &s->exp->cluster;
+	const struct gpu_spec *g = c->gpu;
+	int spans, only_inter = 0, n;
+	double step;
+
+	switch (o->group) {
+	case GRP_SHARD:
+		n = s->shard_n;
+		spans = s->shard_spans_nodes;
+		break;
+	case GRP_REPLICA:
+		n = s->replica_n;
+		spans = cl->nodes > 1;
+		/* one member per node: the ring runs NIC to NIC */
+		only_inter = spans && s->shard_n >= cl->gpus_per_node;
+		break;
+	case GRP_WORLD:
+		n = s->world;
+		spans = cl->nodes > 1;
+		break;
+	default:
+		assert(!"collective without a group");
+		n = 1;
+		spans = 0;
+	}
+	memset(out, 0, sizeof(*out));
+	out->n = n;
+	if (n <= 1)
+		return;
+	out->wire = collective_wire_bytes(o->kind, o->bytes, n);
+	out->links = only_inter ? 1u << LINK_INTER
+				: spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
+	step = 1e3 * (spans ? g->net_latency_us : g->nvlink_latency_us);
+	out->latency_ns = step * (o->kind == OP_ALLREDUCE ? 2 * (n - 1) : n - 1);
+	if (o->kind == OP_ALLREDUCE && spans) {
+		/* a double binary tree: up and down a tree of depth log2(n) */
+		double tree = 2.0 * ceil(log2((double)n)) * step;
+		if (tree < out->latency_ns) {
+			out->latency_ns = tree;
+			out->tree = 1;
+		}
+	}
+}
+
+double cost_host_optim_ns(const struct cost *c, uint64_t params)
+{
+	/* 10^9 params/s = 1 param/ns */
+	return (double)params / c->gpu->cpu_adam_gparams;
+}

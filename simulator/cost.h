@@ -1,0 +1,60 @@
+/*
+ * cost.h - what one kernel, collective or copy costs on the hardware.
+ *
+ * Pure functions of the hardware spec and the conditions at the moment
+ * (SMs free, HBM bandwidth left): the engine calls them again whenever the
+ * conditions change. Times are nanoseconds as doubles here; the engine
+ * rounds them to its integer clock.
+ *
+ * Kernels: a GEMM is cut into output tiles that run in waves over the free
+ * SMs, so its time steps up when the tile count crosses a multiple of the
+ * SMs (wave quantization) and it pays for the part of an edge tile that
+ * overhangs the matrix (tile quantization); memory-bound kernels take
+ * bytes / bandwidth. Collectives follow the nccl-tests bus-bandwidth
+ * convention with a per-step ring latency (a tree for cross-node
+ * all-reduce when its logarithmic latency is lower).
+ */
+#ifndef SIM_COST_H
+#define SIM_COST_H
+
+#include <stdint.h>
+#include "schedule.h"
+
+/* Links a transfer can use; each is a rate shared by the transfers on it. */
+enum link { LINK_INTRA, LINK_INTER, LINK_PCIE_H2D, LINK_PCIE_D2H, LINK_COUNT };
+
+struct cost {
+	const struct schedule *s;
+	const struct gpu_spec *gpu;
+	double peak_flops_per_ns;   /* dense, in the compute dtype */
+	double hbm_bytes_per_ns;
+	double link_bytes_per_ns[LINK_COUNT];
+	/* cache of op times by (ktab, SMs, HBM share) */
+	struct cost_memo { int32_t ktab, sms; uint32_t hbm_key; double ns; } *memo;
+	int memo_cap;
+};
+
+void cost_init(struct cost *c, const struct schedule *s);
+void cost_release(struct cost *c);
+
+/* One kernel on `sms` SMs with `hbm` bytes/ns of HBM bandwidth. */
+double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, double hbm);
+/* A compute op's kernel list under the same conditions (memoized). */
+double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm);
+/* A memory-bound op of `bytes` HBM traffic. */
+double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm);
+
+/* A collective op's shape: ranks, the links it crosses, its bytes and latency. */
+struct coll {
+	int n;              /* ranks in the group */
+	unsigned links;     /* bit set of enum link */
+	uint64_t wire;      /* bytes one rank sends */
+	double latency_ns;  /* the fixed part */
+	int tree;           /* 1: tree algorithm chosen */
+};
+void cost_collective(const struct cost *c, const struct op *o, struct coll *out);
+
+/* Host optimizer time for `params` elements. */
+double cost_host_optim_ns(const struct cost *c, uint64_t params);
+
+#endif

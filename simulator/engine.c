@@ -1,0 +1,504 @@
+/*
+ * engine.c - discrete-event simulation of a step (see engine.h).
+ *
+ * Activities and how they progress:
+ *   kernels     work = 1.0 (the whole op), rate = 1 / time under the SMs
+ *               and HBM bandwidth they get now;
+ *   collectives a fixed latency, then wire bytes at the share of the
+ *               slowest link they cross; they hold SMs and HBM meanwhile;
+ *   copies      bytes at the share of their PCIe direction;
+ *   host ops    a fixed time on the host.
+ * At most a handful of activities run at once, so recomputing all rates
+ * on every change is cheap; events whose rate did not change keep their
+ * finish event.
+ */
+#include "engine.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cost.h"
+#include "eq.h"
+
+enum act_type { ACT_KERNEL, ACT_COLL, ACT_COPY, ACT_HOST, ACT_INSTANT };
+
+#define MAX_ACTIVE 32
+
+struct act {
+	int op;
+	enum act_type type;
+	double remaining;  /* kernels: fraction; collectives and copies: bytes; host: ns */
+	double fixed_ns;   /* collectives: latency still to pay */
+	double rate;       /* per ns */
+	double ns_total;   /* host: duration */
+	unsigned links;
+	uint64_t last_t;
+	uint64_t finish;
+	uint64_t floor;    /* cannot end before its launch has */
+	uint32_t version;
+	struct coll coll;
+};
+
+struct engine {
+	const struct schedule *s;
+	const struct experiment *e;
+	struct sim_result *r;
+	struct cost cost;
+	struct eq q;
+	struct allocator alloc;
+	uint64_t now;
+	int record;
+	/* graph */
+	int *deps_left;
+	int *succ_first, *succ; /* CSR of dependents */
+	int *stream_ops[ST_COUNT];
+	int stream_n[ST_COUNT], stream_head[ST_COUNT], stream_busy[ST_COUNT];
+	int *launch_wait; /* op has a pending launch event */
+	uint32_t *version;
+	/* activities */
+	struct act act[MAX_ACTIVE];
+	int nact;
+	/* memory */
+	uint64_t cur[MEM_CAT_COUNT], total;
+};
+
+static int is_collective(int kind)
+{
+	return kind == OP_ALLGATHER || kind == OP_REDUCE_SCATTER || kind == OP_ALLREDUCE;
+}
+
+static int is_kernel_op(const struct op *o)
+{
+	switch (o->kind) {
+	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
+	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+static void mem_sample(struct engine *g)
+{
+	struct sim_result *r = g->r;
+	struct mem_sample *m;
+
+	if (g->total > r->peak_alloc) {
+		r->peak_alloc = g->total;
+		memcpy(r->peak_by_cat, g->cur, sizeof(g->cur));
+	}
+	if (g->alloc.reserved > r->peak_reserved)
+		r->peak_reserved = g->alloc.reserved;
+	if (!g->record)
+		return;
+	if (r->nmem && r->mem[r->nmem - 1].t_ns == g->now) {
+		m = &r->mem[r->nmem - 1];
+	} else {
+		if (r->nmem == r->cap_mem) {
+			r->cap_mem = r->cap_mem ? 2 * r->cap_mem : 1024;
+			r->mem = realloc(r->mem, sizeof(*r->mem) * r->cap_mem);
+			assert(r->mem);
+		}
+		m = &r->mem[r->nmem++];
+	}
+	m->t_ns = g->now;
+	memcpy(m->alloc, g->cur, sizeof(g->cur));
+	m->reserved = g->alloc.reserved;
+}
+
+static void mem_apply(struct engine *g, const struct op *o, int allocs)
+{
+	const struct schedule *s = g->s;
+	int first = o->buf_first + (allocs ? 0 : o->nalloc), n = allocs ? o->nalloc : o->nfree;
+
+	if (!n)
+		return;
+	for (int i = 0; i < n; i++) {
+		int b = s->bufrefs[first + i];
+		const struct buffer *x = &s->bufs[b];
+		if (allocs) {
+			g->cur[x->cat] += x->bytes;
+			g->total += x->bytes;
+			alloc_get(&g->alloc, b, x->bytes, x->stream);
+		} else {
+			assert(g->cur[x->cat] >= x->bytes);
+			g->cur[x->cat] -= x->bytes;
+			g->total -= x->bytes;
+			alloc_put(&g->alloc, b, x->stream);
+		}
+	}
+	mem_sample(g);
+}
+
+/* ---- rates -------------------------------------------------------------- */
+
+static void progress(struct engine *g, struct act *a)
+{
+	double dt = (double)(g->now - a->last_t);
+
+	a->last_t = g->now;
+	if (dt <= 0)
+		return;
+	if (a->type == ACT_COLL && a->fixed_ns > 0) {
+		if (a->fixed_ns >= dt) {
+			a->fixed_ns -= dt;
+			return;
+		}
+		dt -= a->fixed_ns;
+		a->fixed_ns = 0;
+	}
+	a->remaining -= dt * a->rate;
+	if (a->remaining < 0)
+		a->remaining = 0;
+}
+
+static double time_left(const struct act *a)
+{
+	if (a->type == ACT_INSTANT)
+		return 0;
+	if (a->remaining <= 0)
+		return a->type == ACT_COLL ? a->fixed_ns : 0;
+	return (a->type == ACT_COLL ? a->fixed_ns : 0) + a->remaining / a->rate;
+}
+
+/* Recompute every activity's rate for the current set, and reschedule the changed ones. */
+static void update_rates(struct engine *g)
+{
+	const struct gpu_spec *gpu = g->cost.gpu;
+	int on_link[LINK_COUNT] = { 0 }, ncoll = 0, nside = 0, main = -1;
+	double coll_hbm = 0, hbm, free_sms;
+	int side_sms;
+
+	for (int i = 0; i < g->nact; i++) {
+		struct act *a = &g->act[i];
+		progress(g, a);
+		if (a->type == ACT_COLL || a->type == ACT_COPY)
+			for (int l = 0; l < LINK_COUNT; l++)
+				on_link[l] += (a->links >> l) & 1;
+		if (a->type == ACT_COLL)
+			ncoll++;
+		if (a->type == ACT_KERNEL) {
+			if (g->s->ops[a->op].stream == ST_COMPUTE)
+				main = i;
+			else
+				nside++;
+		}
+	}
+	for (int i = 0; i < g->nact; i++) {
+		struct act *a = &g->act[i];
+		double bw = INFINITY;
+		if (a->type != ACT_COLL && a->type != ACT_COPY)
+			continue;
+		for (int l = 0; l < LINK_COUNT; l++)
+			if ((a->links >> l) & 1) {
+				double share = g->cost.link_bytes_per_ns[l] / on_link[l];
+				if (share < bw)
+					bw = share;
+			}
+		a->rate = bw;
+		if (a->type == ACT_COLL)
+			coll_hbm += gpu->nccl_hbm_factor * bw;
+	}
+	/* NCCL kernels hold whole SMs and take HBM bandwidth from the kernels beside them */
+	hbm = g->cost.hbm_bytes_per_ns - coll_hbm;
+	if (hbm < 0.1 * g->cost.hbm_bytes_per_ns)
+		hbm = 0.1 * g->cost.hbm_bytes_per_ns;
+	free_sms = gpu->sms - (double)ncoll * gpu->nccl_sms;
+	if (free_sms < gpu->sms / 4.0)
+		free_sms = gpu->sms / 4.0;
+	side_sms = (int)ceil(gpu->elementwise_sms_frac * gpu->sms);
+	for (int i = 0; i < g->nact; i++) {
+		struct act *a = &g->act[i];
+		const struct op *o = &g->s->ops[a->op];
+		int sms;
+		double share, ns;
+		if (a->type != ACT_KERNEL)
+			continue;
+		if (main >= 0 && nside) {
+			/* side kernels (optimizer or accumulation on a reduction stream) take their SMs */
+			sms = i == main ? (int)free_sms - nside * side_sms : side_sms;
+			share = hbm / (nside + 1);
+		} else {
+			sms = (int)(free_sms / (main >= 0 ? 1 : nside));
+			share = hbm / (main >= 0 ? 1 : nside);
+		}
+		if (sms < 1)
+			sms = 1;
+		if (o->ktab >= 0)
+			ns = cost_ktab_ns(&g->cost, o->ktab, sms, share);
+		else
+			ns = cost_memory_ns(&g->cost, o->bytes, sms, share);
+		if (o->ktab < 0 && o->launches > 1) {
+			/* many small launches: each kernel takes at least its minimum time */
+			double floor = 1e3 * gpu->kernel_min_us * o->launches;
+			if (ns < floor)
+				ns = floor;
+		}
+		a->rate = 1.0 / ns;
+	}
+	for (int i = 0; i < g->nact; i++) {
+		struct act *a = &g->act[i];
+		uint64_t fin = g->now + (uint64_t)ceil(time_left(a));
+		if (fin < a->floor)
+			fin = a->floor;
+		if (fin != a->finish) {
+			a->finish = fin;
+			a->version = ++g->version[a->op];
+			eq_push(&g->q, fin, a->op, a->version);
+		}
+	}
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static void start_op(struct engine *g, int op);
+
+static void try_stream(struct engine *g, int st)
+{
+	int op;
+
+	if (g->stream_busy[st] || g->stream_head[st] >= g->stream_n[st])
+		return;
+	op = g->stream_ops[st][g->stream_head[st]];
+	if (g->deps_left[op] > 0)
+		return;
+	if (g->r->launch[op].end_ns > g->now) {
+		if (!g->launch_wait[op]) {
+			g->launch_wait[op] = 1;
+			eq_push(&g->q, g->r->launch[op].end_ns, op, 0);
+		}
+		return;
+	}
+	start_op(g, op);
+}
+
+static void set_pred(struct engine *g, int op)
+{
+	const struct schedule *s = g->s;
+	const struct op *o = &s->ops[op];
+	uint64_t best = g->r->launch[op].end_ns;
+	int pred = best > 0 ? -2 : -1;
+	int st = o->stream, h = g->stream_head[st];
+
+	if (h > 0) {
+		int prev = g->stream_ops[st][h - 1];
+		if (g->r->ops[prev].end_ns >= best && g->r->ops[prev].end_ns > 0) {
+			best = g->r->ops[prev].end_ns;
+			pred = prev;
+		}
+	}
+	for (uint32_t d = 0; d < o->ndeps; d++) {
+		int p = s->deps[o->dep_first + d];
+		if (g->r->ops[p].end_ns >= best) {
+			best = g->r->ops[p].end_ns;
+			pred = p;
+		}
+	}
+	g->r->pred[op] = pred;
+}
+
+static void start_op(struct engine *g, int op)
+{
+	const struct schedule *s = g->s;
+	const struct op *o = &s->ops[op];
+	struct act *a;
+
+	assert(g->nact < MAX_ACTIVE);
+	g->stream_busy[o->stream] = 1;
+	g->r->ops[op].start_ns = g->now;
+	set_pred(g, op);
+	mem_apply(g, o, 1);
+
+	a = &g->act[g->nact++];
+	memset(a, 0, sizeof(*a));
+	a->op = op;
+	a->last_t = g->now;
+	a->finish = UINT64_MAX;
+	a->floor = g->r->launch[op].end_ns;
+	if (is_collective(o->kind)) {
+		cost_collective(&g->cost, o, &a->coll);
+		if (a->coll.n <= 1) {
+			a->type = ACT_INSTANT;
+		} else {
+			a->type = ACT_COLL;
+			a->links = a->coll.links;
+			a->remaining = (double)a->coll.wire;
+			a->fixed_ns = a->coll.latency_ns;
+		}
+	} else if (o->kind == OP_H2D || o->kind == OP_D2H) {
+		a->type = o->bytes ? ACT_COPY : ACT_INSTANT;
+		a->links = 1u << (o->kind == OP_H2D ? LINK_PCIE_H2D : LINK_PCIE_D2H);
+		a->remaining = (double)o->bytes;
+	} else if (o->kind == OP_CPU_OPTIM) {
+		a->type = ACT_HOST;
+		a->remaining = cost_host_optim_ns(&g->cost, o->bytes);
+		a->rate = 1.0;
+	} else if (is_kernel_op(o) && (o->ktab >= 0 || o->bytes > 0)) {
+		a->type = ACT_KERNEL;
+		a->remaining = 1.0;
+	} else {
+		a->type = ACT_INSTANT; /* frees, empty kernel lists */
+	}
+	update_rates(g);
+}
+
+static void finish_op(struct engine *g, int i)
+{
+	const struct schedule *s = g->s;
+	int op = g->act[i].op;
+	const struct op *o = &s->ops[op];
+
+	g->act[i] = g->act[--g->nact];
+	g->r->ops[op].end_ns = g->now;
+	if (g->now > g->r->step_ns)
+		g->r->step_ns = g->now;
+	mem_apply(g, o, 0);
+	g->stream_busy[o->stream] = 0;
+	g->stream_head[o->stream]++;
+	for (int k = g->succ_first[op]; k < g->succ_first[op + 1]; k++)
+		g->deps_left[g->succ[k]]--;
+	update_rates(g);
+	for (int st = 0; st < ST_COUNT; st++)
+		try_stream(g, st);
+}
+
+/* The CPU thread issues ops in schedule order; each op's kernels take launch time. */
+static void plan_launches(struct engine *g)
+{
+	const struct schedule *s = g->s;
+	const struct runtime_spec *rt = &g->e->runtime;
+	double t = 0;
+
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		double cost = rt->op_overhead_us * 1e3;
+		if (o->kind != OP_FREE && o->kind != OP_CPU_OPTIM)
+			cost += rt->launch_us * 1e3 * o->launches;
+		g->r->launch[i].start_ns = (uint64_t)llround(t);
+		t += cost;
+		g->r->launch[i].end_ns = (uint64_t)llround(t);
+	}
+}
+
+static void build_graph(struct engine *g)
+{
+	const struct schedule *s = g->s;
+	int n = s->nops;
+	int *cnt = calloc(n + 1, sizeof(int));
+
+	assert(cnt);
+	g->deps_left = calloc(n, sizeof(int));
+	g->succ_first = calloc(n + 1, sizeof(int));
+	g->succ = malloc(sizeof(int) * (s->ndeps + 1));
+	g->launch_wait = calloc(n, sizeof(int));
+	g->version = calloc(n, sizeof(uint32_t));
+	assert(g->deps_left && g->succ_first && g->succ && g->launch_wait && g->version);
+	for (int i = 0; i < n; i++) {
+		const struct op *o = &s->ops[i];
+		g->deps_left[i] = o->ndeps;
+		for (uint32_t d = 0; d < o->ndeps; d++)
+			g->succ_first[s->deps[o->dep_first + d] + 1]++;
+		g->stream_n[o->stream]++;
+	}
+	for (int i = 0; i < n; i++)
+		g->succ_first[i + 1] += g->succ_first[i];
+	for (int i = 0; i < n; i++) {
+		const struct op *o = &s->ops[i];
+		for (uint32_t d = 0; d < o->ndeps; d++) {
+			int p = s->deps[o->dep_first + d];
+			g->succ[g->succ_first[p] + cnt[p]++] = i;
+		}
+	}
+	for (int st = 0; st < ST_COUNT; st++) {
+		g->stream_ops[st] = malloc(sizeof(int) * (g->stream_n[st] + 1));
+		assert(g->stream_ops[st]);
+		g->stream_n[st] = 0;
+	}
+	for (int i = 0; i < n; i++) {
+		int st = s->ops[i].stream;
+		g->stream_ops[st][g->stream_n[st]++] = i;
+	}
+	free(cnt);
+}
+
+void engine_run(const struct schedule *s, int record_memory, struct sim_result *r)
+{
+	struct engine g;
+	struct event ev;
+	uint64_t stat[MEM_CAT_COUNT];
+
+	memset(r, 0, sizeof(*r));
+	memset(&g, 0, sizeof(g));
+	g.s = s;
+	g.e = s->exp;
+	g.r = r;
+	g.record = record_memory;
+	r->ops = calloc(s->nops, sizeof(*r->ops));
+	r->launch = calloc(s->nops, sizeof(*r->launch));
+	r->pred = calloc(s->nops, sizeof(*r->pred));
+	assert(r->ops && r->launch && r->pred);
+	cost_init(&g.cost, s);
+	eq_init(&g.q);
+	alloc_init(&g.alloc, &g.e->runtime, s->nbufs);
+	build_graph(&g);
+	plan_launches(&g);
+
+	/* persistent state is allocated before the step */
+	schedule_static_bytes(s, stat);
+	for (int b = 0; b < s->nbufs; b++)
+		if (s->bufs[b].alloc_op < 0)
+			alloc_get(&g.alloc, b, s->bufs[b].bytes, s->bufs[b].stream);
+	for (int c = 0; c < MEM_CAT_COUNT; c++) {
+		g.cur[c] = stat[c];
+		g.total += stat[c];
+	}
+	mem_sample(&g);
+
+	for (int st = 0; st < ST_COUNT; st++)
+		try_stream(&g, st);
+	while (eq_pop(&g.q, &ev)) {
+		r->events++;
+		assert(ev.t_ns >= g.now);
+		if (ev.version == 0) { /* a launch completed */
+			g.now = ev.t_ns;
+			g.launch_wait[ev.op] = 0;
+			try_stream(&g, s->ops[ev.op].stream);
+			continue;
+		}
+		if (ev.version != g.version[ev.op])
+			continue; /* rescheduled since */
+		g.now = ev.t_ns;
+		for (int i = 0; i < g.nact; i++)
+			if (g.act[i].op == ev.op) {
+				finish_op(&g, i);
+				break;
+			}
+	}
+	for (int st = 0; st < ST_COUNT; st++)
+		assert(g.stream_head[st] == g.stream_n[st] && "an op never ran: cycle in the schedule");
+
+	eq_release(&g.q);
+	cost_release(&g.cost);
+	alloc_release(&g.alloc);
+	free(g.deps_left);
+	free(g.succ_first);
+	free(g.succ);
+	free(g.launch_wait);
+	free(g.version);
+	for (int st = 0; st < ST_COUNT; st++)
+		free(g.stream_ops[st]);
+}
+
+void sim_result_release(struct sim_result *r)
+{
+	free(r->ops);
+	free(r->launch);
+	free(r->pred);
+	free(r->mem);
+	memset(r, 0, sizeof(*r));
+}

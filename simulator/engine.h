@@ -1,0 +1,40 @@
+/*
+ * engine.h - the discrete-event simulation of one step's op graph.
+ *
+ * The engine owns an integer nanosecond clock that only moves forward.
+ * Streams are in-order queues; an op starts when it heads its stream, its
+ * dependencies have finished and the CPU thread has launched it. Running
+ * ops are activities that share rates: collectives and copies share links,
+ * NCCL kernels hold SMs and HBM bandwidth, and kernels on different streams
+ * share the SMs and HBM. Whenever the set of activities changes, every
+ * activity's rate is recomputed and its finish event rescheduled (stale
+ * events are recognised by a version number). Same schedule, same result,
+ * bit for bit.
+ */
+#ifndef SIM_ENGINE_H
+#define SIM_ENGINE_H
+
+#include <stdint.h>
+#include "results.h"
+#include "schedule.h"
+
+struct sim_result {
+	struct op_timing *ops;      /* per op: start and end */
+	struct op_timing *launch;   /* per op: the CPU thread launching it */
+	int32_t *pred;              /* per op: the op whose end let it start; -1 none, -2 its launch */
+	struct mem_sample *mem;     /* memory timeline (when recorded) */
+	int nmem, cap_mem;
+	uint64_t step_ns;
+	uint64_t peak_alloc, peak_reserved;
+	uint64_t peak_by_cat[MEM_CAT_COUNT];
+	uint64_t events;            /* events processed */
+};
+
+/*
+ * Simulate the schedule. record_memory: keep the memory timeline (the
+ * peaks are always computed). Fills *r; release it with sim_result_release.
+ */
+void engine_run(const struct schedule *s, int record_memory, struct sim_result *r);
+void sim_result_release(struct sim_result *r);
+
+#endif

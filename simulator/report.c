@@ -1,0 +1,303 @@
+/*
+ * report.c - summary, critical path and output of a simulated step.
+ */
+#include "report.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- summary -------------------------------------------------------------- */
+
+struct edge {
+	uint64_t t;
+	int8_t comm, compute; /* +1 at a start, -1 at an end */
+};
+
+static int edge_cmp(const void *a, const void *b)
+{
+	const struct edge *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return 0;
+}
+
+static int is_comm(const struct schedule *s, const struct op *o)
+{
+	switch (o->kind) {
+	case OP_ALLGATHER: case OP_REDUCE_SCATTER: case OP_ALLREDUCE:
+		return collective_wire_bytes(o->kind, o->bytes,
+			o->group == GRP_SHARD ? s->shard_n : o->group == GRP_REPLICA ? s->replica_n : s->world) > 0;
+	case OP_H2D: case OP_D2H:
+		return o->bytes > 0;
+	default:
+		return 0;
+	}
+}
+
+static int group_n(const struct schedule *s, const struct op *o)
+{
+	return o->group == GRP_SHARD ? s->shard_n : o->group == GRP_REPLICA ? s->replica_n : s->world;
+}
+
+/* Time communication runs while the compute stream is idle. */
+static double exposed_comm_s(const struct schedule *s, const struct sim_result *r, double *compute_s)
+{
+	struct edge *e = malloc(sizeof(*e) * 2 * (s->nops + 1));
+	int n = 0, comm = 0, comp = 0;
+	uint64_t exposed = 0, busy = 0, prev = 0;
+
+	assert(e);
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		int c = is_comm(s, o), k = o->stream == ST_COMPUTE && o->kind != OP_FREE;
+		if ((!c && !k) || r->ops[i].end_ns == r->ops[i].start_ns)
+			continue;
+		e[n++] = (struct edge){ r->ops[i].start_ns, (int8_t)c, (int8_t)k };
+		e[n++] = (struct edge){ r->ops[i].end_ns, (int8_t)-c, (int8_t)-k };
+	}
+	qsort(e, n, sizeof(*e), edge_cmp);
+	for (int i = 0; i < n; i++) {
+		uint64_t dt = e[i].t - prev;
+		if (comm > 0 && comp == 0)
+			exposed += dt;
+		if (comp > 0)
+			busy += dt;
+		comm += e[i].comm;
+		comp += e[i].compute;
+		prev = e[i].t;
+	}
+	free(e);
+	*compute_s = busy * 1e-9;
+	return exposed * 1e-9;
+}
+
+/* The op group an op counts toward on the critical path. */
+static void group_name(const struct schedule *s, int op, char *buf, int len)
+{
+	const struct op *o = &s->ops[op];
+	if (o->seg >= 0)
+		snprintf(buf, len, "%s %s", op_kind_name(o->kind), segment_name(s->segs[o->seg].kind));
+	else
+		snprintf(buf, len, "%s", op_kind_name(o->kind));
+}
+
+struct crit { char name[48]; uint64_t ns; };
+
+static void crit_add(struct crit *c, int *n, int max, const char *name, uint64_t ns)
+{
+	for (int i = 0; i < *n; i++)
+		if (!strcmp(c[i].name, name)) {
+			c[i].ns += ns;
+			return;
+		}
+	if (*n < max) {
+		snprintf(c[*n].name, sizeof(c[*n].name), "%s", name);
+		c[(*n)++].ns = ns;
+	}
+}
+
+static int crit_cmp(const void *a, const void *b)
+{
+	const struct crit *x = a, *y = b;
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Walk back from the op that ends last along the constraints that bound each start. */
+static void critical_path(const struct schedule *s, const struct sim_result *r, struct summary *out)
+{
+	struct crit c[64];
+	int n = 0, op = -1;
+	char name[48];
+
+	for (int i = 0; i < s->nops; i++)
+		if (op < 0 || r->ops[i].end_ns > r->ops[op].end_ns)
+			op = i;
+	while (op >= 0) {
+		uint64_t d = r->ops[op].end_ns - r->ops[op].start_ns;
+		int p = r->pred[op];
+		group_name(s, op, name, sizeof(name));
+		if (d)
+			crit_add(c, &n, 64, name, d);
+		if (p == -2) {
+			crit_add(c, &n, 64, "cpu launch", r->ops[op].start_ns);
+			break;
+		}
+		op = p;
+	}
+	qsort(c, n, sizeof(c[0]), crit_cmp);
+	out->ncrit = n < RESULTS_CRIT_MAX ? n : RESULTS_CRIT_MAX;
+	for (int i = 0; i < out->ncrit; i++) {
+		memcpy(out->crit_name[i], c[i].name, sizeof(out->crit_name[i]));
+		out->crit_s[i] = c[i].ns * 1e-9;
+	}
+}
+
+void report_summarize(const struct schedule *s, const struct sim_result *r, struct summary *out)
+{
+	const struct experiment *e = s->exp;
+	double peak = 1e12 * (e->policy.precision == PREC_FP32 ? e->cluster.gpu.fp32_tflops
+								 : e->cluster.gpu.bf16_tflops);
+
+	memset(out, 0, sizeof(*out));
+	out->step_time_s = r->step_ns * 1e-9;
+	if (out->step_time_s > 0) {
+		out->tokens_per_s_per_gpu = s->tokens_per_step / out->step_time_s;
+		out->mfu = s->model_flops / out->step_time_s / peak;
+	}
+	out->exposed_comm_s = exposed_comm_s(s, r, &out->compute_s);
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		if (o->kind == OP_ALLGATHER || o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALLREDUCE)
+			out->comm_bytes_per_gpu += collective_wire_bytes(o->kind, o->bytes, group_n(s, o));
+	}
+	out->peak_alloc_bytes = r->peak_alloc;
+	out->peak_reserved_bytes = r->peak_reserved;
+	memcpy(out->peak_by_cat, r->peak_by_cat, sizeof(out->peak_by_cat));
+	out->gpu_bytes = (uint64_t)(e->cluster.gpu.hbm_gib * 1073741824.0);
+	out->fits = out->peak_reserved_bytes <= out->gpu_bytes;
+	critical_path(s, r, out);
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+const char *report_bytes(uint64_t b, char *buf, int len)
+{
+	double g = b / 1073741824.0;
+	if (g >= 0.1 || b == 0)
+		snprintf(buf, len, "%.2f GiB", g);
+	else
+		snprintf(buf, len, "%.1f MiB", b / 1048576.0);
+	return buf;
+}
+
+const char *report_policy_line(const struct experiment *e, char *buf, int len)
+{
+	const struct policy *p = &e->policy;
+	char acc[32], wr[32];
+
+	snprintf(buf, len, "%s %s x%d, wrap %s, reshard %s, %s%s, %s, ac %s, offload %s%s%s",
+		 sharding_names[p->sharding], policy_accum_str(p, acc, sizeof(acc)), p->microbatches,
+		 policy_wrap_str(p, wr, sizeof(wr)), reshard_names[p->reshard], optim_names[p->optim],
+		 p->optim_in_backward ? " in backward" : "", precision_names[p->precision], ac_names[p->ac],
+		 offload_names[p->offload], p->flat_params ? ", flat params" : "",
+		 p->concat_last_only ? " (concat last only)" : "");
+	return buf;
+}
+
+void report_print(FILE *f, const struct schedule *s, const struct summary *sum)
+{
+	const struct experiment *e = s->exp;
+	char b1[32], b2[32], b3[32], line[256];
+
+	fprintf(f, "%s on %d x %d %s (%d GPUs), seq %d, batch %d, runtime %s\n", e->model.name,
+		e->cluster.nodes, e->cluster.gpus_per_node, e->cluster.gpu.name, s->world, e->model.seq,
+		e->run.batch, runtime_names[e->policy.runtime]);
+	fprintf(f, "policy: %s\n", report_policy_line(e, line, sizeof(line)));
+	if (e->policy.sharding == SHARD_HSDP)
+		fprintf(f, "groups: shard %d x replicate %d\n", s->shard_n, s->replica_n);
+	fprintf(f, "\n");
+	fprintf(f, "step time            %10.4f s\n", sum->step_time_s);
+	fprintf(f, "tokens/s per GPU     %10.0f\n", sum->tokens_per_s_per_gpu);
+	fprintf(f, "MFU                  %10.1f %%\n", 100 * sum->mfu);
+	fprintf(f, "compute              %10.4f s  (%.0f%% of the step)\n", sum->compute_s,
+		sum->step_time_s > 0 ? 100 * sum->compute_s / sum->step_time_s : 0);
+	fprintf(f, "exposed comm         %10.4f s\n", sum->exposed_comm_s);
+	fprintf(f, "comm sent per GPU    %10s\n", report_bytes(sum->comm_bytes_per_gpu, b1, sizeof(b1)));
+	fprintf(f, "peak memory          %s allocated, %s reserved, GPU has %s: %s\n",
+		report_bytes(sum->peak_alloc_bytes, b1, sizeof(b1)),
+		report_bytes(sum->peak_reserved_bytes, b2, sizeof(b2)),
+		report_bytes(sum->gpu_bytes, b3, sizeof(b3)),
+		sum->fits ? "fits" : "DOES NOT FIT");
+	for (int c = 0; c < MEM_CAT_COUNT; c++)
+		if (sum->peak_by_cat[c])
+			fprintf(f, "  %-18s %s\n", mem_cat_name(c), report_bytes(sum->peak_by_cat[c], b1, sizeof(b1)));
+	if (!sum->fits)
+		fprintf(f, "  needs %s more than the GPU's %s\n",
+			report_bytes(sum->peak_reserved_bytes - sum->gpu_bytes, b1, sizeof(b1)),
+			report_bytes(sum->gpu_bytes, b2, sizeof(b2)));
+	fprintf(f, "critical path:");
+	for (int i = 0; i < sum->ncrit; i++)
+		fprintf(f, "%s %s %.4f s", i ? "," : "", sum->crit_name[i], sum->crit_s[i]);
+	fprintf(f, "\n");
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int is_number(const char *v)
+{
+	char *end;
+	if (!*v)
+		return 0;
+	strtod(v, &end);
+	return *end == 0 && strcmp(v, "inf") && strcmp(v, "nan");
+}
+
+struct json_cfg {
+	FILE *f;
+	char section[32];
+	int first;
+};
+
+static void json_key(void *ctx, const char *section, const char *key, const char *value)
+{
+	struct json_cfg *j = ctx;
+
+	if (strcmp(section, j->section)) {
+		fprintf(j->f, "%s", j->section[0] ? "}, " : "");
+		json_str(j->f, section);
+		fprintf(j->f, ": {");
+		snprintf(j->section, sizeof(j->section), "%s", section);
+		j->first = 1;
+	}
+	fprintf(j->f, "%s", j->first ? "" : ", ");
+	json_str(j->f, key);
+	fprintf(j->f, ": ");
+	if (is_number(value))
+		fprintf(j->f, "%s", value);
+	else
+		json_str(j->f, value);
+	j->first = 0;
+}
+
+void report_json(FILE *f, const struct experiment *e, const struct summary *sum)
+{
+	struct json_cfg j = { f, "", 1 };
+
+	fprintf(f, "{\"step_time_s\": %.9g, \"tokens_per_s_per_gpu\": %.9g, \"mfu\": %.6g, "
+		   "\"compute_s\": %.9g, \"exposed_comm_s\": %.9g, \"comm_bytes_per_gpu\": %llu, "
+		   "\"peak_alloc_bytes\": %llu, \"peak_reserved_bytes\": %llu, \"gpu_bytes\": %llu, "
+		   "\"fits\": %s, \"peak_by_category\": {",
+		sum->step_time_s, sum->tokens_per_s_per_gpu, sum->mfu, sum->compute_s, sum->exposed_comm_s,
+		(unsigned long long)sum->comm_bytes_per_gpu, (unsigned long long)sum->peak_alloc_bytes,
+		(unsigned long long)sum->peak_reserved_bytes, (unsigned long long)sum->gpu_bytes,
+		sum->fits ? "true" : "false");
+	for (int c = 0; c < MEM_CAT_COUNT; c++)
+		fprintf(f, "%s\"%s\": %llu", c ? ", " : "", mem_cat_name(c), (unsigned long long)sum->peak_by_cat[c]);
+	fprintf(f, "}, \"critical_path\": [");
+	for (int i = 0; i < sum->ncrit; i++) {
+		fprintf(f, "%s{\"ops\": ", i ? ", " : "");
+		json_str(f, sum->crit_name[i]);
+		fprintf(f, ", \"s\": %.9g}", sum->crit_s[i]);
+	}
+	fprintf(f, "], \"config\": {");
+	config_each(e, json_key, &j);
+	fprintf(f, "%s}}\n", j.section[0] ? "}" : "");
+}
