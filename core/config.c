@@ -322,12 +322,18 @@ static void say(const char *prefix, const char *fmt, ...)
 	fputc('\n', f);
 }
 
-/* " (allowed: a|b|c; did you mean 'b'?)" for a value not in names */
+/*
+ * " (allowed: a|b|c; did you mean 'b'?)" for a value not in names. With
+ * k_form, the entry of that name prints as "name:K", and a suggestion of
+ * it keeps the value's own ":K" ("parital:4" -> "partial:4").
+ */
 static void allowed_text(const char *const *names, const char *k_form, const char *value,
 			 char *buf, size_t n)
 {
-	char list[512], sugg[160] = "";
-	const char *close = name_closest(names, value);
+	char list[512], sugg[160] = "", name[64];
+
+	snprintf(name, sizeof name, "%.*s", (int)strcspn(value, ":"), value);
+	const char *close = name_closest(names, k_form ? name : value);
 
 	names_joined(names, list, sizeof list);
 	if (k_form) { /* the entry that takes a K prints as name:K */
@@ -361,6 +367,16 @@ static void double_text(double v, char *buf, size_t n)
 		if (strtod(buf, NULL) == v)
 			return;
 	}
+}
+
+/* "1 to 1000" */
+static const char *range_text(const struct key *k, char *buf, size_t n)
+{
+	char lo[40], hi[40];
+	double_text(k->min, lo, sizeof lo);
+	double_text(k->max, hi, sizeof hi);
+	snprintf(buf, n, "%s to %s", lo, hi);
+	return buf;
 }
 
 /* The value of key k as text (the form a file would give it). */
@@ -426,7 +442,7 @@ static int value_parse(struct experiment *e, int k, const char *value, char *err
 {
 	const struct key *key = &keys[k];
 	void *p = field(e, key);
-	char allowed[768];
+	char allowed[768], range[96];
 	char *end;
 
 	switch (key->type) {
@@ -439,8 +455,8 @@ static int value_parse(struct experiment *e, int k, const char *value, char *err
 			return -1;
 		}
 		if (errno == ERANGE || v < key->min || v > key->max) {
-			snprintf(err, errlen, "%s.%s = %s is out of range (%.0f to %.0f)", key->section,
-				 key->name, value, key->min, key->max);
+			snprintf(err, errlen, "%s.%s = %s is out of range (%s)", key->section, key->name,
+				 value, range_text(key, range, sizeof range));
 			return -1;
 		}
 		*(int *)p = (int)v;
@@ -471,8 +487,8 @@ static int value_parse(struct experiment *e, int k, const char *value, char *err
 			return -1;
 		}
 		if (v < key->min || v > key->max) {
-			snprintf(err, errlen, "%s.%s = %s is out of range (%g to %g)", key->section,
-				 key->name, value, key->min, key->max);
+			snprintf(err, errlen, "%s.%s = %s is out of range (%s)", key->section, key->name,
+				 value, range_text(key, range, sizeof range));
 			return -1;
 		}
 		*(double *)p = v;
@@ -515,13 +531,14 @@ static int value_parse(struct experiment *e, int k, const char *value, char *err
 		if (rc == -1) {
 			char name[64];
 			snprintf(name, sizeof name, "%.*s", (int)strcspn(value, ":"), value);
-			allowed_text(key->names, k_form, name, allowed, sizeof allowed);
-			/* keep the user's ":K" in the suggestion */
-			snprintf(err, errlen, "%s.%s = '%s' is not a %s%s", key->section, key->name, value,
-				 key->what, allowed);
-			if (strchr(value, ':') && name_index(key->names, name) >= 0)
+			if (strchr(value, ':') && name_index(key->names, name) >= 0) {
 				snprintf(err, errlen, "%s.%s = '%s': only %s takes a ':K'", key->section,
 					 key->name, value, k_form);
+				return -1;
+			}
+			allowed_text(key->names, k_form, value, allowed, sizeof allowed);
+			snprintf(err, errlen, "%s.%s = '%s' is not a %s%s", key->section, key->name, value,
+				 key->what, allowed);
 			return -1;
 		}
 		if (rc == -2) {
@@ -638,9 +655,7 @@ void config_init(struct experiment *e)
 	e->run.weight_decay = 0.1;
 
 	/* the rest (model shape, GPU spec, runtime) comes from the catalog */
-	FILE *saved = config_errfile;
 	int rc = config_resolve(e);
-	config_errfile = saved;
 	assert(rc == 0 && "the defaults resolve");
 	(void)rc;
 }
@@ -900,7 +915,7 @@ static void key_text(const struct experiment *e, int k, char *buf, size_t n)
  */
 static void rule_error(const struct experiment *e, int primary, const char *what, const int *others)
 {
-	char prefix[WHERE_MAX], text[4 * MSG_MAX], kt[MSG_MAX], where[WHERE_MAX];
+	char prefix[WHERE_MAX + 32], text[4 * MSG_MAX], kt[MSG_MAX], where[WHERE_MAX + 32];
 	size_t used = 0;
 	int from = -1;
 
@@ -953,7 +968,7 @@ static int resolve_model(struct experiment *e)
 	static const char *const dims[] = { "layers", "hidden", "ffn", "heads", "kv_heads", "vocab",
 					    "seq", NULL };
 	int kname = key_id("model", "name"), ks[8], explicit_ks[8], nexp = 0;
-	char what[MSG_MAX], list[MSG_MAX], err[256];
+	char what[2 * MSG_MAX], list[MSG_MAX], err[256];
 	struct model_shape cat;
 
 	for (int i = 0; dims[i]; i++) {
@@ -1006,7 +1021,7 @@ static int resolve_model(struct experiment *e)
 static int resolve_cluster(struct experiment *e)
 {
 	int kgpu = key_id("cluster", "gpu"), ks[KEYS_MAX], n = 0, errors = 0;
-	char what[MSG_MAX], list[MSG_MAX], where[64];
+	char what[2 * MSG_MAX], list[MSG_MAX], where[64];
 	struct gpu_spec cat;
 
 	for (const struct hw_field *f = hw_gpu_fields; f->name; f++)
@@ -1072,7 +1087,7 @@ static int resolve_policy(struct experiment *e, int model_ok)
 	int kaccum = key_id("policy", "accum"), kwrap = key_id("policy", "wrap");
 	int kreshard = key_id("policy", "reshard"), klayers = key_id("model", "layers");
 	int kflat = key_id("policy", "flat_params"), kconcat = key_id("policy", "concat_last_only");
-	int koffload = key_id("policy", "offload"), kprec = key_id("policy", "precision");
+	int koffload = key_id("policy", "offload");
 	int kreduce = key_id("policy", "reduce_dtype"), kadt = key_id("policy", "accum_dtype");
 	int kmicro = key_id("policy", "microbatches");
 	const char *sname = sharding_names[p->sharding];
@@ -1088,45 +1103,47 @@ static int resolve_policy(struct experiment *e, int model_ok)
 		p->accum_dtype = grad_dt;
 		origin_set(e, kadt, OR_DERIVED, "policy.precision");
 	}
-	(void)kprec;
 
-	/* the shard group */
+	/* the shard group; an explicit 0 means the default, as if not set */
+	if (is_explicit(e, kgroup) && p->shard_group == 0)
+		origin_set(e, kgroup, OR_DEFAULT, NULL);
 	int group = p->sharding == SHARD_HSDP ? e->cluster.gpus_per_node :
 		    p->sharding == SHARD_DDP ? 1 : world;
-	if (is_explicit(e, kgroup) && p->shard_group != 0 && p->sharding != SHARD_HSDP &&
-	    p->shard_group != group) {
+	if (is_explicit(e, kgroup) && p->sharding != SHARD_HSDP && p->shard_group != group) {
 		if (p->sharding == SHARD_DDP)
-			snprintf(what, sizeof what, "applies to hsdp only (ddp shards nothing)");
+			snprintf(what, sizeof what, "applies to hsdp only; ddp shards nothing");
 		else
 			snprintf(what, sizeof what,
-				 "applies to hsdp only (%s shards over the whole world of %d ranks)",
+				 "applies to hsdp only; %s shards over all %d ranks",
 				 sname, world);
 		rule_error(e, kgroup, what, (int[]){ ksharding, -1 });
 		errors++;
-	} else if (is_explicit(e, kgroup) && p->shard_group != 0) {
+	} else if (is_explicit(e, kgroup)) {
 		if (world % p->shard_group != 0) {
 			snprintf(what, sizeof what, "does not divide the world size %d", world);
 			rule_error(e, kgroup, what, (int[]){ knodes, kgpn, -1 });
 			errors++;
 		}
 	} else {
+		char why[64];
 		p->shard_group = group;
-		if (!is_explicit(e, kgroup)) {
-			char why[64];
-			snprintf(why, sizeof why, "policy.sharding = %s", sname);
-			origin_set(e, kgroup, OR_DERIVED, why);
-		}
+		snprintf(why, sizeof why, "policy.sharding = %s", sname);
+		origin_set(e, kgroup, OR_DERIVED, why);
 	}
 
-	/* zero2 and ddp keep full parameters from forward to backward */
+	/*
+	 * zero2 and ddp keep full parameters from forward to backward: reshard
+	 * resolves to no; "yes", the default's spelling, is taken as the default,
+	 * "all-but-last" asks for what they cannot do.
+	 */
 	if (p->sharding == SHARD_ZERO2 || p->sharding == SHARD_DDP) {
-		if (is_explicit(e, kreshard) && p->reshard != RESHARD_NO) {
+		if (is_explicit(e, kreshard) && p->reshard == RESHARD_ALL_BUT_LAST) {
 			snprintf(what, sizeof what,
-				 "does not apply: %s keeps full parameters from forward to backward "
-				 "(set reshard = no or leave it out)", sname);
+				 "does not apply: %s keeps full parameters from forward to backward",
+				 sname);
 			rule_error(e, kreshard, what, (int[]){ ksharding, -1 });
 			errors++;
-		} else if (!is_explicit(e, kreshard)) {
+		} else if (p->reshard != RESHARD_NO || !is_explicit(e, kreshard)) {
 			p->reshard = RESHARD_NO;
 			origin_set(e, kreshard, OR_DERIVED, "policy.sharding");
 		}
@@ -1136,7 +1153,7 @@ static int resolve_policy(struct experiment *e, int model_ok)
 	}
 
 	if (p->accum == ACC_DEFER_REPLICA && p->sharding != SHARD_HSDP) {
-		rule_error(e, kaccum, "needs policy.sharding = hsdp (it defers the all-reduce across replicas)",
+		rule_error(e, kaccum, "needs policy.sharding = hsdp: it defers the all-reduce across replicas",
 			   (int[]){ ksharding, -1 });
 		errors++;
 	}
@@ -1155,17 +1172,17 @@ static int resolve_policy(struct experiment *e, int model_ok)
 		errors++;
 	}
 	if (p->concat_last_only && !p->flat_params) {
-		rule_error(e, kconcat, "needs policy.flat_params = true (there is no concatenation without flat parameters)",
+		rule_error(e, kconcat, "needs policy.flat_params = true",
 			   (int[]){ kflat, -1 });
 		errors++;
 	}
 	if (p->sharding == SHARD_DDP && p->flat_params) {
-		rule_error(e, kflat, "does not apply to ddp (it has no shards to flatten)",
+		rule_error(e, kflat, "does not apply to ddp: it has no shards to flatten",
 			   (int[]){ ksharding, -1 });
 		errors++;
 	}
 	if (p->sharding == SHARD_DDP && p->offload != OFF_NONE) {
-		rule_error(e, koffload, "does not apply to ddp (it has no shards to offload)",
+		rule_error(e, koffload, "does not apply to ddp: it has no shards to offload",
 			   (int[]){ ksharding, -1 });
 		errors++;
 	}
@@ -1221,7 +1238,7 @@ void config_write_ini(const struct experiment *e, FILE *f)
 			fprintf(f, "%s[%s]\n", i ? "\n" : "", section);
 		}
 		value_text(e, i, v, sizeof v);
-		fprintf(f, "%s = %s\n", keys[i].name, v);
+		fprintf(f, "%s =%s%s\n", keys[i].name, *v ? " " : "", v);
 	}
 }
 
@@ -1251,6 +1268,8 @@ const char *config_flag_closest(const char *arg)
 	char name[FLAG_MAX + 8];
 
 	keys_init();
+	if (arg[0] != '-')
+		return NULL;
 	arg += strspn(arg, "-");
 	snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
 	const char *close = name_closest(flag_bare, name);
@@ -1277,7 +1296,12 @@ int config_parse_args(struct experiment *e, int argc, char **argv)
 		if (!a)
 			continue;
 		if (strncmp(a, "--", 2) != 0 || !a[2]) {
-			if (a[0] != '-' && !file) {
+			/* after a flag of the caller's, this may be its value */
+			const char *before = i > 1 ? argv[i - 1] : NULL;
+			int maybe_value = before && before[0] == '-' && !strchr(before, '=');
+			size_t len = strlen(a);
+			int ini = len > 4 && strcmp(a + len - 4, ".ini") == 0;
+			if (a[0] != '-' && !file && (ini || !maybe_value)) {
 				file = a;
 				argv[i] = NULL;
 			}

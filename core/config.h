@@ -77,6 +77,13 @@ void config_each(const struct experiment *e,
  * [--set s.k=v]...`. Flags the caller handles itself are left for it:
  * argv entries consumed here are replaced by NULL. 0, or -1 after printing.
  * Without a file, the defaults stand for it.
+ *
+ * The file is loaded first and the flags applied after it in argv order,
+ * wherever they stand: a flag beats the file, a later flag an earlier one.
+ * A flag takes its value as `--flag value` or `--flag=value`; a boolean
+ * flag alone means true. The file is the first argument not starting with
+ * '-' that no experiment flag took as its value; right after a flag of the
+ * caller's it must end in ".ini" (else it is left as that flag's value).
  */
 int config_parse_args(struct experiment *e, int argc, char **argv);
 

@@ -52,36 +52,42 @@ int name_index(const char *const *names, const char *name)
 }
 
 /*
- * Levenshtein distance, ignoring case (so "FSDP" suggests "fsdp").
- * Names are short: the O(la * lb) table of two rows is nothing.
+ * Edit distance counting a swap of two neighbours as one edit (optimal
+ * string alignment: "fdsp" is one edit from "fsdp", two from "ddp"),
+ * ignoring case ("FSDP" suggests "fsdp"). Names are short: three rows of
+ * at most a few dozen entries.
  */
 static int edit_distance(const char *a, const char *b)
 {
 	int la = (int)strlen(a), lb = (int)strlen(b);
-	int *prev = malloc((size_t)(lb + 1) * sizeof *prev);
-	int *cur = malloc((size_t)(lb + 1) * sizeof *cur);
+	int *rows = malloc(3 * (size_t)(lb + 1) * sizeof *rows);
 
-	assert(prev && cur);
+	assert(rows);
+	int *pprev = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
 	for (int j = 0; j <= lb; j++)
 		prev[j] = j;
 	for (int i = 1; i <= la; i++) {
+		int ai = tolower((unsigned char)a[i - 1]);
 		cur[0] = i;
 		for (int j = 1; j <= lb; j++) {
-			int sub = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-			int best = prev[j - 1] + sub;
+			int bj = tolower((unsigned char)b[j - 1]);
+			int best = prev[j - 1] + (ai != bj);
 			if (prev[j] + 1 < best)
 				best = prev[j] + 1;
 			if (cur[j - 1] + 1 < best)
 				best = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && ai == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == bj && pprev[j - 2] + 1 < best)
+				best = pprev[j - 2] + 1;
 			cur[j] = best;
 		}
-		int *t = prev;
+		int *t = pprev;
+		pprev = prev;
 		prev = cur;
 		cur = t;
 	}
 	int d = prev[lb];
-	free(prev);
-	free(cur);
+	free(rows);
 	return d;
 }
 

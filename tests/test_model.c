@@ -104,8 +104,11 @@ static void test_activation_bytes(void)
 	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_FULL, LOSS_FULL, 2),
 			all - N * D * a);
 	/* the full loss keeps bf16 and fp32 logits, several GiB; the chunked one a few vectors */
-	CU_ASSERT(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2) > 6ull << 30);
-	CU_ASSERT(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_CHUNKED, 2) < 1ull << 30);
+	CU_ASSERT_EQUAL(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2),
+			2 * N * D * a + 4 * N + N * 128256ull * (a + 4));
+	CU_ASSERT(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2) > 5ull << 30);
+	CU_ASSERT_EQUAL(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_CHUNKED, 2),
+			2 * N * D * a + 8 * N);
 }
 
 static void test_mfu_flops(void)

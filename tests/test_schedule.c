@@ -1,0 +1,298 @@
+/*
+ * test_schedule.c - the op graph of a step: exact bytes per policy, counts
+ * and order of collectives, buffer lifetimes, invariants of every graph.
+ */
+#include <CUnit/CUnit.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "schedule.h"
+
+/* A resolved experiment from `section.key=value` settings; NULL-terminated. */
+static struct schedule *build(struct experiment *e, ...)
+{
+	va_list ap;
+	const char *kv;
+	char err[256];
+	struct schedule *s;
+
+	config_init(e);
+	va_start(ap, e);
+	while ((kv = va_arg(ap, const char *)))
+		CU_ASSERT_FATAL(config_set(e, kv, "test") == 0);
+	va_end(ap);
+	CU_ASSERT_FATAL(config_resolve(e) == 0);
+	s = schedule_new(e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	return s;
+}
+
+static void done(struct schedule *s, struct experiment *e)
+{
+	schedule_free(s);
+	config_release(e);
+}
+
+static int group_n(const struct schedule *s, const struct op *o)
+{
+	return o->group == GRP_SHARD ? s->shard_n : o->group == GRP_REPLICA ? s->replica_n : s->world;
+}
+
+static uint64_t wire(const struct schedule *s, enum op_kind k)
+{
+	uint64_t t = 0;
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == k)
+			t += collective_wire_bytes(k, s->ops[i].bytes, group_n(s, &s->ops[i]));
+	return t;
+}
+
+/* Invariants every schedule keeps (schedule.h). */
+static void check_invariants(const struct schedule *s)
+{
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		for (uint32_t d = 0; d < o->ndeps; d++)
+			CU_ASSERT(s->deps[o->dep_first + d] < (uint32_t)i);
+	}
+	for (int b = 0; b < s->nbufs; b++) {
+		const struct buffer *x = &s->bufs[b];
+		/* what the step allocates, it frees, after allocating it */
+		if (x->alloc_op >= 0) {
+			CU_ASSERT(x->free_op >= x->alloc_op);
+		} else {
+			CU_ASSERT_EQUAL(x->free_op, -1);
+		}
+	}
+}
+
+#define LLAMA8B_2x8 "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=2", "cluster.gpus_per_node=8"
+
+static void test_fsdp_moves_one_and_a_half_ddp(void)
+{
+	struct experiment e1, e2;
+	/* block+io: every unit is resharded after forward, so every parameter is gathered twice */
+	struct schedule *f = build(&e1, LLAMA8B_2x8, "policy.sharding=fsdp", "policy.reduce_dtype=bf16",
+				   "policy.wrap=block+io", NULL);
+	struct schedule *d = build(&e2, LLAMA8B_2x8, "policy.sharding=ddp", "policy.reduce_dtype=bf16", NULL);
+	uint64_t P = 8030261248ull, fs = wire(f, OP_ALLGATHER) + wire(f, OP_REDUCE_SCATTER);
+	uint64_t dd = wire(d, OP_ALLREDUCE);
+
+	/* ddp all-reduces 2 (n-1)/n of the bf16 gradient; fsdp gathers twice and reduce-scatters once */
+	CU_ASSERT_EQUAL(dd, 2 * (2 * P / 16 * 15));
+	CU_ASSERT_EQUAL(2 * fs, 3 * dd);
+	CU_ASSERT_EQUAL(wire(f, OP_ALLREDUCE), 0);
+	CU_ASSERT_EQUAL(wire(d, OP_ALLGATHER) + wire(d, OP_REDUCE_SCATTER), 0);
+	check_invariants(f);
+	check_invariants(d);
+	done(f, &e1);
+	done(d, &e2);
+}
+
+static void test_sync_each_multiplies_reduce_scatter(void)
+{
+	struct experiment e1, e2, e3;
+	struct schedule *se = build(&e1, LLAMA8B_2x8, "policy.microbatches=4", "policy.accum=sync-each", NULL);
+	struct schedule *ns = build(&e2, LLAMA8B_2x8, "policy.microbatches=4", "policy.accum=no-sync", NULL);
+	struct schedule *one = build(&e3, LLAMA8B_2x8, "policy.microbatches=1", NULL);
+
+	CU_ASSERT_EQUAL(schedule_bytes_of(se, OP_REDUCE_SCATTER), 4 * schedule_bytes_of(ns, OP_REDUCE_SCATTER));
+	CU_ASSERT_EQUAL(schedule_bytes_of(ns, OP_REDUCE_SCATTER), schedule_bytes_of(one, OP_REDUCE_SCATTER));
+	/* gathers do not depend on the accumulation policy */
+	CU_ASSERT_EQUAL(schedule_bytes_of(se, OP_ALLGATHER), schedule_bytes_of(ns, OP_ALLGATHER));
+	check_invariants(se);
+	check_invariants(ns);
+	done(se, &e1);
+	done(ns, &e2);
+	done(one, &e3);
+}
+
+static void test_model_state_bytes(void)
+{
+	struct experiment e1, e2, e3;
+	struct schedule *m = build(&e1, LLAMA8B_2x8, NULL);
+	struct schedule *b = build(&e2, LLAMA8B_2x8, "policy.precision=pure-bf16", NULL);
+	struct schedule *d = build(&e3, LLAMA8B_2x8, "policy.sharding=ddp", NULL);
+	uint64_t st[MEM_CAT_COUNT], P = 8030261248ull;
+
+	/* mixed precision: fp32 master shard (4) and two fp32 moments (8), over 16 ranks */
+	schedule_static_bytes(m, st);
+	CU_ASSERT_EQUAL(st[MEM_SHARDED_PARAMS], 4 * P / 16);
+	CU_ASSERT_EQUAL(st[MEM_OPTIM_STATE], 8 * P / 16);
+	/* pure bf16: 2 + 4 */
+	schedule_static_bytes(b, st);
+	CU_ASSERT_EQUAL(st[MEM_SHARDED_PARAMS], 2 * P / 16);
+	CU_ASSERT_EQUAL(st[MEM_OPTIM_STATE], 4 * P / 16);
+	/* ddp replicates everything */
+	schedule_static_bytes(d, st);
+	CU_ASSERT_EQUAL(st[MEM_SHARDED_PARAMS] + st[MEM_OPTIM_STATE], 12 * P);
+	done(m, &e1);
+	done(b, &e2);
+	done(d, &e3);
+}
+
+/* The collectives of a step, in issue order, as a string like "AG AG AG RS ...". */
+static void collective_order(const struct schedule *s, char *buf, int len)
+{
+	int n = 0;
+	buf[0] = 0;
+	for (int i = 0; i < s->nops && n < len - 4; i++) {
+		const char *k = s->ops[i].kind == OP_ALLGATHER ? "AG" : s->ops[i].kind == OP_REDUCE_SCATTER ? "RS"
+			      : s->ops[i].kind == OP_ALLREDUCE ? "AR" : NULL;
+		if (k)
+			n += snprintf(buf + n, len - n, "%s%s%d", n ? " " : "", k, s->ops[i].unit);
+	}
+}
+
+static void test_collective_order(void)
+{
+	struct experiment e;
+	char order[512];
+	struct schedule *s;
+
+	/* tiny: root unit 0 (embedding, head), blocks 1 and 2; prefetch 1 */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	collective_order(s, order, sizeof(order));
+	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG2 AG1 RS2 RS1 RS0");
+	check_invariants(s);
+	done(s, &e);
+
+	/* zero2 keeps the gathered params from forward to backward */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.sharding=zero2", NULL);
+	collective_order(s, order, sizeof(order));
+	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 RS2 RS1 RS0");
+	done(s, &e);
+
+	/* all-but-last: the last block is not gathered again */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.reshard=all-but-last", NULL);
+	collective_order(s, order, sizeof(order));
+	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG1 RS2 RS1 RS0");
+	done(s, &e);
+
+	/* block+io: embedding and output units of their own, both resharded */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.wrap=block+io", NULL);
+	collective_order(s, order, sizeof(order));
+	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG3 AG3 AG2 RS3 AG1 RS2 AG0 RS1 RS0");
+	CU_ASSERT_EQUAL(s->nunits, 4);
+	done(s, &e);
+
+	/* hsdp: every reduce-scatter is followed by an all-reduce across replicas */
+	s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp", NULL);
+	collective_order(s, order, sizeof(order));
+	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG2 AG1 RS2 AR2 RS1 AR1 RS0 AR0");
+	CU_ASSERT_EQUAL(s->shard_n, 2);
+	CU_ASSERT_EQUAL(s->replica_n, 2);
+	done(s, &e);
+}
+
+static void test_accumulation_counts(void)
+{
+	struct experiment e;
+	struct schedule *s;
+
+	/* hsdp, 3 microbatches: sync-each all-reduces every microbatch, defer-replica once */
+	s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp",
+		  "policy.microbatches=3", "policy.accum=sync-each", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 9);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLREDUCE), 9);
+	check_invariants(s);
+	done(s, &e);
+	s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp",
+		  "policy.microbatches=3", "policy.accum=defer-replica", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 9);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLREDUCE), 3);
+	check_invariants(s);
+	done(s, &e);
+
+	/* partial:2 over 4 blocks, 2 microbatches: blocks 1 and 3 reduce once, the rest twice */
+	s = build(&e, "model.name=tiny", "model.layers=4", "cluster.nodes=1", "cluster.gpus_per_node=2",
+		  "policy.microbatches=2", "policy.accum=partial:2", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 3 * 2 + 2 * 1);
+	check_invariants(s);
+	done(s, &e);
+
+	/* optimizer: one foreach step, one per unit per-param, one per unit in backward */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 1);
+	done(s, &e);
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.optim=per-param", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 3);
+	done(s, &e);
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.optim_in_backward=true", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 3);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_OPTIM)
+			CU_ASSERT_EQUAL(s->ops[i].stream, ST_REDUCE_SCATTER);
+	check_invariants(s);
+	done(s, &e);
+}
+
+static void test_concat_last_only(void)
+{
+	struct experiment e1, e2;
+	struct schedule *a = build(&e1, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+				   "policy.microbatches=4", "policy.accum=no-sync", "policy.flat_params=true", NULL);
+	struct schedule *b = build(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+				   "policy.microbatches=4", "policy.accum=no-sync", "policy.flat_params=true",
+				   "policy.concat_last_only=true", NULL);
+
+	/* three units, four microbatches: concatenate every time, or only on the last */
+	CU_ASSERT_EQUAL(schedule_count_of(a, OP_CONCAT), 12);
+	CU_ASSERT_EQUAL(schedule_count_of(b, OP_CONCAT), 3);
+	done(a, &e1);
+	done(b, &e2);
+}
+
+static void test_every_policy_is_well_formed(void)
+{
+	static const char *const shard[] = { "policy.sharding=ddp", "policy.sharding=fsdp", "policy.sharding=zero2",
+					     "policy.sharding=hsdp" };
+	static const char *const acc[] = { "policy.accum=sync-each", "policy.accum=no-sync", "policy.accum=partial:2" };
+	static const char *const wrap[] = { "policy.wrap=block", "policy.wrap=block+io", "policy.wrap=whole",
+					    "policy.wrap=every:2" };
+	static const char *const off[] = { "policy.offload=none", "policy.offload=optim", "policy.offload=params" };
+	int built = 0;
+
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 3; b++)
+			for (int c = 0; c < 4; c++)
+				for (int d = 0; d < 3; d++) {
+					struct experiment e;
+					char err[256];
+					struct schedule *s;
+					if (a == 0 && d > 0)
+						continue; /* ddp does not offload */
+					config_init(&e);
+					config_set(&e, "model.name=tiny", "t");
+					config_set(&e, "model.layers=4", "t");
+					config_set(&e, "cluster.nodes=2", "t");
+					config_set(&e, "cluster.gpus_per_node=2", "t");
+					config_set(&e, "policy.microbatches=2", "t");
+					config_set(&e, shard[a], "t");
+					config_set(&e, acc[b], "t");
+					config_set(&e, wrap[c], "t");
+					config_set(&e, off[d], "t");
+					config_set(&e, "policy.ac=full", "t");
+					CU_ASSERT_FATAL(config_resolve(&e) == 0);
+					s = schedule_new(&e, err, sizeof(err));
+					CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+					check_invariants(s);
+					built++;
+					done(s, &e);
+				}
+	CU_ASSERT_EQUAL(built, 4 * 3 * 4 * 3 - 3 * 4 * 2);
+}
+
+void suite_schedule(void)
+{
+	CU_pSuite s = CU_add_suite("schedule", NULL, NULL);
+	CU_add_test(s, "fsdp moves 1.5x the traffic of ddp", test_fsdp_moves_one_and_a_half_ddp);
+	CU_add_test(s, "sync-each multiplies reduce-scatter by M", test_sync_each_multiplies_reduce_scatter);
+	CU_add_test(s, "model state bytes per rank", test_model_state_bytes);
+	CU_add_test(s, "collective count and order", test_collective_order);
+	CU_add_test(s, "accumulation and optimizer counts", test_accumulation_counts);
+	CU_add_test(s, "concat only on the last microbatch", test_concat_last_only);
+	CU_add_test(s, "every policy builds a well-formed graph", test_every_policy_is_well_formed);
+}

@@ -1,0 +1,318 @@
+/*
+ * test_sim.c - the simulator: event queue order, kernel and collective
+ * costs, determinism, and the policy effects of DOMAIN.md section 2
+ * coming out of the mechanisms.
+ */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "cost.h"
+#include "engine.h"
+#include "eq.h"
+#include "report.h"
+#include "schedule.h"
+
+static void test_eq_order(void)
+{
+	struct eq q;
+	struct event e;
+	int order[6], n = 0;
+
+	eq_init(&q);
+	eq_push(&q, 30, 0, 1);
+	eq_push(&q, 10, 1, 1);
+	eq_push(&q, 20, 2, 1);
+	eq_push(&q, 10, 3, 1); /* same time as op 1: pops after it */
+	eq_push(&q, 5, 4, 1);
+	eq_push(&q, 20, 5, 1);
+	while (eq_pop(&q, &e))
+		order[n++] = e.op;
+	CU_ASSERT_EQUAL(n, 6);
+	CU_ASSERT_EQUAL(order[0], 4);
+	CU_ASSERT_EQUAL(order[1], 1);
+	CU_ASSERT_EQUAL(order[2], 3);
+	CU_ASSERT_EQUAL(order[3], 2);
+	CU_ASSERT_EQUAL(order[4], 5);
+	CU_ASSERT_EQUAL(order[5], 0);
+	eq_release(&q);
+}
+
+static double last_backward_s; /* the last simulate(): time in backward and recompute ops */
+
+/* Simulate an experiment given as `section.key=value` settings. */
+static void simulate(struct summary *sum, ...)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct sim_result r;
+	char err[256];
+	const char *kv;
+	va_list ap;
+
+	config_init(&e);
+	va_start(ap, sum);
+	while ((kv = va_arg(ap, const char *)))
+		CU_ASSERT_FATAL(config_set(&e, kv, "test") == 0);
+	va_end(ap);
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	engine_run(s, 0, &r);
+	report_summarize(s, &r, sum);
+	last_backward_s = 0;
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_BACKWARD || s->ops[i].kind == OP_RECOMPUTE)
+			last_backward_s += (r.ops[i].end_ns - r.ops[i].start_ns) * 1e-9;
+	sim_result_release(&r);
+	schedule_free(s);
+	config_release(&e);
+}
+
+static void test_wave_quantization(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct cost c;
+	char err[256];
+	/* h100: 128x256 tiles, one per SM, 132 SMs: 132 tiles fill one wave */
+	struct kernel k132 = { "g", K_GEMM, 128 * 12, 256 * 11, 4096, 0, 0 };
+	struct kernel k133 = { "g", K_GEMM, 128 * 7, 256 * 19, 4096, 0, 0 };
+	double t132, t133, t132_contended;
+
+	config_init(&e);
+	config_set(&e, "cluster.gpu=h100-sxm", "t");
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	cost_init(&c, s);
+	CU_ASSERT_EQUAL(c.gpu->sms, 132);
+	t132 = cost_kernel_ns(&c, &k132, 132, c.hbm_bytes_per_ns);
+	t133 = cost_kernel_ns(&c, &k133, 132, c.hbm_bytes_per_ns);
+	/* one tile more than the SMs: a second, almost empty wave */
+	CU_ASSERT_DOUBLE_EQUAL(t133 / t132, 2.0, 1e-9);
+	/* an all-gather holding nccl_sms SMs turns the full wave into two */
+	t132_contended = cost_kernel_ns(&c, &k132, 132 - c.gpu->nccl_sms, c.hbm_bytes_per_ns);
+	CU_ASSERT_DOUBLE_EQUAL(t132_contended / t132, 2.0, 1e-9);
+	/* a full wave runs at gemm_eff of peak */
+	CU_ASSERT_DOUBLE_EQUAL(2.0 * 128 * 12 * 256 * 11 * 4096 / t132,
+			       c.peak_flops_per_ns * c.gpu->gemm_eff, 1e-6 * c.peak_flops_per_ns);
+	cost_release(&c);
+	schedule_free(s);
+	config_release(&e);
+}
+
+static void test_collective_cost(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct cost c;
+	struct coll k;
+	char err[256];
+	struct op ag = { 0 };
+
+	config_init(&e);
+	config_set(&e, "model.name=llama3-8b", "t");
+	config_set(&e, "cluster.gpu=h100-sxm", "t");
+	config_set(&e, "cluster.nodes=4", "t");
+	config_set(&e, "cluster.gpus_per_node=8", "t");
+	config_set(&e, "policy.sharding=hsdp", "t");
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	cost_init(&c, s);
+	ag.kind = OP_ALLGATHER;
+	ag.group = GRP_SHARD;
+	ag.bytes = 800000000;
+	cost_collective(&c, &ag, &k);
+	/* inside a node: 7/8 of the buffer over NVLink, 7 ring steps */
+	CU_ASSERT_EQUAL(k.n, 8);
+	CU_ASSERT_EQUAL(k.wire, 700000000ull);
+	CU_ASSERT_EQUAL(k.links, 1u << LINK_INTRA);
+	CU_ASSERT_DOUBLE_EQUAL(k.latency_ns, 7e3 * c.gpu->nvlink_latency_us, 1e-6);
+	/* the replica all-reduce crosses nodes only, NIC to NIC */
+	ag.kind = OP_ALLREDUCE;
+	ag.group = GRP_REPLICA;
+	cost_collective(&c, &ag, &k);
+	CU_ASSERT_EQUAL(k.n, 4);
+	CU_ASSERT_EQUAL(k.wire, 2 * 600000000ull);
+	CU_ASSERT_EQUAL(k.links, 1u << LINK_INTER);
+	cost_release(&c);
+	schedule_free(s);
+	config_release(&e);
+}
+
+static void test_deterministic(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct sim_result a, b;
+	char err[256];
+
+	config_init(&e);
+	config_set(&e, "model.name=llama3-8b", "t");
+	config_set(&e, "cluster.nodes=2", "t");
+	config_set(&e, "policy.sharding=hsdp", "t");
+	config_set(&e, "policy.microbatches=2", "t");
+	config_set(&e, "policy.optim_in_backward=true", "t");
+	config_set(&e, "policy.runtime=pytorch", "t");
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	engine_run(s, 1, &a);
+	engine_run(s, 1, &b);
+	CU_ASSERT(a.step_ns > 0);
+	CU_ASSERT_EQUAL(a.step_ns, b.step_ns);
+	CU_ASSERT_EQUAL(a.nmem, b.nmem);
+	CU_ASSERT(memcmp(a.ops, b.ops, sizeof(*a.ops) * s->nops) == 0);
+	CU_ASSERT(memcmp(a.mem, b.mem, sizeof(*a.mem) * a.nmem) == 0);
+	/* every op ran, after what it depends on */
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		CU_ASSERT(a.ops[i].end_ns >= a.ops[i].start_ns);
+		for (uint32_t d = 0; d < o->ndeps; d++)
+			CU_ASSERT(a.ops[s->deps[o->dep_first + d]].end_ns <= a.ops[i].start_ns);
+	}
+	/* the timeline ends where it began: everything the step allocated is freed */
+	{
+		uint64_t st[MEM_CAT_COUNT], end = 0, begin = 0;
+		schedule_static_bytes(s, st);
+		for (int c = 0; c < MEM_CAT_COUNT; c++) {
+			begin += st[c];
+			end += a.mem[a.nmem - 1].alloc[c];
+		}
+		CU_ASSERT_EQUAL(end, begin);
+	}
+	sim_result_release(&a);
+	sim_result_release(&b);
+	schedule_free(s);
+	config_release(&e);
+}
+
+#define L8 "model.name=llama3-8b", "cluster.gpu=h100-sxm"
+
+static void test_accumulation_tradeoff(void)
+{
+	struct summary se, ns;
+
+	/* 8 nodes on a slow network: syncing every microbatch costs time, no-sync costs memory */
+	simulate(&se, L8, "cluster.nodes=8", "cluster.inter_gbps=6", "policy.microbatches=8",
+		 "policy.accum=sync-each", "model.seq=4096", NULL);
+	simulate(&ns, L8, "cluster.nodes=8", "cluster.inter_gbps=6", "policy.microbatches=8",
+		 "policy.accum=no-sync", "model.seq=4096", NULL);
+	CU_ASSERT(se.step_time_s > 1.3 * ns.step_time_s);
+	CU_ASSERT(ns.peak_alloc_bytes > se.peak_alloc_bytes);
+	CU_ASSERT(se.comm_bytes_per_gpu > ns.comm_bytes_per_gpu);
+}
+
+static void test_hsdp_vs_fsdp(void)
+{
+	struct summary f_slow, h_slow, f_fast, h_fast;
+
+	/* on a slow inter-node network hsdp wins; it keeps only the all-reduce across nodes */
+	simulate(&f_slow, L8, "cluster.nodes=8", "cluster.inter_gbps=3", "policy.sharding=fsdp", NULL);
+	simulate(&h_slow, L8, "cluster.nodes=8", "cluster.inter_gbps=3", "policy.sharding=hsdp", NULL);
+	CU_ASSERT(h_slow.step_time_s < 0.8 * f_slow.step_time_s);
+	/* on a fast one the difference shrinks: both hide most communication */
+	simulate(&f_fast, L8, "cluster.nodes=8", "cluster.inter_gbps=200", "policy.sharding=fsdp", NULL);
+	simulate(&h_fast, L8, "cluster.nodes=8", "cluster.inter_gbps=200", "policy.sharding=hsdp", NULL);
+	CU_ASSERT(fabs(h_fast.step_time_s - f_fast.step_time_s) < 0.1 * f_fast.step_time_s);
+	/* hsdp keeps 8x more model state per GPU than fsdp over 64 */
+	CU_ASSERT(h_fast.peak_by_cat[MEM_OPTIM_STATE] == 8 * f_fast.peak_by_cat[MEM_OPTIM_STATE]);
+}
+
+static void test_block_io_lowers_peak(void)
+{
+	struct summary b, io;
+
+	simulate(&b, L8, "cluster.nodes=2", "policy.wrap=block", NULL);
+	simulate(&io, L8, "cluster.nodes=2", "policy.wrap=block+io", NULL);
+	CU_ASSERT(io.peak_alloc_bytes < b.peak_alloc_bytes);
+	CU_ASSERT(io.peak_by_cat[MEM_FULL_PARAMS] < b.peak_by_cat[MEM_FULL_PARAMS]);
+}
+
+static void test_optim_in_backward(void)
+{
+	struct summary after, inb;
+	double bwd_after, bwd_inb;
+
+	/* with checkpointing the peak is at the end of backward, where the sharded gradients pile up */
+	simulate(&after, L8, "cluster.nodes=1", "cluster.gpus_per_node=8", "policy.optim=fused", "policy.ac=full",
+		 "policy.loss=chunked", NULL);
+	bwd_after = last_backward_s;
+	simulate(&inb, L8, "cluster.nodes=1", "cluster.gpus_per_node=8", "policy.optim=fused", "policy.ac=full",
+		 "policy.loss=chunked", "policy.optim_in_backward=true", NULL);
+	bwd_inb = last_backward_s;
+	/* the sharded gradients of the whole model never coexist */
+	CU_ASSERT(inb.peak_alloc_bytes < after.peak_alloc_bytes);
+	CU_ASSERT(after.peak_by_cat[MEM_SHARDED_GRADS] > 4ull * 8030261248ull / 8 / 2);
+	CU_ASSERT(inb.peak_by_cat[MEM_SHARDED_GRADS] < after.peak_by_cat[MEM_SHARDED_GRADS] / 4);
+	/* the step runs beside backward on the reduce-scatter stream and takes its SMs */
+	CU_ASSERT(bwd_inb > bwd_after);
+}
+
+static void test_per_param_optimizer_is_launch_bound(void)
+{
+	struct summary fused, per;
+
+	simulate(&fused, L8, "cluster.nodes=1", "policy.optim=fused", "policy.runtime=pytorch", NULL);
+	simulate(&per, L8, "cluster.nodes=1", "policy.optim=per-param", "policy.runtime=pytorch", NULL);
+	CU_ASSERT(per.step_time_s > fused.step_time_s);
+}
+
+static void test_concat_saving(void)
+{
+	struct summary each, last;
+
+	simulate(&each, L8, "cluster.nodes=1", "policy.microbatches=8", "policy.accum=no-sync",
+		 "policy.flat_params=true", NULL);
+	simulate(&last, L8, "cluster.nodes=1", "policy.microbatches=8", "policy.accum=no-sync",
+		 "policy.flat_params=true", "policy.concat_last_only=true", NULL);
+	CU_ASSERT(last.step_time_s < each.step_time_s);
+}
+
+static void test_offload_and_checkpointing(void)
+{
+	struct summary none, off, full;
+
+	simulate(&none, L8, "cluster.nodes=1", NULL);
+	simulate(&off, L8, "cluster.nodes=1", "policy.offload=optim", NULL);
+	CU_ASSERT(off.peak_by_cat[MEM_OPTIM_STATE] == 0);
+	CU_ASSERT(off.peak_alloc_bytes < none.peak_alloc_bytes);
+	CU_ASSERT(off.step_time_s > none.step_time_s);
+	simulate(&full, L8, "cluster.nodes=1", "policy.ac=full", NULL);
+	CU_ASSERT(full.peak_by_cat[MEM_ACTIVATIONS] < none.peak_by_cat[MEM_ACTIVATIONS] / 4);
+	CU_ASSERT(full.step_time_s > 1.15 * none.step_time_s);
+}
+
+static void test_not_fitting_is_reported(void)
+{
+	struct summary s;
+
+	/* 70b on one GPU with ddp: simulated, and reported as not fitting */
+	simulate(&s, "model.name=llama3-70b", "model.layers=4", "cluster.nodes=1", "cluster.gpus_per_node=1",
+		 "policy.sharding=ddp", NULL);
+	CU_ASSERT(s.step_time_s > 0);
+	CU_ASSERT_EQUAL(s.fits, 0);
+	CU_ASSERT(s.peak_reserved_bytes > s.gpu_bytes);
+}
+
+void suite_sim(void)
+{
+	CU_pSuite s = CU_add_suite("sim", NULL, NULL);
+	CU_add_test(s, "event queue order", test_eq_order);
+	CU_add_test(s, "wave quantization", test_wave_quantization);
+	CU_add_test(s, "collective cost", test_collective_cost);
+	CU_add_test(s, "deterministic and consistent", test_deterministic);
+	CU_add_test(s, "sync-each vs no-sync", test_accumulation_tradeoff);
+	CU_add_test(s, "hsdp vs fsdp by network speed", test_hsdp_vs_fsdp);
+	CU_add_test(s, "block+io lowers peak memory", test_block_io_lowers_peak);
+	CU_add_test(s, "optimizer in backward", test_optim_in_backward);
+	CU_add_test(s, "per-param optimizer is launch bound", test_per_param_optimizer_is_launch_bound);
+	CU_add_test(s, "concat on the last microbatch only", test_concat_saving);
+	CU_add_test(s, "offload and checkpointing", test_offload_and_checkpointing);
+	CU_add_test(s, "not fitting is reported", test_not_fitting_is_reported);
+}
