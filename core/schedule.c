@@ -864,6 +864,14 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.stage_buf = ints(s->nunits, -1);
 	b.acts = ints(s->nsegs, -1);
 	b.recomputed = ints(s->nsegs, -1);
+	/* about 12 ops per unit per microbatch: size the arrays once */
+	{
+		int ops = b.M * (3 * s->nsegs + 12 * s->nunits) + 4 * s->nunits + 64;
+		s->ops = grow(s->ops, &s->cap_ops, ops, sizeof(*s->ops));
+		s->deps = grow(s->deps, &s->cap_deps, 2 * ops, sizeof(*s->deps));
+		s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, 2 * ops, sizeof(*s->bufrefs));
+		s->bufs = grow(s->bufs, &s->cap_bufs, ops, sizeof(*s->bufs));
+	}
 	b.cap = 4 * s->nunits + 64;
 	b.deps = malloc(sizeof(uint32_t) * b.cap);
 	b.allocs = malloc(sizeof(uint32_t) * b.cap);

@@ -257,6 +257,7 @@ static void update_rates(struct engine *g)
 /* ---- ops ------------------------------------------------------------------ */
 
 static void start_op(struct engine *g, int op);
+static void finish_op(struct engine *g, int i);
 
 static void try_stream(struct engine *g, int st)
 {
@@ -344,6 +345,11 @@ static void start_op(struct engine *g, int op)
 	} else {
 		a->type = ACT_INSTANT; /* frees, empty kernel lists */
 	}
+	if (a->type == ACT_INSTANT && a->floor <= g->now) {
+		/* nothing to share: it ends as it starts, and the others' rates stay */
+		finish_op(g, g->nact - 1);
+		return;
+	}
 	update_rates(g);
 }
 
@@ -353,6 +359,9 @@ static void finish_op(struct engine *g, int i)
 	int op = g->act[i].op;
 	const struct op *o = &s->ops[op];
 
+	int instant = g->act[i].type == ACT_INSTANT;
+	unsigned streams = 1u << o->stream;
+
 	g->act[i] = g->act[--g->nact];
 	g->r->ops[op].end_ns = g->now;
 	if (g->now > g->r->step_ns)
@@ -360,11 +369,17 @@ static void finish_op(struct engine *g, int i)
 	mem_apply(g, o, 0);
 	g->stream_busy[o->stream] = 0;
 	g->stream_head[o->stream]++;
-	for (int k = g->succ_first[op]; k < g->succ_first[op + 1]; k++)
-		g->deps_left[g->succ[k]]--;
-	update_rates(g);
+	for (int k = g->succ_first[op]; k < g->succ_first[op + 1]; k++) {
+		int d = g->succ[k];
+		if (--g->deps_left[d] == 0)
+			streams |= 1u << g->s->ops[d].stream;
+	}
+	if (!instant)
+		update_rates(g);
+	/* only the op's own stream and those of ops it released can start something */
 	for (int st = 0; st < ST_COUNT; st++)
-		try_stream(g, st);
+		if ((streams >> st) & 1)
+			try_stream(g, st);
 }
 
 /* The CPU thread issues ops in schedule order; each op's kernels take launch time. */
@@ -372,16 +387,16 @@ static void plan_launches(struct engine *g)
 {
 	const struct schedule *s = g->s;
 	const struct runtime_spec *rt = &g->e->runtime;
-	double t = 0;
+	uint64_t t = 0, per_op = (uint64_t)llround(rt->op_overhead_us * 1e3);
+	uint64_t per_kernel = (uint64_t)llround(rt->launch_us * 1e3);
 
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
-		double cost = rt->op_overhead_us * 1e3;
+		g->r->launch[i].start_ns = t;
+		t += per_op;
 		if (o->kind != OP_FREE && o->kind != OP_CPU_OPTIM)
-			cost += rt->launch_us * 1e3 * o->launches;
-		g->r->launch[i].start_ns = (uint64_t)llround(t);
-		t += cost;
-		g->r->launch[i].end_ns = (uint64_t)llround(t);
+			t += per_kernel * o->launches;
+		g->r->launch[i].end_ns = t;
 	}
 }
 

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "config.h"
 #include "engine.h"
@@ -19,7 +21,7 @@
 #include "trace.h"
 
 struct opts {
-	int schedule, json, all, top, help;
+	int schedule, json, all, top, help, bench;
 	const char *trace;
 };
 
@@ -31,7 +33,8 @@ static void usage(FILE *f)
 		   "  --out FILE.h5       append the run to an HDF5 results file\n"
 		   "  --trace FILE.json   write a Chrome trace (open it in Perfetto)\n"
 		   "  --policy all        simulate every valid policy, ranked by step time\n"
-		   "  --top N             with --policy all: print the N fastest only\n");
+		   "  --top N             with --policy all: print the N fastest only\n"
+		   "  --bench N           build and simulate the step N times; print the speed\n");
 	config_usage(f);
 }
 
@@ -52,8 +55,8 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			   (!strcmp(a, "--policy") && i + 1 < argc && argv[i + 1] && !strcmp(argv[i + 1], "all"))) {
 			o->all = 1;
 			if (!strcmp(a, "--policy"))
-				argv[++i] = NULL;
-		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top")) {
+				argv[i++] = NULL;
+		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top") || !strcmp(a, "--bench")) {
 			if (i + 1 >= argc || !argv[i + 1]) {
 				fprintf(stderr, "%s: needs a value\n", a);
 				return -1;
@@ -63,11 +66,11 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			} else {
 				char *end;
 				long v = strtol(argv[i + 1], &end, 10);
-				if (*end || v < 1) {
-					fprintf(stderr, "--top: '%s' is not a positive integer\n", argv[i + 1]);
+				if (*end || v < 1 || v > 1000000) {
+					fprintf(stderr, "%s: '%s' is not an integer from 1 to 1000000\n", a, argv[i + 1]);
 					return -1;
 				}
-				o->top = (int)v;
+				*(!strcmp(a, "--top") ? &o->top : &o->bench) = (int)v;
 			}
 			argv[i++] = NULL;
 		} else {
@@ -131,6 +134,38 @@ static int run_one(const struct experiment *e, const struct opts *o)
 	return rc;
 }
 
+/* Time building and simulating the step, the whole of what ./sim does per policy. */
+static int run_bench(const struct experiment *e, int n)
+{
+	struct timespec t0, t1;
+	struct rusage ru;
+	uint64_t events = 0;
+	int nops = 0;
+	double s;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		char err[256];
+		struct schedule *sc = schedule_new(e, err, sizeof(err));
+		struct sim_result r;
+		if (!sc) {
+			fprintf(stderr, "%s\n", err);
+			return 2;
+		}
+		engine_run(sc, 0, &r);
+		events += r.events;
+		nops = sc->nops;
+		sim_result_release(&r);
+		schedule_free(sc);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	getrusage(RUSAGE_SELF, &ru);
+	s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+	printf("%d steps of %d ops: %.1f us per simulated step, %.2f M events/s, peak RSS %.1f MB\n", n, nops,
+	       1e6 * s / n, events / s / 1e6, ru.ru_maxrss / 1024.0);
+	return 0;
+}
+
 /* ---- --policy all ------------------------------------------------------------ */
 
 struct ranked {
@@ -154,7 +189,7 @@ static int run_all(int argc, char **argv, const struct experiment *base, const s
 {
 	static const char *const accums[] = { "sync-each", "no-sync", "defer-replica", "partial:2" };
 	static const char *const wraps[] = { "block", "block+io", "whole" };
-	int M = base->policy.microbatches, n = 0, cap = 4096;
+	int M = base->policy.microbatches, n = 0, cap = 4096, total, best_fit = -1;
 	struct ranked *rk = malloc(sizeof(*rk) * cap);
 	FILE *quiet = fopen("/dev/null", "w");
 	char set[128], line[200];
@@ -232,6 +267,10 @@ static int run_all(int argc, char **argv, const struct experiment *base, const s
 	}
 	fclose(quiet);
 	qsort(rk, n, sizeof(*rk), cmp_ranked);
+	total = n;
+	for (int i = 0; i < total && best_fit < 0; i++)
+		if (rk[i].sum.fits)
+			best_fit = i;
 	if (o->top && o->top < n)
 		n = o->top;
 	if (o->json) {
@@ -247,12 +286,17 @@ static int run_all(int argc, char **argv, const struct experiment *base, const s
 		char b[32];
 		printf("%s on %d x %d %s, seq %d, batch %d, %d microbatches: %d policies\n", base->model.name,
 		       base->cluster.nodes, base->cluster.gpus_per_node, base->cluster.gpu.name, base->model.seq,
-		       base->run.batch, M, n);
+		       base->run.batch, M, total);
 		printf("%4s %10s %6s %12s %5s  %s\n", "rank", "step_s", "MFU%", "peak", "fits", "policy");
 		for (int i = 0; i < n; i++)
 			printf("%4d %10.4f %6.1f %12s %5s  %s\n", i + 1, rk[i].sum.step_time_s, 100 * rk[i].sum.mfu,
 			       report_bytes(rk[i].sum.peak_reserved_bytes, b, sizeof(b)), rk[i].sum.fits ? "yes" : "NO",
 			       rk[i].line);
+		if (best_fit >= 0)
+			printf("fastest that fits: rank %d, %.4f s, %s\n", best_fit + 1, rk[best_fit].sum.step_time_s,
+			       rk[best_fit].line);
+		else
+			printf("no policy fits in %s\n", report_bytes(rk[0].sum.gpu_bytes, b, sizeof(b)));
 	}
 	free(rk);
 	return 0;
@@ -281,7 +325,9 @@ int main(int argc, char **argv)
 		config_release(&e);
 		return 2;
 	}
-	if (o.all) {
+	if (o.bench) {
+		rc = run_bench(&e, o.bench);
+	} else if (o.all) {
 		if (e.run.out[0] || o.trace || o.schedule) {
 			fprintf(stderr, "--policy all: --out, --trace and --schedule need a single policy\n");
 			config_release(&e);

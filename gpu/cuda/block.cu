@@ -270,15 +270,20 @@ struct grads {
 /* Point g (when not NULL) into scratch; returns the bytes the layout takes. */
 static size_t grads_layout(struct grads *g, void *scratch, const struct dims *d)
 {
-	size_t N = (size_t)d->N, off = 0;
+	size_t N = (size_t)d->N;
 	size_t sizes[5] = { N * d->D, N * d->F, N * 2 * d->F, N * d->hq, N * d->qkv };
-	bf16 **ptr[5] = { &g->dxn, &g->dh, &g->dgu, &g->datt, &g->dqkv };
-	for (int i = 0; i < 5; i++) {
-		if (g)
-			*ptr[i] = (bf16 *)((char *)scratch + off);
-		off += align256(sizes[i] * sizeof(bf16));
+	size_t off[6] = { 0 };
+	for (int i = 0; i < 5; i++)
+		off[i + 1] = off[i] + align256(sizes[i] * sizeof(bf16));
+	if (g) {
+		char *p = (char *)scratch;
+		g->dxn = (bf16 *)(p + off[0]);
+		g->dh = (bf16 *)(p + off[1]);
+		g->dgu = (bf16 *)(p + off[2]);
+		g->datt = (bf16 *)(p + off[3]);
+		g->dqkv = (bf16 *)(p + off[4]);
 	}
-	return off;
+	return off[5];
 }
 
 size_t cuda_block_scratch_bytes(const struct model_shape *m, int B)
