@@ -126,9 +126,12 @@ bench: deps
 	@$(MAKE) --no-print-directory sim
 	bash simulator/bench.sh
 
+# The sanitizer build writes the same binaries; they are removed afterwards
+# so that the next plain `make` rebuilds them without sanitizers.
 asan: deps
+	rm -f sim gpu_run tests/run_tests
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all tests/run_tests
-	ASAN_OPTIONS=detect_leaks=1 bash tests/run.sh
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/run.sh; rc=$$?; rm -f sim gpu_run tests/run_tests; exit $$rc
 
 plots: deps
 	/usr/bin/python3 paper/plots.py data paper/figures

@@ -42,9 +42,18 @@ FILE *config_errfile;
 #define CUSTOM_SEQ 2048 /* model.seq of a custom model that does not set it */
 
 /* Enums are stored and read through int: the same size, checked here. */
-_Static_assert(sizeof(enum sharding) == sizeof(int), "enum size");
-_Static_assert(sizeof(enum accum) == sizeof(int), "enum size");
-_Static_assert(sizeof(enum ac_mode) == sizeof(int), "enum size");
+#define INT_SIZED(t) _Static_assert(sizeof(t) == sizeof(int), #t " is stored as an int")
+INT_SIZED(enum sharding);
+INT_SIZED(enum accum);
+INT_SIZED(enum wrap);
+INT_SIZED(enum reshard);
+INT_SIZED(enum optim);
+INT_SIZED(enum precision);
+INT_SIZED(enum dtype);
+INT_SIZED(enum ac_mode);
+INT_SIZED(enum loss_mode);
+INT_SIZED(enum offload);
+INT_SIZED(enum runtime);
 
 enum key_type {
 	KT_INT,    /* int in [min, max] */
@@ -322,6 +331,17 @@ static void say(const char *prefix, const char *fmt, ...)
 	fputc('\n', f);
 }
 
+/* The first strcspn(s, stop) characters of s into buf, cut to fit. */
+static char *head_of(const char *s, const char *stop, char *buf, size_t n)
+{
+	size_t len = strcspn(s, stop);
+	if (len >= n)
+		len = n - 1;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return buf;
+}
+
 /*
  * " (allowed: a|b|c; did you mean 'b'?)" for a value not in names. With
  * k_form, the entry of that name prints as "name:K", and a suggestion of
@@ -332,7 +352,7 @@ static void allowed_text(const char *const *names, const char *k_form, const cha
 {
 	char list[512], sugg[160] = "", name[64];
 
-	snprintf(name, sizeof name, "%.*s", (int)strcspn(value, ":"), value);
+	head_of(value, ":", name, sizeof name);
 	const char *close = name_closest(names, k_form ? name : value);
 
 	names_joined(names, list, sizeof list);
@@ -530,7 +550,7 @@ static int value_parse(struct experiment *e, int k, const char *value, char *err
 		const char *k_form = key->type == KT_ACCUM ? "partial" : "every";
 		if (rc == -1) {
 			char name[64];
-			snprintf(name, sizeof name, "%.*s", (int)strcspn(value, ":"), value);
+			head_of(value, ":", name, sizeof name);
 			if (strchr(value, ':') && name_index(key->names, name) >= 0) {
 				snprintf(err, errlen, "%s.%s = '%s': only %s takes a ':K'", key->section,
 					 key->name, value, k_form);
@@ -826,7 +846,8 @@ int config_load(struct experiment *e, const char *path)
 	}
 	fclose(l.f);
 
-	qsort(l.msgs, (size_t)l.nmsgs, sizeof *l.msgs, message_cmp);
+	if (l.nmsgs)
+		qsort(l.msgs, (size_t)l.nmsgs, sizeof *l.msgs, message_cmp);
 	for (int i = 0; i < l.nmsgs; i++) {
 		fprintf(errf(), "%s:%d: %s\n", path, l.msgs[i].line, l.msgs[i].text);
 		free(l.msgs[i].text);
@@ -1259,7 +1280,7 @@ int config_is_flag(const char *arg)
 	keys_init();
 	if (strncmp(arg, "--", 2) != 0)
 		return 0;
-	snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+	head_of(arg, "=", name, sizeof name);
 	return strcmp(name, "--set") == 0 || key_of_flag(name) >= 0;
 }
 
@@ -1271,7 +1292,7 @@ const char *config_flag_closest(const char *arg)
 	if (arg[0] != '-')
 		return NULL;
 	arg += strspn(arg, "-");
-	snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+	head_of(arg, "=", name, sizeof name);
 	const char *close = name_closest(flag_bare, name);
 	return close ? close - 2 : NULL;
 }

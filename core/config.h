@@ -62,8 +62,9 @@ int config_set(struct experiment *e, const char *assignment, const char *origin)
 int config_resolve(struct experiment *e);
 
 /*
- * Every key as `section.key = value` lines, resolved values included
- * (what a results file records as its configuration).
+ * Every key with its resolved value, as an INI file ([section] headers,
+ * then `key = value` lines) that config_load() reads back to the same
+ * experiment: what a results file records as its configuration.
  */
 void config_write_ini(const struct experiment *e, FILE *f);
 

@@ -3,9 +3,10 @@
  *
  * A policy is plain data: enums and a few integers. Names are parsed and
  * printed here so the simulator, the runtime and the experiment files use
- * one spelling. policy_check() holds the rules that relate the keys to each
- * other and to the cluster (a world size the shard group must divide, a
- * partial:K no larger than the layer count, ...).
+ * one spelling. The rules that relate the keys to each other and to the
+ * cluster (a world size the shard group must divide, a partial:K no larger
+ * than the layer count, ...) are checked by config_resolve() (config.h),
+ * which can name where each key involved was set.
  */
 #ifndef CORE_POLICY_H
 #define CORE_POLICY_H

@@ -207,19 +207,22 @@ static int run_all(int argc, char **argv, const struct experiment *base, const s
 	for (int ck = 0; ck < AC_COUNT; ck++)
 	for (int of = 0; of < OFF_COUNT; of++) {
 		struct experiment e;
-		char **args = malloc(sizeof(char *) * (argc + 1));
-		const char *sets[9];
+		char **args;
 		int bad = 0;
 
 		if (M == 1 && ac > 0)
 			continue; /* one microbatch: every accumulation policy is the same step */
 		if ((sh == SHARD_DDP || sh == SHARD_ZERO2) && rs != RESHARD_YES)
 			continue; /* they do not reshard: one entry stands for all */
+		args = malloc(sizeof(char *) * (argc + 1));
+		if (!args) {
+			perror("sim");
+			return 1;
+		}
 		memcpy(args, argv, sizeof(char *) * argc);
 		args[argc] = NULL;
 		config_init(&e);
 		config_errfile = quiet;
-		sets[0] = sharding_names[sh];
 		snprintf(set, sizeof(set), "policy.sharding=%s", sharding_names[sh]);
 		bad |= config_parse_args(&e, argc, args) != 0;
 		bad |= config_set(&e, set, "--policy all") != 0;
@@ -263,7 +266,6 @@ static int run_all(int argc, char **argv, const struct experiment *base, const s
 			}
 		}
 		config_release(&e);
-		(void)sets;
 	}
 	fclose(quiet);
 	qsort(rk, n, sizeof(*rk), cmp_ranked);

@@ -31,14 +31,21 @@ static struct adam_consts consts_of(const struct cuda_adamw_hparams *hp, int t)
 	return k;
 }
 
+/*
+ * ref_adamw's expression, one IEEE-rounded operation at a time in the same
+ * order (the _rn intrinsics keep the compiler from contracting into FMAs),
+ * so the result is the reference's bit for bit.
+ */
 static __device__ __forceinline__ void adam_elem(float &p, float g, float &m, float &v,
 						 const adam_consts &k)
 {
-	m = k.b1 * m + (1.0f - k.b1) * g;
-	v = k.b2 * v + (1.0f - k.b2) * g * g;
-	float mhat = m / k.c1;
-	float vhat = v / k.c2;
-	p -= k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.wd * p);
+	m = __fadd_rn(__fmul_rn(k.b1, m), __fmul_rn(1.0f - k.b1, g));
+	v = __fadd_rn(__fmul_rn(k.b2, v), __fmul_rn(__fmul_rn(1.0f - k.b2, g), g));
+	float mhat = __fdiv_rn(m, k.c1);
+	float vhat = __fdiv_rn(v, k.c2);
+	float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), k.eps)),
+			       __fmul_rn(k.wd, p));
+	p = __fsub_rn(p, __fmul_rn(k.lr, step));
 }
 
 static __device__ __forceinline__ bool aligned16(const void *a)

@@ -140,7 +140,7 @@ int cuda_ctx_profile_read(struct cuda_ctx *ctx, struct cuda_kernel_time *out, in
 	for (int i = 0; i < n; i++) {
 		struct prof_entry *e = &ctx->prof[i];
 		cudaCheck(cudaEventSynchronize(e->stop));
-		snprintf(out[i].name, sizeof(out[i].name), "%s", e->name);
+		snprintf(out[i].name, sizeof(out[i].name), "%.23s", e->name);
 		cudaCheck(cudaEventElapsedTime(&out[i].ms, e->start, e->stop));
 	}
 	ctx->nprof = 0;

@@ -1,0 +1,48 @@
+# gpu/cuda/cuda.mk - make fragment for the CUDA model, -included by the
+# top-level Makefile after its variables (HAVE_CUDA, NVCC, NVCCFLAGS,
+# CUDA_HOME, CUDA_LIBS, BUILD, CFLAGS, LDLIBS, REF_OBJ) are set.
+#
+# Defines, with CUDA:
+#   $(BUILD)/%.o: %.cu     nvcc, with -MMD -MP dependency files
+#   CUDA_RUN_OBJ           the model objects gpu_run links
+#   CUDA_RUN_LIBS          the libraries they need
+#   CUDA_CFLAGS            what a C file including cuda_model.h needs
+#   gpu_test_bin           builds ./gpu_test (checks against gpu/ref)
+#   gpu_bench_bin          builds ./gpu_bench
+# Without CUDA the two targets only say so, and CUDA_RUN_OBJ is empty.
+
+.PHONY: gpu_test_bin gpu_bench_bin
+
+ifeq ($(HAVE_CUDA),yes)
+
+CUDA_MODEL_SRC := $(addprefix gpu/cuda/,ctx.cu gemm.cu layers.cu attention.cu adamw.cu block.cu)
+CUDA_RUN_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_MODEL_SRC))
+CUDA_RUN_LIBS := $(CUDA_LIBS) -lstdc++ -lm
+CUDA_CFLAGS := -I$(CUDA_HOME)/include -Igpu/cuda
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gpu/cuda/gpu_test.o: CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/gpu/cuda/gpu_bench.o: NVCCFLAGS += $(PKG_CFLAGS)
+
+gpu_test: $(BUILD)/gpu/cuda/gpu_test.o $(CUDA_RUN_OBJ) $(REF_OBJ) $(BUILD)/libcore.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_RUN_LIBS)
+
+gpu_bench: $(BUILD)/gpu/cuda/gpu_bench.o $(CUDA_RUN_OBJ) $(BUILD)/libcore.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_RUN_LIBS)
+
+gpu_test_bin: gpu_test
+gpu_bench_bin: gpu_bench
+
+else
+
+CUDA_RUN_OBJ :=
+CUDA_RUN_LIBS :=
+CUDA_CFLAGS :=
+
+gpu_test_bin gpu_bench_bin:
+	@echo "$@: CUDA not found (nvcc, nccl.h or libnccl): nothing to build"
+
+endif

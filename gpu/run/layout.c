@@ -1,0 +1,167 @@
+/*
+ * layout.c - full and sharded layouts of the units (see layout.h).
+ *
+ * A unit's modules are its segments' modules in forward order, the order
+ * core/schedule.c adds them for every wrapping policy; the counts are
+ * checked against the schedule's, so a disagreement is caught at start.
+ */
+#include "layout.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+
+/* The modules a segment owns, in order. */
+static int seg_modules(enum segment_kind k, enum module_kind out[2])
+{
+	switch (k) {
+	case SEG_EMBED: out[0] = MOD_EMBED; return 1;
+	case SEG_BLOCK: out[0] = MOD_BLOCK; return 1;
+	case SEG_HEAD: out[0] = MOD_FINAL_NORM; out[1] = MOD_OUTPUT; return 2;
+	default: assert(!"bad segment kind"); return 0;
+	}
+}
+
+/* Offset (floats) of a module in the reference's whole-model buffer: embed | blocks | norm | output. */
+static size_t model_offset(const struct model_shape *m, enum module_kind k, int block)
+{
+	size_t vd = (size_t)m->vocab * m->hidden, bf = ref_block_floats(m);
+
+	switch (k) {
+	case MOD_EMBED: return 0;
+	case MOD_BLOCK: return vd + (size_t)block * bf;
+	case MOD_FINAL_NORM: return vd + (size_t)m->layers * bf;
+	case MOD_OUTPUT: return vd + (size_t)m->layers * bf + (size_t)m->hidden;
+	default: assert(!"bad module kind"); return 0;
+	}
+}
+
+/* Append module k of segment g to unit layout u. */
+static void add_module(struct layout *l, struct unit_layout *u, const struct model_shape *m,
+		       enum module_kind k, int block, int g)
+{
+	struct tensor_desc td[BT_COUNT];
+	int n = model_module_tensor_list(m, k, td, BT_COUNT);
+	size_t moff = model_offset(m, k, block);
+
+	if (k == MOD_OUTPUT)
+		l->segs[g].out_off = u->full_floats;
+	else
+		l->segs[g].off = u->full_floats;
+	u->t = realloc(u->t, sizeof(*u->t) * (size_t)(u->ntensors + n));
+	assert(u->t);
+	for (int i = 0; i < n; i++) {
+		struct layout_tensor *t = &u->t[u->ntensors++];
+		t->rows = td[i].rows == 1 ? td[i].cols : td[i].rows;
+		t->cols = td[i].rows == 1 ? 1 : td[i].cols;
+		t->rows_per_rank = (t->rows + l->shard_n - 1) / l->shard_n;
+		t->flat_off = u->full_floats;
+		t->shard_off = u->shard_floats;
+		t->model_off = moff;
+		u->full_floats += (size_t)(t->rows * t->cols);
+		u->shard_floats += (size_t)(t->rows_per_rank * t->cols);
+		moff += (size_t)(t->rows * t->cols);
+	}
+}
+
+struct layout *layout_new(const struct schedule *s)
+{
+	const struct model_shape *m = &s->exp->model;
+	struct layout *l = calloc(1, sizeof(*l));
+
+	assert(l);
+	l->nunits = s->nunits;
+	l->nsegs = s->nsegs;
+	l->shard_n = s->shard_n;
+	l->units = calloc((size_t)s->nunits, sizeof(*l->units));
+	l->segs = calloc((size_t)s->nsegs, sizeof(*l->segs));
+	assert(l->units && l->segs);
+	for (int u = 0; u < s->nunits; u++) {
+		struct unit_layout *ul = &l->units[u];
+		for (int g = 0; g < s->nsegs; g++) {
+			enum module_kind mods[2];
+			int nm;
+			if (s->segs[g].unit != u)
+				continue;
+			nm = seg_modules(s->segs[g].kind, mods);
+			for (int i = 0; i < nm; i++)
+				add_module(l, ul, m, mods[i], s->segs[g].block, g);
+		}
+		assert(ul->full_floats == (size_t)s->units[u].params);
+		assert(ul->shard_floats == s->units[u].shard_elems);
+		assert(ul->ntensors == s->units[u].ntensors);
+	}
+	return l;
+}
+
+void layout_free(struct layout *l)
+{
+	if (!l)
+		return;
+	for (int u = 0; u < l->nunits; u++)
+		free(l->units[u].t);
+	free(l->units);
+	free(l->segs);
+	free(l);
+}
+
+/* Rows of tensor t that rank r holds (0 for a rank past the end), and the first one. */
+static int64_t rank_rows(const struct layout_tensor *t, int r, int64_t *first)
+{
+	int64_t lo = (int64_t)r * t->rows_per_rank, hi = lo + t->rows_per_rank;
+
+	if (hi > t->rows)
+		hi = t->rows;
+	*first = lo;
+	return hi > lo ? hi - lo : 0;
+}
+
+void layout_shard_from_model(const struct unit_layout *u, float *shard, const float *model, int r)
+{
+	memset(shard, 0, sizeof(float) * u->shard_floats);
+	for (int i = 0; i < u->ntensors; i++) {
+		const struct layout_tensor *t = &u->t[i];
+		int64_t first, n = rank_rows(t, r, &first);
+		memcpy(shard + t->shard_off, model + t->model_off + first * t->cols,
+		       sizeof(float) * (size_t)(n * t->cols));
+	}
+}
+
+void layout_shard_to_model(const struct unit_layout *u, float *model, const float *shard, int r)
+{
+	for (int i = 0; i < u->ntensors; i++) {
+		const struct layout_tensor *t = &u->t[i];
+		int64_t first, n = rank_rows(t, r, &first);
+		memcpy(model + t->model_off + first * t->cols, shard + t->shard_off,
+		       sizeof(float) * (size_t)(n * t->cols));
+	}
+}
+
+void layout_unpack(const struct unit_layout *u, float *flat, const float *gathered, int n)
+{
+	for (int r = 0; r < n; r++) {
+		const float *shard = gathered + (size_t)r * u->shard_floats;
+		for (int i = 0; i < u->ntensors; i++) {
+			const struct layout_tensor *t = &u->t[i];
+			int64_t first, rows = rank_rows(t, r, &first);
+			memcpy(flat + t->flat_off + first * t->cols, shard + t->shard_off,
+			       sizeof(float) * (size_t)(rows * t->cols));
+		}
+	}
+}
+
+void layout_pack(const struct unit_layout *u, float *packed, const float *flat, int n)
+{
+	memset(packed, 0, sizeof(float) * u->shard_floats * (size_t)n);
+	for (int r = 0; r < n; r++) {
+		float *shard = packed + (size_t)r * u->shard_floats;
+		for (int i = 0; i < u->ntensors; i++) {
+			const struct layout_tensor *t = &u->t[i];
+			int64_t first, rows = rank_rows(t, r, &first);
+			memcpy(shard + t->shard_off, flat + t->flat_off + first * t->cols,
+			       sizeof(float) * (size_t)(rows * t->cols));
+		}
+	}
+}

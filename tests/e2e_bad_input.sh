@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# e2e_bad_input.sh BINARY - bad experiments and flags fail cleanly.
+#
+# Runs BINARY (./sim or ./gpu_run) on every tests/bad/*.ini, whose first
+# line is `# expect: <part of the error message>`, then on a missing file
+# and on bad flags. Each case must exit with status 2, print the expected
+# text on stderr, and write nothing: the results file named with
+# --set run.out is not created and the directory it runs in stays empty.
+# One line per case, then `N passed, N failed`; non-zero exit on failure.
+set -u
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 BINARY" >&2
+	exit 2
+fi
+bin=$(realpath -- "$1" 2>/dev/null || echo "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+name=$(basename "$bin")
+passed=0
+failed=0
+
+# check CASE EXPECTED ARGS...: run BINARY ARGS... in an empty directory
+check() {
+	local case=$1 expect=$2 why=""
+	shift 2
+	rm -rf "$tmp/run" && mkdir "$tmp/run"
+	(cd "$tmp/run" && "$bin" "$@" --set "run.out=$tmp/run/out.h5") >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
+	local rc=$?
+	if [ "$rc" -ne 2 ]; then
+		why="exit status $rc, not 2"
+	elif ! grep -qF -- "$expect" "$tmp/stderr"; then
+		why="stderr lacks: $expect"
+	elif [ -e "$tmp/run/out.h5" ]; then
+		why="it wrote the results file"
+	elif [ -n "$(ls -A "$tmp/run")" ]; then
+		why="it wrote $(ls -A "$tmp/run" | tr '\n' ' ')"
+	fi
+	if [ -z "$why" ]; then
+		echo "ok   $name $case"
+		passed=$((passed + 1))
+	else
+		echo "FAIL $name $case: $why"
+		sed 's/^/     | /' "$tmp/stderr" | head -5
+		failed=$((failed + 1))
+	fi
+}
+
+for f in "$here"/bad/*.ini; do
+	expect=$(head -n 1 "$f" | sed -n 's/^# expect: //p')
+	if [ -z "$expect" ]; then
+		echo "FAIL $name bad/$(basename "$f"): no '# expect: ' first line"
+		failed=$((failed + 1))
+		continue
+	fi
+	check "bad/$(basename "$f")" "$expect" "$f"
+done
+
+check "missing file" "nosuch.ini: cannot open: No such file or directory" "$tmp/nosuch.ini"
+check "--layers abc" "--layers: model.layers = 'abc' is not an integer" --layers abc
+check "--layers (no value)" "--layers: missing value" --layers
+check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model] (did you mean 'layers'?)" \
+	--set model.layrs=2
+check "--policy fdsp" "did you mean 'fsdp'?" --policy fdsp
+check "--nosuch 1" "--nosuch" --nosuch 1
+check "--layrs 2" "--layers" --layrs 2
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
