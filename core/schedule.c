@@ -34,6 +34,7 @@ struct builder {
 	int *last_use;        /* last compute op that used the unit's params */
 	int *d2h_op;          /* offload: last device-to-host copy of the unit's gradient */
 	int *stage_buf;       /* offload params: device copy of the host shard */
+	int *copy_out_pending;/* gathered into the flat buffer, not yet copied out */
 	int *acts;            /* per segment: saved activations of this microbatch */
 	int *recomputed;      /* per segment: recomputed activations */
 	int ktab[SEG_KIND_COUNT][PH_COUNT];
@@ -393,19 +394,34 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 		b->stage_buf[u] = -1;
 	}
 	ag = commit(b);
-	if (copy_out) {
-		int full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro);
-		begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
-		b->cur.bytes = 2 * x->full_bytes;
-		dep(b, ag);
-		alloc_buf(b, full);
-		free_buf(b, out);
-		b->ready_op[u] = commit(b);
-		b->full_buf[u] = full;
-	} else {
-		b->ready_op[u] = ag;
-		b->full_buf[u] = out;
-	}
+	b->ready_op[u] = ag;
+	b->full_buf[u] = out;
+	b->copy_out_pending[u] = copy_out;
+}
+
+/*
+ * Make unit u's gathered params usable by the compute stream. With a flat
+ * gather buffer (pytorch) this is the copy-out, issued when the unit is
+ * first used, not when its gather was issued: a prefetched unit's copy-out
+ * must not queue ahead of the compute that runs before it.
+ */
+static int params_ready(struct builder *b, int u, int micro)
+{
+	struct unit *x = &b->s->units[u];
+	int full;
+
+	if (!b->copy_out_pending[u])
+		return b->ready_op[u];
+	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro);
+	begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
+	b->cur.bytes = 2 * x->full_bytes;
+	dep(b, b->ready_op[u]);
+	alloc_buf(b, full);
+	free_buf(b, b->full_buf[u]);
+	b->ready_op[u] = commit(b);
+	b->full_buf[u] = full;
+	b->copy_out_pending[u] = 0;
+	return b->ready_op[u];
 }
 
 static void emit_free_params(struct builder *b, int u, int micro)
@@ -435,6 +451,7 @@ static void forward(struct builder *b, int micro)
 				emit_gather(b, next, micro, behind >= 0 ? b->last_use[behind] : -1);
 			next++;
 		}
+		params_ready(b, u, micro);
 		begin(b, OP_FORWARD, ST_COMPUTE, u, g, micro);
 		set_kernels(b, g, PH_FWD);
 		dep(b, b->ready_op[u]);
@@ -665,6 +682,7 @@ static void backward(struct builder *b, int micro)
 			next++;
 		}
 		b->recomputed[g] = -1;
+		params_ready(b, u, micro);
 		if (p->ac != AC_NONE && sk == SEG_BLOCK) {
 			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_RECOMPUTE, p->ac, p->loss,
 								    b->act_bytes);
@@ -811,6 +829,7 @@ static void builder_release(struct builder *b)
 	free(b->last_use);
 	free(b->d2h_op);
 	free(b->stage_buf);
+	free(b->copy_out_pending);
 	free(b->acts);
 	free(b->recomputed);
 	free(b->deps);
@@ -862,6 +881,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.last_use = ints(s->nunits, -1);
 	b.d2h_op = ints(s->nunits, -1);
 	b.stage_buf = ints(s->nunits, -1);
+	b.copy_out_pending = ints(s->nunits, 0);
 	b.acts = ints(s->nsegs, -1);
 	b.recomputed = ints(s->nsegs, -1);
 	/* about 12 ops per unit per microbatch: size the arrays once */
