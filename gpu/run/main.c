@@ -176,11 +176,11 @@ static void print_summary(const struct schedule *s, const struct summary *m, uin
 {
 	char b[32];
 
-	printf("step time %.3f ms, %.0f tokens/s per rank, MFU %.2f%% of %s\n", m->step_time_s * 1e3,
+	printf("summary: step time %.3f ms, %.0f tokens/s per rank, MFU %.2f%% of %s\n", m->step_time_s * 1e3,
 	       m->tokens_per_s_per_gpu, 100 * m->mfu, s->exp->cluster.gpu.name);
-	printf("compute %.3f ms, communication %.3f ms (not overlapped), %llu wire bytes per rank\n",
+	printf("summary: compute %.3f ms, communication %.3f ms (not overlapped), %llu wire bytes per rank\n",
 	       m->compute_s * 1e3, m->exposed_comm_s * 1e3, (unsigned long long)m->comm_bytes_per_gpu);
-	printf("peak memory %s (runtime workspace %s):", mib(m->peak_alloc_bytes, b, sizeof(b)),
+	printf("summary: peak memory %s (runtime workspace %s):", mib(m->peak_alloc_bytes, b, sizeof(b)),
 	       mib(ws_bytes, b + 16, 16));
 	for (int c = 0; c < MEM_CAT_COUNT; c++)
 		if (m->peak_by_cat[c])
@@ -235,6 +235,10 @@ int main(int argc, char **argv)
 		       sharding_names[e.policy.sharding], policy_accum_str(&e.policy, accum, sizeof(accum)),
 		       e.policy.microbatches, policy_wrap_str(&e.policy, wrap, sizeof(wrap)),
 		       ac_names[e.policy.ac], s->nops, e.run.warmup, e.run.steps);
+	if (rank == 0 && e.policy.precision != PREC_FP32)
+		printf("note: precision = %s: the cpu backend still computes and communicates in fp32; "
+		       "buffers hold the larger of the schedule's bytes and the fp32 need\n",
+		       precision_names[e.policy.precision]);
 	for (int step = 1; step <= total; step++) {
 		double v[1], ms;
 		mpi_check(MPI_Barrier(MPI_COMM_WORLD));
