@@ -94,6 +94,17 @@ static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4],
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* p[0] += a, p[1] += b; one 8-byte vector atomic on Hopper (p 8-byte aligned). */
+static __device__ __forceinline__ void atomic_add2(float *p, float a, float b)
+{
+#if __CUDA_ARCH__ >= 900
+	atomicAdd((float2 *)p, make_float2(a, b));
+#else
+	atomicAdd(p, a);
+	atomicAdd(p + 1, b);
+#endif
+}
+
 /* Two floats as a bf16 pair, the lower column in the low half. */
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
@@ -528,14 +539,10 @@ attn_bwd_kernel(bf16 *dqkv, float *dq, const bf16 *dout, const bf16 *qkv, const 
 			float *dqb = dq + (int64_t)b * T * dld + h * HD + dc0 + tq * 2;
 #pragma unroll
 			for (int dt = 0; dt < DW / 8; dt++) {
-				if (q0r < T) {
-					atomicAdd(dqb + q0r * dld + dt * 8, acc[dt][0]);
-					atomicAdd(dqb + q0r * dld + dt * 8 + 1, acc[dt][1]);
-				}
-				if (q1r < T) {
-					atomicAdd(dqb + q1r * dld + dt * 8, acc[dt][2]);
-					atomicAdd(dqb + q1r * dld + dt * 8 + 1, acc[dt][3]);
-				}
+				if (q0r < T)
+					atomic_add2(dqb + q0r * dld + dt * 8, acc[dt][0], acc[dt][1]);
+				if (q1r < T)
+					atomic_add2(dqb + q1r * dld + dt * 8, acc[dt][2], acc[dt][3]);
 			}
 		}
 	}

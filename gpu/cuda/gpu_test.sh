@@ -31,12 +31,22 @@ if [ -z "$san" ]; then
 	echo "gpu_test: compute-sanitizer not installed: sanitizer passes skipped"
 	exit 0
 fi
+# Prints the failing checks, the sanitizer's reports and the summaries.
+sanitize() { # tool, then gpu_test's arguments
+	local tool=$1 log
+	shift
+	log=$(mktemp)
+	echo "== compute-sanitizer $tool ./gpu_test $*"
+	"$san" --tool "$tool" --error-exitcode 3 --print-limit 20 ./gpu_test "$@" >"$log" 2>&1
+	local r=$?
+	grep -E '^(FAIL|=========)|passed, ' "$log" | head -n 80
+	rm -f "$log"
+	return $r
+}
 rc=0
-echo "== compute-sanitizer memcheck"
-"$san" --tool memcheck --error-exitcode 3 --print-limit 20 ./gpu_test "$@" | tail -n 3 || rc=1
+sanitize memcheck "$@" || rc=1
 for g in attention rmsnorm cross_entropy; do
 	[ $# -gt 0 ] && [[ $g != *"$1"* ]] && continue
-	echo "== compute-sanitizer racecheck ($g)"
-	"$san" --tool racecheck --error-exitcode 3 --print-limit 20 ./gpu_test "$g" | tail -n 3 || rc=1
+	sanitize racecheck "$g" || rc=1
 done
 exit $rc
