@@ -39,9 +39,9 @@ HAVE_CUDA := $(if $(and $(NVCC),$(NCCL_H),$(NCCL_LIB)),yes,no)
 ifeq ($(HAVE_CUDA),yes)
 NVCC_VERSION := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 NCCL_VERSION := $(shell sed -n 's/^\#define NCCL_\(MAJOR\|MINOR\) \([0-9]*\).*/\2/p' $(NCCL_H) | paste -sd.)
-CUDA_STATUS := CUDA: yes (nvcc $(NVCC_VERSION), NCCL $(NCCL_VERSION))
+CUDA_STATUS := CUDA: yes (nvcc $(NVCC_VERSION), NCCL $(NCCL_VERSION)): make gpu-test and gpu-bench build the CUDA model
 else
-CUDA_STATUS := CUDA: no (nvcc, nccl.h or libnccl not found): gpu_run gets the CPU backend only
+CUDA_STATUS := CUDA: no (nvcc, nccl.h or libnccl not found): the CUDA model is skipped, gpu_run has its CPU backend
 endif
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
 	-Xcompiler -Wall,-Wextra -Icore -Igpu -Igpu/ref -Igpu/cuda
@@ -89,8 +89,10 @@ $(BUILD)/libcore.a: $(CORE_OBJ)
 sim: $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
-gpu_run: $(RUN_OBJ) $(REF_OBJ) $(CUDA_RUN_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_RUN_LIBS)
+# gpu_run runs schedules on its CPU backend; the CUDA model (gpu/cuda, built
+# by gpu-test and gpu-bench) is not launched by it yet.
+gpu_run: $(RUN_OBJ) $(REF_OBJ) $(BUILD)/libcore.a
+	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
 
 # One CUnit runner holds every suite; suites register themselves through
 # suite_<name>() functions listed from tests/test_<name>.c.
