@@ -1405,3 +1405,19 @@ void config_usage(FILE *f)
 	}
 	fprintf(f, "  see experiments/README.md for every key, its values and default\n");
 }
+
+int config_check_leftovers(int argc, char **argv, const char *prog)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *near;
+		if (!argv[i])
+			continue;
+		near = config_flag_closest(argv[i]);
+		if (near)
+			fprintf(errf(), "unknown flag '%s' (did you mean '%s'?)\n", argv[i], near);
+		else
+			fprintf(errf(), "unknown flag '%s' (see %s --help)\n", argv[i], prog);
+		return -1;
+	}
+	return 0;
+}

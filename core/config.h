@@ -99,6 +99,13 @@ void config_usage(FILE *f);
 int config_is_flag(const char *arg);
 const char *config_flag_closest(const char *arg);
 
+/*
+ * After config_parse_args and the caller's own flags: report the first argv
+ * entry nobody took as an unknown flag, with the closest experiment flag
+ * ("see PROG --help" when none is close). 0, or -1 after printing.
+ */
+int config_check_leftovers(int argc, char **argv, const char *prog);
+
 /* Where the config functions print their messages; NULL (the default) is stderr. */
 extern FILE *config_errfile;
 

@@ -500,6 +500,16 @@ static int unit_syncs(const struct builder *b, const struct unit *x, int micro)
 /* The optimizer step of one unit inside backward, or of one unit after it (per-param). */
 static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int after, int micro);
 
+/* hsdp: all-reduce unit u's gradient shard across the replicas. */
+static int emit_replica_allreduce(struct builder *b, int u, int micro, int after)
+{
+	begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
+	b->cur.group = GRP_REPLICA;
+	b->cur.bytes = b->s->units[u].shard_elems * (uint64_t)policy_grad_bytes(b->p);
+	dep(b, after);
+	return commit(b);
+}
+
 /* Reduce unit u's gradient after its backward of this microbatch. */
 static void reduce_unit(struct builder *b, int u, int micro, int after)
 {
@@ -549,11 +559,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 
 		/* hsdp: all-reduce this microbatch's shard across replicas, unless deferred */
 		if (p->sharding == SHARD_HSDP && p->accum != ACC_DEFER_REPLICA && s->replica_n > 1) {
-			begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
-			b->cur.group = GRP_REPLICA;
-			b->cur.bytes = x->shard_elems * (uint64_t)gb;
-			dep(b, op);
-			op = commit(b);
+			op = emit_replica_allreduce(b, u, micro, op);
 			stream_of_last = ST_ALLREDUCE;
 		}
 		if (b->shard_grad[u] < 0) {
@@ -566,11 +572,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			op = commit(b);
 		}
 		if (p->sharding == SHARD_HSDP && p->accum == ACC_DEFER_REPLICA && last && s->replica_n > 1) {
-			begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
-			b->cur.group = GRP_REPLICA;
-			b->cur.bytes = x->shard_elems * (uint64_t)gb;
-			dep(b, op);
-			op = commit(b);
+			op = emit_replica_allreduce(b, u, micro, op);
 			stream_of_last = ST_ALLREDUCE;
 		}
 	}

@@ -81,22 +81,6 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-static int check_leftovers(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		const char *near;
-		if (!argv[i])
-			continue;
-		near = config_flag_closest(argv[i]);
-		if (near)
-			fprintf(stderr, "unknown flag '%s' (did you mean '%s'?)\n", argv[i], near);
-		else
-			fprintf(stderr, "unknown flag '%s' (see ./sim --help)\n", argv[i]);
-		return -1;
-	}
-	return 0;
-}
-
 /* Simulate one resolved experiment; prints and writes what the options ask for. */
 static int run_one(const struct experiment *e, const struct opts *o)
 {
@@ -322,7 +306,7 @@ int main(int argc, char **argv)
 	memcpy(saved, argv, sizeof(char *) * argc);
 	saved[argc] = NULL;
 	config_init(&e);
-	if (config_parse_args(&e, argc, argv) != 0 || check_leftovers(argc, argv) != 0 ||
+	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim") != 0 ||
 	    config_resolve(&e) != 0) {
 		config_release(&e);
 		return 2;

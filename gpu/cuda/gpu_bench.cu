@@ -8,7 +8,8 @@
  *   gpu_bench [--model NAME] [--seq T] [--batch B] [--blocks L] [--ac none|full|selective]
  *             [--warmup W] [--repeats R] [--peak-tflops P] [--out FILE]
  *
- * HDF5 layout, one group per run, /run_NNNNNN:
+ * HDF5 layout, one group per run, /bench/NNNNNN (six digits, the next index;
+ * written to a copy renamed over the file, so earlier runs are never touched):
  *   attributes  gpu, driver, cuda_driver, cuda_runtime, cublas (strings),
  *               date (UTC, ISO 8601), model, ac (strings), seq, batch,
  *               blocks, warmup, repeats (int), block_fwd_ms, block_bwd_ms,
@@ -296,25 +297,69 @@ struct run_info {
 	double fwd_ms, bwd_ms, block_ms, model_tflop, peak, mfu;
 };
 
-/* Open the file (create it when missing), add /run_NNNNNN after the existing runs. */
+/* Copy a file byte for byte; 0, or -1 with errno set. */
+static int copy_file(const char *src, const char *dst)
+{
+	FILE *in = fopen(src, "rb");
+	if (!in)
+		return -1;
+	FILE *out = fopen(dst, "wb");
+	if (!out) {
+		fclose(in);
+		return -1;
+	}
+	char buf[1 << 16];
+	size_t n;
+	int rc = 0;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, n, out) != n)
+			rc = -1;
+	if (ferror(in))
+		rc = -1;
+	fclose(in);
+	if (fclose(out) != 0)
+		rc = -1;
+	return rc;
+}
+
+/*
+ * Add /bench/NNNNNN (the next index) to the HDF5 file at path, creating it
+ * when missing. The run is written into a copy that is renamed over the
+ * original only when complete: an interrupted run leaves the file as it
+ * was, and runs already there are never touched.
+ */
 static void write_h5(const char *path, const struct run_info *r, const struct krow *rows, int n)
 {
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own messages instead of HDF5's stack */
-	hid_t f = access(path, F_OK) == 0 ? H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT)
-					  : H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+	hid_t f;
+	if (access(path, F_OK) == 0) {
+		if (copy_file(path, tmp) != 0) {
+			fprintf(stderr, "gpu_bench: cannot copy %s to %s: %s\n", path, tmp, strerror(errno));
+			exit(1);
+		}
+		f = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+	} else {
+		f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+	}
 	if (f < 0) {
-		fprintf(stderr, "gpu_bench: cannot open or create %s as HDF5 (is the folder there?)\n",
-			path);
+		fprintf(stderr, "gpu_bench: %s: not an HDF5 file, or its folder is missing\n", path);
+		remove(tmp);
 		exit(1);
 	}
+	hid_t bench = H5Lexists(f, "bench", H5P_DEFAULT) > 0
+			      ? H5Gopen2(f, "bench", H5P_DEFAULT)
+			      : H5Gcreate2(f, "bench", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+	h5check(bench);
 	H5G_info_t info;
-	h5check(H5Gget_info(f, &info));
+	h5check(H5Gget_info(bench, &info));
 	char gname[32];
 	unsigned long long idx = info.nlinks;
 	do
-		snprintf(gname, sizeof(gname), "run_%06llu", idx++);
-	while (H5Lexists(f, gname, H5P_DEFAULT) > 0);
-	hid_t g = H5Gcreate2(f, gname, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+		snprintf(gname, sizeof(gname), "%06llu", idx++);
+	while (H5Lexists(bench, gname, H5P_DEFAULT) > 0);
+	hid_t g = H5Gcreate2(bench, gname, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
 	h5check(g);
 
 	attr_str(g, "gpu", r->gpu);
@@ -357,8 +402,14 @@ static void write_h5(const char *path, const struct run_info *r, const struct kr
 	H5Tclose(s8);
 	H5Tclose(s24);
 	H5Gclose(g);
+	H5Gclose(bench);
 	h5check(H5Fclose(f));
-	printf("appended /%s to %s\n", gname, path);
+	if (rename(tmp, path) != 0) {
+		fprintf(stderr, "gpu_bench: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
+		remove(tmp);
+		exit(1);
+	}
+	printf("appended /bench/%s to %s\n", gname, path);
 }
 
 /* ---- the run ------------------------------------------------------------------------- */

@@ -394,7 +394,7 @@ static void test_attention(void)
 	attention_case(2, 200, 4, 4, 64);
 	attention_case(1, 300, 2, 1, 128);
 	attention_case(1, 64, 8, 2, 128);
-	attention_case(1, 1, 2, 2, 64); /* one token: a single unmasked score */
+	attention_case(1, 3, 2, 2, 64); /* three tokens: one tile, mostly padding */
 }
 
 static void test_swiglu(void)

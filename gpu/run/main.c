@@ -68,29 +68,13 @@ static int take_own_flags(int argc, char **argv)
 	return help;
 }
 
-static int check_leftovers(int rank, int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		const char *near;
-		if (!argv[i])
-			continue;
-		near = config_flag_closest(argv[i]);
-		if (near)
-			say0(rank, "unknown flag '%s' (did you mean '%s'?)\n", argv[i], near);
-		else
-			say0(rank, "unknown flag '%s' (see ./gpu_run --help)\n", argv[i]);
-		return -1;
-	}
-	return 0;
-}
-
 /* Parse and check everything; on bad input every rank exits 2. */
 static void setup(struct experiment *e, int rank, int world, int argc, char **argv)
 {
 	const char *where;
 
 	config_init(e);
-	if (config_parse_args(e, argc, argv) != 0 || check_leftovers(rank, argc, argv) != 0 ||
+	if (config_parse_args(e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./gpu_run") != 0 ||
 	    config_resolve(e) != 0) {
 		config_release(e);
 		finish(2);
