@@ -48,7 +48,9 @@ ompi_pkglibdir=$(ompi_path pkglibdir)
 ompi_pkgdatadir=$(ompi_path pkgdatadir)
 ompi_sysconfdir=$(ompi_path sysconfdir)
 ompi_bindir=$(ompi_path bindir)
-[ -n "$ompi_prefix" ] && [ -d "$ompi_pkglibdir" ] || die "cannot read Open MPI's directories from ompi_info"
+if [ -z "$ompi_prefix" ] || [ ! -d "$ompi_pkglibdir" ]; then
+	die "cannot read Open MPI's directories from ompi_info"
+fi
 rel() { case "$1" in "$ompi_prefix"/*) echo "${1#"$ompi_prefix"/}" ;; *) die "$1 is not under $ompi_prefix" ;; esac; }
 
 # PMIx (external to Debian's Open MPI): its plugin and help directories.
@@ -161,14 +163,17 @@ EOF
 } > "$out/MANIFEST"
 rm -f "$out/.sources"
 
-n=$(ls "$out/lib" | wc -l)
+n=$(find "$out/lib" -maxdepth 1 -type f | wc -l)
 size=$(du -sh "$out" | cut -f1)
 echo "bundle.sh: $out: $n libraries, Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full:\(.*\)/\1/p'), $size; on the GPU host: source $out/env.sh"
 [ $check = 1 ] || exit $missing
 
 # --- --check: the bundle alone, system copies hidden ---------------------------------------
-command -v unshare >/dev/null && [ "$(id -u)" = 0 ] || die "--check needs root and unshare"
-export BUNDLE_DIR=$(cd "$out" && pwd) OMPI_PKGLIBDIR=$ompi_pkglibdir OMPI_PKGDATADIR=$ompi_pkgdatadir
+if ! command -v unshare >/dev/null || [ "$(id -u)" != 0 ]; then
+	die "--check needs root and unshare"
+fi
+BUNDLE_DIR=$(cd "$out" && pwd)
+export BUNDLE_DIR OMPI_PKGLIBDIR=$ompi_pkglibdir OMPI_PKGDATADIR=$ompi_pkgdatadir
 export OMPI_SYSCONFDIR=$ompi_sysconfdir OMPI_BINDIR=$ompi_bindir PMIX_HOME=$pmix_home
 export SKIP_RE=$skip_re
 unshare -m bash -eu -c '

@@ -57,13 +57,8 @@ void cuda_ctx_free(struct cuda_ctx *ctx)
 	if (!ctx)
 		return;
 	cudaCheck(cudaDeviceSynchronize());
-	for (int i = 0; i < ctx->nplans; i++) {
-		struct gemm_plan *p = &ctx->plans[i];
-		cublasCheck(cublasLtMatrixLayoutDestroy(p->d));
-		cublasCheck(cublasLtMatrixLayoutDestroy(p->b));
-		cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
-		cublasCheck(cublasLtMatmulDescDestroy(p->desc));
-	}
+	for (int i = 0; i < ctx->nplans; i++)
+		gemm_plan_destroy(&ctx->plans[i]);
 	for (int i = 0; i < PROF_MAX; i++) {
 		cudaCheck(cudaEventDestroy(ctx->prof[i].stop));
 		cudaCheck(cudaEventDestroy(ctx->prof[i].start));

@@ -91,15 +91,29 @@ static void plan_make(struct cuda_ctx *ctx, struct gemm_plan *p, const struct ge
 	p->algo = res.algo;
 }
 
+void gemm_plan_destroy(struct gemm_plan *p)
+{
+	cublasCheck(cublasLtMatrixLayoutDestroy(p->d));
+	cublasCheck(cublasLtMatrixLayoutDestroy(p->b));
+	cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
+	cublasCheck(cublasLtMatmulDescDestroy(p->desc));
+}
+
+/* The cached plan for k, made on a miss; a full cache replaces its oldest plan. */
 static struct gemm_plan *plan_get(struct cuda_ctx *ctx, const struct gemm_key *k)
 {
 	for (int i = 0; i < ctx->nplans; i++)
 		if (memcmp(&ctx->plans[i].key, k, sizeof(*k)) == 0)
 			return &ctx->plans[i];
-	cuda_assert(ctx->nplans < GEMM_PLANS_MAX);
-	struct gemm_plan *p = &ctx->plans[ctx->nplans];
+	struct gemm_plan *p;
+	if (ctx->nplans < GEMM_PLANS_MAX) {
+		p = &ctx->plans[ctx->nplans++];
+	} else {
+		p = &ctx->plans[ctx->plan_next];
+		ctx->plan_next = (ctx->plan_next + 1) % GEMM_PLANS_MAX;
+		gemm_plan_destroy(p); /* cublasLtMatmul keeps no reference to a descriptor */
+	}
 	plan_make(ctx, p, k);
-	ctx->nplans++;
 	return p;
 }
 

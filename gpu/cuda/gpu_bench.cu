@@ -131,24 +131,31 @@ static struct options parse(int argc, char **argv)
 
 /* ---- device facts ----------------------------------------------------------------- */
 
-/* Dense bf16 peak from the catalog entry the device name maps to; 0 when unknown. */
-static double peak_from_name(const char *name, const char **entry)
+/*
+ * Dense bf16 peak from the catalog entry (core/catalog.ini) the device name,
+ * or failing that its SM count, maps to; 0 when unknown.
+ */
+static double peak_of(const struct cudaDeviceProp *prop, const char **entry)
 {
 	static const struct { const char *match, *not_match, *catalog; } map[] = {
 		{ "H200", NULL, "h200" },
 		{ "H100", "PCIe", "h100-sxm" }, /* the PCIe part has a lower peak (756) */
 		{ "A100", NULL, "a100-80g" },
 	};
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		if (!strstr(name, map[i].match))
-			continue;
-		if (map[i].not_match && strstr(name, map[i].not_match))
-			continue;
-		struct gpu_spec g;
-		if (hw_gpu_lookup(map[i].catalog, &g) == 0) {
-			*entry = map[i].catalog;
-			return g.bf16_tflops;
-		}
+	const char *cat = NULL;
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]) && !cat; i++)
+		if (strstr(prop->name, map[i].match)
+		    && !(map[i].not_match && strstr(prop->name, map[i].not_match)))
+			cat = map[i].catalog;
+	/* an unfamiliar name: the SXM parts' SM counts (PCIe H100 has 114, A100 40/80 GB 108) */
+	if (!cat && prop->major == 9 && prop->multiProcessorCount == 132)
+		cat = "h100-sxm";
+	if (!cat && prop->major == 8 && prop->minor == 0 && prop->multiProcessorCount == 108)
+		cat = "a100-80g";
+	struct gpu_spec g;
+	if (cat && hw_gpu_lookup(cat, &g) == 0) {
+		*entry = cat;
+		return g.bf16_tflops;
 	}
 	*entry = NULL;
 	return 0.0;
@@ -445,7 +452,7 @@ int main(int argc, char **argv)
 	struct cudaDeviceProp prop;
 	cudaCheck(cudaGetDeviceProperties(&prop, 0));
 	const char *entry = NULL;
-	double peak = o.peak_tflops > 0.0 ? o.peak_tflops : peak_from_name(prop.name, &entry);
+	double peak = o.peak_tflops > 0.0 ? o.peak_tflops : peak_of(&prop, &entry);
 	int drv = 0, rt = 0;
 	cudaCheck(cudaDriverGetVersion(&drv));
 	cudaCheck(cudaRuntimeGetVersion(&rt));

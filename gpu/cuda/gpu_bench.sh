@@ -4,7 +4,7 @@
 # appended to data/gpu_bench.h5. Arguments go to gpu_bench (--help).
 # Without CUDA (no binary) or without a GPU: one line, exit 0.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 if [ ! -x ./gpu_bench ]; then
 	echo "gpu_bench: not built (no CUDA toolkit here): nothing to measure; the CPU backend runs without one (./gpu_run with backend = cpu)"

@@ -72,14 +72,26 @@ static void round_bf16(float *x, size_t n)
 static void *dev_bufs[MAX_BUFS], *host_bufs[MAX_BUFS];
 static int ndev, nhost;
 
+/*
+ * Every device operation of the harness goes to `stream` (non-blocking, so
+ * the legacy default stream would not be ordered with it): allocations are
+ * poisoned there, uploads are copied there and waited for.
+ */
 static void *dalloc(size_t bytes)
 {
 	void *p;
 	cuda_assert(ndev < MAX_BUFS);
 	cudaCheck(cudaMalloc(&p, bytes ? bytes : 1));
-	cudaCheck(cudaMemset(p, 0xFF, bytes));
+	cudaCheck(cudaMemsetAsync(p, 0xFF, bytes, stream));
 	dev_bufs[ndev++] = p;
 	return p;
+}
+
+/* Host to device on the harness stream; returns once the copy is done. */
+static void upload(void *d, const void *h, size_t bytes)
+{
+	cudaCheck(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
+	cudaCheck(cudaStreamSynchronize(stream));
 }
 
 static float *hnew(size_t n)
@@ -128,7 +140,7 @@ static void up_bf16(bf16 *d, const float *h, size_t n)
 	cuda_assert(t != NULL);
 	for (size_t i = 0; i < n; i++)
 		t[i] = f2bf(h[i]);
-	cudaCheck(cudaMemcpy(d, t, n * sizeof(uint16_t), cudaMemcpyHostToDevice));
+	upload(d, t, n * sizeof(uint16_t));
 	free(t);
 }
 
@@ -142,14 +154,14 @@ static bf16 *dev_bf16(const float *h, size_t n)
 static float *dev_f32(const float *h, size_t n)
 {
 	float *d = dalloc(n * sizeof(float));
-	cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+	upload(d, h, n * sizeof(float));
 	return d;
 }
 
 static int *dev_int(const int *h, size_t n)
 {
 	int *d = dalloc(n * sizeof(int));
-	cudaCheck(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+	upload(d, h, n * sizeof(int));
 	return d;
 }
 
@@ -394,7 +406,7 @@ static void test_attention(void)
 	attention_case(2, 200, 4, 4, 64);
 	attention_case(1, 300, 2, 1, 128);
 	attention_case(1, 64, 8, 2, 128);
-	attention_case(1, 3, 2, 2, 64); /* three tokens: one tile, mostly padding */
+	attention_case(1, 9, 2, 2, 64); /* a short sequence: one tile, mostly padding */
 }
 
 static void test_swiglu(void)
@@ -521,10 +533,10 @@ static void test_adamw(void)
 			dm[i] = (float *)dalloc((n + 1) * sizeof(float)) + off;
 			dv[i] = (float *)dalloc((n + 1) * sizeof(float)) + off;
 			d16[i] = dalloc(n * sizeof(bf16));
-			cudaCheck(cudaMemcpy(dp[i], cs[i].p, n * 4, cudaMemcpyHostToDevice));
-			cudaCheck(cudaMemcpy(dg[i], cs[i].g, n * 4, cudaMemcpyHostToDevice));
-			cudaCheck(cudaMemcpy(dm[i], cs[i].m, n * 4, cudaMemcpyHostToDevice));
-			cudaCheck(cudaMemcpy(dv[i], cs[i].v, n * 4, cudaMemcpyHostToDevice));
+			upload(dp[i], cs[i].p, n * 4);
+			upload(dg[i], cs[i].g, n * 4);
+			upload(dm[i], cs[i].m, n * 4);
+			upload(dv[i], cs[i].v, n * 4);
 			dts[i] = (struct cuda_adamw_tensor){ dp[i], dg[i], dm[i], dv[i], n };
 			rts[i] = (struct ref_adamw_tensor){ copy_of(cs[i].p, n), cs[i].g,
 							    copy_of(cs[i].m, n), copy_of(cs[i].v, n), n };
@@ -693,13 +705,15 @@ static void model_case(enum ac_mode ac, enum loss_mode loss)
 	struct ref_acts *ra = ref_acts_new(&m, B, ac, loss, chunk);
 	cuda_assert(ra != NULL);
 	float loss_ref = ref_model_forward(&rm, ra, tokens, targets);
+	size_t nlog = (size_t)N * m.vocab;
+	float *logits_ref = loss == LOSS_FULL ? copy_of(ra->head.logits, nlog) : NULL;
 	ref_model_backward(&rm, ra, tokens, targets);
 
 	cuda_assert(cuda_model_elems(&m) == P);
 	cuda_ctx_reserve(ctx, cuda_scratch_bytes(&m, B));
 	bf16 *d_params = dev_bf16(params, P);
 	float *d_grads = dalloc(P * sizeof(float)), *d_loss = dalloc(sizeof(float));
-	cudaCheck(cudaMemset(d_grads, 0, P * sizeof(float)));
+	cudaCheck(cudaMemsetAsync(d_grads, 0, P * sizeof(float), stream));
 	int *d_tok = dev_int(tokens, N), *d_tgt = dev_int(targets, N);
 	struct cuda_model cm;
 	cuda_assert(cuda_model_init(&cm, &m, d_params, d_grads) == 0);
@@ -707,6 +721,11 @@ static void model_case(enum ac_mode ac, enum loss_mode loss)
 	cuda_assert(ca != NULL);
 	poison(ca->buf, ca->bytes);
 	cuda_model_forward(ctx, d_loss, &cm, ca, d_tok, d_tgt, stream);
+	if (loss == LOSS_FULL) { /* backward turns them into dlogits */
+		char ln[128];
+		snprintf(ln, sizeof(ln), "%s logits", name);
+		check(ln, down_f32(ca->head.logits, nlog), logits_ref, nlog, 1e-2);
+	}
 	cuda_model_backward(ctx, &cm, ca, d_tok, d_tgt, stream);
 	float *loss_got = down_f32(d_loss, 1), *g = down_f32(d_grads, P);
 

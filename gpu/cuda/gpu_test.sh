@@ -9,7 +9,7 @@
 # On a GPU host without the Debian packages, gpu/bundle/env.sh is sourced
 # when the binary would not load otherwise (gpu/cuda/bundle.sh makes it).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 if [ ! -x ./gpu_test ]; then
 	echo "gpu_test: not built (no CUDA toolkit here): nothing to check; the CPU backend runs without one (./gpu_run with backend = cpu)"

@@ -47,6 +47,7 @@ struct cuda_ctx {
 	void *workspace;               /* GEMM_WORKSPACE_BYTES */
 	struct gemm_plan plans[GEMM_PLANS_MAX];
 	int nplans;
+	int plan_next;                 /* the plan a full cache replaces next */
 	void *scratch;                 /* device scratch, scratch_bytes */
 	size_t scratch_bytes;
 	int prof_on;
@@ -62,6 +63,9 @@ void prof_begin(struct cuda_ctx *ctx, cudaStream_t st, const char *name);
 void prof_end(struct cuda_ctx *ctx, cudaStream_t st);
 
 /* ---- GEMM ----------------------------------------------------------------------- */
+
+/* Release a plan's cuBLASLt descriptors. */
+void gemm_plan_destroy(struct gemm_plan *p);
 
 /*
  * Row-major D (M, N) = op(A) (M, K) op(B) (K, N) + beta C, bf16 A and B,
