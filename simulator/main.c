@@ -297,11 +297,12 @@ int main(int argc, char **argv)
 
 	if (!saved)
 		return 1;
-	if (take_own_flags(argc, argv, &o) != 0)
-		return 2;
-	if (o.help) {
-		usage(stdout);
-		return 0;
+	rc = take_own_flags(argc, argv, &o) != 0 ? 2 : 0;
+	if (rc || o.help) {
+		free(saved);
+		if (!rc)
+			usage(stdout);
+		return rc;
 	}
 	memcpy(saved, argv, sizeof(char *) * argc);
 	saved[argc] = NULL;
@@ -309,6 +310,7 @@ int main(int argc, char **argv)
 	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim") != 0 ||
 	    config_resolve(&e) != 0) {
 		config_release(&e);
+		free(saved);
 		return 2;
 	}
 	if (o.bench) {
@@ -316,10 +318,10 @@ int main(int argc, char **argv)
 	} else if (o.all) {
 		if (e.run.out[0] || o.trace || o.schedule) {
 			fprintf(stderr, "--policy all: --out, --trace and --schedule need a single policy\n");
-			config_release(&e);
-			return 2;
+			rc = 2;
+		} else {
+			rc = run_all(argc, saved, &e, &o);
 		}
-		rc = run_all(argc, saved, &e, &o);
 	} else {
 		rc = run_one(&e, &o);
 	}
