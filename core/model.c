@@ -210,13 +210,9 @@ static void elementwise(struct klist *l, const char *name, uint64_t elems_in_out
 	kput(l, name, K_ELEMENTWISE, 0, 0, 0, flops, elems_in_out * (uint64_t)a);
 }
 
-struct dims {
-	int64_t B, T, N, D, F, H, KV, Q, V, qkv, hq;
-};
-
-static struct dims dims_of(const struct model_shape *m, int batch)
+struct model_dims model_dims_of(const struct model_shape *m, int batch)
 {
-	struct dims d;
+	struct model_dims d;
 
 	d.B = batch;
 	d.T = m->seq;
@@ -233,12 +229,12 @@ static struct dims dims_of(const struct model_shape *m, int batch)
 }
 
 /* Causal attention forward executes 2 T^2 Q per (sequence, head): half of QK^T and PV. */
-static uint64_t attn_fwd_flops(const struct dims *d)
+static uint64_t attn_fwd_flops(const struct model_dims *d)
 {
 	return 2ull * d->B * d->H * d->T * d->T * d->Q;
 }
 
-static void block_forward_kernels(struct klist *l, const struct dims *d, int a, int elementwise_only)
+static void block_forward_kernels(struct klist *l, const struct model_dims *d, int a, int elementwise_only)
 {
 	int64_t N = d->N;
 
@@ -263,7 +259,7 @@ static void block_forward_kernels(struct klist *l, const struct dims *d, int a, 
 	}
 }
 
-static void block_backward_kernels(struct klist *l, const struct dims *d, int a)
+static void block_backward_kernels(struct klist *l, const struct model_dims *d, int a)
 {
 	int64_t N = d->N;
 
@@ -282,7 +278,7 @@ static void block_backward_kernels(struct klist *l, const struct dims *d, int a)
 	elementwise(l, "residual2_bwd", 3 * N * d->D, a, (uint64_t)N * d->D);
 }
 
-static void head_kernels(struct klist *l, const struct dims *d, enum phase ph, enum loss_mode loss,
+static void head_kernels(struct klist *l, const struct model_dims *d, enum phase ph, enum loss_mode loss,
 			 int a)
 {
 	int64_t N = d->N;
@@ -312,7 +308,7 @@ int model_segment_kernels(const struct model_shape *m, int batch, enum segment_k
 			  struct kernel *out, int max)
 {
 	struct klist l = { out, 0, max };
-	struct dims d = dims_of(m, batch);
+	struct model_dims d = model_dims_of(m, batch);
 	int a = act_bytes;
 
 	switch (s) {
@@ -358,7 +354,7 @@ uint64_t model_segment_flops_per_token(const struct model_shape *m, enum segment
 /* ---- activation memory ------------------------------------------------- */
 
 /* Bytes one block keeps for backward when nothing is recomputed. */
-static uint64_t block_saved_all(const struct dims *d, int a)
+static uint64_t block_saved_all(const struct model_dims *d, int a)
 {
 	uint64_t N = d->N;
 	/* x, attn_norm out, qkv (roped), attn out, x1, mlp_norm out, gate_up, h */
@@ -368,7 +364,7 @@ static uint64_t block_saved_all(const struct dims *d, int a)
 }
 
 /* Selective keeps the block input, the GEMM outputs and the attention output. */
-static uint64_t block_saved_selective(const struct dims *d, int a)
+static uint64_t block_saved_selective(const struct model_dims *d, int a)
 {
 	uint64_t N = d->N;
 	return N * (d->D + d->qkv + d->hq + d->D + 2 * d->F) * a + 4ull * d->B * d->H * d->T;
@@ -377,7 +373,7 @@ static uint64_t block_saved_selective(const struct dims *d, int a)
 uint64_t model_segment_saved_bytes(const struct model_shape *m, int batch, enum segment_kind s,
 				   enum ac_mode ac, enum loss_mode loss, int act_bytes)
 {
-	struct dims d = dims_of(m, batch);
+	struct model_dims d = model_dims_of(m, batch);
 	uint64_t N = d.N;
 	int a = act_bytes;
 
@@ -405,7 +401,7 @@ uint64_t model_segment_transient_bytes(const struct model_shape *m, int batch, e
 				       enum phase ph, enum ac_mode ac, enum loss_mode loss,
 				       int act_bytes)
 {
-	struct dims d = dims_of(m, batch);
+	struct model_dims d = model_dims_of(m, batch);
 	uint64_t N = d.N;
 	int a = act_bytes;
 

@@ -41,6 +41,16 @@ static inline int model_head_dim(const struct model_shape *m)
 	return m->hidden / m->heads;
 }
 
+/* The sizes one segment works with for `batch` sequences. */
+struct model_dims {
+	int64_t B, T, N;  /* sequences, tokens per sequence, tokens N = B T */
+	int64_t D, F, H, KV, Q, V;
+	int64_t qkv;      /* (H + 2 KV) Q, a QKV row */
+	int64_t hq;       /* H Q, an attention output row */
+};
+
+struct model_dims model_dims_of(const struct model_shape *m, int batch);
+
 /* One parameter tensor: (rows, cols) row-major; a norm weight is (1, D). */
 struct tensor_desc {
 	const char *name;

@@ -22,29 +22,6 @@
 
 #include "internal.h"
 
-/* Sizes of one block's activations for B sequences. */
-struct dims {
-	int N, D, F, H, KV, Q, B, T;
-	int qkv; /* (H + 2 KV) Q, the QKV row */
-	int hq;  /* H Q, the attention output row */
-};
-
-static struct dims dims_of(const struct model_shape *m, int B)
-{
-	struct dims d;
-	d.B = B;
-	d.T = m->seq;
-	d.N = B * m->seq;
-	d.D = m->hidden;
-	d.F = m->ffn;
-	d.H = m->heads;
-	d.KV = m->kv_heads;
-	d.Q = model_head_dim(m);
-	d.qkv = (d.H + 2 * d.KV) * d.Q;
-	d.hq = d.H * d.Q;
-	return d;
-}
-
 /* ---- parameter layout ------------------------------------------------------------------- */
 
 size_t cuda_block_offset(const struct model_shape *m, enum block_tensor t)
@@ -64,7 +41,7 @@ enum field {
 	F_GATEUP, F_H, F_COUNT
 };
 
-static size_t field_bytes(const struct dims *d, enum field f)
+static size_t field_bytes(const struct model_dims *d, enum field f)
 {
 	size_t N = (size_t)d->N, bf = sizeof(bf16), fl = sizeof(float);
 	switch (f) {
@@ -113,7 +90,7 @@ static enum where field_where(enum ac_mode mode, enum field f)
 
 static size_t bytes_where(const struct model_shape *m, int B, enum ac_mode mode, enum where w)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	size_t n = 0;
 	for (int f = 0; f < F_COUNT; f++)
 		if (field_where(mode, (enum field)f) == w)
@@ -134,7 +111,7 @@ size_t cuda_block_transient_bytes(const struct model_shape *m, int B, enum ac_mo
 void cuda_block_store_init(struct cuda_block_store *s, void *saved, void *transient,
 			   const struct model_shape *m, int B, enum ac_mode mode)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	char *next[3] = { NULL, (char *)saved, (char *)transient };
 	char *at[F_COUNT];
 	for (int f = 0; f < F_COUNT; f++) {
@@ -171,7 +148,7 @@ void cuda_block_store_init(struct cuda_block_store *s, void *saved, void *transi
 
 /* attn_norm, QKV, rope, attention: s->x -> qkv_rope, att, lse. */
 static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf16 *params,
-			   const struct model_shape *m, const struct dims *d, int gemms,
+			   const struct model_shape *m, const struct model_dims *d, int gemms,
 			   cudaStream_t st)
 {
 	prof_begin(ctx, st, "attn_norm");
@@ -196,7 +173,7 @@ static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, con
 /* x1 = x + Wo att: the residual is the GEMM's C operand. */
 static void attention_residual(struct cuda_ctx *ctx, struct cuda_block_store *s,
 			       const bf16 *params, const struct model_shape *m,
-			       const struct dims *d, cudaStream_t st)
+			       const struct model_dims *d, cudaStream_t st)
 {
 	prof_begin(ctx, st, "wo");
 	gemm_rm(ctx, st, 0, 1, d->N, d->D, d->hq, s->att, d->hq, W(BT_WO), d->hq, s->x1,
@@ -206,7 +183,7 @@ static void attention_residual(struct cuda_ctx *ctx, struct cuda_block_store *s,
 
 /* mlp_norm, gate/up, SwiGLU: s->x1 -> xn2, gateup, h. */
 static void mlp_half(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf16 *params,
-		     const struct model_shape *m, const struct dims *d, int gemms, cudaStream_t st)
+		     const struct model_shape *m, const struct model_dims *d, int gemms, cudaStream_t st)
 {
 	prof_begin(ctx, st, "mlp_norm");
 	cuda_rmsnorm_forward(s->xn2, s->rstd2, s->x1, W(BT_MLP_NORM), d->N, d->D, st);
@@ -224,7 +201,7 @@ static void mlp_half(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf1
 void cuda_block_forward(struct cuda_ctx *ctx, bf16 *out, struct cuda_block_store *s,
 			const bf16 *params, const struct model_shape *m, int B, cudaStream_t st)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	cuda_assert(out != s->x);
 	attention_half(ctx, s, params, m, &d, 1, st);
 	attention_residual(ctx, s, params, m, &d, st);
@@ -239,7 +216,7 @@ void cuda_block_forward(struct cuda_ctx *ctx, bf16 *out, struct cuda_block_store
 void cuda_block_recompute(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf16 *params,
 			  const struct model_shape *m, int B, cudaStream_t st)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	switch (s->mode) {
 	case AC_NONE:
 		break;
@@ -268,7 +245,7 @@ struct grads {
 };
 
 /* Point g (when not NULL) into scratch; returns the bytes the layout takes. */
-static size_t grads_layout(struct grads *g, void *scratch, const struct dims *d)
+static size_t grads_layout(struct grads *g, void *scratch, const struct model_dims *d)
 {
 	size_t N = (size_t)d->N;
 	size_t sizes[5] = { N * d->D, N * d->F, N * 2 * d->F, N * d->hq, N * d->qkv };
@@ -288,7 +265,7 @@ static size_t grads_layout(struct grads *g, void *scratch, const struct dims *d)
 
 size_t cuda_block_scratch_bytes(const struct model_shape *m, int B)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	return grads_layout(NULL, NULL, &d);
 }
 
@@ -300,7 +277,7 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 			 struct cuda_block_store *s, const bf16 *params, void *scratch,
 			 const struct model_shape *m, int B, cudaStream_t st)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	struct grads g;
 	grads_layout(&g, scratch, &d);
 	if (!s->complete)

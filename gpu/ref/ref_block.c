@@ -16,29 +16,6 @@
 
 #include "ref.h"
 
-/* Sizes of one block's activations for B sequences. */
-struct dims {
-	int N, D, F, H, KV, Q, B, T;
-	size_t qkv; /* (H + 2 KV) Q, the QKV row */
-	size_t hq;  /* H Q, the attention output row */
-};
-
-static struct dims dims_of(const struct model_shape *m, int B)
-{
-	struct dims d;
-	d.B = B;
-	d.T = m->seq;
-	d.N = B * m->seq;
-	d.D = m->hidden;
-	d.F = m->ffn;
-	d.H = m->heads;
-	d.KV = m->kv_heads;
-	d.Q = model_head_dim(m);
-	d.qkv = (size_t)(d.H + 2 * d.KV) * d.Q;
-	d.hq = (size_t)d.H * d.Q;
-	return d;
-}
-
 /* ---- parameter layout ---------------------------------------------------- */
 
 size_t ref_block_offset(const struct model_shape *m, enum block_tensor t)
@@ -57,7 +34,7 @@ enum field {
 	F_X, F_XN1, F_RSTD1, F_QKV, F_ATT, F_LSE, F_X1, F_XN2, F_RSTD2, F_GATEUP, F_H, F_COUNT
 };
 
-static size_t field_floats(const struct dims *d, enum field f)
+static size_t field_floats(const struct model_dims *d, enum field f)
 {
 	size_t N = (size_t)d->N;
 	switch (f) {
@@ -102,7 +79,7 @@ static int field_saved(enum ac_mode mode, enum field f)
 
 static size_t floats_of(const struct model_shape *m, int B, enum ac_mode mode, int saved)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	size_t n = 0;
 	for (int f = 0; f < F_COUNT; f++)
 		if (field_saved(mode, (enum field)f) == saved)
@@ -123,7 +100,7 @@ size_t ref_block_transient_floats(const struct model_shape *m, int B, enum ac_mo
 void ref_block_store_init(struct ref_block_store *s, float *saved, float *transient,
 			  const struct model_shape *m, int B, enum ac_mode mode)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	float **field[F_COUNT] = {
 		[F_X] = &s->x,     [F_XN1] = &s->xn1,     [F_RSTD1] = &s->rstd1,
 		[F_QKV] = &s->qkv, [F_ATT] = &s->att,     [F_LSE] = &s->lse,
@@ -155,7 +132,7 @@ static float *grad_tensor(float *dparams, const struct model_shape *m, enum bloc
 
 /* x1 = x + Wo attn(rope(QKV(attn_norm(x)))), filling xn1 .. x1. */
 static void attention_forward(struct ref_block_store *s, const float *params,
-			      const struct model_shape *m, const struct dims *d)
+			      const struct model_shape *m, const struct model_dims *d)
 {
 	size_t nd = (size_t)d->N * d->D;
 	ref_rmsnorm_forward(s->xn1, s->rstd1, s->x, tensor(params, m, BT_ATTN_NORM), d->N, d->D);
@@ -169,7 +146,7 @@ static void attention_forward(struct ref_block_store *s, const float *params,
 
 /* mlp_norm, gate/up, SwiGLU: x1 -> xn2, gateup, h (the Wdown GEMM is the caller's). */
 static void mlp_forward(struct ref_block_store *s, const float *params,
-			const struct model_shape *m, const struct dims *d)
+			const struct model_shape *m, const struct model_dims *d)
 {
 	ref_rmsnorm_forward(s->xn2, s->rstd2, s->x1, tensor(params, m, BT_MLP_NORM), d->N, d->D);
 	ref_linear_forward(s->gateup, s->xn2, tensor(params, m, BT_W_GATE), d->N, d->D, 2 * d->F);
@@ -179,7 +156,7 @@ static void mlp_forward(struct ref_block_store *s, const float *params,
 void ref_block_forward(float *out, struct ref_block_store *s, const float *params,
 		       const struct model_shape *m, int B)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	size_t nd = (size_t)d.N * d.D;
 	assert(out != s->x);
 	attention_forward(s, params, m, &d);
@@ -194,7 +171,7 @@ void ref_block_forward(float *out, struct ref_block_store *s, const float *param
 void ref_block_recompute(struct ref_block_store *s, const float *params,
 			 const struct model_shape *m, int B)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	switch (s->mode) {
 	case AC_NONE:
 		break;
@@ -222,7 +199,7 @@ struct grads {
 	float *dqkv;   /* (N, (H + 2 KV) Q) */
 };
 
-static struct grads grads_at(float *scratch, const struct dims *d)
+static struct grads grads_at(float *scratch, const struct model_dims *d)
 {
 	size_t N = (size_t)d->N;
 	struct grads g;
@@ -236,7 +213,7 @@ static struct grads grads_at(float *scratch, const struct dims *d)
 
 size_t ref_block_scratch_floats(const struct model_shape *m, int B)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	return (size_t)d.N * (d.D + d.F + 2 * d.F + d.hq + d.qkv);
 }
 
@@ -247,7 +224,7 @@ size_t ref_block_scratch_floats(const struct model_shape *m, int B)
 void ref_block_backward(float *dx, float *dparams, const float *dout, struct ref_block_store *s,
 			const float *params, float *scratch, const struct model_shape *m, int B)
 {
-	struct dims d = dims_of(m, B);
+	struct model_dims d = model_dims_of(m, B);
 	struct grads g = grads_at(scratch, &d);
 	size_t nd = (size_t)d.N * d.D;
 	const float *norm1 = tensor(params, m, BT_ATTN_NORM), *wqkv = tensor(params, m, BT_WQ);
