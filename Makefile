@@ -92,7 +92,7 @@ sim: $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
 # gpu_run runs schedules on its CPU backend; the CUDA model (gpu/cuda, built
 # by gpu-test and gpu-bench) is not launched by it yet.
 gpu_run: $(RUN_OBJ) $(REF_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
+	$(CC) -pthread -o $@ $^ $(LDLIBS) $(MPI_LIBS)
 
 # One CUnit runner holds every suite; suites register themselves through
 # suite_<name>() functions listed from tests/test_<name>.c.

@@ -409,13 +409,12 @@ uint64_t model_segment_transient_bytes(const struct model_shape *m, int batch, e
 	case SEG_EMBED:
 		return 0;
 	case SEG_BLOCK:
-		if (ph == PH_FWD) /* full checkpointing drops what it computes; the MLP is the largest */
-			return ac == AC_FULL ? N * 3 * d.F * a : 0;
+		if (ph == PH_FWD) /* TEMPORARY until the layout table lands */
+			return ac == AC_NONE ? 0 : block_saved_all(&d, a) - model_segment_saved_bytes(m, batch, s, ac, loss, a);
 		if (ph == PH_RECOMPUTE) /* what backward needs and the checkpoint lacks */
 			return ac == AC_NONE ? 0 : block_saved_all(&d, a) -
 				model_segment_saved_bytes(m, batch, s, ac, loss, a);
-		/* backward: gradients of the gate/up output and of h */
-		return N * 3 * d.F * a;
+		return N * (d.D + d.F + 2 * d.F + d.hq + d.qkv) * a; /* TEMPORARY */
 	case SEG_HEAD:
 		if (ph == PH_FWD)
 			return loss == LOSS_FULL ? 0 : (uint64_t)LOSS_CHUNK_ROWS * d.V * 4;

@@ -18,6 +18,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
+/* Bytes of the (N, D) residual stream, or its gradient, of one microbatch. */
+static uint64_t residual_bytes(const struct model_shape *m, int batch, int act_bytes)
+{
+	return (uint64_t)batch * (uint64_t)m->seq * (uint64_t)m->hidden * (uint64_t)act_bytes;
+}
+
+/* Rows of fp32 logits the chunked loss holds at once (temporary: core/model.c owns this). */
+static int model_loss_chunk_rows(const struct model_shape *m, int batch)
+{
+	int64_t n = (int64_t)batch * m->seq;
+	return n < 1024 ? (int)n : 1024;
+}
+
 struct builder {
 	struct schedule *s;
 	const struct experiment *e;
@@ -25,23 +40,30 @@ struct builder {
 	int M;                /* microbatches */
 	int pbytes;           /* full (compute) param element */
 	int act_bytes;        /* activation element */
+	enum elem master_elem, param_elem, grad_elem, accum_elem, state_elem;
 	/* per unit state */
-	int *full_buf;        /* gathered params alive now, or -1 */
+	int *shard_param;     /* device shard (persistent), -1 when it lives on the host */
+	int *optim_state;     /* device Adam moments (persistent), -1 under offload */
+	int *host_master;     /* offload: host master shard, host gradient, host moments; -1 */
+	int *host_grad;
+	int *host_state;
+	int *full_buf;        /* gathered params alive now (ddp: the alias of the shard), or -1 */
 	int *ready_op;        /* op after which the gathered params are usable */
 	int *full_grad;       /* unsharded gradient buffer, or -1 */
 	int *shard_grad;      /* accumulated sharded gradient, or -1 */
 	int *last_reduce;     /* last op that reduced the unit's gradient this step */
 	int *last_use;        /* last compute op that used the unit's params */
 	int *d2h_op;          /* offload: last device-to-host copy of the unit's gradient */
-	int *stage_buf;       /* offload params: device copy of the host shard */
 	int *copy_out_pending;/* gathered into the flat buffer, not yet copied out */
 	int *acts;            /* per segment: saved activations of this microbatch */
 	int *recomputed;      /* per segment: recomputed activations */
+	int resid, dresid;    /* this microbatch's residual stream and its gradient, -1 */
 	int ktab[SEG_KIND_COUNT][PH_COUNT];
 	/* one op under construction */
 	struct op cur;
 	uint32_t *deps, *allocs, *frees;
-	int nd, na, nf, cap;
+	struct operand *opds;
+	int nd, na, nf, no, cap;
 };
 
 static void *grow(void *p, int *cap, int need, size_t elem)
@@ -51,30 +73,46 @@ static void *grow(void *p, int *cap, int need, size_t elem)
 	int c = *cap ? *cap : 64;
 	while (c < need)
 		c *= 2;
-	p = realloc(p, (size_t)c * elem);
-	assert(p);
+	p = xrealloc(p, (size_t)c * elem);
 	*cap = c;
 	return p;
 }
 
+static enum elem elem_of(int bytes)
+{
+	return bytes == 4 ? ELEM_FP32 : ELEM_BF16;
+}
+
 static int buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enum buf_kind kind,
-		   enum stream_id stream, int unit, int seg, int micro)
+		   enum stream_id stream, int unit, int seg, int micro, enum elem el)
 {
 	struct schedule *s = b->s;
 	struct buffer *x;
 
 	s->bufs = grow(s->bufs, &s->cap_bufs, s->nbufs + 1, sizeof(*s->bufs));
 	x = &s->bufs[s->nbufs];
+	memset(x, 0, sizeof(*x));
 	x->bytes = bytes;
 	x->cat = cat;
 	x->kind = kind;
 	x->stream = stream;
+	x->elem = el;
+	x->alias_of = -1;
 	x->unit = unit;
 	x->seg = seg;
 	x->micro = micro;
 	x->alloc_op = -1;
 	x->free_op = -1;
 	return s->nbufs++;
+}
+
+/* A persistent buffer in host memory (offload). */
+static int host_buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enum buf_kind kind, int unit,
+			enum elem el)
+{
+	int id = buf_new(b, bytes, cat, kind, ST_HOST, unit, -1, -1, el);
+	b->s->bufs[id].host = 1;
+	return id;
 }
 
 static void begin(struct builder *b, enum op_kind kind, enum stream_id st, int unit, int seg, int micro)
@@ -87,7 +125,7 @@ static void begin(struct builder *b, enum op_kind kind, enum stream_id st, int u
 	b->cur.micro = micro;
 	b->cur.ktab = -1;
 	b->cur.launches = 1;
-	b->nd = b->na = b->nf = 0;
+	b->nd = b->na = b->nf = b->no = 0;
 }
 
 static void dep(struct builder *b, int op)
@@ -99,6 +137,20 @@ static void dep(struct builder *b, int op)
 			return;
 	assert(b->nd < b->cap);
 	b->deps[b->nd++] = op;
+}
+
+/* The op under construction reads (OPD_IN), writes (OPD_OUT) or updates buffer buf. */
+static void opd(struct builder *b, int buf, enum opd_role role)
+{
+	if (buf < 0)
+		return;
+	for (int i = 0; i < b->no; i++)
+		if (b->opds[i].buf == (uint32_t)buf) {
+			b->opds[i].role |= role;
+			return;
+		}
+	assert(b->no < b->cap);
+	b->opds[b->no++] = (struct operand){ (uint32_t)buf, (uint8_t)role };
 }
 
 static void alloc_buf(struct builder *b, int buf)
@@ -125,6 +177,7 @@ static int commit(struct builder *b)
 	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
 	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->nd, sizeof(*s->deps));
 	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + b->na + b->nf, sizeof(*s->bufrefs));
+	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->no, sizeof(*s->opds));
 	o = &s->ops[id];
 	*o = b->cur;
 	o->dep_first = s->ndeps;
@@ -139,6 +192,7 @@ static int commit(struct builder *b)
 	for (int i = 0; i < b->na; i++) {
 		assert(s->bufs[b->allocs[i]].alloc_op < 0);
 		s->bufs[b->allocs[i]].alloc_op = id;
+		s->bufs[b->allocs[i]].stream = o->stream;
 		s->bufrefs[s->nbufrefs++] = b->allocs[i];
 	}
 	for (int i = 0; i < b->nf; i++) {
@@ -146,6 +200,10 @@ static int commit(struct builder *b)
 		s->bufs[b->frees[i]].free_op = id;
 		s->bufrefs[s->nbufrefs++] = b->frees[i];
 	}
+	o->opd_first = s->nopds;
+	o->nopd = b->no;
+	for (int i = 0; i < b->no; i++)
+		s->opds[s->nopds++] = b->opds[i];
 	s->nops++;
 	return id;
 }
@@ -159,7 +217,8 @@ static void unit_add_module(struct schedule *s, struct unit *u, enum module_kind
 	int n = model_module_tensor_list(m, k, td, BT_COUNT);
 
 	for (int i = 0; i < n; i++) {
-		/* dim-0 sharding, padded to a multiple of the ranks; a norm weight is 1-D */
+		/* dim-0 sharding, padded to a multiple of the ranks; a norm weight is 1-D
+		 * (plan_units replaces the count for flat shards) */
 		int64_t rows = td[i].rows == 1 ? td[i].cols : td[i].rows;
 		int64_t cols = td[i].rows == 1 ? 1 : td[i].cols;
 		u->params += td[i].rows * td[i].cols;
@@ -200,9 +259,8 @@ static void build_units(struct schedule *s)
 	char name[40];
 
 	s->nsegs = L + 2;
-	s->segs = calloc(s->nsegs, sizeof(*s->segs));
-	s->units = calloc(L + 3, sizeof(*s->units));
-	assert(s->segs && s->units);
+	s->segs = xcalloc(s->nsegs, sizeof(*s->segs));
+	s->units = xcalloc(L + 3, sizeof(*s->units));
 	s->segs[0] = (struct segment){ SEG_EMBED, -1, -1 };
 	for (int i = 0; i < L; i++)
 		s->segs[1 + i] = (struct segment){ SEG_BLOCK, i, -1 };
@@ -280,6 +338,8 @@ static void plan_units(struct builder *b)
 	for (int u = 0; u < s->nunits; u++) {
 		struct unit *x = &s->units[u];
 
+		if (!s->per_tensor_shards) /* one flat buffer cut in shard_n pieces, padded at its end */
+			x->shard_elems = ((uint64_t)x->params + s->shard_n - 1) / s->shard_n;
 		x->full_bytes = x->shard_elems * (uint64_t)s->shard_n * b->pbytes;
 		if (p->sharding == SHARD_DDP)
 			x->full_bytes = (uint64_t)x->params * b->pbytes;
@@ -296,17 +356,20 @@ static void plan_units(struct builder *b)
 		}
 		x->accumulates_full = b->M > 1 &&
 				      (p->accum == ACC_NO_SYNC || x->defer_sync || p->sharding == SHARD_DDP);
-		x->full_grad_bytes = (uint64_t)x->params *
-				     (x->accumulates_full ? policy_accum_bytes(p) : b->pbytes);
+		x->full_grad_elem = x->accumulates_full ? b->accum_elem : b->param_elem;
 		if (p->sharding == SHARD_DDP) {
 			/* ddp keeps gradients beside its replicated params, in the reduce dtype */
+			x->full_grad_elem = b->grad_elem;
 			x->full_grad_bytes = (uint64_t)x->params * policy_grad_bytes(p);
 			x->reduce_bytes = x->full_grad_bytes;
-		} else
+		} else {
+			/* flat shards reduce the gradient buffer itself: it spans the padding too */
+			uint64_t elems = s->per_tensor_shards ? (uint64_t)x->params : x->shard_elems * s->shard_n;
+			x->full_grad_bytes = elems * (uint64_t)elem_bytes(x->full_grad_elem);
 			x->reduce_bytes = x->shard_elems * (uint64_t)s->shard_n * policy_grad_bytes(p);
+		}
 	}
-	s->bwd_order = malloc(sizeof(int) * s->nunits);
-	assert(s->bwd_order);
+	s->bwd_order = xmalloc(sizeof(int) * s->nunits);
 	for (int u = 0; u < s->nunits; u++)
 		s->bwd_order[u] = u;
 	qsort_r(s->bwd_order, s->nunits, sizeof(int), cmp_last_seg_desc, s);
@@ -369,30 +432,32 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 {
 	struct schedule *s = b->s;
 	struct unit *x = &s->units[u];
-	int copy_out = b->e->runtime.copy_in_out, h2d = -1, ag, out;
+	int copy_out = s->per_tensor_shards, h2d = -1, ag, out, src = b->shard_param[u], stage = -1;
 
 	if (offload_params(b)) {
-		int stage = buf_new(b, x->shard_elems * (uint64_t)precision_master_bytes(b->p->precision),
-				    MEM_COMM, BUF_HOST_STAGE, ST_COPY, u, -1, micro);
+		/* the master shard comes from the host first */
+		stage = buf_new(b, x->shard_elems * (uint64_t)precision_master_bytes(b->p->precision), MEM_COMM,
+				BUF_HOST_STAGE, ST_COPY, u, -1, micro, b->master_elem);
 		begin(b, OP_H2D, ST_COPY, u, -1, micro);
 		b->cur.bytes = s->bufs[stage].bytes;
 		dep(b, after);
+		opd(b, b->host_master[u], OPD_IN);
+		opd(b, stage, OPD_OUT);
 		alloc_buf(b, stage);
 		h2d = commit(b);
-		b->stage_buf[u] = stage;
+		src = stage;
 	}
 	out = buf_new(b, x->full_bytes, copy_out ? MEM_COMM : MEM_FULL_PARAMS,
-		      copy_out ? BUF_GATHER_OUT : BUF_FULL_PARAM, ST_ALLGATHER, u, -1, micro);
+		      copy_out ? BUF_GATHER_OUT : BUF_FULL_PARAM, ST_ALLGATHER, u, -1, micro, b->param_elem);
 	begin(b, OP_ALLGATHER, ST_ALLGATHER, u, -1, micro);
 	b->cur.group = GRP_SHARD;
 	b->cur.bytes = x->full_bytes;
 	dep(b, after);
 	dep(b, h2d);
+	opd(b, src, OPD_IN);
+	opd(b, out, OPD_OUT);
 	alloc_buf(b, out);
-	if (h2d >= 0) {
-		free_buf(b, b->stage_buf[u]);
-		b->stage_buf[u] = -1;
-	}
+	free_buf(b, stage);
 	ag = commit(b);
 	b->ready_op[u] = ag;
 	b->full_buf[u] = out;
@@ -412,10 +477,12 @@ static int params_ready(struct builder *b, int u, int micro)
 
 	if (!b->copy_out_pending[u])
 		return b->ready_op[u];
-	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro);
+	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro, b->param_elem);
 	begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
 	b->cur.bytes = 2 * x->full_bytes;
 	dep(b, b->ready_op[u]);
+	opd(b, b->full_buf[u], OPD_IN);
+	opd(b, full, OPD_OUT);
 	alloc_buf(b, full);
 	free_buf(b, b->full_buf[u]);
 	b->ready_op[u] = commit(b);
@@ -434,15 +501,31 @@ static void emit_free_params(struct builder *b, int u, int micro)
 	b->ready_op[u] = -1;
 }
 
+/* A transient buffer the op under construction allocates and frees (none when bytes is 0). */
+static void scratch(struct builder *b, uint64_t bytes, int unit, int seg, int micro)
+{
+	int t;
+
+	if (!bytes)
+		return;
+	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur.stream, unit, seg, micro, b->s->act_elem);
+	alloc_buf(b, t);
+	opd(b, t, OPD_OUT);
+	free_buf(b, t);
+}
+
 static void forward(struct builder *b, int micro)
 {
 	struct schedule *s = b->s;
+	const struct model_shape *m = &s->exp->model;
 	int next = 0; /* next unit (forward gather order = unit order) to gather */
 	int needs_gather = b->p->sharding != SHARD_DDP;
 
 	for (int g = 0; g < s->nsegs; g++) {
-		int u = s->segs[g].unit, op;
+		int u = s->segs[g].unit, op, a;
 		struct unit *x = &s->units[u];
+		enum segment_kind sk = s->segs[g].kind;
+		uint64_t saved = model_segment_saved_bytes(m, s->batch, sk, s->ac, s->loss, b->act_bytes);
 
 		/* issue gathers up to `prefetch` units ahead of the one computing */
 		while (needs_gather && next < s->nunits && next <= u + b->p->prefetch) {
@@ -455,22 +538,27 @@ static void forward(struct builder *b, int micro)
 		begin(b, OP_FORWARD, ST_COMPUTE, u, g, micro);
 		set_kernels(b, g, PH_FWD);
 		dep(b, b->ready_op[u]);
-		{
-			enum segment_kind sk = s->segs[g].kind;
-			const struct model_shape *m = &s->exp->model;
-			int batch = s->exp->run.batch;
-			uint64_t saved = model_segment_saved_bytes(m, batch, sk, b->p->ac, b->p->loss, b->act_bytes);
-			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_FWD, b->p->ac, b->p->loss,
-								    b->act_bytes);
-			int a = buf_new(b, saved, sk == SEG_HEAD ? MEM_LOGITS : MEM_ACTIVATIONS, BUF_ACTS,
-					ST_COMPUTE, u, g, micro);
-			alloc_buf(b, a);
-			b->acts[g] = a;
-			if (tr) {
-				int t = buf_new(b, tr, MEM_TRANSIENT, BUF_TRANSIENT, ST_COMPUTE, u, g, micro);
-				alloc_buf(b, t);
-				free_buf(b, t);
-			}
+		opd(b, b->full_buf[u], OPD_IN);
+		if (sk == SEG_EMBED) {
+			/* the residual stream starts here; the embedding keeps its token ids */
+			b->resid = buf_new(b, residual_bytes(m, s->batch, b->act_bytes), MEM_ACTIVATIONS,
+					   BUF_RESIDUAL, ST_COMPUTE, -1, -1, micro, s->act_elem);
+			alloc_buf(b, b->resid);
+			opd(b, b->resid, OPD_OUT);
+			a = buf_new(b, saved, MEM_ACTIVATIONS, BUF_TOKENS, ST_COMPUTE, u, g, micro, ELEM_I32);
+		} else {
+			opd(b, b->resid, sk == SEG_HEAD ? OPD_IN : OPD_INOUT);
+			a = buf_new(b, saved, sk == SEG_HEAD ? MEM_LOGITS : MEM_ACTIVATIONS, BUF_ACTS, ST_COMPUTE,
+				    u, g, micro, s->act_elem);
+		}
+		alloc_buf(b, a);
+		opd(b, a, OPD_OUT);
+		b->acts[g] = a;
+		scratch(b, model_segment_transient_bytes(m, s->batch, sk, PH_FWD, s->ac, s->loss, b->act_bytes),
+			u, g, micro);
+		if (sk == SEG_HEAD) {
+			free_buf(b, b->resid);
+			b->resid = -1;
 		}
 		op = commit(b);
 		b->last_use[u] = op;
@@ -500,13 +588,14 @@ static int unit_syncs(const struct builder *b, const struct unit *x, int micro)
 /* The optimizer step of one unit inside backward, or of one unit after it (per-param). */
 static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int after, int micro);
 
-/* hsdp: all-reduce unit u's gradient shard across the replicas. */
-static int emit_replica_allreduce(struct builder *b, int u, int micro, int after)
+/* hsdp: all-reduce unit u's gradient shard `g` across the replicas. */
+static int emit_replica_allreduce(struct builder *b, int u, int g, int micro, int after)
 {
 	begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
 	b->cur.group = GRP_REPLICA;
 	b->cur.bytes = b->s->units[u].shard_elems * (uint64_t)policy_grad_bytes(b->p);
 	dep(b, after);
+	opd(b, g, OPD_INOUT);
 	return commit(b);
 }
 
@@ -524,42 +613,45 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		b->cur.group = GRP_WORLD;
 		b->cur.bytes = x->reduce_bytes;
 		dep(b, after);
+		opd(b, b->full_grad[u], OPD_INOUT);
 		op = commit(b);
 		stream_of_last = ST_ALLREDUCE;
 	} else {
-		int rs_in = -1, out;
-		int cast = (uint64_t)x->params * gb != x->full_grad_bytes;
+		int rs_in = -1, out, in = b->full_grad[u];
+		int cast = x->full_grad_elem != b->grad_elem;
 
-		if (b->e->runtime.copy_in_out || cast) {
+		if (s->per_tensor_shards || cast) {
 			/* copy (and cast) the gradient into the flat reduce-scatter input */
-			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, ST_REDUCE_SCATTER, u, -1, micro);
+			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, ST_REDUCE_SCATTER, u, -1, micro,
+					b->grad_elem);
 			begin(b, OP_COPY_IN, ST_REDUCE_SCATTER, u, -1, micro);
 			b->cur.bytes = x->full_grad_bytes + x->reduce_bytes;
 			dep(b, after);
+			opd(b, b->full_grad[u], OPD_IN);
+			opd(b, rs_in, OPD_OUT);
 			alloc_buf(b, rs_in);
 			free_buf(b, b->full_grad[u]);
-			b->full_grad[u] = -1;
 			op = commit(b);
+			in = rs_in;
 		}
 		out = buf_new(b, x->shard_elems * (uint64_t)gb, MEM_SHARDED_GRADS,
-			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro);
+			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro,
+			      b->grad_elem);
 		begin(b, OP_REDUCE_SCATTER, ST_REDUCE_SCATTER, u, -1, micro);
 		b->cur.group = GRP_SHARD;
 		b->cur.bytes = x->reduce_bytes;
 		dep(b, op);
+		opd(b, in, OPD_IN);
+		opd(b, out, OPD_OUT);
 		alloc_buf(b, out);
-		if (rs_in >= 0) {
-			free_buf(b, rs_in);
-		} else {
-			free_buf(b, b->full_grad[u]);
-			b->full_grad[u] = -1;
-		}
+		free_buf(b, in);
+		b->full_grad[u] = -1;
 		op = commit(b);
 		stream_of_last = ST_REDUCE_SCATTER;
 
 		/* hsdp: all-reduce this microbatch's shard across replicas, unless deferred */
 		if (p->sharding == SHARD_HSDP && p->accum != ACC_DEFER_REPLICA && s->replica_n > 1) {
-			op = emit_replica_allreduce(b, u, micro, op);
+			op = emit_replica_allreduce(b, u, out, micro, op);
 			stream_of_last = ST_ALLREDUCE;
 		}
 		if (b->shard_grad[u] < 0) {
@@ -568,11 +660,13 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			begin(b, OP_ACCUM, stream_of_last, u, -1, micro);
 			b->cur.bytes = 3 * x->shard_elems * (uint64_t)gb;
 			dep(b, op);
+			opd(b, out, OPD_IN);
+			opd(b, b->shard_grad[u], OPD_INOUT);
 			free_buf(b, out);
 			op = commit(b);
 		}
 		if (p->sharding == SHARD_HSDP && p->accum == ACC_DEFER_REPLICA && last && s->replica_n > 1) {
-			op = emit_replica_allreduce(b, u, micro, op);
+			op = emit_replica_allreduce(b, u, b->shard_grad[u], micro, op);
 			stream_of_last = ST_ALLREDUCE;
 		}
 	}
@@ -585,6 +679,8 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		begin(b, OP_D2H, ST_COPY, u, -1, micro);
 		b->cur.bytes = s->bufs[g].bytes;
 		dep(b, op);
+		opd(b, g, OPD_IN);
+		opd(b, b->host_grad[u], OPD_OUT);
 		free_buf(b, g);
 		if (p->sharding == SHARD_DDP)
 			b->full_grad[u] = -1;
@@ -627,6 +723,39 @@ static uint64_t unit_opt_elems(const struct builder *b, const struct unit *x)
 	return b->p->sharding == SHARD_DDP ? (uint64_t)x->params : x->shard_elems;
 }
 
+/* The operands of unit u's host optimizer step: its host gradient, master and moments. */
+static void host_optim_operands(struct builder *b, int u)
+{
+	opd(b, b->host_grad[u], OPD_INOUT); /* scaled by 1/M in place, then read */
+	opd(b, b->host_master[u], OPD_INOUT);
+	opd(b, b->host_state[u], OPD_INOUT);
+}
+
+/* The device gradient unit u's optimizer reads: ddp's full one, else the accumulated shard. */
+static int *device_grad(struct builder *b, int u)
+{
+	return b->p->sharding == SHARD_DDP ? &b->full_grad[u] : &b->shard_grad[u];
+}
+
+/* The operands of unit u's device optimizer step, which frees its gradient. */
+static void device_optim_operands(struct builder *b, int u)
+{
+	int *g = device_grad(b, u);
+
+	opd(b, *g, OPD_INOUT); /* scaled by 1/M in place, then read */
+	opd(b, b->shard_param[u], OPD_INOUT);
+	opd(b, b->optim_state[u], OPD_INOUT);
+	free_buf(b, *g);
+	*g = -1;
+}
+
+/* optim offload: the updated master goes back to the device shard (compute dtype). */
+static void h2d_shard_operands(struct builder *b, int u)
+{
+	opd(b, b->host_master[u], OPD_IN);
+	opd(b, b->shard_param[u], OPD_OUT);
+}
+
 static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int after, int micro)
 {
 	struct unit *x = &b->s->units[u];
@@ -637,26 +766,21 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 		b->cur.bytes = unit_opt_elems(b, x);  /* parameters the host updates */
 		b->cur.launches = 0;
 		dep(b, after);
+		host_optim_operands(b, u);
 		op = commit(b);
+		if (b->p->offload == OFF_PARAMS)
+			return op; /* the next gather stages the master from the host */
 		begin(b, OP_H2D, ST_COPY, u, -1, micro);
-		b->cur.bytes = unit_opt_elems(b, x) * (uint64_t)(b->p->offload == OFF_PARAMS
-						? 0 : precision_param_bytes(b->p->precision));
+		b->cur.bytes = unit_opt_elems(b, x) * (uint64_t)precision_param_bytes(b->p->precision);
 		dep(b, op);
-		if (b->cur.bytes)
-			op = commit(b);
-		return op;
+		h2d_shard_operands(b, u);
+		return commit(b);
 	}
 	begin(b, OP_OPTIM, st, u, -1, micro);
 	b->cur.bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
 	b->cur.launches = optim_launches(b, x->ntensors);
 	dep(b, after);
-	if (b->p->sharding == SHARD_DDP) {
-		free_buf(b, b->full_grad[u]);
-		b->full_grad[u] = -1;
-	} else {
-		free_buf(b, b->shard_grad[u]);
-		b->shard_grad[u] = -1;
-	}
+	device_optim_operands(b, u);
 	return commit(b);
 }
 
@@ -665,11 +789,10 @@ static void backward(struct builder *b, int micro)
 	struct schedule *s = b->s;
 	const struct policy *p = b->p;
 	const struct model_shape *m = &s->exp->model;
-	int batch = s->exp->run.batch, next = 0, *order = s->bwd_order;
-	int *pos = calloc(s->nunits, sizeof(int));
+	int batch = s->batch, next = 0, *order = s->bwd_order;
+	int *pos = xcalloc(s->nunits, sizeof(int));
 	int needs_gather = p->sharding != SHARD_DDP;
 
-	assert(pos);
 	for (int i = 0; i < s->nunits; i++)
 		pos[order[i]] = i;
 	for (int g = s->nsegs - 1; g >= 0; g--) {
@@ -685,41 +808,60 @@ static void backward(struct builder *b, int micro)
 		}
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);
-		if (p->ac != AC_NONE && sk == SEG_BLOCK) {
-			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_RECOMPUTE, p->ac, p->loss,
+		if (s->ac != AC_NONE && sk == SEG_BLOCK) {
+			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_RECOMPUTE, s->ac, s->loss,
 								    b->act_bytes);
 			begin(b, OP_RECOMPUTE, ST_COMPUTE, u, g, micro);
 			set_kernels(b, g, PH_RECOMPUTE);
 			dep(b, b->ready_op[u]);
-			b->recomputed[g] = buf_new(b, tr, MEM_ACTIVATIONS, BUF_RECOMPUTED, ST_COMPUTE, u, g, micro);
+			opd(b, b->full_buf[u], OPD_IN);
+			opd(b, b->acts[g], OPD_IN);
+			b->recomputed[g] = buf_new(b, tr, MEM_ACTIVATIONS, BUF_RECOMPUTED, ST_COMPUTE, u, g, micro,
+						   s->act_elem);
 			alloc_buf(b, b->recomputed[g]);
+			opd(b, b->recomputed[g], OPD_OUT);
 			commit(b);
 		}
 		begin(b, OP_BACKWARD, ST_COMPUTE, u, g, micro);
 		set_kernels(b, g, PH_BWD);
 		dep(b, b->ready_op[u]);
+		/* ddp all-reduces its gradient in place: the next microbatch adds into it only after */
+		if (p->sharding == SHARD_DDP)
+			dep(b, b->last_reduce[u]);
+		opd(b, b->full_buf[u], OPD_IN);
+		opd(b, b->acts[g], OPD_IN);
+		opd(b, b->recomputed[g], OPD_IN);
 		if (b->full_grad[u] < 0) {
-			b->full_grad[u] = buf_new(b, x->full_grad_bytes, MEM_FULL_GRADS, BUF_FULL_GRAD,
-						  ST_COMPUTE, u, -1, micro);
+			b->full_grad[u] = buf_new(b, x->full_grad_bytes, MEM_FULL_GRADS, BUF_FULL_GRAD, ST_COMPUTE,
+						  u, -1, micro, x->full_grad_elem);
+			s->bufs[b->full_grad[u]].zero = 1; /* segments add their gradients into it */
 			alloc_buf(b, b->full_grad[u]);
 		}
-		{
-			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_BWD, p->ac, p->loss,
-								    b->act_bytes);
-			if (tr) {
-				int t = buf_new(b, tr, MEM_TRANSIENT, BUF_TRANSIENT, ST_COMPUTE, u, g, micro);
-				alloc_buf(b, t);
-				free_buf(b, t);
-			}
+		opd(b, b->full_grad[u], OPD_INOUT);
+		if (sk == SEG_HEAD) {
+			/* the residual stream's gradient starts at the loss */
+			b->dresid = buf_new(b, residual_bytes(m, batch, b->act_bytes), MEM_ACTIVATIONS,
+					    BUF_RESIDUAL_GRAD, ST_COMPUTE, -1, -1, micro, s->act_elem);
+			alloc_buf(b, b->dresid);
+			opd(b, b->dresid, OPD_OUT);
+		} else {
+			opd(b, b->dresid, sk == SEG_EMBED ? OPD_IN : OPD_INOUT);
 		}
+		scratch(b, model_segment_transient_bytes(m, batch, sk, PH_BWD, s->ac, s->loss, b->act_bytes),
+			u, g, micro);
 		free_buf(b, b->acts[g]);
 		free_buf(b, b->recomputed[g]);
+		if (sk == SEG_EMBED) {
+			free_buf(b, b->dresid);
+			b->dresid = -1;
+		}
 		op = commit(b);
 		b->last_use[u] = op;
 		/* accumulation into a gradient kept from an earlier microbatch: autograd adds it */
-		if (micro > 0 && x->accumulates_full && b->e->runtime.copy_in_out && g == x->first_seg) {
+		if (micro > 0 && x->accumulates_full && s->per_tensor_shards && g == x->first_seg) {
 			begin(b, OP_ACCUM, ST_COMPUTE, u, -1, micro);
 			b->cur.bytes = 3 * x->full_grad_bytes;
+			opd(b, b->full_grad[u], OPD_INOUT);
 			op = commit(b);
 		}
 		if (g != x->first_seg)
@@ -730,9 +872,12 @@ static void backward(struct builder *b, int micro)
 		{
 			int sync = unit_syncs(b, x, micro);
 			if (p->flat_params && (sync || !p->concat_last_only)) {
+				/* FSDP1: per-parameter gradients are copied into the unit's flat gradient */
 				begin(b, OP_CONCAT, ST_COMPUTE, u, -1, micro);
 				b->cur.bytes = (micro > 0 && x->accumulates_full && !p->concat_last_only ? 3 : 2) *
 					       x->full_grad_bytes;
+				opd(b, b->full_grad[u], OPD_IN);
+				scratch(b, x->full_grad_bytes, u, -1, micro);
 				op = commit(b);
 			}
 			if (sync)
@@ -757,6 +902,7 @@ static void optimizer_after_backward(struct builder *b)
 		for (int u = 0; u < s->nunits; u++) {
 			elems += unit_opt_elems(b, &s->units[u]);
 			dep(b, b->d2h_op[u]);
+			host_optim_operands(b, u);
 		}
 		b->cur.bytes = elems;
 		b->cur.launches = 0;
@@ -765,6 +911,8 @@ static void optimizer_after_backward(struct builder *b)
 			begin(b, OP_H2D, ST_COPY, -1, -1, last);
 			b->cur.bytes = elems * (uint64_t)precision_param_bytes(p->precision);
 			dep(b, op);
+			for (int u = 0; u < s->nunits; u++)
+				h2d_shard_operands(b, u);
 			commit(b);
 		}
 		return;
@@ -784,13 +932,7 @@ static void optimizer_after_backward(struct builder *b)
 			elems += unit_opt_elems(b, &s->units[u]);
 			tensors += s->units[u].ntensors;
 			dep(b, b->last_reduce[u]);
-			if (p->sharding == SHARD_DDP) {
-				free_buf(b, b->full_grad[u]);
-				b->full_grad[u] = -1;
-			} else {
-				free_buf(b, b->shard_grad[u]);
-				b->shard_grad[u] = -1;
-			}
+			device_optim_operands(b, u);
 		}
 		b->cur.bytes = elems * optim_bytes_per_elem(b);
 		b->cur.launches = optim_launches(b, tensors);
@@ -798,7 +940,7 @@ static void optimizer_after_backward(struct builder *b)
 	}
 }
 
-/* Buffers alive for the whole step: parameter shards and optimizer state. */
+/* Buffers alive for the whole step: parameter shards, optimizer state, host copies. */
 static void static_buffers(struct builder *b)
 {
 	struct schedule *s = b->s;
@@ -807,22 +949,42 @@ static void static_buffers(struct builder *b)
 	for (int u = 0; u < s->nunits; u++) {
 		uint64_t elems = unit_opt_elems(b, &s->units[u]);
 		int pb;
+		if (p->offload != OFF_NONE) {
+			b->host_master[u] = host_buf_new(b, elems * (uint64_t)precision_master_bytes(p->precision),
+							 MEM_SHARDED_PARAMS, BUF_HOST_MASTER, u, b->master_elem);
+			b->host_grad[u] = host_buf_new(b, elems * (uint64_t)policy_grad_bytes(p), MEM_SHARDED_GRADS,
+						       BUF_HOST_GRAD, u, b->grad_elem);
+			b->host_state[u] = host_buf_new(b, elems * (uint64_t)precision_optstate_bytes(p->precision),
+							MEM_OPTIM_STATE, BUF_HOST_OPTIM_STATE, u, b->state_elem);
+		}
 		if (p->offload == OFF_PARAMS)
-			continue; /* everything lives on the host */
+			continue; /* the GPU keeps nothing of the unit between steps */
 		/* with optimizer offload the GPU keeps only the compute-dtype shard */
 		pb = p->offload == OFF_OPTIM ? precision_param_bytes(p->precision)
 					     : precision_master_bytes(p->precision);
-		buf_new(b, elems * (uint64_t)pb, MEM_SHARDED_PARAMS, BUF_SHARD_PARAM, ST_COMPUTE, u, -1, -1);
+		b->shard_param[u] = buf_new(b, elems * (uint64_t)pb, MEM_SHARDED_PARAMS, BUF_SHARD_PARAM, ST_COMPUTE,
+					    u, -1, -1, elem_of(pb));
 		if (p->offload == OFF_NONE)
-			buf_new(b, elems * (uint64_t)precision_optstate_bytes(p->precision), MEM_OPTIM_STATE,
-				BUF_OPTIM_STATE, ST_COMPUTE, u, -1, -1);
-		if (p->sharding == SHARD_DDP) /* ddp computes straight from the replicated params */
-			b->full_buf[u] = -1;
+			b->optim_state[u] = buf_new(b, elems * (uint64_t)precision_optstate_bytes(p->precision),
+						    MEM_OPTIM_STATE, BUF_OPTIM_STATE, ST_COMPUTE, u, -1, -1,
+						    b->state_elem);
+		if (p->sharding == SHARD_DDP) {
+			/* ddp computes straight from its replicated params: the full params are the shard */
+			int full = buf_new(b, 0, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, -1,
+					   elem_of(pb));
+			s->bufs[full].alias_of = b->shard_param[u];
+			b->full_buf[u] = full;
+		}
 	}
 }
 
 static void builder_release(struct builder *b)
 {
+	free(b->shard_param);
+	free(b->optim_state);
+	free(b->host_master);
+	free(b->host_grad);
+	free(b->host_state);
 	free(b->full_buf);
 	free(b->ready_op);
 	free(b->full_grad);
@@ -830,31 +992,57 @@ static void builder_release(struct builder *b)
 	free(b->last_reduce);
 	free(b->last_use);
 	free(b->d2h_op);
-	free(b->stage_buf);
 	free(b->copy_out_pending);
 	free(b->acts);
 	free(b->recomputed);
 	free(b->deps);
 	free(b->allocs);
 	free(b->frees);
+	free(b->opds);
 }
 
 static int *ints(int n, int v)
 {
-	int *a = malloc(sizeof(int) * (n > 0 ? n : 1));
-	assert(a);
+	int *a = xmalloc(sizeof(int) * (n > 0 ? n : 1));
 	for (int i = 0; i < n; i++)
 		a[i] = v;
 	return a;
 }
 
+/* Vector clocks of happens-before (schedule.h), one pass in issue order. */
+static void build_clocks(struct schedule *s)
+{
+	uint32_t count[ST_COUNT] = { 0 };
+	int last[ST_COUNT];
+
+	for (int t = 0; t < ST_COUNT; t++)
+		last[t] = -1;
+	s->stream_pos = xmalloc(sizeof(uint32_t) * (s->nops > 0 ? s->nops : 1));
+	s->clock = xcalloc((size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT, sizeof(uint32_t));
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		uint32_t *c = &s->clock[(size_t)i * ST_COUNT];
+		if (last[o->stream] >= 0)
+			memcpy(c, &s->clock[(size_t)last[o->stream] * ST_COUNT], sizeof(uint32_t) * ST_COUNT);
+		for (uint32_t d = 0; d < o->ndeps; d++) {
+			const uint32_t *dc = &s->clock[(size_t)s->deps[o->dep_first + d] * ST_COUNT];
+			for (int t = 0; t < ST_COUNT; t++)
+				if (dc[t] > c[t])
+					c[t] = dc[t];
+		}
+		s->stream_pos[i] = count[o->stream]++;
+		c[o->stream] = s->stream_pos[i] + 1;
+		last[o->stream] = i;
+	}
+}
+
 struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 {
-	struct schedule *s = calloc(1, sizeof(*s));
+	struct schedule *s = xcalloc(1, sizeof(*s));
 	struct builder b;
 	const struct policy *p = &e->policy;
+	const struct gpu_spec *gpu = &e->cluster.gpu;
 
-	assert(s);
 	s->exp = e;
 	s->world = cluster_world(&e->cluster);
 	s->shard_n = p->sharding == SHARD_DDP ? 1 : p->shard_group;
@@ -864,7 +1052,19 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 		return NULL;
 	}
 	s->replica_n = s->world / s->shard_n;
+	s->group_n[GRP_NONE] = 1;
+	s->group_n[GRP_SHARD] = s->shard_n;
+	s->group_n[GRP_REPLICA] = s->replica_n;
+	s->group_n[GRP_WORLD] = s->world;
 	s->shard_spans_nodes = s->shard_n > e->cluster.gpus_per_node;
+	s->per_tensor_shards = e->runtime.copy_in_out;
+	s->microbatches = p->microbatches;
+	s->batch = e->run.batch;
+	s->ac = p->ac;
+	s->loss = p->loss;
+	s->loss_chunk_rows = model_loss_chunk_rows(&e->model, e->run.batch);
+	s->act_elem = elem_of(precision_param_bytes(p->precision));
+	s->peak_flops = 1e12 * (p->precision == PREC_FP32 ? gpu->fp32_tflops : gpu->bf16_tflops);
 	build_units(s);
 
 	memset(&b, 0, sizeof(b));
@@ -874,7 +1074,18 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.M = p->microbatches;
 	b.pbytes = precision_param_bytes(p->precision);
 	b.act_bytes = b.pbytes;
+	b.master_elem = elem_of(precision_master_bytes(p->precision));
+	b.param_elem = elem_of(b.pbytes);
+	b.grad_elem = elem_of(policy_grad_bytes(p));
+	b.accum_elem = elem_of(policy_accum_bytes(p));
+	b.state_elem = elem_of(precision_optstate_bytes(p->precision) / 2);
+	b.resid = b.dresid = -1;
 	plan_units(&b);
+	b.shard_param = ints(s->nunits, -1);
+	b.optim_state = ints(s->nunits, -1);
+	b.host_master = ints(s->nunits, -1);
+	b.host_grad = ints(s->nunits, -1);
+	b.host_state = ints(s->nunits, -1);
 	b.full_buf = ints(s->nunits, -1);
 	b.ready_op = ints(s->nunits, -1);
 	b.full_grad = ints(s->nunits, -1);
@@ -882,7 +1093,6 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.last_reduce = ints(s->nunits, -1);
 	b.last_use = ints(s->nunits, -1);
 	b.d2h_op = ints(s->nunits, -1);
-	b.stage_buf = ints(s->nunits, -1);
 	b.copy_out_pending = ints(s->nunits, 0);
 	b.acts = ints(s->nsegs, -1);
 	b.recomputed = ints(s->nsegs, -1);
@@ -892,13 +1102,15 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 		s->ops = grow(s->ops, &s->cap_ops, ops, sizeof(*s->ops));
 		s->deps = grow(s->deps, &s->cap_deps, 2 * ops, sizeof(*s->deps));
 		s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, 2 * ops, sizeof(*s->bufrefs));
+		s->opds = grow(s->opds, &s->cap_opds, 3 * ops, sizeof(*s->opds));
 		s->bufs = grow(s->bufs, &s->cap_bufs, ops, sizeof(*s->bufs));
 	}
+	/* one op names at most three buffers of every unit (the optimizer after backward) */
 	b.cap = 4 * s->nunits + 64;
-	b.deps = malloc(sizeof(uint32_t) * b.cap);
-	b.allocs = malloc(sizeof(uint32_t) * b.cap);
-	b.frees = malloc(sizeof(uint32_t) * b.cap);
-	assert(b.deps && b.allocs && b.frees);
+	b.deps = xmalloc(sizeof(uint32_t) * b.cap);
+	b.allocs = xmalloc(sizeof(uint32_t) * b.cap);
+	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
+	b.opds = xmalloc(sizeof(struct operand) * b.cap);
 	for (int i = 0; i < SEG_KIND_COUNT; i++)
 		for (int j = 0; j < PH_COUNT; j++)
 			b.ktab[i][j] = -2;
@@ -910,6 +1122,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	}
 	optimizer_after_backward(&b);
 	builder_release(&b);
+	build_clocks(s);
 
 	s->tokens_per_step = (uint64_t)e->run.batch * e->model.seq * p->microbatches;
 	s->model_flops = (uint64_t)(model_mfu_flops_per_token(&e->model) * (double)s->tokens_per_step);
@@ -925,11 +1138,90 @@ void schedule_free(struct schedule *s)
 	free(s->ops);
 	free(s->deps);
 	free(s->bufrefs);
+	free(s->opds);
 	free(s->bufs);
 	free(s->kernels);
 	free(s->ktabs);
 	free(s->bwd_order);
+	free(s->stream_pos);
+	free(s->clock);
 	free(s);
+}
+
+/* ---- invariants ---------------------------------------------------------- */
+
+struct access {
+	int op;
+	int write;
+};
+
+static int access_cmp(const void *a, const void *b)
+{
+	const struct access *x = a, *y = b;
+	return x->op - y->op;
+}
+
+/* The buffer whose memory b is. */
+static int storage_of(const struct schedule *s, int b)
+{
+	while (s->bufs[b].alias_of >= 0)
+		b = s->bufs[b].alias_of;
+	return b;
+}
+
+int schedule_check(const struct schedule *s, char *err, int errlen)
+{
+	int *first = xcalloc((size_t)s->nbufs + 1, sizeof(int)), *cnt = xcalloc((size_t)s->nbufs, sizeof(int));
+	struct access *acc = xmalloc(sizeof(*acc) * (size_t)(s->nopds + 1));
+	char la[64], lb[64];
+	int rc = -1;
+
+	/* operands of every op, bucketed by the buffer whose memory they touch */
+	for (int i = 0; i < s->nopds; i++)
+		first[storage_of(s, (int)s->opds[i].buf) + 1]++;
+	for (int b = 0; b < s->nbufs; b++)
+		first[b + 1] += first[b];
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		for (int k = 0; k < o->nopd; k++) {
+			const struct operand *x = &s->opds[o->opd_first + k];
+			const struct buffer *buf = &s->bufs[x->buf];
+			int st = storage_of(s, (int)x->buf);
+			if (buf->alloc_op >= 0 && !schedule_happens_before(s, buf->alloc_op, i)) {
+				snprintf(err, errlen, "op %d (%s) uses a %s buffer before op %d allocates it", i,
+					 op_label(s, i, la, sizeof(la)), buf_kind_name(buf->kind), buf->alloc_op);
+				goto out;
+			}
+			if (buf->free_op >= 0 && !schedule_happens_before(s, i, buf->free_op)) {
+				snprintf(err, errlen, "op %d (%s) may use a %s buffer after op %d (%s) frees it", i,
+					 op_label(s, i, la, sizeof(la)), buf_kind_name(buf->kind), buf->free_op,
+					 op_label(s, buf->free_op, lb, sizeof(lb)));
+				goto out;
+			}
+			acc[first[st] + cnt[st]++] = (struct access){ i, (x->role & OPD_OUT) != 0 };
+		}
+	}
+	/* two accesses of one buffer, one a write, must be ordered */
+	for (int b = 0; b < s->nbufs; b++) {
+		struct access *a = &acc[first[b]];
+		int n = cnt[b];
+		qsort(a, (size_t)n, sizeof(*a), access_cmp);
+		for (int i = 0; i < n; i++)
+			for (int j = i + 1; j < n; j++)
+				if ((a[i].write || a[j].write) && a[i].op != a[j].op &&
+				    !schedule_happens_before(s, a[i].op, a[j].op)) {
+					snprintf(err, errlen, "ops %d (%s) and %d (%s) race on a %s buffer", a[i].op,
+						 op_label(s, a[i].op, la, sizeof(la)), a[j].op,
+						 op_label(s, a[j].op, lb, sizeof(lb)), buf_kind_name(s->bufs[b].kind));
+					goto out;
+				}
+	}
+	rc = 0;
+out:
+	free(first);
+	free(cnt);
+	free(acc);
+	return rc;
 }
 
 /* ---- queries and printing ------------------------------------------------ */
@@ -970,8 +1262,57 @@ void schedule_static_bytes(const struct schedule *s, uint64_t out[MEM_CAT_COUNT]
 {
 	memset(out, 0, sizeof(uint64_t) * MEM_CAT_COUNT);
 	for (int i = 0; i < s->nbufs; i++)
-		if (s->bufs[i].alloc_op < 0)
+		if (s->bufs[i].alloc_op < 0 && !s->bufs[i].host)
 			out[s->bufs[i].cat] += s->bufs[i].bytes;
+}
+
+int op_is_collective(enum op_kind k)
+{
+	return k == OP_ALLGATHER || k == OP_REDUCE_SCATTER || k == OP_ALLREDUCE;
+}
+
+int op_is_kernel(const struct op *o)
+{
+	switch (o->kind) {
+	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
+	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int op_is_comm(const struct schedule *s, const struct op *o)
+{
+	if (op_is_collective(o->kind))
+		return collective_wire_bytes(o->kind, o->bytes, schedule_group_size(s, o->group)) > 0;
+	return (o->kind == OP_H2D || o->kind == OP_D2H) && o->bytes > 0;
+}
+
+int op_operand(const struct schedule *s, int op, enum buf_kind k, int role)
+{
+	const struct op *o = &s->ops[op];
+
+	for (int i = 0; i < o->nopd; i++) {
+		const struct operand *x = &s->opds[o->opd_first + i];
+		if (s->bufs[x->buf].kind == k && (x->role & role))
+			return (int)x->buf;
+	}
+	return -1;
+}
+
+int elem_bytes(enum elem e)
+{
+	static const int b[ELEM_COUNT] = { 4, 2, 4 };
+	assert(e >= 0 && e < ELEM_COUNT);
+	return b[e];
+}
+
+const char *elem_name(enum elem e)
+{
+	static const char *const n[ELEM_COUNT] = { "fp32", "bf16", "int32" };
+	assert(e >= 0 && e < ELEM_COUNT);
+	return n[e];
 }
 
 static const char *const op_kind_names[] = {
@@ -1011,7 +1352,9 @@ const char *buf_kind_name(enum buf_kind k)
 	static const char *const n[] = {
 		"shard_param", "optim_state", "full_param", "gather_out", "full_grad", "rs_in",
 		"rs_out", "shard_grad", "acts", "recomputed", "transient", "host_stage",
+		"residual", "residual_grad", "tokens", "host_master", "host_grad", "host_optim_state",
 	};
+	_Static_assert(sizeof(n) / sizeof(n[0]) == BUF_KIND_COUNT, "buf_kind names");
 	assert(k >= 0 && k < BUF_KIND_COUNT);
 	return n[k];
 }

@@ -1,23 +1,33 @@
 /*
  * schedule.h - the op graph of one optimizer step on one rank.
  *
- * schedule_new() turns an experiment (model, cluster, policy, run) into
- * every operation of one step: all-gathers, forward, recompute and backward
- * of each segment, reduce-scatters, all-reduces, gradient accumulation,
- * flat-gradient concatenation, optimizer steps, host-device copies and
- * buffer frees. Each op carries its stream, its dependencies, its FLOPs and
- * bytes, the kernels it launches and the buffers it allocates and frees.
- * This is where the policy logic lives, once: the simulator prices this
- * graph and the GPU runtime launches it; neither re-derives a policy.
+ * schedule_new() turns a resolved experiment (model, cluster, policy, run)
+ * into every operation of one step: all-gathers, forward, recompute and
+ * backward of each segment, reduce-scatters, all-reduces, gradient
+ * accumulation, flat-gradient concatenation, optimizer steps, host-device
+ * copies and buffer frees. Each op carries its stream, its dependencies,
+ * its FLOPs and bytes, the kernels it launches, its operands (the buffers
+ * it reads and writes) and the buffers it allocates and frees. This is
+ * where the policy logic lives, once: the simulator prices this graph and
+ * the runtime executes it, and neither reads the policy to do so. The
+ * schedule states every fact they need (group sizes, the loss chunk, the
+ * checkpointing mode, the peak FLOP rate of the compute dtype, ...).
  *
- * Invariants:
+ * Invariants (schedule_check() verifies them; the tests run it for every
+ * policy):
  *   - ops are in issue order (the order a single CPU thread launches them);
  *     every dependency points to an earlier op, so the array is a
  *     topological order;
  *   - ops on one stream execute in array order (streams are in-order queues);
  *   - a buffer is allocated by at most one op and freed by at most one op;
- *     buffers alive for the whole step (sharded parameters, optimizer state)
- *     have no allocating op.
+ *     buffers alive for the whole step (sharded parameters, optimizer state,
+ *     host copies) have no allocating op;
+ *   - every op that names a buffer as an operand happens after the op that
+ *     allocates it and before (or is) the op that frees it, and two ops that
+ *     touch one buffer, one of them writing it, are ordered by the graph
+ *     (dependencies and stream order). This is what lets an allocator hand
+ *     a freed block to any op that happens after the freeing op
+ *     (schedule_happens_before) without waiting for anything.
  * All data-parallel ranks are symmetric, so one rank's graph stands for all.
  */
 #ifndef CORE_SCHEDULE_H
@@ -93,19 +103,42 @@ enum buf_kind {
 	BUF_RECOMPUTED,    /* activations rebuilt by recompute */
 	BUF_TRANSIENT,     /* inside one op */
 	BUF_HOST_STAGE,    /* device copy of a host-offloaded shard */
+	BUF_RESIDUAL,      /* (N, D) residual stream between segments, one microbatch's forward */
+	BUF_RESIDUAL_GRAD, /* (N, D) its gradient, one microbatch's backward */
+	BUF_TOKENS,        /* (N) int32 token ids the embedding keeps for its backward */
+	BUF_HOST_MASTER,   /* offload: a unit's master shard on the host (persistent) */
+	BUF_HOST_GRAD,     /* offload: a unit's reduced gradient shard on the host (persistent) */
+	BUF_HOST_OPTIM_STATE, /* offload: a unit's Adam moments on the host (persistent) */
 	BUF_KIND_COUNT
 };
 
+/* Element type of a buffer. A store of activations (BUF_ACTS, BUF_RECOMPUTED,
+ * BUF_TRANSIENT of a segment) says its activation type; the fp32 statistics
+ * inside it are part of its layout (core/model.h). */
+enum elem { ELEM_FP32, ELEM_BF16, ELEM_I32, ELEM_COUNT };
+
 struct buffer {
-	uint64_t bytes;
+	uint64_t bytes;   /* memory it holds; 0 for an alias */
 	uint8_t cat;      /* enum mem_cat */
 	uint8_t kind;     /* enum buf_kind */
-	uint8_t stream;   /* stream that allocates it (caching allocators pool per stream) */
+	uint8_t stream;   /* stream of the op that allocates it (caching allocators pool per stream) */
+	uint8_t elem;     /* enum elem */
+	uint8_t host;     /* 1: host memory (offload); not device memory */
+	uint8_t zero;     /* 1: zero-filled by its allocating op before use (gradients accumulate into it) */
+	int32_t alias_of; /* the buffer whose memory this one is (ddp's full params are its shard), -1 */
 	int32_t unit;     /* -1 when none */
 	int32_t seg;      /* -1 when none */
 	int16_t micro;    /* -1 when none */
 	int32_t alloc_op; /* -1: alive from the start of the step */
 	int32_t free_op;  /* -1: alive at the end of the step */
+};
+
+/* How an op uses an operand. */
+enum opd_role { OPD_IN = 1, OPD_OUT = 2, OPD_INOUT = 3 };
+
+struct operand {
+	uint32_t buf;
+	uint8_t role;     /* enum opd_role */
 };
 
 struct op {
@@ -119,6 +152,8 @@ struct op {
 	uint32_t dep_first, ndeps;   /* into schedule.deps */
 	uint32_t buf_first;          /* into schedule.bufrefs: nalloc allocated at start, then nfree freed at end */
 	uint16_t nalloc, nfree;
+	uint32_t opd_first;          /* into schedule.opds: the buffers it reads and writes */
+	uint16_t nopd;
 	int32_t ktab;      /* kernel list in schedule.ktabs, -1 when none */
 	uint32_t launches; /* kernels the CPU launches for this op */
 	uint64_t bytes;    /* collectives: the full buffer S; copies: bytes moved; memory-bound ops: HBM bytes */
@@ -139,11 +174,12 @@ struct unit {
 	int64_t params;           /* elements */
 	int ntensors;
 	uint64_t full_bytes;      /* gathered params, compute dtype */
-	uint64_t shard_elems;     /* elements of one rank's shard, padded per tensor */
+	uint64_t shard_elems;     /* elements of one rank's shard (padded: per tensor, or at the end) */
 	int reshard_after_fwd;    /* 1: freed after forward, gathered again in backward */
 	int defer_sync;           /* partial:K: reduce only on the last microbatch */
 	int accumulates_full;     /* keeps an unsharded gradient across microbatches */
 	uint64_t full_grad_bytes; /* its unsharded gradient buffer */
+	uint8_t full_grad_elem;   /* enum elem of that buffer */
 	uint64_t reduce_bytes;    /* S of its reduce-scatter (or ddp all-reduce), reduce dtype */
 };
 
@@ -154,9 +190,25 @@ struct segment {
 };
 
 struct schedule {
-	const struct experiment *exp;
+	const struct experiment *exp; /* for printing the configuration only */
 	int world, shard_n, replica_n; /* ranks: all, per shard group, per replica group */
+	int group_n[GRP_COUNT];        /* ranks of each collective group */
 	int shard_spans_nodes;         /* the shard group crosses the node boundary */
+	/*
+	 * Shard layout: 1 when each tensor is sharded along dim 0, padded to a
+	 * multiple of the group (FSDP2; gathers copy out of, reductions copy into,
+	 * a flat communication buffer); 0 when a unit's flat buffer is cut into
+	 * shard_n equal pieces, padded at its end (the testbed runtime: a gather's
+	 * output is the unit's flat parameters, a reduction's input its gradient).
+	 */
+	int per_tensor_shards;
+	int microbatches;              /* M per optimizer step */
+	int batch;                     /* sequences per microbatch */
+	enum ac_mode ac;               /* how segments keep activations */
+	enum loss_mode loss;
+	int loss_chunk_rows;           /* rows of logits the chunked loss holds at once */
+	enum elem act_elem;            /* activation (compute) element type */
+	double peak_flops;             /* dense FLOP/s of one GPU in the compute dtype */
 	int nunits, nsegs;
 	struct unit *units;
 	struct segment *segs;
@@ -168,6 +220,8 @@ struct schedule {
 	int nbufrefs, cap_bufrefs;
 	struct buffer *bufs;
 	int nbufs, cap_bufs;
+	struct operand *opds;
+	int nopds, cap_opds;
 	struct kernel *kernels;
 	int nkernels, cap_kernels;
 	struct ktab *ktabs;
@@ -175,6 +229,14 @@ struct schedule {
 	int *bwd_order;            /* units in the order backward first needs them */
 	uint64_t tokens_per_step;  /* per rank */
 	uint64_t model_flops;      /* per rank per step, conventional MFU count */
+	/*
+	 * Happens-before, as vector clocks over the streams: stream_pos[i] is op
+	 * i's position on its stream; clock[i * ST_COUNT + t] the number of ops
+	 * of stream t that happen before op i or are op i (dependencies and
+	 * stream order, transitively).
+	 */
+	uint32_t *stream_pos;
+	uint32_t *clock;
 };
 
 /*
@@ -184,6 +246,36 @@ struct schedule {
  */
 struct schedule *schedule_new(const struct experiment *e, char *err, int errlen);
 void schedule_free(struct schedule *s);
+
+/*
+ * Check the invariants listed at the top of this file. 0, or -1 with the
+ * first violation in err. O(ops + operand pairs per buffer).
+ */
+int schedule_check(const struct schedule *s, char *err, int errlen);
+
+/* 1 when op a happens before op b (or a == b): b waits for a, transitively. */
+static inline int schedule_happens_before(const struct schedule *s, int a, int b)
+{
+	return s->clock[(size_t)b * ST_COUNT + s->ops[a].stream] > s->stream_pos[a];
+}
+
+/* Ranks of a collective group. */
+static inline int schedule_group_size(const struct schedule *s, int group)
+{
+	return s->group_n[group];
+}
+
+/* Collectives (all-gather, reduce-scatter, all-reduce) and kernel ops (run on the GPU's SMs). */
+int op_is_collective(enum op_kind k);
+int op_is_kernel(const struct op *o);
+/* Communication the step can expose: a collective over more than one rank, or a host-device copy. */
+int op_is_comm(const struct schedule *s, const struct op *o);
+
+/* The first operand of op i of buffer kind k with a role including `role` bits, or -1. */
+int op_operand(const struct schedule *s, int op, enum buf_kind k, int role);
+
+/* Bytes per element of a buffer's element type. */
+int elem_bytes(enum elem e);
 
 /* One line per op, in issue order. */
 void schedule_print(const struct schedule *s, FILE *f);
@@ -195,6 +287,7 @@ const char *stream_name(enum stream_id s);
 const char *mem_cat_name(enum mem_cat c);
 const char *buf_kind_name(enum buf_kind k);
 const char *comm_group_name(enum comm_group g);
+const char *elem_name(enum elem e);
 
 /* Wire bytes one rank sends for a collective of buffer S over n ranks. */
 uint64_t collective_wire_bytes(enum op_kind k, uint64_t S, int n);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 #define MEMO_CAP 4096 /* a step has a handful of kernel lists and SM counts */
 
 void cost_init(struct cost *c, const struct schedule *s)
@@ -19,15 +21,14 @@ void cost_init(struct cost *c, const struct schedule *s)
 	c->s = s;
 	c->gpu = g;
 	/* 10^12 FLOP/s = 10^3 FLOP/ns; 1 GB/s = 1 byte/ns */
-	c->peak_flops_per_ns = 1e3 * (e->policy.precision == PREC_FP32 ? g->fp32_tflops : g->bf16_tflops);
+	c->peak_flops_per_ns = 1e-9 * s->peak_flops;
 	c->hbm_bytes_per_ns = g->hbm_gbps;
 	c->link_bytes_per_ns[LINK_INTRA] = e->cluster.intra_gbps;
 	c->link_bytes_per_ns[LINK_INTER] = e->cluster.inter_gbps;
 	c->link_bytes_per_ns[LINK_PCIE_H2D] = g->pcie_gbps;
 	c->link_bytes_per_ns[LINK_PCIE_D2H] = g->pcie_gbps;
 	c->memo_cap = MEMO_CAP;
-	c->memo = malloc(sizeof(*c->memo) * c->memo_cap);
-	assert(c->memo);
+	c->memo = xmalloc(sizeof(*c->memo) * c->memo_cap);
 	for (int i = 0; i < c->memo_cap; i++)
 		c->memo[i].ktab = -1;
 }
@@ -114,27 +115,23 @@ void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 	const struct schedule *s = c->s;
 	const struct cluster *cl = &s->exp->cluster;
 	const struct gpu_spec *g = c->gpu;
-	int spans, only_inter = 0, n;
+	int spans, only_inter = 0, n = schedule_group_size(s, o->group);
 	double step;
 
 	switch (o->group) {
 	case GRP_SHARD:
-		n = s->shard_n;
 		spans = s->shard_spans_nodes;
 		break;
 	case GRP_REPLICA:
-		n = s->replica_n;
 		spans = cl->nodes > 1;
 		/* one member per node: the ring runs NIC to NIC */
 		only_inter = spans && s->shard_n >= cl->gpus_per_node;
 		break;
 	case GRP_WORLD:
-		n = s->world;
 		spans = cl->nodes > 1;
 		break;
 	default:
 		assert(!"collective without a group");
-		n = 1;
 		spans = 0;
 	}
 	memset(out, 0, sizeof(*out));

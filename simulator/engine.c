@@ -19,9 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
 #include "cost.h"
 #include "eq.h"
+#include "memory.h"
+#include "xalloc.h"
 
 enum act_type { ACT_KERNEL, ACT_COLL, ACT_COPY, ACT_HOST, ACT_INSTANT };
 
@@ -48,9 +49,7 @@ struct engine {
 	struct sim_result *r;
 	struct cost cost;
 	struct eq q;
-	struct allocator alloc;
 	uint64_t now;
-	int record;
 	/* graph */
 	int *deps_left;
 	int *succ_first, *succ; /* CSR of dependents */
@@ -61,79 +60,7 @@ struct engine {
 	/* activities */
 	struct act act[MAX_ACTIVE];
 	int nact;
-	/* memory */
-	uint64_t cur[MEM_CAT_COUNT], total;
 };
-
-static int is_collective(int kind)
-{
-	return kind == OP_ALLGATHER || kind == OP_REDUCE_SCATTER || kind == OP_ALLREDUCE;
-}
-
-static int is_kernel_op(const struct op *o)
-{
-	switch (o->kind) {
-	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
-	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-/* ---- memory ------------------------------------------------------------- */
-
-static void mem_sample(struct engine *g)
-{
-	struct sim_result *r = g->r;
-	struct mem_sample *m;
-
-	if (g->total > r->peak_alloc) {
-		r->peak_alloc = g->total;
-		memcpy(r->peak_by_cat, g->cur, sizeof(g->cur));
-	}
-	if (g->alloc.reserved > r->peak_reserved)
-		r->peak_reserved = g->alloc.reserved;
-	if (!g->record)
-		return;
-	if (r->nmem && r->mem[r->nmem - 1].t_ns == g->now) {
-		m = &r->mem[r->nmem - 1];
-	} else {
-		if (r->nmem == r->cap_mem) {
-			r->cap_mem = r->cap_mem ? 2 * r->cap_mem : 1024;
-			r->mem = realloc(r->mem, sizeof(*r->mem) * r->cap_mem);
-			assert(r->mem);
-		}
-		m = &r->mem[r->nmem++];
-	}
-	m->t_ns = g->now;
-	memcpy(m->alloc, g->cur, sizeof(g->cur));
-	m->reserved = g->alloc.reserved;
-}
-
-static void mem_apply(struct engine *g, const struct op *o, int allocs)
-{
-	const struct schedule *s = g->s;
-	int first = o->buf_first + (allocs ? 0 : o->nalloc), n = allocs ? o->nalloc : o->nfree;
-
-	if (!n)
-		return;
-	for (int i = 0; i < n; i++) {
-		int b = s->bufrefs[first + i];
-		const struct buffer *x = &s->bufs[b];
-		if (allocs) {
-			g->cur[x->cat] += x->bytes;
-			g->total += x->bytes;
-			alloc_get(&g->alloc, b, x->bytes, x->stream);
-		} else {
-			assert(g->cur[x->cat] >= x->bytes);
-			g->cur[x->cat] -= x->bytes;
-			g->total -= x->bytes;
-			alloc_put(&g->alloc, b, x->stream);
-		}
-	}
-	mem_sample(g);
-}
 
 /* ---- rates -------------------------------------------------------------- */
 
@@ -313,7 +240,6 @@ static void start_op(struct engine *g, int op)
 	g->stream_busy[o->stream] = 1;
 	g->r->ops[op].start_ns = g->now;
 	set_pred(g, op);
-	mem_apply(g, o, 1);
 
 	a = &g->act[g->nact++];
 	memset(a, 0, sizeof(*a));
@@ -321,7 +247,7 @@ static void start_op(struct engine *g, int op)
 	a->last_t = g->now;
 	a->finish = UINT64_MAX;
 	a->floor = g->r->launch[op].end_ns;
-	if (is_collective(o->kind)) {
+	if (op_is_collective(o->kind)) {
 		cost_collective(&g->cost, o, &a->coll);
 		if (a->coll.n <= 1) {
 			a->type = ACT_INSTANT;
@@ -339,7 +265,7 @@ static void start_op(struct engine *g, int op)
 		a->type = ACT_HOST;
 		a->remaining = cost_host_optim_ns(&g->cost, o->bytes);
 		a->rate = 1.0;
-	} else if (is_kernel_op(o) && (o->ktab >= 0 || o->bytes > 0)) {
+	} else if (op_is_kernel(o) && (o->ktab >= 0 || o->bytes > 0)) {
 		a->type = ACT_KERNEL;
 		a->remaining = 1.0;
 	} else {
@@ -366,7 +292,6 @@ static void finish_op(struct engine *g, int i)
 	g->r->ops[op].end_ns = g->now;
 	if (g->now > g->r->step_ns)
 		g->r->step_ns = g->now;
-	mem_apply(g, o, 0);
 	g->stream_busy[o->stream] = 0;
 	g->stream_head[o->stream]++;
 	for (int k = g->succ_first[op]; k < g->succ_first[op + 1]; k++) {
@@ -404,15 +329,13 @@ static void build_graph(struct engine *g)
 {
 	const struct schedule *s = g->s;
 	int n = s->nops;
-	int *cnt = calloc(n + 1, sizeof(int));
+	int *cnt = xcalloc(n + 1, sizeof(int));
 
-	assert(cnt);
-	g->deps_left = calloc(n, sizeof(int));
-	g->succ_first = calloc(n + 1, sizeof(int));
-	g->succ = malloc(sizeof(int) * (s->ndeps + 1));
-	g->launch_wait = calloc(n, sizeof(int));
-	g->version = calloc(n, sizeof(uint32_t));
-	assert(g->deps_left && g->succ_first && g->succ && g->launch_wait && g->version);
+	g->deps_left = xcalloc(n, sizeof(int));
+	g->succ_first = xcalloc(n + 1, sizeof(int));
+	g->succ = xmalloc(sizeof(int) * (s->ndeps + 1));
+	g->launch_wait = xcalloc(n, sizeof(int));
+	g->version = xcalloc(n, sizeof(uint32_t));
 	for (int i = 0; i < n; i++) {
 		const struct op *o = &s->ops[i];
 		g->deps_left[i] = o->ndeps;
@@ -430,8 +353,7 @@ static void build_graph(struct engine *g)
 		}
 	}
 	for (int st = 0; st < ST_COUNT; st++) {
-		g->stream_ops[st] = malloc(sizeof(int) * (g->stream_n[st] + 1));
-		assert(g->stream_ops[st]);
+		g->stream_ops[st] = xmalloc(sizeof(int) * (g->stream_n[st] + 1));
 		g->stream_n[st] = 0;
 	}
 	for (int i = 0; i < n; i++) {
@@ -445,34 +367,21 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 {
 	struct engine g;
 	struct event ev;
-	uint64_t stat[MEM_CAT_COUNT];
+	struct memory *mem;
+	uint64_t *issue;
 
 	memset(r, 0, sizeof(*r));
 	memset(&g, 0, sizeof(g));
 	g.s = s;
 	g.e = s->exp;
 	g.r = r;
-	g.record = record_memory;
-	r->ops = calloc(s->nops, sizeof(*r->ops));
-	r->launch = calloc(s->nops, sizeof(*r->launch));
-	r->pred = calloc(s->nops, sizeof(*r->pred));
-	assert(r->ops && r->launch && r->pred);
+	r->ops = xcalloc(s->nops, sizeof(*r->ops));
+	r->launch = xcalloc(s->nops, sizeof(*r->launch));
+	r->pred = xcalloc(s->nops, sizeof(*r->pred));
 	cost_init(&g.cost, s);
 	eq_init(&g.q);
-	alloc_init(&g.alloc, &g.e->runtime, s->nbufs);
 	build_graph(&g);
 	plan_launches(&g);
-
-	/* persistent state is allocated before the step */
-	schedule_static_bytes(s, stat);
-	for (int b = 0; b < s->nbufs; b++)
-		if (s->bufs[b].alloc_op < 0)
-			alloc_get(&g.alloc, b, s->bufs[b].bytes, s->bufs[b].stream);
-	for (int c = 0; c < MEM_CAT_COUNT; c++) {
-		g.cur[c] = stat[c];
-		g.total += stat[c];
-	}
-	mem_sample(&g);
 
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);
@@ -497,9 +406,21 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 	for (int st = 0; st < ST_COUNT; st++)
 		assert(g.stream_head[st] == g.stream_n[st] && "an op never ran: cycle in the schedule");
 
+	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
+	mem = memory_new(s, record_memory, NULL, NULL);
+	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = r->launch[i].start_ns;
+	memory_predict(mem, issue, r->step_ns);
+	r->peaks = mem->peaks;
+	r->mem = mem->samples; /* the timeline moves to the result */
+	r->nmem = mem->nsamples;
+	mem->samples = NULL;
+	memory_free(mem);
+	free(issue);
+
 	eq_release(&g.q);
 	cost_release(&g.cost);
-	alloc_release(&g.alloc);
 	free(g.deps_left);
 	free(g.succ_first);
 	free(g.succ);

@@ -15,6 +15,7 @@
 #define SIM_ENGINE_H
 
 #include <stdint.h>
+#include "memory.h"
 #include "results.h"
 #include "schedule.h"
 
@@ -22,17 +23,17 @@ struct sim_result {
 	struct op_timing *ops;      /* per op: start and end */
 	struct op_timing *launch;   /* per op: the CPU thread launching it */
 	int32_t *pred;              /* per op: the op whose end let it start; -1 none, -2 its launch */
-	struct mem_sample *mem;     /* memory timeline (when recorded) */
-	int nmem, cap_mem;
+	struct mem_sample *mem;     /* memory timeline at the ops' issue times (when recorded) */
+	int nmem;
 	uint64_t step_ns;
-	uint64_t peak_alloc, peak_reserved;
-	uint64_t peak_by_cat[MEM_CAT_COUNT];
+	struct mem_peaks peaks;     /* the allocator's, over the run's steps */
 	uint64_t events;            /* events processed */
 };
 
 /*
- * Simulate the schedule. record_memory: keep the memory timeline (the
- * peaks are always computed). Fills *r; release it with sim_result_release.
+ * Simulate the schedule. Memory is the runtime's allocator (core/memory.h)
+ * driven in issue order at the launch thread's times. record_memory: keep
+ * the memory timeline (the peaks are always computed). Fills *r; release it with sim_result_release.
  */
 void engine_run(const struct schedule *s, int record_memory, struct sim_result *r);
 void sim_result_release(struct sim_result *r);

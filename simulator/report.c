@@ -3,74 +3,13 @@
  */
 #include "report.h"
 
+#include "summary.h"
+
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- summary -------------------------------------------------------------- */
-
-struct edge {
-	uint64_t t;
-	int8_t comm, compute; /* +1 at a start, -1 at an end */
-};
-
-static int edge_cmp(const void *a, const void *b)
-{
-	const struct edge *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	return 0;
-}
-
-static int is_comm(const struct schedule *s, const struct op *o)
-{
-	switch (o->kind) {
-	case OP_ALLGATHER: case OP_REDUCE_SCATTER: case OP_ALLREDUCE:
-		return collective_wire_bytes(o->kind, o->bytes,
-			o->group == GRP_SHARD ? s->shard_n : o->group == GRP_REPLICA ? s->replica_n : s->world) > 0;
-	case OP_H2D: case OP_D2H:
-		return o->bytes > 0;
-	default:
-		return 0;
-	}
-}
-
-static int group_n(const struct schedule *s, const struct op *o)
-{
-	return o->group == GRP_SHARD ? s->shard_n : o->group == GRP_REPLICA ? s->replica_n : s->world;
-}
-
-/* Time communication runs while the compute stream is idle. */
-static double exposed_comm_s(const struct schedule *s, const struct sim_result *r, double *compute_s)
-{
-	struct edge *e = malloc(sizeof(*e) * 2 * (s->nops + 1));
-	int n = 0, comm = 0, comp = 0;
-	uint64_t exposed = 0, busy = 0, prev = 0;
-
-	assert(e);
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		int c = is_comm(s, o), k = o->stream == ST_COMPUTE && o->kind != OP_FREE;
-		if ((!c && !k) || r->ops[i].end_ns == r->ops[i].start_ns)
-			continue;
-		e[n++] = (struct edge){ r->ops[i].start_ns, (int8_t)c, (int8_t)k };
-		e[n++] = (struct edge){ r->ops[i].end_ns, (int8_t)-c, (int8_t)-k };
-	}
-	qsort(e, n, sizeof(*e), edge_cmp);
-	for (int i = 0; i < n; i++) {
-		uint64_t dt = e[i].t - prev;
-		if (comm > 0 && comp == 0)
-			exposed += dt;
-		if (comp > 0)
-			busy += dt;
-		comm += e[i].comm;
-		comp += e[i].compute;
-		prev = e[i].t;
-	}
-	free(e);
-	*compute_s = busy * 1e-9;
-	return exposed * 1e-9;
-}
 
 /* The op group an op counts toward on the critical path. */
 static void group_name(const struct schedule *s, int op, char *buf, int len)
@@ -137,27 +76,7 @@ static void critical_path(const struct schedule *s, const struct sim_result *r, 
 
 void report_summarize(const struct schedule *s, const struct sim_result *r, struct summary *out)
 {
-	const struct experiment *e = s->exp;
-	double peak = 1e12 * (e->policy.precision == PREC_FP32 ? e->cluster.gpu.fp32_tflops
-								 : e->cluster.gpu.bf16_tflops);
-
-	memset(out, 0, sizeof(*out));
-	out->step_time_s = r->step_ns * 1e-9;
-	if (out->step_time_s > 0) {
-		out->tokens_per_s_per_gpu = s->tokens_per_step / out->step_time_s;
-		out->mfu = s->model_flops / out->step_time_s / peak;
-	}
-	out->exposed_comm_s = exposed_comm_s(s, r, &out->compute_s);
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		if (o->kind == OP_ALLGATHER || o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALLREDUCE)
-			out->comm_bytes_per_gpu += collective_wire_bytes(o->kind, o->bytes, group_n(s, o));
-	}
-	out->peak_alloc_bytes = r->peak_alloc;
-	out->peak_reserved_bytes = r->peak_reserved;
-	memcpy(out->peak_by_cat, r->peak_by_cat, sizeof(out->peak_by_cat));
-	out->gpu_bytes = (uint64_t)(e->cluster.gpu.hbm_gib * 1073741824.0);
-	out->fits = out->peak_reserved_bytes <= out->gpu_bytes;
+	summary_of_step(s, r->ops, r->step_ns, &r->peaks, out);
 	critical_path(s, r, out);
 }
 

@@ -1,10 +1,11 @@
 /*
- * comm.c - communicators for the schedule's groups, and the MPI check
- * (see comm.h).
+ * comm.c - communicators for the schedule's groups and streams, the MPI
+ * collectives of the CPU backend, and the MPI check (see comm.h).
  */
 #include "comm.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 
 void comm_check(int rc, const char *call, const char *file, int line)
@@ -23,38 +24,84 @@ void comm_check(int rc, const char *call, const char *file, int line)
 
 void comm_init(struct comm *c, const struct schedule *s)
 {
+	int used[GRP_COUNT][ST_COUNT] = { { 0 } };
+
 	mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
 	mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
 	assert(c->world == s->world && s->world % s->shard_n == 0);
 	/* failures inside collectives come back as return codes, for mpi_check */
 	mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 	c->shard_rank = c->rank % s->shard_n;
-	mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->rank / s->shard_n, c->rank, &c->shard));
-	mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->shard_rank, c->rank, &c->replica));
+	c->group[GRP_NONE] = MPI_COMM_NULL;
+	mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->rank / s->shard_n, c->rank, &c->group[GRP_SHARD]));
+	mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->shard_rank, c->rank, &c->group[GRP_REPLICA]));
+	mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &c->group[GRP_WORLD]));
+	/* every rank builds the same schedule, so every rank dups the same pairs in the same order */
+	for (int i = 0; i < s->nops; i++)
+		if (op_is_collective(s->ops[i].kind))
+			used[s->ops[i].group][s->ops[i].stream] = 1;
+	for (int g = 0; g < GRP_COUNT; g++)
+		for (int st = 0; st < ST_COUNT; st++) {
+			struct comm_handle *h = &c->handle[g][st];
+			h->comm = MPI_COMM_NULL;
+			if (!used[g][st])
+				continue;
+			mpi_check(MPI_Comm_dup(c->group[g], &h->comm));
+			mpi_check(MPI_Comm_size(h->comm, &h->size));
+			mpi_check(MPI_Comm_rank(h->comm, &h->rank));
+		}
 }
 
 void comm_release(struct comm *c)
 {
-	if (c->shard != MPI_COMM_NULL)
-		mpi_check(MPI_Comm_free(&c->shard));
-	if (c->replica != MPI_COMM_NULL)
-		mpi_check(MPI_Comm_free(&c->replica));
-}
-
-MPI_Comm comm_of(const struct comm *c, int group)
-{
-	switch (group) {
-	case GRP_SHARD: return c->shard;
-	case GRP_REPLICA: return c->replica;
-	case GRP_WORLD: return MPI_COMM_WORLD;
-	default: assert(!"collective without a group"); return MPI_COMM_NULL;
+	for (int g = 0; g < GRP_COUNT; g++) {
+		for (int st = 0; st < ST_COUNT; st++)
+			if (c->handle[g][st].comm != MPI_COMM_NULL)
+				mpi_check(MPI_Comm_free(&c->handle[g][st].comm));
+		if (c->group[g] != MPI_COMM_NULL)
+			mpi_check(MPI_Comm_free(&c->group[g]));
 	}
 }
 
-int comm_size_of(const struct comm *c, int group)
+struct comm_handle *comm_handle_of(struct comm *c, int group, int stream)
 {
-	int n = 1;
+	struct comm_handle *h;
 
-	mpi_check(MPI_Comm_size(comm_of(c, group), &n));
-	return n;
+	assert(group > GRP_NONE && group < GRP_COUNT && stream >= 0 && stream < ST_COUNT);
+	h = &c->handle[group][stream];
+	assert(h->comm != MPI_COMM_NULL && "a collective on a stream comm_init did not see");
+	return h;
+}
+
+static int mpi_count(size_t count)
+{
+	if (count > INT_MAX) {
+		fprintf(stderr, "gpu_run: a collective of %zu elements is more than MPI's int count\n", count);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	return (int)count;
+}
+
+static void scale(float *p, size_t n, float f)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] *= f;
+}
+
+void comm_all_gather(struct comm_handle *h, float *out, const float *in, size_t count)
+{
+	int n = mpi_count(count);
+	mpi_check(MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, h->comm));
+}
+
+void comm_reduce_scatter_mean(struct comm_handle *h, float *out, const float *in, size_t count)
+{
+	mpi_check(MPI_Reduce_scatter_block(in, out, mpi_count(count), MPI_FLOAT, MPI_SUM, h->comm));
+	scale(out, count, 1.0f / (float)h->size);
+}
+
+void comm_all_reduce_mean(struct comm_handle *h, float *buf, size_t count)
+{
+	mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(count), MPI_FLOAT, MPI_SUM, h->comm));
+	scale(buf, count, 1.0f / (float)h->size);
 }

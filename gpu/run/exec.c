@@ -1,36 +1,18 @@
 /*
- * exec.c - the CPU backend's executor of the step schedule (see exec.h).
+ * exec.c - the walker over the step schedule (see exec.h).
  *
- * Where things live:
- *   - a unit's parameter shard: its BUF_SHARD_PARAM buffer (persistent);
- *     with offload the fp32 master, the Adam moments and the gradient
- *     shard the host optimizer reads sit in "host" arrays of our own,
- *     outside the device memory the timeline tracks (on the CPU backend
- *     host and device are the same memory; the copies are still made);
- *   - full parameters: the unit's BUF_FULL_PARAM (flat layout, layout.h);
- *     ddp computes from its replicated shard, which is the full flat
- *     buffer since a ddp shard group is one rank;
- *   - gradients: BUF_FULL_GRAD (flat), BUF_RS_IN (packed), BUF_RS_OUT and
- *     BUF_SHARD_GRAD (shards);
- *   - activations: BUF_ACTS per segment (the embedding keeps its token
- *     ids; a block its ref_block_store's saved fields; the head its store),
- *     BUF_RECOMPUTED the transient fields refilled before a block's
- *     backward, BUF_TRANSIENT an op's scratch.
- * The runtime's own workspace, allocated once: the residual stream and
- * its gradient between segments (N, D) each, a staging buffer for the
- * pack/unpack around collectives (the reference kernels want each tensor
- * contiguous, the collectives the rank-major shards), and, when the
- * schedule prices no forward scratch for a checkpointed block, that
- * scratch.
- *
- * A buffer is backed by max(the schedule's bytes, what the fp32 kernels
- * need): the same for precision = fp32, more for bf16 policies, whose
- * tensors the CPU backend still holds in fp32. The timeline records the
- * bytes actually held.
+ * Every op finds its memory through its operands: the schedule names the
+ * buffers it reads and writes, with their kinds (the gathered parameters,
+ * the saved activations, the gradient being reduced, ...), and the walker
+ * maps buffer ids to memory: a device buffer's place in the allocator's
+ * segments, a host buffer's host memory, an alias's target. A segment's
+ * parameters and gradients sit at its offset in its unit's flat buffer
+ * (layout.h).
  */
 #include "exec.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +23,7 @@
 #include "layout.h"
 #include "ref.h"
 #include "ref_init.h"
+#include "xalloc.h"
 
 #define ADAM_BETA1 0.9f
 #define ADAM_BETA2 0.95f
@@ -50,284 +33,154 @@
 struct exec {
 	const struct schedule *s;
 	const struct experiment *e;
-	const struct comm *c;
+	struct comm *c;
+	struct backend *be;
 	struct layout *lay;
-	int M, B, T, N, D, V;
-	int ddp;
-	int offload;              /* enum offload */
-	int chunk;                /* rows per logits chunk under LOSS_CHUNKED */
-	/* the schedule's buffers */
-	float **mem;              /* nbufs: memory of a live buffer, NULL otherwise */
-	uint64_t *held;           /* nbufs: bytes behind it */
-	int *live_unit[BUF_KIND_COUNT]; /* live buffer of a kind per unit, -1 */
-	int *live_seg[BUF_KIND_COUNT];  /* live buffer of a kind per segment, -1 */
-	/* persistent per unit */
-	float **shard;            /* device shard (BUF_SHARD_PARAM), NULL under offload = params */
-	float **adam_m, **adam_v; /* moments: in BUF_OPTIM_STATE, or host arrays under offload */
-	float **host_master;      /* offload: the fp32 master shard on the host */
-	float **host_grad;        /* offload: the gradient shard copied to the host */
-	/* workspace */
-	float *carry;             /* (N, D) residual stream between segments */
-	float *dres;              /* (N, D) its gradient */
-	float *stage;             /* the largest packed unit: pack/unpack staging */
-	size_t stage_floats;
-	float *fwd_scratch;       /* checkpointed block forward without a priced scratch, or NULL */
-	uint64_t ws_bytes;
-	/* data and activations of the step */
-	int *tokens, *targets;    /* (M, N) each */
-	struct ref_block_store *stores; /* per segment */
-	struct ref_head_store head;
-	double loss_sum;
-	int step;
-	struct memtrack mt;
+	struct memory *mem;
+	void **host;                /* per buffer: the memory of a host buffer, NULL otherwise */
+	int *master;                /* per unit: the buffer holding its master shard */
+	int *tokens, *targets;      /* (N) each: one microbatch's data, staged for set_batch */
+	struct optim_tensor *ot;    /* one per unit: an optimizer op's tensors */
+	int N;
 };
+
+static const struct backend_ops *ops_of(const struct exec *x)
+{
+	return x->be->ops;
+}
 
 /* ---- memory ----------------------------------------------------------------- */
 
-static void *xcalloc(size_t n, size_t size, const char *what)
+static void *reserve(void *ctx, uint64_t bytes)
 {
-	void *p = calloc(n ? n : 1, size);
+	struct backend *b = ctx;
+	return b->ops->dev_alloc(b, bytes);
+}
 
-	if (!p) {
-		fprintf(stderr, "gpu_run: out of memory allocating %zu bytes for %s\n", n * size, what);
-		MPI_Abort(MPI_COMM_WORLD, 1);
-	}
+/* The memory of buffer id: host memory, or its place in the device segments. */
+static void *ptr_of(const struct exec *x, int id)
+{
+	const struct schedule *s = x->s;
+	void *p;
+
+	while (s->bufs[id].alias_of >= 0)
+		id = s->bufs[id].alias_of;
+	p = s->bufs[id].host ? x->host[id] : memory_ptr(x->mem, id);
+	assert(p && "an operand with no memory: the buffer is not live");
 	return p;
 }
 
-static int transient_phase(const struct exec *x, const struct buffer *b)
+/* The memory of op i's operand of kind k with a role in `role`, or NULL when it has none. */
+static void *opd_ptr(const struct exec *x, int i, enum buf_kind k, int role)
 {
-	assert(b->alloc_op >= 0);
-	return x->s->ops[b->alloc_op].kind;
+	int b = op_operand(x->s, i, k, role);
+	return b >= 0 ? ptr_of(x, b) : NULL;
 }
 
-/* Floats the fp32 kernels need in buffer b. */
-static size_t need_floats(const struct exec *x, const struct buffer *b)
+/* The first of two kinds op i has as an operand, as a buffer id; -1 when neither. */
+static int opd_either(const struct exec *x, int i, enum buf_kind k1, enum buf_kind k2, int role)
 {
-	const struct model_shape *m = &x->e->model;
-	const struct unit_layout *ul = b->unit >= 0 ? &x->lay->units[b->unit] : NULL;
-	const struct policy *p = &x->e->policy;
-	enum segment_kind sk = b->seg >= 0 ? x->s->segs[b->seg].kind : SEG_KIND_COUNT;
-	size_t N = (size_t)x->N, packed = ul ? ul->shard_floats * (size_t)x->s->shard_n : 0;
-
-	switch (b->kind) {
-	case BUF_SHARD_PARAM:
-	case BUF_RS_OUT:
-	case BUF_SHARD_GRAD:
-	case BUF_HOST_STAGE:
-		return ul->shard_floats;
-	case BUF_OPTIM_STATE:
-		return 2 * ul->shard_floats;
-	case BUF_FULL_PARAM:
-	case BUF_FULL_GRAD:
-		return ul->full_floats;
-	case BUF_GATHER_OUT:
-	case BUF_RS_IN:
-		return packed;
-	case BUF_ACTS:
-		if (sk == SEG_EMBED)
-			return N; /* token ids, int32 */
-		if (sk == SEG_BLOCK)
-			return ref_block_saved_floats(m, x->B, p->ac);
-		return p->loss == LOSS_FULL ? ref_head_store_floats(m, x->B, LOSS_FULL, 0)
-					    : 2 * N * (size_t)x->D + 2 * N; /* the store without its logits chunk */
-	case BUF_RECOMPUTED:
-		return ref_block_transient_floats(m, x->B, p->ac);
-	case BUF_TRANSIENT:
-		if (sk == SEG_BLOCK)
-			return transient_phase(x, b) == OP_FORWARD
-				       ? (p->ac == AC_NONE ? 0 : ref_block_transient_floats(m, x->B, p->ac))
-				       : ref_block_scratch_floats(m, x->B);
-		if (sk == SEG_HEAD && p->loss == LOSS_CHUNKED)
-			return (size_t)x->chunk * (size_t)x->V; /* the logits chunk */
-		return 0;
-	default:
-		assert(!"bad buffer kind");
-		return 0;
-	}
+	int b = op_operand(x->s, i, k1, role);
+	return b >= 0 ? b : op_operand(x->s, i, k2, role);
 }
 
-static void buf_alloc(struct exec *x, int id)
+static size_t elems_of(const struct buffer *b)
 {
-	const struct buffer *b = &x->s->bufs[id];
-	uint64_t need = (uint64_t)need_floats(x, b) * sizeof(float);
-	uint64_t bytes = b->bytes > need ? b->bytes : need;
-	char what[64];
-
-	assert(!x->mem[id]);
-	snprintf(what, sizeof(what), "a %s buffer", buf_kind_name(b->kind));
-	x->mem[id] = xcalloc((size_t)(bytes + sizeof(float) - 1) / sizeof(float), sizeof(float), what);
-	x->held[id] = bytes;
-	memtrack_alloc(&x->mt, b->cat, bytes);
-	if (b->unit >= 0) {
-		assert(x->live_unit[b->kind][b->unit] < 0); /* one live buffer of a kind per unit */
-		if (b->seg < 0)
-			x->live_unit[b->kind][b->unit] = id;
-	}
-	if (b->seg >= 0) {
-		assert(x->live_seg[b->kind][b->seg] < 0);
-		x->live_seg[b->kind][b->seg] = id;
-	}
+	return (size_t)(b->bytes / (uint64_t)elem_bytes(b->elem));
 }
 
-static void buf_release(struct exec *x, int id)
+static void *at(void *base, size_t elems, enum elem e)
 {
-	const struct buffer *b = &x->s->bufs[id];
-
-	assert(x->mem[id]);
-	free(x->mem[id]);
-	x->mem[id] = NULL;
-	memtrack_free(&x->mt, b->cat, x->held[id]);
-	x->held[id] = 0;
-	if (b->seg >= 0)
-		x->live_seg[b->kind][b->seg] = -1;
-	else if (b->unit >= 0)
-		x->live_unit[b->kind][b->unit] = -1;
+	return base ? (char *)base + elems * (size_t)elem_bytes(e) : NULL;
 }
 
-/* The live buffer of a kind for a unit (seg < 0) or a segment; NULL when none. */
-static float *live(const struct exec *x, enum buf_kind k, int unit, int seg)
-{
-	int id = seg >= 0 ? x->live_seg[k][seg] : x->live_unit[k][unit];
-	return id >= 0 ? x->mem[id] : NULL;
-}
+/* ---- setup -------------------------------------------------------------------- */
 
-static float *must_live(const struct exec *x, enum buf_kind k, int unit, int seg, int op)
-{
-	float *p = live(x, k, unit, seg);
-	if (!p) {
-		char lab[64];
-		fprintf(stderr, "gpu_run: op %d (%s) needs a live %s buffer and has none\n", op,
-			op_label(x->s, op, lab, sizeof(lab)), buf_kind_name(k));
-		abort(); /* a schedule bug */
-	}
-	return p;
-}
-
-/* ---- setup ------------------------------------------------------------------- */
-
-/* The full model from run.seed, identically on every rank; returns ref_model_floats floats. */
+/* The full model from run.seed, identically on every rank (model_total_params floats). */
 static float *model_init(const struct experiment *e)
 {
 	const struct model_shape *m = &e->model;
-	float *params = xcalloc(ref_model_floats(m), sizeof(float), "the initial model");
+	float *params = xcalloc(ref_model_floats(m), sizeof(float));
 	struct ref_model model;
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 
-	assert(r);
-	gsl_rng_set(r, e->run.seed);
-	if (ref_model_init(&model, m, params, NULL) != 0) {
-		fprintf(stderr, "gpu_run: out of memory for the model's pointers\n");
-		MPI_Abort(MPI_COMM_WORLD, 1);
+	if (!r || ref_model_init(&model, m, params, NULL) != 0) {
+		fprintf(stderr, "gpu_run: out of memory initialising the model\n");
+		exit(1);
 	}
+	gsl_rng_set(r, e->run.seed);
 	ref_init_params(&model, INIT_GAIN, r);
 	ref_model_release(&model);
 	gsl_rng_free(r);
 	return params;
 }
 
-/* Workspace: residual stream, its gradient, staging, checkpointed forward scratch. */
-static void workspace_init(struct exec *x)
+/* Initial contents of the persistent buffers: this rank's shards of the model, zero state. */
+static void fill_persistent(struct exec *x)
 {
-	const struct model_shape *m = &x->e->model;
-	const struct policy *p = &x->e->policy;
-	size_t nd = (size_t)x->N * x->D;
-	size_t scratch = p->ac == AC_NONE ? 0 : ref_block_transient_floats(m, x->B, p->ac);
+	const struct schedule *s = x->s;
+	float *model = model_init(x->e), *shard = NULL;
+	size_t most = 0;
 
-	x->stage_floats = 0;
-	for (int u = 0; u < x->lay->nunits; u++) {
-		size_t packed = x->lay->units[u].shard_floats * (size_t)x->s->shard_n;
-		if (packed > x->stage_floats)
-			x->stage_floats = packed;
-	}
-	/* a block whose forward the schedule gives no scratch of that size uses ours */
-	if (scratch && model_segment_transient_bytes(m, x->B, SEG_BLOCK, PH_FWD, p->ac, p->loss,
-						     precision_param_bytes(p->precision)) >=
-			       scratch * sizeof(float))
-		scratch = 0;
-	x->carry = xcalloc(nd, sizeof(float), "the residual stream");
-	x->dres = xcalloc(nd, sizeof(float), "the residual gradient");
-	x->stage = xcalloc(x->stage_floats, sizeof(float), "the staging buffer");
-	x->fwd_scratch = scratch ? xcalloc(scratch, sizeof(float), "the forward scratch") : NULL;
-	x->ws_bytes = (2 * nd + x->stage_floats + scratch) * sizeof(float);
-	memtrack_alloc(&x->mt, MEM_TRANSIENT, x->ws_bytes);
-}
-
-struct exec *exec_new(const struct schedule *s, const struct comm *c)
-{
-	const struct experiment *e = s->exp;
-	const struct model_shape *m = &e->model;
-	struct exec *x = xcalloc(1, sizeof(*x), "the executor");
-	float *model;
-
-	x->s = s;
-	x->e = e;
-	x->c = c;
-	x->lay = layout_new(s);
-	x->M = e->policy.microbatches;
-	x->B = e->run.batch;
-	x->T = m->seq;
-	x->N = x->B * x->T;
-	x->D = m->hidden;
-	x->V = m->vocab;
-	x->ddp = e->policy.sharding == SHARD_DDP;
-	x->offload = e->policy.offload;
-	/* the chunk the schedule prices: its forward scratch is one chunk of fp32 logits */
-	x->chunk = (int)(model_segment_transient_bytes(m, x->B, SEG_HEAD, PH_FWD, AC_NONE, LOSS_CHUNKED, 4) /
-			 (4 * (uint64_t)x->V));
-	if (x->chunk > x->N || x->chunk < 1)
-		x->chunk = x->N;
-	memtrack_init(&x->mt);
-	x->mem = xcalloc((size_t)s->nbufs, sizeof(*x->mem), "the buffer map");
-	x->held = xcalloc((size_t)s->nbufs, sizeof(*x->held), "the buffer map");
-	for (int k = 0; k < BUF_KIND_COUNT; k++) {
-		x->live_unit[k] = xcalloc((size_t)s->nunits, sizeof(int), "the buffer map");
-		x->live_seg[k] = xcalloc((size_t)s->nsegs, sizeof(int), "the buffer map");
-		for (int u = 0; u < s->nunits; u++)
-			x->live_unit[k][u] = -1;
-		for (int g = 0; g < s->nsegs; g++)
-			x->live_seg[k][g] = -1;
-	}
-	x->shard = xcalloc((size_t)s->nunits, sizeof(float *), "the shard table");
-	x->adam_m = xcalloc((size_t)s->nunits, sizeof(float *), "the shard table");
-	x->adam_v = xcalloc((size_t)s->nunits, sizeof(float *), "the shard table");
-	x->host_master = xcalloc((size_t)s->nunits, sizeof(float *), "the shard table");
-	x->host_grad = xcalloc((size_t)s->nunits, sizeof(float *), "the shard table");
-	x->tokens = xcalloc((size_t)x->M * x->N, sizeof(int), "the tokens");
-	x->targets = xcalloc((size_t)x->M * x->N, sizeof(int), "the targets");
-	x->stores = xcalloc((size_t)s->nsegs, sizeof(*x->stores), "the block stores");
-	workspace_init(x);
-
-	/* the persistent buffers: parameter shards and Adam moments */
+	for (int i = 0; i < s->nbufs; i++)
+		if (s->bufs[i].alloc_op < 0 && s->bufs[i].alias_of < 0 && s->bufs[i].bytes > most)
+			most = s->bufs[i].bytes;
+	shard = xcalloc(most / sizeof(float) + 1, sizeof(float));
 	for (int i = 0; i < s->nbufs; i++) {
 		const struct buffer *b = &s->bufs[i];
-		if (b->alloc_op >= 0)
+		if (b->alloc_op >= 0 || b->alias_of >= 0)
 			continue;
-		assert(b->kind == BUF_SHARD_PARAM || b->kind == BUF_OPTIM_STATE);
-		buf_alloc(x, i);
-		if (b->kind == BUF_SHARD_PARAM) {
-			x->shard[b->unit] = x->mem[i];
-		} else {
-			x->adam_m[b->unit] = x->mem[i];
-			x->adam_v[b->unit] = x->mem[i] + x->lay->units[b->unit].shard_floats;
-		}
+		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER)
+			layout_shard_from_model(&x->lay->units[b->unit], shard, model, x->c->shard_rank);
+		else
+			memset(shard, 0, b->bytes); /* optimizer state, host gradients */
+		if (b->host)
+			memcpy(x->host[i], shard, b->bytes);
+		else
+			ops_of(x)->upload(x->be, ptr_of(x, i), shard, b->bytes);
 	}
-	model = model_init(e);
-	for (int u = 0; u < s->nunits; u++) {
-		const struct unit_layout *ul = &x->lay->units[u];
-		if (x->offload != OFF_NONE) {
-			x->host_master[u] = xcalloc(ul->shard_floats, sizeof(float), "a host master shard");
-			x->host_grad[u] = xcalloc(ul->shard_floats, sizeof(float), "a host gradient shard");
-			x->adam_m[u] = xcalloc(ul->shard_floats, sizeof(float), "host Adam moments");
-			x->adam_v[u] = xcalloc(ul->shard_floats, sizeof(float), "host Adam moments");
-			layout_shard_from_model(ul, x->host_master[u], model, c->shard_rank);
-		}
-		if (x->shard[u])
-			layout_shard_from_model(ul, x->shard[u], model, c->shard_rank);
-		assert(x->shard[u] || x->offload == OFF_PARAMS);
-		assert(x->adam_m[u]);
-	}
+	free(shard);
 	free(model);
+}
+
+struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, char *err, int errlen)
+{
+	struct exec *x = xcalloc(1, sizeof(*x));
+
+	x->s = s;
+	x->e = s->exp;
+	x->c = c;
+	x->be = b;
+	x->N = s->batch * x->e->model.seq;
+	x->lay = layout_new(s);
+	x->mem = memory_new(s, 1, reserve, b);
+	x->host = xcalloc((size_t)s->nbufs, sizeof(void *));
+	x->master = xmalloc(sizeof(int) * (size_t)s->nunits);
+	x->tokens = xcalloc((size_t)x->N, sizeof(int));
+	x->targets = xcalloc((size_t)x->N, sizeof(int));
+	x->ot = xcalloc((size_t)s->nunits, sizeof(*x->ot));
+	if (memory_persistent(x->mem) != 0) {
+		snprintf(err, errlen, "the device has too little memory for the parameter shards and optimizer state");
+		exec_free(x);
+		return NULL;
+	}
+	for (int u = 0; u < s->nunits; u++)
+		x->master[u] = -1;
+	for (int i = 0; i < s->nbufs; i++) {
+		const struct buffer *bf = &s->bufs[i];
+		if (bf->host) {
+			x->host[i] = ops_of(x)->host_alloc(b, bf->bytes);
+			if (!x->host[i]) {
+				snprintf(err, errlen, "out of host memory for a %s buffer", buf_kind_name(bf->kind));
+				exec_free(x);
+				return NULL;
+			}
+		}
+		/* the master copy: on the host under offload, else the device shard */
+		if (bf->kind == BUF_HOST_MASTER || (bf->kind == BUF_SHARD_PARAM && x->master[bf->unit] < 0))
+			x->master[bf->unit] = i;
+	}
+	fill_persistent(x);
 	return x;
 }
 
@@ -336,394 +189,281 @@ void exec_free(struct exec *x)
 	if (!x)
 		return;
 	for (int i = 0; i < x->s->nbufs; i++)
-		free(x->mem[i]);
-	for (int u = 0; u < x->s->nunits; u++) {
-		free(x->host_master[u]);
-		free(x->host_grad[u]);
-		if (x->offload != OFF_NONE) {
-			free(x->adam_m[u]);
-			free(x->adam_v[u]);
-		}
-	}
-	for (int k = 0; k < BUF_KIND_COUNT; k++) {
-		free(x->live_unit[k]);
-		free(x->live_seg[k]);
-	}
-	free(x->mem);
-	free(x->held);
-	free(x->shard);
-	free(x->adam_m);
-	free(x->adam_v);
-	free(x->host_master);
-	free(x->host_grad);
+		if (x->host[i])
+			ops_of(x)->host_free(x->be, x->host[i]);
+	if (x->mem)
+		for (int i = 0; i < alloc_segments(x->mem->a); i++)
+			ops_of(x)->dev_free(x->be, alloc_segment_ptr(x->mem->a, i));
+	memory_free(x->mem);
+	layout_free(x->lay);
+	free(x->host);
+	free(x->master);
 	free(x->tokens);
 	free(x->targets);
-	free(x->stores);
-	free(x->carry);
-	free(x->dres);
-	free(x->stage);
-	free(x->fwd_scratch);
-	memtrack_release(&x->mt);
-	layout_free(x->lay);
+	free(x->ot);
 	free(x);
 }
 
-const struct memtrack *exec_memtrack(const struct exec *x)
+const struct memory *exec_memory(const struct exec *x)
 {
-	return &x->mt;
+	return x->mem;
 }
 
-uint64_t exec_workspace_bytes(const struct exec *x)
-{
-	return x->ws_bytes;
-}
+/* ---- ops ------------------------------------------------------------------------- */
 
-/* ---- ops ------------------------------------------------------------------------ */
-
-/* The full parameters unit u computes with (flat layout). */
-static const float *unit_params(const struct exec *x, int u, int op)
+/* A compute op's arguments: its segment's slice of the unit's parameters and gradient, its activations. */
+static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 {
-	if (x->ddp)
-		return x->shard[u]; /* replicated: a ddp "shard" is the whole flat unit */
-	return must_live(x, BUF_FULL_PARAM, u, -1, op);
-}
-
-static void scale(float *p, size_t n, float f)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] *= f;
-}
-
-static void add(float *dst, const float *src, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		dst[i] += src[i];
-}
-
-static void op_forward(struct exec *x, const struct op *o, int op)
-{
-	const struct model_shape *m = &x->e->model;
-	const struct policy *p = &x->e->policy;
+	const struct schedule *s = x->s;
+	const struct op *o = &s->ops[i];
 	const struct seg_params *sp = &x->lay->segs[o->seg];
-	const float *params = unit_params(x, o->unit, op);
-	float *acts = must_live(x, BUF_ACTS, -1, o->seg, op);
-	float *scratch = live(x, BUF_TRANSIENT, -1, o->seg);
-	const int *tokens = x->tokens + (size_t)o->micro * x->N;
-	const int *targets = x->targets + (size_t)o->micro * x->N;
-	size_t nd = (size_t)x->N * x->D;
+	int pb = op_operand(s, i, BUF_FULL_PARAM, OPD_IN), gb = op_operand(s, i, BUF_FULL_GRAD, OPD_OUT);
+	void *params = ptr_of(x, pb), *grads = gb >= 0 ? ptr_of(x, gb) : NULL;
+	enum elem pe = s->bufs[pb].elem, ge = gb >= 0 ? s->bufs[gb].elem : pe;
 
-	switch (o->seg_kind) {
-	case SEG_EMBED:
-		memcpy(acts, tokens, sizeof(int) * (size_t)x->N); /* backward reads its ids from here */
-		ref_embedding_forward(x->carry, tokens, params + sp->off, x->N, x->D);
-		break;
-	case SEG_BLOCK: {
-		struct ref_block_store *st = &x->stores[o->seg];
-		float *tr = p->ac == AC_NONE ? NULL : scratch ? scratch : x->fwd_scratch;
-		ref_block_store_init(st, acts, tr, m, x->B, p->ac);
-		memcpy(st->x, x->carry, sizeof(float) * nd);
-		ref_block_forward(x->carry, st, params + sp->off, m, x->B);
-		break;
+	memset(a, 0, sizeof(*a));
+	a->seg = o->seg;
+	a->micro = o->micro;
+	a->params = at(params, sp->off, pe);
+	a->out_params = at(params, sp->out_off, pe);
+	a->grads = at(grads, sp->off, ge);
+	a->out_grads = at(grads, sp->out_off, ge);
+	a->saved = opd_ptr(x, i, BUF_ACTS, OPD_INOUT);
+	if (!a->saved)
+		a->saved = opd_ptr(x, i, BUF_TOKENS, OPD_INOUT);
+	a->recomputed = opd_ptr(x, i, BUF_RECOMPUTED, OPD_INOUT);
+	a->scratch = opd_ptr(x, i, BUF_TRANSIENT, OPD_INOUT);
+	a->resid = opd_ptr(x, i, o->kind == OP_FORWARD ? BUF_RESIDUAL : BUF_RESIDUAL_GRAD, OPD_INOUT);
+}
+
+/* The tensors of an optimizer op: per unit, its parameters, gradient and moments. */
+static int optim_tensors(struct exec *x, int i)
+{
+	const struct schedule *s = x->s;
+	const struct op *o = &s->ops[i];
+	int n = 0;
+
+	for (int k = 0; k < o->nopd; k++) {
+		int p = (int)s->opds[o->opd_first + k].buf, u = s->bufs[p].unit, g = -1, st = -1;
+		if (s->bufs[p].kind != BUF_SHARD_PARAM && s->bufs[p].kind != BUF_HOST_MASTER)
+			continue;
+		for (int j = 0; j < o->nopd; j++) {
+			int b = (int)s->opds[o->opd_first + j].buf;
+			enum buf_kind bk = s->bufs[b].kind;
+			if (s->bufs[b].unit != u)
+				continue;
+			if (bk == BUF_SHARD_GRAD || bk == BUF_FULL_GRAD || bk == BUF_HOST_GRAD)
+				g = b;
+			else if (bk == BUF_OPTIM_STATE || bk == BUF_HOST_OPTIM_STATE)
+				st = b;
+		}
+		assert(g >= 0 && st >= 0);
+		x->ot[n++] = (struct optim_tensor){
+			.p = ptr_of(x, p), .g = ptr_of(x, g), .moments = ptr_of(x, st), .n = elems_of(&s->bufs[p]),
+			.p_elem = s->bufs[p].elem, .g_elem = s->bufs[g].elem, .state_elem = s->bufs[st].elem,
+		};
 	}
-	case SEG_HEAD:
-		ref_head_store_init(&x->head, acts, m, x->B, p->loss, x->chunk);
-		if (p->loss == LOSS_CHUNKED)
-			x->head.logits = must_live(x, BUF_TRANSIENT, -1, o->seg, op);
-		memcpy(x->head.x, x->carry, sizeof(float) * nd);
-		x->loss_sum += ref_head_forward(&x->head, params + sp->off, params + sp->out_off, targets,
-						m, x->B);
-		break;
-	default:
-		assert(!"bad segment kind");
-	}
+	return n;
 }
 
-static void op_recompute(struct exec *x, const struct op *o, int op)
+static void launch_optimizer(struct exec *x, int i, int step)
 {
-	const struct model_shape *m = &x->e->model;
-	struct ref_block_store *st = &x->stores[o->seg];
-
-	assert(o->seg_kind == SEG_BLOCK);
-	/* the same saved memory, so the same field layout; transient now in the recomputed buffer */
-	ref_block_store_init(st, must_live(x, BUF_ACTS, -1, o->seg, op),
-			     must_live(x, BUF_RECOMPUTED, -1, o->seg, op), m, x->B, x->e->policy.ac);
-	ref_block_recompute(st, unit_params(x, o->unit, op) + x->lay->segs[o->seg].off, m, x->B);
-}
-
-static void op_backward(struct exec *x, const struct op *o, int op)
-{
-	const struct model_shape *m = &x->e->model;
-	const struct seg_params *sp = &x->lay->segs[o->seg];
-	const float *params = unit_params(x, o->unit, op);
-	float *grad = must_live(x, BUF_FULL_GRAD, o->unit, -1, op);
-	const int *targets = x->targets + (size_t)o->micro * x->N;
-
-	switch (o->seg_kind) {
-	case SEG_EMBED:
-		ref_embedding_backward(grad + sp->off, x->dres, (const int *)must_live(x, BUF_ACTS, -1, o->seg, op),
-				       x->N, x->D);
-		break;
-	case SEG_BLOCK:
-		ref_block_backward(x->dres, grad + sp->off, x->dres, &x->stores[o->seg], params + sp->off,
-				   must_live(x, BUF_TRANSIENT, -1, o->seg, op), m, x->B);
-		break;
-	case SEG_HEAD:
-		if (x->e->policy.loss == LOSS_CHUNKED)
-			x->head.logits = must_live(x, BUF_TRANSIENT, -1, o->seg, op);
-		ref_head_backward(x->dres, grad + sp->off, grad + sp->out_off, &x->head, params + sp->off,
-				  params + sp->out_off, targets, m, x->B);
-		break;
-	default:
-		assert(!"bad segment kind");
-	}
-}
-
-static void op_allgather(struct exec *x, const struct op *o, int op)
-{
-	const struct unit_layout *ul = &x->lay->units[o->unit];
-	const float *src = live(x, BUF_HOST_STAGE, o->unit, -1);
-	float *packed = live(x, BUF_GATHER_OUT, o->unit, -1);
-	int n = comm_size_of(x->c, o->group);
-
-	if (!src)
-		src = x->shard[o->unit];
-	assert(src && n == x->s->shard_n);
-	if (packed) { /* copy-out runtime: the flat comm buffer stays packed until COPY_OUT */
-		mpi_check(MPI_Allgather(src, (int)ul->shard_floats, MPI_FLOAT, packed, (int)ul->shard_floats,
-					MPI_FLOAT, comm_of(x->c, o->group)));
-		return;
-	}
-	mpi_check(MPI_Allgather(src, (int)ul->shard_floats, MPI_FLOAT, x->stage, (int)ul->shard_floats,
-				MPI_FLOAT, comm_of(x->c, o->group)));
-	layout_unpack(ul, must_live(x, BUF_FULL_PARAM, o->unit, -1, op), x->stage, n);
-}
-
-static void op_reduce_scatter(struct exec *x, const struct op *o, int op)
-{
-	const struct unit_layout *ul = &x->lay->units[o->unit];
-	const float *in = live(x, BUF_RS_IN, o->unit, -1);
-	float *out = NULL;
-	int n = comm_size_of(x->c, o->group);
-
-	/* the buffer this op allocates: the accumulated shard, or this microbatch's */
-	for (int a = 0; a < o->nalloc; a++) {
-		int id = x->s->bufrefs[o->buf_first + a];
-		if (x->s->bufs[id].kind == BUF_SHARD_GRAD || x->s->bufs[id].kind == BUF_RS_OUT)
-			out = x->mem[id];
-	}
-	assert(out);
-	if (!in) {
-		layout_pack(ul, x->stage, must_live(x, BUF_FULL_GRAD, o->unit, -1, op), n);
-		in = x->stage;
-	}
-	mpi_check(MPI_Reduce_scatter_block(in, out, (int)ul->shard_floats, MPI_FLOAT, MPI_SUM,
-					   comm_of(x->c, o->group)));
-	scale(out, ul->shard_floats, 1.0f / (float)n);
-}
-
-static void op_allreduce(struct exec *x, const struct op *o, int op)
-{
-	const struct unit_layout *ul = &x->lay->units[o->unit];
-	int n = comm_size_of(x->c, o->group);
-	float *g;
-
-	if (o->group == GRP_WORLD) /* ddp: the full gradient, in place */
-		g = must_live(x, BUF_FULL_GRAD, o->unit, -1, op);
-	else /* hsdp: this microbatch's reduced shard, or the accumulated one (deferred) */
-		g = live(x, BUF_RS_OUT, o->unit, -1) ? live(x, BUF_RS_OUT, o->unit, -1)
-						     : must_live(x, BUF_SHARD_GRAD, o->unit, -1, op);
-	mpi_check(MPI_Allreduce(MPI_IN_PLACE, g, (int)ul->shard_floats, MPI_FLOAT, MPI_SUM,
-				comm_of(x->c, o->group)));
-	scale(g, ul->shard_floats, 1.0f / (float)n);
-}
-
-/* The gradient the optimizer of unit u reads on the device: ddp's full one, else the shard. */
-static float *unit_grad(const struct exec *x, int u, int op)
-{
-	return must_live(x, x->ddp ? BUF_FULL_GRAD : BUF_SHARD_GRAD, u, -1, op);
-}
-
-static void adamw_unit(struct exec *x, float *p, float *g, int u)
-{
-	const struct ref_adamw_hparams hp = {
+	struct optim_args a = {
+		.t = x->ot,
+		.count = optim_tensors(x, i),
 		.lr = (float)x->e->run.lr,
 		.beta1 = ADAM_BETA1,
 		.beta2 = ADAM_BETA2,
 		.eps = ADAM_EPS,
 		.weight_decay = (float)x->e->run.weight_decay,
+		.step = step,
+		.grad_scale = 1.0f / (float)x->s->microbatches,
 	};
-	size_t n = x->lay->units[u].shard_floats;
-
-	scale(g, n, 1.0f / (float)x->M); /* the sum over microbatches becomes their mean */
-	ref_adamw(p, g, x->adam_m[u], x->adam_v[u], n, &hp, x->step);
+	ops_of(x)->optimizer(x->be, x->s->ops[i].stream, &a);
 }
 
-static void op_optim(struct exec *x, const struct op *o, int op)
-{
-	for (int u = 0; u < x->s->nunits; u++)
-		if (o->unit < 0 || o->unit == u)
-			adamw_unit(x, x->shard[u], unit_grad(x, u, op), u);
-}
-
-static void op_cpu_optim(struct exec *x, const struct op *o)
-{
-	for (int u = 0; u < x->s->nunits; u++)
-		if (o->unit < 0 || o->unit == u)
-			adamw_unit(x, x->host_master[u], x->host_grad[u], u);
-}
-
-static void op_h2d(struct exec *x, const struct op *o)
-{
-	float *stage = live(x, BUF_HOST_STAGE, o->unit, -1);
-
-	if (o->unit >= 0 && stage) { /* offload = params: stage the shard for its all-gather */
-		memcpy(stage, x->host_master[o->unit], sizeof(float) * x->lay->units[o->unit].shard_floats);
-		return;
-	}
-	/* offload = optim: the updated master back to the device shard */
-	for (int u = 0; u < x->s->nunits; u++)
-		if (o->unit < 0 || o->unit == u)
-			memcpy(x->shard[u], x->host_master[u], sizeof(float) * x->lay->units[u].shard_floats);
-}
-
-static void op_accum(struct exec *x, const struct op *o, int op)
-{
-	/* the reduced shard of this microbatch (which the op frees) into the accumulated one */
-	for (int f = 0; f < o->nfree; f++) {
-		int id = x->s->bufrefs[o->buf_first + o->nalloc + f];
-		if (x->s->bufs[id].kind == BUF_RS_OUT) {
-			add(must_live(x, BUF_SHARD_GRAD, o->unit, -1, op), x->mem[id],
-			    x->lay->units[o->unit].shard_floats);
-			return;
-		}
-	}
-	/*
-	 * An accumulation into an unsharded gradient kept from an earlier
-	 * microbatch: the reference backward already added into it (+=), as
-	 * autograd does; nothing is left to do.
-	 */
-	assert(o->nalloc == 0 && o->nfree == 0);
-}
-
-static void exec_op(struct exec *x, int i)
+/* Host-device copies: every output operand from the input operand of the same unit. */
+static void launch_copies(struct exec *x, int i)
 {
 	const struct schedule *s = x->s;
 	const struct op *o = &s->ops[i];
 
+	for (int k = 0; k < o->nopd; k++) {
+		const struct operand *out = &s->opds[o->opd_first + k];
+		const struct buffer *ob = &s->bufs[out->buf];
+		if (out->role != OPD_OUT)
+			continue;
+		for (int j = 0; j < o->nopd; j++) {
+			const struct operand *in = &s->opds[o->opd_first + j];
+			const struct buffer *ib = &s->bufs[in->buf];
+			if (in->role == OPD_IN && ib->unit == ob->unit) {
+				ops_of(x)->copy(x->be, o->stream, ptr_of(x, (int)out->buf), ob->elem,
+						ptr_of(x, (int)in->buf), ib->elem, elems_of(ob));
+				break;
+			}
+		}
+	}
+}
+
+static void launch_op(struct exec *x, int i, int step)
+{
+	const struct schedule *s = x->s;
+	const struct op *o = &s->ops[i];
+	const struct backend_ops *b = ops_of(x);
+	int st = o->stream, in, out;
+	struct seg_args a;
+
 	switch (o->kind) {
 	case OP_ALLGATHER:
-		op_allgather(x, o, i);
+		in = opd_either(x, i, BUF_SHARD_PARAM, BUF_HOST_STAGE, OPD_IN);
+		out = opd_either(x, i, BUF_FULL_PARAM, BUF_GATHER_OUT, OPD_OUT);
+		b->all_gather(x->be, st, comm_handle_of(x->c, o->group, st), ptr_of(x, out), ptr_of(x, in),
+			      s->units[o->unit].shard_elems, s->bufs[out].elem);
 		break;
 	case OP_COPY_OUT:
-		layout_unpack(&x->lay->units[o->unit], must_live(x, BUF_FULL_PARAM, o->unit, -1, i),
-			      must_live(x, BUF_GATHER_OUT, o->unit, -1, i), s->shard_n);
+		b->unpack(x->be, st, &x->lay->units[o->unit], opd_ptr(x, i, BUF_FULL_PARAM, OPD_OUT),
+			  opd_ptr(x, i, BUF_GATHER_OUT, OPD_IN), s->shard_n);
 		break;
 	case OP_FORWARD:
-		op_forward(x, o, i);
+		seg_args_of(x, i, &a);
+		b->forward(x->be, st, &a);
 		break;
 	case OP_RECOMPUTE:
-		op_recompute(x, o, i);
+		seg_args_of(x, i, &a);
+		b->recompute(x->be, st, &a);
 		break;
 	case OP_BACKWARD:
-		op_backward(x, o, i);
+		seg_args_of(x, i, &a);
+		b->backward(x->be, st, &a);
 		break;
 	case OP_ACCUM:
-		op_accum(x, o, i);
+		/*
+		 * This microbatch's reduced shard into the accumulated one. An
+		 * accumulation into an unsharded gradient (no input operand) has
+		 * nothing left to do: the backward kernels add into the gradient.
+		 */
+		in = op_operand(s, i, BUF_RS_OUT, OPD_IN);
+		if (in >= 0)
+			b->accumulate(x->be, st, opd_ptr(x, i, BUF_SHARD_GRAD, OPD_OUT), ptr_of(x, in),
+				      elems_of(&s->bufs[in]), s->bufs[in].elem);
 		break;
 	case OP_CONCAT:
-		/*
-		 * FSDP1 copies per-parameter gradients into the flat gradient.
-		 * The reference already writes one flat gradient per unit, so the
-		 * copy goes to the staging buffer: the work is done, nothing changes.
-		 */
-		memcpy(x->stage, must_live(x, BUF_FULL_GRAD, o->unit, -1, i),
-		       sizeof(float) * x->lay->units[o->unit].full_floats);
+		/* FSDP1: the per-parameter gradients into one flat gradient (the op's scratch) */
+		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
+		out = op_operand(s, i, BUF_TRANSIENT, OPD_OUT);
+		b->copy(x->be, st, ptr_of(x, out), s->bufs[in].elem, ptr_of(x, in), s->bufs[in].elem,
+			elems_of(&s->bufs[in]));
 		break;
-	case OP_COPY_IN: /* fp32 on the CPU: the cast is a copy */
-		layout_pack(&x->lay->units[o->unit], must_live(x, BUF_RS_IN, o->unit, -1, i),
-			    must_live(x, BUF_FULL_GRAD, o->unit, -1, i), s->shard_n);
+	case OP_COPY_IN:
+		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
+		out = op_operand(s, i, BUF_RS_IN, OPD_OUT);
+		if (s->per_tensor_shards)
+			b->pack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), ptr_of(x, in), s->shard_n);
+		else /* a cast to the reduce dtype */
+			b->copy(x->be, st, ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in), s->bufs[in].elem,
+				elems_of(&s->bufs[out]));
 		break;
 	case OP_REDUCE_SCATTER:
-		op_reduce_scatter(x, o, i);
+		in = opd_either(x, i, BUF_FULL_GRAD, BUF_RS_IN, OPD_IN);
+		out = opd_either(x, i, BUF_RS_OUT, BUF_SHARD_GRAD, OPD_OUT);
+		b->reduce_scatter(x->be, st, comm_handle_of(x->c, o->group, st), ptr_of(x, out), ptr_of(x, in),
+				  s->units[o->unit].shard_elems, s->bufs[out].elem);
 		break;
 	case OP_ALLREDUCE:
-		op_allreduce(x, o, i);
+		in = (int)s->opds[o->opd_first].buf; /* its one operand, reduced in place */
+		b->all_reduce(x->be, st, comm_handle_of(x->c, o->group, st), ptr_of(x, in), elems_of(&s->bufs[in]),
+			      s->bufs[in].elem);
 		break;
 	case OP_OPTIM:
-		op_optim(x, o, i);
+	case OP_CPU_OPTIM:
+		launch_optimizer(x, i, step);
 		break;
 	case OP_D2H:
-		memcpy(x->host_grad[o->unit], unit_grad(x, o->unit, i),
-		       sizeof(float) * x->lay->units[o->unit].shard_floats);
-		break;
 	case OP_H2D:
-		op_h2d(x, o);
-		break;
-	case OP_CPU_OPTIM:
-		op_cpu_optim(x, o);
+		launch_copies(x, i);
 		break;
 	case OP_FREE:
-		break; /* the buffers it frees are freed below */
+		break;
 	default:
 		assert(!"bad op kind");
 	}
 }
 
-static uint64_t ns_since(double t0)
-{
-	double d = MPI_Wtime() - t0;
-	return d > 0 ? (uint64_t)(d * 1e9 + 0.5) : 0;
-}
+/* ---- the step ----------------------------------------------------------------------- */
 
-double exec_step(struct exec *x, int step, struct op_timing *timings)
+double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *step_ns)
 {
 	const struct schedule *s = x->s;
 	const struct experiment *e = x->e;
-	double t0;
+	const struct backend_ops *b = ops_of(x);
+	const struct model_shape *m = &e->model;
+	uint64_t end = 0;
 
-	for (int m = 0; m < x->M; m++)
-		data_batch(x->tokens + (size_t)m * x->N, x->targets + (size_t)m * x->N, e->run.seed, step,
-			   x->c->rank * x->M + m, x->B, x->T, x->V);
-	x->step = step;
-	x->loss_sum = 0;
-	memtrack_clear_samples(&x->mt);
-	t0 = MPI_Wtime();
-	memtrack_sample(&x->mt, 0);
+	for (int mb = 0; mb < s->microbatches; mb++) {
+		data_batch(x->tokens, x->targets, e->run.seed, step, x->c->rank * s->microbatches + mb, s->batch,
+			   m->seq, m->vocab);
+		b->set_batch(x->be, mb, x->tokens, x->targets);
+	}
+	memory_step_begin(x->mem);
+	b->step_begin(x->be);
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
-		timings[i].start_ns = ns_since(t0);
-		for (int a = 0; a < o->nalloc; a++)
-			buf_alloc(x, s->bufrefs[o->buf_first + a]);
-		if (o->nalloc)
-			memtrack_sample(&x->mt, timings[i].start_ns);
-		exec_op(x, i);
-		for (int f = 0; f < o->nfree; f++)
-			buf_release(x, s->bufrefs[o->buf_first + o->nalloc + f]);
-		timings[i].end_ns = ns_since(t0);
-		if (timings[i].end_ns < timings[i].start_ns)
-			timings[i].end_ns = timings[i].start_ns;
-		if (o->nfree)
-			memtrack_sample(&x->mt, timings[i].end_ns);
+		uint64_t now = b->now_ns(x->be);
+		if (memory_grant(x->mem, i, now) != 0) {
+			char lab[64];
+			b->sync(x->be);
+			fprintf(stderr, "gpu_run: rank %d: out of device memory at op %d (%s), %llu bytes reserved\n",
+				x->c->rank, i, op_label(s, i, lab, sizeof(lab)),
+				(unsigned long long)alloc_reserved(x->mem->a));
+			return NAN;
+		}
+		for (uint32_t d = 0; d < o->ndeps; d++) {
+			int p = (int)s->deps[o->dep_first + d];
+			if (s->ops[p].stream != o->stream)
+				b->wait(x->be, o->stream, event_end(p));
+		}
+		b->record(x->be, o->stream, event_start(i));
+		for (int k = 0; k < o->nalloc; k++) {
+			int id = (int)s->bufrefs[o->buf_first + k];
+			if (s->bufs[id].zero)
+				b->zero(x->be, o->stream, ptr_of(x, id), s->bufs[id].bytes);
+		}
+		launch_op(x, i, step);
+		b->record(x->be, o->stream, event_end(i));
+		memory_release(x->mem, i, now);
 	}
-	/* buffers the schedule leaves alive at the end of the step die with it */
-	for (int i = 0; i < s->nbufs; i++)
-		if (s->bufs[i].alloc_op >= 0 && x->mem[i])
-			buf_release(x, i);
-	return x->loss_sum;
+	b->sync(x->be);
+	for (int i = 0; i < s->nops; i++) {
+		timings[i].start_ns = b->event_ns(x->be, event_start(i));
+		timings[i].end_ns = b->event_ns(x->be, event_end(i));
+		if (timings[i].end_ns > end)
+			end = timings[i].end_ns;
+	}
+	memory_step_end(x->mem, end);
+	*step_ns = end;
+	return b->loss(x->be);
 }
 
 void exec_param_sums(const struct exec *x, double *sum, double *sumsq)
 {
+	const struct schedule *s = x->s;
 	double v[2] = { 0, 0 };
 
-	for (int u = 0; u < x->s->nunits; u++) {
-		const float *p = x->offload != OFF_NONE ? x->host_master[u] : x->shard[u];
-		for (size_t i = 0; i < x->lay->units[u].shard_floats; i++) {
+	for (int u = 0; u < s->nunits; u++) {
+		int id = x->master[u];
+		const struct buffer *b = &s->bufs[id];
+		float *p = xmalloc(b->bytes + 1);
+		if (b->host)
+			memcpy(p, x->host[id], b->bytes);
+		else
+			ops_of(x)->download(x->be, p, ptr_of(x, id), b->bytes);
+		for (size_t i = 0; i < b->bytes / sizeof(float); i++) {
 			v[0] += p[i];
 			v[1] += (double)p[i] * p[i];
 		}
+		free(p);
 	}
-	mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, x->c->shard));
+	mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, x->c->group[GRP_SHARD]));
 	*sum = v[0];
 	*sumsq = v[1];
 }

@@ -1,57 +1,59 @@
 /*
- * exec.h - execute the step schedule with the CPU backend: the fp32
- * reference kernels (gpu/ref) for compute, MPI for collectives.
+ * exec.h - gpu_run's walker: executes the step schedule on a backend.
  *
- * The executor does not re-derive any policy. It walks s->ops in issue
- * order on one thread (streams serialise; the array is a topological
- * order, so every dependency is met) and does what each op says, with
- * memory that follows the schedule's buffer table: a buffer is allocated
- * (zeroed) at the op that allocates it and freed at the op that frees it;
- * a map buffer id -> memory finds it in between. Buffers alive for the
- * whole step (parameter shards, Adam moments) are allocated once.
+ * The walker does not re-derive any policy and does not know the device.
+ * For each op of s->ops, in issue order, it
+ *   - grants the op's new buffers and frees the ones it frees through the
+ *     runtime's allocator (core/memory.h), at the moment it issues the op,
+ *     as the simulator models it;
+ *   - makes the op's stream wait for the end events of its dependencies on
+ *     other streams, records the op's start event, zero-fills the buffers
+ *     that are accumulated into, launches the op's work with its operands'
+ *     memory (the schedule names every operand), and records its end event;
+ * then waits for the streams once and reads the op timings from the
+ * events. Buffers alive for the whole run (parameter shards, optimizer
+ * state) are granted once; host buffers (offload) are the backend's host
+ * memory.
  *
  * Gradient scaling, once and the same for every policy: each gradient
  * collective averages over its group (sum, then divide by the group size,
  * as DDP and FSDP do), so after the reduce-scatter and the hsdp
  * all-reduce, or the ddp all-reduce, a gradient is the mean over the
  * data-parallel ranks; the optimizer divides the sum over microbatches by
- * M. The step so follows the mean loss of the global batch. Averaging in
- * the collective (not a 1/(world M) loss scale) is what keeps ddp's
- * in-place all-reduce of a gradient that keeps accumulating across
- * microbatches (sync-each) right: the already-averaged part is equal on
- * every rank and passes through the average unchanged.
+ * M. The step so follows the mean loss of the global batch.
  */
 #ifndef GPU_RUN_EXEC_H
 #define GPU_RUN_EXEC_H
 
 #include <stdint.h>
 
+#include "backend.h"
 #include "comm.h"
-#include "memtrack.h"
+#include "memory.h"
 #include "results.h"
 #include "schedule.h"
 
 struct exec;
 
 /*
- * Set up the executor for schedule s on this rank: the full model is
+ * Set up the walker for schedule s on backend b: the full model is
  * initialised from run.seed identically on every rank and each rank keeps
- * its shards. s and c must outlive it. Allocates the persistent buffers.
+ * its shards. s, c and b must outlive it. NULL with a message in err when
+ * the device has too little memory for the persistent state.
  */
-struct exec *exec_new(const struct schedule *s, const struct comm *c);
+struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, char *err, int errlen);
 void exec_free(struct exec *x);
 
 /*
  * Run optimizer step `step` (1-based; AdamW's t) over the schedule.
- * timings (s->nops entries, ns from the step's start) are filled; the
- * memory timeline of the step is recorded in exec_memtrack(). Returns the
- * sum over this rank's microbatches of their mean loss.
+ * timings (s->nops entries, ns from the step's start) are filled, and the
+ * step's length. Returns the sum over this rank's microbatches of their
+ * mean loss, or NAN after a message when the device ran out of memory.
  */
-double exec_step(struct exec *x, int step, struct op_timing *timings);
+double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *step_ns);
 
-const struct memtrack *exec_memtrack(const struct exec *x);
-/* Bytes of the runtime's own workspace (counted as MEM_TRANSIENT in the timeline). */
-uint64_t exec_workspace_bytes(const struct exec *x);
+/* The device memory: peaks over the steps so far, the last step's timeline. */
+const struct memory *exec_memory(const struct exec *x);
 
 /*
  * Sum and sum of squares of every parameter of the model (the master

@@ -12,6 +12,21 @@
 #include <string.h>
 
 #include "ref.h"
+#include "xalloc.h"
+
+/* Offset (elements) of a module in the whole-model buffer: embed | blocks | norm | output (temporary). */
+static int64_t model_module_offset(const struct model_shape *m, enum module_kind k, int block)
+{
+	int64_t vd = (int64_t)m->vocab * m->hidden, bf = (int64_t)ref_block_floats(m);
+
+	switch (k) {
+	case MOD_EMBED: return 0;
+	case MOD_BLOCK: return vd + (int64_t)block * bf;
+	case MOD_FINAL_NORM: return vd + (int64_t)m->layers * bf;
+	case MOD_OUTPUT: return vd + (int64_t)m->layers * bf + m->hidden;
+	default: assert(!"bad module kind"); return 0;
+	}
+}
 
 /* The modules a segment owns, in order. */
 static int seg_modules(enum segment_kind k, enum module_kind out[2])
@@ -24,34 +39,19 @@ static int seg_modules(enum segment_kind k, enum module_kind out[2])
 	}
 }
 
-/* Offset (floats) of a module in the reference's whole-model buffer: embed | blocks | norm | output. */
-static size_t model_offset(const struct model_shape *m, enum module_kind k, int block)
-{
-	size_t vd = (size_t)m->vocab * m->hidden, bf = ref_block_floats(m);
-
-	switch (k) {
-	case MOD_EMBED: return 0;
-	case MOD_BLOCK: return vd + (size_t)block * bf;
-	case MOD_FINAL_NORM: return vd + (size_t)m->layers * bf;
-	case MOD_OUTPUT: return vd + (size_t)m->layers * bf + (size_t)m->hidden;
-	default: assert(!"bad module kind"); return 0;
-	}
-}
-
 /* Append module k of segment g to unit layout u. */
 static void add_module(struct layout *l, struct unit_layout *u, const struct model_shape *m,
 		       enum module_kind k, int block, int g)
 {
 	struct tensor_desc td[BT_COUNT];
 	int n = model_module_tensor_list(m, k, td, BT_COUNT);
-	size_t moff = model_offset(m, k, block);
+	size_t moff = (size_t)model_module_offset(m, k, block);
 
 	if (k == MOD_OUTPUT)
 		l->segs[g].out_off = u->full_floats;
 	else
 		l->segs[g].off = u->full_floats;
-	u->t = realloc(u->t, sizeof(*u->t) * (size_t)(u->ntensors + n));
-	assert(u->t);
+	u->t = xrealloc(u->t, sizeof(*u->t) * (size_t)(u->ntensors + n));
 	for (int i = 0; i < n; i++) {
 		struct layout_tensor *t = &u->t[u->ntensors++];
 		t->rows = td[i].rows == 1 ? td[i].cols : td[i].rows;
@@ -69,17 +69,16 @@ static void add_module(struct layout *l, struct unit_layout *u, const struct mod
 struct layout *layout_new(const struct schedule *s)
 {
 	const struct model_shape *m = &s->exp->model;
-	struct layout *l = calloc(1, sizeof(*l));
+	struct layout *l = xcalloc(1, sizeof(*l));
 
-	assert(l);
 	l->nunits = s->nunits;
 	l->nsegs = s->nsegs;
 	l->shard_n = s->shard_n;
-	l->units = calloc((size_t)s->nunits, sizeof(*l->units));
-	l->segs = calloc((size_t)s->nsegs, sizeof(*l->segs));
-	assert(l->units && l->segs);
+	l->units = xcalloc((size_t)s->nunits, sizeof(*l->units));
+	l->segs = xcalloc((size_t)s->nsegs, sizeof(*l->segs));
 	for (int u = 0; u < s->nunits; u++) {
 		struct unit_layout *ul = &l->units[u];
+		ul->per_tensor = s->per_tensor_shards;
 		for (int g = 0; g < s->nsegs; g++) {
 			enum module_kind mods[2];
 			int nm;
@@ -89,6 +88,8 @@ struct layout *layout_new(const struct schedule *s)
 			for (int i = 0; i < nm; i++)
 				add_module(l, ul, m, mods[i], s->segs[g].block, g);
 		}
+		if (!ul->per_tensor)
+			ul->shard_floats = (ul->full_floats + (size_t)l->shard_n - 1) / (size_t)l->shard_n;
 		assert(ul->full_floats == (size_t)s->units[u].params);
 		assert(ul->shard_floats == s->units[u].shard_elems);
 		assert(ul->ntensors == s->units[u].ntensors);
@@ -107,7 +108,7 @@ void layout_free(struct layout *l)
 	free(l);
 }
 
-/* Rows of tensor t that rank r holds (0 for a rank past the end), and the first one. */
+/* Per tensor: rows of tensor t that rank r holds (0 for a rank past the end), and the first one. */
 static int64_t rank_rows(const struct layout_tensor *t, int r, int64_t *first)
 {
 	int64_t lo = (int64_t)r * t->rows_per_rank, hi = lo + t->rows_per_rank;
@@ -123,24 +124,27 @@ void layout_shard_from_model(const struct unit_layout *u, float *shard, const fl
 	memset(shard, 0, sizeof(float) * u->shard_floats);
 	for (int i = 0; i < u->ntensors; i++) {
 		const struct layout_tensor *t = &u->t[i];
-		int64_t first, n = rank_rows(t, r, &first);
-		memcpy(shard + t->shard_off, model + t->model_off + first * t->cols,
-		       sizeof(float) * (size_t)(n * t->cols));
-	}
-}
-
-void layout_shard_to_model(const struct unit_layout *u, float *model, const float *shard, int r)
-{
-	for (int i = 0; i < u->ntensors; i++) {
-		const struct layout_tensor *t = &u->t[i];
-		int64_t first, n = rank_rows(t, r, &first);
-		memcpy(model + t->model_off + first * t->cols, shard + t->shard_off,
-		       sizeof(float) * (size_t)(n * t->cols));
+		if (u->per_tensor) {
+			int64_t first, n = rank_rows(t, r, &first);
+			memcpy(shard + t->shard_off, model + t->model_off + first * t->cols,
+			       sizeof(float) * (size_t)(n * t->cols));
+		} else {
+			/* the part of this tensor inside [r S, (r + 1) S) of the flat buffer */
+			size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
+			size_t a = t->flat_off, b = a + (size_t)(t->rows * t->cols);
+			if (a < lo)
+				a = lo;
+			if (b > hi)
+				b = hi;
+			if (a < b)
+				memcpy(shard + (a - lo), model + t->model_off + (a - t->flat_off), sizeof(float) * (b - a));
+		}
 	}
 }
 
 void layout_unpack(const struct unit_layout *u, float *flat, const float *gathered, int n)
 {
+	assert(u->per_tensor);
 	for (int r = 0; r < n; r++) {
 		const float *shard = gathered + (size_t)r * u->shard_floats;
 		for (int i = 0; i < u->ntensors; i++) {
@@ -154,6 +158,7 @@ void layout_unpack(const struct unit_layout *u, float *flat, const float *gather
 
 void layout_pack(const struct unit_layout *u, float *packed, const float *flat, int n)
 {
+	assert(u->per_tensor);
 	memset(packed, 0, sizeof(float) * u->shard_floats * (size_t)n);
 	for (int r = 0; r < n; r++) {
 		float *shard = packed + (size_t)r * u->shard_floats;

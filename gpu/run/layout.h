@@ -3,13 +3,19 @@
  *
  * A unit's full parameters are one flat buffer: its modules in segment
  * order (embedding; blocks, each in enum block_tensor order, the layout
- * ref_block_* expect; final norm; output), unpadded. A rank's shard is,
- * tensor by tensor, its slice of dim-0 rows padded to a multiple of the
- * shard group (a 1-D norm weight shards along its D elements), exactly as
- * core/schedule.c counts unit->shard_elems. An all-gather output (and a
- * reduce-scatter input) is the n shards one after the other, rank order:
- * layout_unpack / layout_pack convert between that and the flat buffer.
- * Pad rows are zero in every shard and stay zero (zero gradient, zero
+ * the kernels expect; final norm; output). A rank's shard is, as the
+ * schedule says (schedule.per_tensor_shards):
+ *   - flat: elements [r S, (r + 1) S) of the flat buffer padded at its end
+ *     to n S elements. An all-gather's output is the flat buffer itself and
+ *     a reduce-scatter's input the flat gradient: no copies (the testbed
+ *     runtime);
+ *   - per tensor: tensor by tensor, the rank's slice of dim-0 rows padded
+ *     to a multiple of the group (a norm weight shards along its D
+ *     elements), as FSDP2 does. An all-gather's output is the n shards one
+ *     after the other; layout_unpack turns it into the flat buffer (the
+ *     COPY_OUT op) and layout_pack does the reverse before a reduce-scatter
+ *     (COPY_IN).
+ * Pad elements are zero in every shard and stay zero (zero gradient, zero
  * AdamW update).
  *
  * Invariant, asserted at build: the layout's element counts equal the
@@ -23,24 +29,25 @@
 
 #include "schedule.h"
 
-/* One tensor of a unit, for sharding. */
+/* One tensor of a unit. */
 struct layout_tensor {
-	size_t flat_off;   /* floats, in the unit's flat buffer */
-	size_t shard_off;  /* floats, in one rank's shard */
-	size_t model_off;  /* floats, in the reference's whole-model buffer (ref_model_init) */
+	size_t flat_off;   /* elements, in the unit's flat buffer */
+	size_t shard_off;  /* per tensor: elements, in one rank's shard */
+	size_t model_off;  /* elements, in the whole-model buffer (core/model.h module offsets) */
 	int64_t rows;      /* dim-0 rows (a norm weight: its D elements) */
 	int64_t cols;      /* elements per row (a norm weight: 1) */
-	int64_t rows_per_rank; /* ceil(rows / n) */
+	int64_t rows_per_rank; /* per tensor: ceil(rows / n) */
 };
 
 struct unit_layout {
+	int per_tensor;       /* 1: per-tensor shards; 0: flat */
 	int ntensors;
 	struct layout_tensor *t;
 	size_t full_floats;   /* = unit->params */
 	size_t shard_floats;  /* = unit->shard_elems */
 };
 
-/* Where a segment's parameters sit in its unit's flat buffer (floats). */
+/* Where a segment's parameters sit in its unit's flat buffer (elements). */
 struct seg_params {
 	size_t off;       /* embed: (V, D); block: the block's flat buffer; head: final norm (D) */
 	size_t out_off;   /* head only: output (V, D) */
@@ -57,13 +64,11 @@ struct layout {
 struct layout *layout_new(const struct schedule *s);
 void layout_free(struct layout *l);
 
-/* Rank r's shard (shard_floats) of a unit, from the whole-model buffer (ref_model_floats). */
+/* Rank r's shard (shard_floats) of a unit, from the whole-model buffer (model_total_params). */
 void layout_shard_from_model(const struct unit_layout *u, float *shard, const float *model, int r);
-/* The whole unit, flat, from the n shards one after the other (an all-gather's output). */
+/* Per tensor: the whole unit, flat, from the n shards one after the other (an all-gather's output). */
 void layout_unpack(const struct unit_layout *u, float *flat, const float *gathered, int n);
-/* The n shards one after the other (a reduce-scatter's input), pads zeroed, from flat. */
+/* Per tensor: the n shards one after the other (a reduce-scatter's input), pads zeroed, from flat. */
 void layout_pack(const struct unit_layout *u, float *packed, const float *flat, int n);
-/* Add rank r's shard of the unit into the whole-model buffer (pads dropped). */
-void layout_shard_to_model(const struct unit_layout *u, float *model, const float *shard, int r);
 
 #endif

@@ -5,26 +5,31 @@
  *   mpirun -np N ./gpu_run [EXPERIMENT.ini] [experiment flags]
  *
  * Every rank parses the same input with the simulator's parser, builds the
- * same schedule (core/schedule.c) and executes it (exec.c) for run.warmup
- * + run.steps optimizer steps. Rank 0 prints a line per step and a
- * summary, and with run.out set appends one run to the results file in
- * the simulator's schema (source "gpu_run", the op timings of the last
- * measured step, its memory timeline).
+ * same schedule (core/schedule.c) and executes it (exec.c) on a backend
+ * (run.backend; backend_cpu.c) for run.warmup + run.steps optimizer
+ * steps. Rank 0 prints a line per step and a summary (core/summary.h, the
+ * simulator's definitions), and with run.out set appends one run to the
+ * results file in the simulator's schema (source "gpu_run", the op timings
+ * of the last measured step, its memory timeline).
  *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
  * input and fail alike; only rank 0 prints; nothing is written), 1 when
  * the results could not be written. A failed MPI call aborts the job.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
 #include "results.h"
 #include "schedule.h"
+#include "summary.h"
+#include "xalloc.h"
 
 static void usage(FILE *f)
 {
@@ -81,7 +86,7 @@ static void setup(struct experiment *e, int rank, int world, int argc, char **ar
 	}
 	where = e->path[0] ? e->path : "gpu_run";
 	if (strcmp(e->run.backend, "cpu") != 0) {
-		say0(rank, "%s: run.backend = %s: this build has no CUDA backend yet; use backend = cpu\n",
+		say0(rank, "%s: run.backend = %s: this build of gpu_run has no CUDA backend; use cpu\n",
 		     where, e->run.backend);
 		config_release(e);
 		finish(2);
@@ -103,73 +108,41 @@ static const char *mib(uint64_t b, char *buf, int len)
 	return buf;
 }
 
-static int group_size(const struct schedule *s, int g)
+static void print_summary(const struct schedule *s, const struct summary *m)
 {
-	switch (g) {
-	case GRP_SHARD: return s->shard_n;
-	case GRP_REPLICA: return s->replica_n;
-	case GRP_WORLD: return s->world;
-	default: return 1;
-	}
-}
-
-/* Time sums of one step's ops: the compute stream, and the collectives. */
-static void step_split(const struct schedule *s, const struct op_timing *t, double *compute_s,
-		       double *comm_s)
-{
-	for (int i = 0; i < s->nops; i++) {
-		double d = (t[i].end_ns - t[i].start_ns) * 1e-9;
-		int k = s->ops[i].kind;
-		if (k == OP_ALLGATHER || k == OP_REDUCE_SCATTER || k == OP_ALLREDUCE)
-			*comm_s += d;
-		else if (s->ops[i].stream == ST_COMPUTE)
-			*compute_s += d;
-	}
-}
-
-static void summarize(const struct schedule *s, const struct memtrack *mt, double step_s,
-		      double compute_s, double comm_s, struct summary *out)
-{
-	const struct experiment *e = s->exp;
-	double peak = 1e12 * (e->policy.precision == PREC_FP32 ? e->cluster.gpu.fp32_tflops
-								 : e->cluster.gpu.bf16_tflops);
-
-	memset(out, 0, sizeof(*out));
-	out->step_time_s = step_s;
-	if (step_s > 0) {
-		out->tokens_per_s_per_gpu = s->tokens_per_step / step_s;
-		out->mfu = s->model_flops / step_s / peak;
-	}
-	out->compute_s = compute_s;
-	out->exposed_comm_s = comm_s; /* one thread: no collective overlaps compute */
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		if (o->kind == OP_ALLGATHER || o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALLREDUCE)
-			out->comm_bytes_per_gpu +=
-				collective_wire_bytes(o->kind, o->bytes, group_size(s, o->group));
-	}
-	out->peak_alloc_bytes = mt->peak;
-	out->peak_reserved_bytes = mt->peak; /* no caching allocator on the CPU */
-	memcpy(out->peak_by_cat, mt->peak_by_cat, sizeof(out->peak_by_cat));
-	out->gpu_bytes = (uint64_t)(e->cluster.gpu.hbm_gib * 1073741824.0);
-	out->fits = out->peak_reserved_bytes <= out->gpu_bytes;
-	out->ncrit = 0;
-}
-
-static void print_summary(const struct schedule *s, const struct summary *m, uint64_t ws_bytes)
-{
-	char b[32];
+	char b[32], r[32];
 
 	printf("summary: step time %.3f ms, %.0f tokens/s per rank, MFU %.2f%% of %s\n", m->step_time_s * 1e3,
 	       m->tokens_per_s_per_gpu, 100 * m->mfu, s->exp->cluster.gpu.name);
-	printf("summary: compute %.3f ms, communication %.3f ms (not overlapped), %llu wire bytes per rank\n",
+	printf("summary: compute %.3f ms, exposed communication %.3f ms, %llu wire bytes per rank\n",
 	       m->compute_s * 1e3, m->exposed_comm_s * 1e3, (unsigned long long)m->comm_bytes_per_gpu);
-	printf("summary: peak memory %s (runtime workspace %s):", mib(m->peak_alloc_bytes, b, sizeof(b)),
-	       mib(ws_bytes, b + 16, 16));
+	printf("summary: peak memory %llu bytes allocated (%s), %llu reserved (%s):",
+	       (unsigned long long)m->peak_alloc_bytes, mib(m->peak_alloc_bytes, b, sizeof(b)),
+	       (unsigned long long)m->peak_reserved_bytes, mib(m->peak_reserved_bytes, r, sizeof(r)));
 	for (int c = 0; c < MEM_CAT_COUNT; c++)
 		if (m->peak_by_cat[c])
 			printf(" %s %s", mem_cat_name(c), mib(m->peak_by_cat[c], b, sizeof(b)));
 	printf("\n");
+}
+
+/* MPI with every thread free to call it: each stream of the CPU backend runs its own collectives. */
+static void mpi_start(int *argc, char ***argv)
+{
+	int provided = MPI_THREAD_SINGLE;
+
+	/* streams that wait in a collective should give their core to the compute stream */
+	setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+	mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+	if (provided < MPI_THREAD_MULTIPLE) {
+		fprintf(stderr, "gpu_run: this MPI gives thread level %d, and the backend's streams need "
+				"MPI_THREAD_MULTIPLE (%d)\n", provided, MPI_THREAD_MULTIPLE);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+}
+
+static void abort_job(void)
+{
+	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 int main(int argc, char **argv)
@@ -177,15 +150,17 @@ int main(int argc, char **argv)
 	struct experiment e;
 	struct schedule *s;
 	struct comm c;
+	struct backend *be;
 	struct exec *x;
 	struct op_timing *t;
 	struct summary sum;
-	int rank, world, rc = 0, total, measured = 0;
-	double step_s = 0, compute_s = 0, comm_s = 0, psum, psq;
-	char err[256], accum[32], wrap[32];
+	int rank, world, rc = 0, total;
+	double psum, psq, step_s = 0, compute_s = 0, exposed_s = 0;
+	char err[512], accum[32], wrap[32];
 	FILE *quiet = NULL;
 
-	mpi_check(MPI_Init(&argc, &argv));
+	mpi_start(&argc, &argv);
+	xalloc_failed = abort_job;
 	mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
 	mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world));
 	if (rank != 0) {
@@ -205,55 +180,63 @@ int main(int argc, char **argv)
 		finish(2);
 	}
 	comm_init(&c, s);
-	x = exec_new(s, &c);
-	t = calloc((size_t)s->nops, sizeof(*t));
-	if (!t) {
-		fprintf(stderr, "gpu_run: out of memory for %d op timings\n", s->nops);
+	be = backend_cpu_new(s, &c, err, sizeof(err));
+	if (!be) {
+		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
+		finish(2);
+	}
+	x = exec_new(s, &c, be, err, sizeof(err));
+	if (!x) {
+		fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
+	t = xcalloc((size_t)s->nops, sizeof(*t));
 	total = e.run.warmup + e.run.steps;
 	if (rank == 0)
-		printf("gpu_run: %s on %d x %d %s (cpu backend, fp32), %s, accum %s x %d, wrap %s, "
+		printf("gpu_run: %s on %d x %d %s (%s backend), %s, accum %s x %d, wrap %s, "
 		       "ac %s: %d ops per step, %d warmup + %d steps\n",
-		       e.model.name, e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.gpu.name,
+		       e.model.name, e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.gpu.name, be->ops->name,
 		       sharding_names[e.policy.sharding], policy_accum_str(&e.policy, accum, sizeof(accum)),
 		       e.policy.microbatches, policy_wrap_str(&e.policy, wrap, sizeof(wrap)),
 		       ac_names[e.policy.ac], s->nops, e.run.warmup, e.run.steps);
-	if (rank == 0 && e.policy.precision != PREC_FP32)
-		printf("note: precision = %s: the cpu backend still computes and communicates in fp32; "
-		       "buffers hold the larger of the schedule's bytes and the fp32 need\n",
-		       precision_names[e.policy.precision]);
 	for (int step = 1; step <= total; step++) {
-		double v[1], ms;
+		double v[2];
+		uint64_t step_ns = 0;
 		mpi_check(MPI_Barrier(MPI_COMM_WORLD));
-		v[0] = exec_step(x, step, t);
+		v[0] = exec_step(x, step, t, &step_ns);
+		if (isnan(v[0]))
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		v[1] = step_ns * 1e-6;
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-		ms = s->nops ? t[s->nops - 1].end_ns * 1e-6 : 0;
-		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 		if (rank == 0)
-			printf("step %d loss %.9f time %.3f ms%s\n", step,
-			       v[0] / ((double)world * e.policy.microbatches), ms,
-			       step <= e.run.warmup ? " (warmup)" : "");
+			printf("step %d loss %.9f time %.3f ms%s\n", step, v[0] / ((double)world * s->microbatches),
+			       v[1], step <= e.run.warmup ? " (warmup)" : "");
 		if (step > e.run.warmup) {
-			measured++;
-			step_s += ms * 1e-3;
-			step_split(s, t, &compute_s, &comm_s);
+			double cs, xs;
+			summary_overlap(s, t, &cs, &xs);
+			step_s += v[1] * 1e-3 / e.run.steps;
+			compute_s += cs / e.run.steps;
+			exposed_s += xs / e.run.steps;
 		}
 	}
+	/* the means of the measured steps; memory peaks over the run; ops of the last step */
+	summary_of_step(s, t, (uint64_t)(step_s * 1e9 + 0.5), &exec_memory(x)->peaks, &sum);
+	sum.compute_s = compute_s;
+	sum.exposed_comm_s = exposed_s;
 	exec_param_sums(x, &psum, &psq);
-	summarize(s, exec_memtrack(x), step_s / measured, compute_s / measured, comm_s / measured, &sum);
 	if (rank == 0) {
 		printf("params sum %.9e sumsq %.9e\n", psum, psq);
-		print_summary(s, &sum, exec_workspace_bytes(x));
+		print_summary(s, &sum);
 		if (e.run.out[0]) {
-			const struct memtrack *mt = exec_memtrack(x);
+			const struct memory *mem = exec_memory(x);
 			struct run_result rr = {
 				.source = "gpu_run",
 				.exp = &e,
 				.sched = s,
 				.ops = t,
-				.nmem = mt->nsamples,
-				.mem = mt->samples,
+				.nmem = mem->nsamples,
+				.mem = mem->samples,
 				.sum = sum,
 			};
 			if (results_append(e.run.out, &rr) != 0)
@@ -264,6 +247,7 @@ int main(int argc, char **argv)
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	free(t);
 	exec_free(x);
+	be->ops->release(be);
 	comm_release(&c);
 	schedule_free(s);
 	config_release(&e);

@@ -1,0 +1,188 @@
+/*
+ * memory.c - a step's device memory in issue order (see memory.h).
+ */
+#include "memory.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xalloc.h"
+
+struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx)
+{
+	const struct runtime_spec *rt = &s->exp->runtime;
+	struct alloc_cfg cfg = {
+		.caching = rt->caching_allocator,
+		.round = rt->alloc_round_bytes > 0 ? (uint64_t)rt->alloc_round_bytes : 512,
+		.segment = rt->segment_bytes > 0 ? (uint64_t)rt->segment_bytes : 2ull << 20,
+	};
+	struct memory *m = xcalloc(1, sizeof(*m));
+
+	m->s = s;
+	m->record = record;
+	m->a = alloc_new(&cfg, s->nbufs, reserve, ctx);
+	return m;
+}
+
+void memory_free(struct memory *m)
+{
+	if (!m)
+		return;
+	alloc_free(m->a);
+	free(m->samples);
+	free(m);
+}
+
+/* A buffer the allocator handles: device memory of its own. */
+static int on_device(const struct buffer *b)
+{
+	return !b->host && b->alias_of < 0;
+}
+
+static void sample(struct memory *m, uint64_t t_ns)
+{
+	struct mem_sample *x;
+	uint64_t reserved = alloc_reserved(m->a);
+
+	if (m->total > m->peaks.alloc) {
+		m->peaks.alloc = m->total;
+		memcpy(m->peaks.by_cat, m->cur, sizeof(m->cur));
+	}
+	if (reserved > m->peaks.reserved)
+		m->peaks.reserved = reserved;
+	if (!m->record)
+		return;
+	if (m->nsamples && m->samples[m->nsamples - 1].t_ns == t_ns) {
+		x = &m->samples[m->nsamples - 1];
+	} else {
+		if (m->nsamples == m->cap) {
+			m->cap = m->cap ? 2 * m->cap : 1024;
+			m->samples = xrealloc(m->samples, sizeof(*m->samples) * (size_t)m->cap);
+		}
+		x = &m->samples[m->nsamples++];
+		x->t_ns = t_ns;
+	}
+	memcpy(x->alloc, m->cur, sizeof(m->cur));
+	x->reserved = reserved;
+}
+
+static int grant(struct memory *m, int buf, int stream, const uint32_t *clock)
+{
+	const struct buffer *b = &m->s->bufs[buf];
+	uint64_t got;
+
+	if (alloc_get(m->a, buf, b->bytes, stream, clock) != 0)
+		return -1;
+	got = alloc_granted(m->a, buf);
+	m->cur[b->cat] += got;
+	m->total += got;
+	return 0;
+}
+
+static void release(struct memory *m, int buf, int stream, uint32_t pos)
+{
+	const struct buffer *b = &m->s->bufs[buf];
+	uint64_t got = alloc_granted(m->a, buf);
+
+	assert(m->cur[b->cat] >= got);
+	m->cur[b->cat] -= got;
+	m->total -= got;
+	alloc_put(m->a, buf, stream, pos);
+}
+
+int memory_persistent(struct memory *m)
+{
+	const struct schedule *s = m->s;
+
+	for (int i = 0; i < s->nbufs; i++)
+		if (s->bufs[i].alloc_op < 0 && on_device(&s->bufs[i]) && grant(m, i, s->bufs[i].stream, NULL) != 0)
+			return -1;
+	sample(m, 0);
+	return 0;
+}
+
+void memory_step_begin(struct memory *m)
+{
+	alloc_settle(m->a);
+	m->nsamples = 0;
+	sample(m, 0);
+}
+
+int memory_grant(struct memory *m, int op, uint64_t t_ns)
+{
+	const struct schedule *s = m->s;
+	const struct op *o = &s->ops[op];
+	const uint32_t *clock = &s->clock[(size_t)op * ST_COUNT];
+
+	for (int i = 0; i < o->nalloc; i++) {
+		int b = (int)s->bufrefs[o->buf_first + i];
+		if (on_device(&s->bufs[b]) && grant(m, b, o->stream, clock) != 0)
+			return -1;
+	}
+	if (o->nalloc)
+		sample(m, t_ns);
+	return 0;
+}
+
+void memory_release(struct memory *m, int op, uint64_t t_ns)
+{
+	const struct schedule *s = m->s;
+	const struct op *o = &s->ops[op];
+
+	for (int i = 0; i < o->nfree; i++) {
+		int b = (int)s->bufrefs[o->buf_first + o->nalloc + i];
+		if (on_device(&s->bufs[b]))
+			release(m, b, o->stream, s->stream_pos[op]);
+	}
+	if (o->nfree)
+		sample(m, t_ns);
+}
+
+int memory_issue(struct memory *m, int op, uint64_t t_ns)
+{
+	if (memory_grant(m, op, t_ns) != 0)
+		return -1;
+	memory_release(m, op, t_ns);
+	return 0;
+}
+
+void memory_step_end(struct memory *m, uint64_t t_ns)
+{
+	const struct schedule *s = m->s;
+	int any = 0;
+
+	for (int i = 0; i < s->nbufs; i++) {
+		const struct buffer *b = &s->bufs[i];
+		if (b->alloc_op >= 0 && b->free_op < 0 && on_device(b)) {
+			release(m, i, b->stream, 0);
+			any = 1;
+		}
+	}
+	if (any)
+		sample(m, t_ns);
+}
+
+void *memory_ptr(const struct memory *m, int buf)
+{
+	while (m->s->bufs[buf].alias_of >= 0)
+		buf = m->s->bufs[buf].alias_of;
+	return alloc_ptr(m->a, buf);
+}
+
+void memory_predict(struct memory *m, const uint64_t *issue_ns, uint64_t step_ns)
+{
+	const struct run_settings *run = &m->s->exp->run;
+	int steps = run->warmup + run->steps;
+
+	memory_persistent(m);
+	for (int k = 0; k < (steps > 1 ? steps : 1); k++) {
+		uint64_t before = alloc_reserved(m->a);
+		memory_step_begin(m);
+		for (int i = 0; i < m->s->nops; i++)
+			memory_issue(m, i, issue_ns[i]);
+		memory_step_end(m, step_ns);
+		if (alloc_reserved(m->a) == before)
+			break; /* nothing new reserved: every later step is this one again */
+	}
+}

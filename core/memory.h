@@ -1,0 +1,78 @@
+/*
+ * memory.h - the device memory of a step, as the runtime allocates it:
+ * the schedule's buffers through the allocator (core/alloc.h), in issue
+ * order, with the bytes by category, their peaks and a timeline.
+ *
+ * Both binaries drive it the same way, so the simulator's predicted peaks
+ * are the runtime's measured ones, byte for byte:
+ *   memory_new; memory_persistent (parameter shards, optimizer state, once);
+ *   per step: memory_step_begin; memory_issue for each op in issue order
+ *   (at the time the op is issued); memory_step_end.
+ * memory_issue grants an op's new buffers, samples (the op's buffers are
+ * all alive while it runs), then frees the buffers the op frees, and
+ * samples again. Bytes are the allocator's block sizes (requests rounded
+ * up). Host buffers (offload) and aliases hold no device memory.
+ */
+#ifndef CORE_MEMORY_H
+#define CORE_MEMORY_H
+
+#include <stdint.h>
+
+#include "alloc.h"
+#include "results.h"
+#include "schedule.h"
+
+/* Peaks over every step so far. */
+struct mem_peaks {
+	uint64_t alloc;                 /* bytes granted */
+	uint64_t reserved;              /* bytes of the segments reserved */
+	uint64_t by_cat[MEM_CAT_COUNT]; /* the categories at the allocated peak */
+};
+
+struct memory {
+	const struct schedule *s;
+	struct allocator *a;
+	uint64_t cur[MEM_CAT_COUNT];         /* bytes granted now, by category */
+	uint64_t total;
+	struct mem_peaks peaks;
+	int record;                          /* keep the timeline of the current step */
+	struct mem_sample *samples;
+	int nsamples, cap;
+};
+
+/*
+ * Memory for schedule s (which must outlive it). The allocator's behaviour
+ * comes from the experiment's runtime spec; reserve backs its segments
+ * (NULL in the simulator). record: keep each step's timeline.
+ */
+struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx);
+void memory_free(struct memory *m);
+
+/* Grant the buffers alive for the whole run. 0, or -1 when out of memory. */
+int memory_persistent(struct memory *m);
+/* A step begins: everything issued before has completed; the timeline restarts. */
+void memory_step_begin(struct memory *m);
+/*
+ * Op `op` is issued at t_ns (from the step's start): memory_grant gives it
+ * its new buffers (0, or -1 when out of memory), memory_release frees the
+ * ones it frees; memory_issue does both. A runtime takes the op's operand
+ * memory between the two.
+ */
+int memory_grant(struct memory *m, int op, uint64_t t_ns);
+void memory_release(struct memory *m, int op, uint64_t t_ns);
+int memory_issue(struct memory *m, int op, uint64_t t_ns);
+/* The step ends at t_ns: buffers the schedule leaves alive die with it. */
+void memory_step_end(struct memory *m, uint64_t t_ns);
+
+/* The device memory of buffer buf (aliases resolved); NULL without a reserve callback or when not live. */
+void *memory_ptr(const struct memory *m, int buf);
+
+/*
+ * Simulate the allocator over the steps of a run (run.warmup + run.steps,
+ * stopping early once a step reserves nothing new: every later step is
+ * then the same), recording the last step's timeline at the op issue times
+ * `issue_ns`. What the runtime measures over the same run.
+ */
+void memory_predict(struct memory *m, const uint64_t *issue_ns, uint64_t step_ns);
+
+#endif

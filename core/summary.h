@@ -1,0 +1,33 @@
+/*
+ * summary.h - the figures of one step from its op timeline: step time,
+ * tokens/s, MFU, compute and exposed communication, wire bytes, memory
+ * peaks. One definition for both binaries: the simulator summarises its
+ * predicted timeline, the runtime its measured one, the same way.
+ *
+ *   compute         time some op runs on the compute stream;
+ *   exposed comm    time communication (op_is_comm: a collective over more
+ *                   than one rank, a host-device copy) runs while no
+ *                   compute op does;
+ *   MFU             the schedule's model FLOPs / step time / the GPU's peak
+ *                   in the compute dtype (schedule.peak_flops).
+ */
+#ifndef CORE_SUMMARY_H
+#define CORE_SUMMARY_H
+
+#include "memory.h"
+#include "results.h"
+#include "schedule.h"
+
+/*
+ * Fill out from a step's op timings (ns from its start), its length and the
+ * memory peaks. The critical path (ncrit) is left empty: only the
+ * simulator knows what bounded each start.
+ */
+void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,
+		     const struct mem_peaks *peaks, struct summary *out);
+
+/* Compute-busy and exposed-communication seconds of a timeline. */
+void summary_overlap(const struct schedule *s, const struct op_timing *ops, double *compute_s,
+		     double *exposed_comm_s);
+
+#endif

@@ -1,0 +1,654 @@
+/*
+ * backend_cpu.c - the CPU backend: streams are threads, the work is the
+ * fp32 reference (gpu/ref), collectives are MPI (see backend.h).
+ *
+ * Each stream of the schedule is a thread draining an in-order queue of
+ * commands: record an event (the time on a monotonic clock, and "done"),
+ * wait for an event, or run a piece of work. So the ops of different
+ * streams run at the same time exactly when the schedule lets them, and a
+ * collective on its stream overlaps the compute of the compute stream, as
+ * on a GPU. One mutex and one condition variable guard the queues and the
+ * events; a thread holds the mutex only to take a command, never while it
+ * works. Collectives run on communicators of their own per stream
+ * (comm.h), which needs MPI_THREAD_MULTIPLE.
+ *
+ * Memory is host memory standing for device memory: segments come from
+ * aligned_alloc and the walker places buffers in them (core/alloc.h). The
+ * reference kernels compute in fp32, so every buffer must be fp32 (or the
+ * int32 token ids): backend_cpu_new refuses other schedules, and checks
+ * that every buffer holds what the kernels need.
+ */
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "comm.h"
+#include "ref.h"
+#include "xalloc.h"
+
+enum cmd_type { CMD_RECORD, CMD_WAIT, CMD_RUN };
+
+struct cpu;
+
+struct cmd {
+	enum cmd_type type;
+	int event;
+	void (*run)(struct cpu *c, const struct cmd *k);
+	union {
+		struct seg_args seg;
+		struct {
+			struct comm_handle *h;
+			void *out;
+			const void *in;
+			size_t count;
+		} coll;
+		struct {
+			void *dst;
+			const void *src;
+			size_t count;
+		} copy;
+		struct {
+			const struct unit_layout *u;
+			void *dst;
+			const void *src;
+			int n;
+		} pack;
+		struct {
+			struct optim_tensor *t; /* owned by the command, freed once run */
+			int count;
+			struct ref_adamw_hparams hp;
+			int step;
+			float scale;
+		} optim;
+	} a;
+};
+
+struct queue {
+	struct cpu *owner;
+	struct cmd *k;
+	int n, cap, head;
+	pthread_t thread;
+};
+
+struct cpu {
+	struct backend base;
+	const struct schedule *s;
+	const struct model_shape *m;
+	int B, N, D, V;
+	/* the step's data and the activations' bookkeeping, compute stream only */
+	int *tokens, *targets;            /* (M, N) each */
+	struct ref_block_store *stores;   /* per segment: forward to recompute to backward */
+	struct ref_head_store head;
+	double loss_sum;
+	/* streams and events */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct queue q[ST_COUNT];
+	int nevents;
+	uint8_t *done;
+	uint64_t *ns;
+	int outstanding;                  /* commands queued and not yet finished */
+	int stop;
+	struct timespec t0;
+};
+
+static struct cpu *cpu_of(struct backend *b)
+{
+	return (struct cpu *)b;
+}
+
+static uint64_t clock_ns(const struct cpu *c)
+{
+	struct timespec t;
+	int64_t d;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	d = (int64_t)(t.tv_sec - c->t0.tv_sec) * 1000000000 + (t.tv_nsec - c->t0.tv_nsec);
+	return d > 0 ? (uint64_t)d : 0;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+static void *stream_main(void *arg)
+{
+	struct queue *q = arg;
+	struct cpu *c = q->owner;
+
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct cmd k;
+		while (!c->stop && q->head == q->n)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (q->head == q->n)
+			break; /* stopped and drained */
+		k = q->k[q->head];
+		if (k.type == CMD_WAIT && !c->done[k.event]) {
+			pthread_cond_wait(&c->cv, &c->mu);
+			continue;
+		}
+		if (k.type == CMD_RUN) {
+			pthread_mutex_unlock(&c->mu);
+			k.run(c, &k);
+			pthread_mutex_lock(&c->mu);
+		} else if (k.type == CMD_RECORD) {
+			c->ns[k.event] = clock_ns(c);
+			c->done[k.event] = 1;
+		}
+		q->head++;
+		c->outstanding--;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static void push(struct cpu *c, int stream, const struct cmd *k)
+{
+	struct queue *q = &c->q[stream];
+
+	pthread_mutex_lock(&c->mu);
+	if (q->n == q->cap) {
+		q->cap = q->cap ? 2 * q->cap : 1024;
+		q->k = xrealloc(q->k, sizeof(*q->k) * (size_t)q->cap);
+	}
+	q->k[q->n++] = *k;
+	c->outstanding++;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void cpu_record(struct backend *b, int stream, int event)
+{
+	struct cmd k = { .type = CMD_RECORD, .event = event };
+	push(cpu_of(b), stream, &k);
+}
+
+static void cpu_wait(struct backend *b, int stream, int event)
+{
+	struct cmd k = { .type = CMD_WAIT, .event = event };
+	push(cpu_of(b), stream, &k);
+}
+
+static void cpu_sync(struct backend *b)
+{
+	struct cpu *c = cpu_of(b);
+
+	pthread_mutex_lock(&c->mu);
+	while (c->outstanding > 0)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void cpu_step_begin(struct backend *b)
+{
+	struct cpu *c = cpu_of(b);
+
+	cpu_sync(b);
+	for (int st = 0; st < ST_COUNT; st++)
+		c->q[st].n = c->q[st].head = 0;
+	memset(c->done, 0, (size_t)c->nevents);
+	c->loss_sum = 0;
+	clock_gettime(CLOCK_MONOTONIC, &c->t0);
+}
+
+static uint64_t cpu_now_ns(struct backend *b)
+{
+	return clock_ns(cpu_of(b));
+}
+
+static uint64_t cpu_event_ns(struct backend *b, int event)
+{
+	struct cpu *c = cpu_of(b);
+	assert(event >= 0 && event < c->nevents && c->done[event]);
+	return c->ns[event];
+}
+
+static double cpu_loss(struct backend *b)
+{
+	return cpu_of(b)->loss_sum;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static void *cpu_alloc(struct backend *b, uint64_t bytes)
+{
+	(void)b;
+	return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void cpu_dealloc(struct backend *b, void *p)
+{
+	(void)b;
+	free(p);
+}
+
+static void cpu_memcpy(struct backend *b, void *dst, const void *src, uint64_t bytes)
+{
+	(void)b;
+	memcpy(dst, src, bytes);
+}
+
+static void cpu_set_batch(struct backend *b, int micro, const int *tokens, const int *targets)
+{
+	struct cpu *c = cpu_of(b);
+
+	memcpy(c->tokens + (size_t)micro * c->N, tokens, sizeof(int) * (size_t)c->N);
+	memcpy(c->targets + (size_t)micro * c->N, targets, sizeof(int) * (size_t)c->N);
+}
+
+/* ---- work ---------------------------------------------------------------------- */
+
+static void launch(struct backend *b, int stream, void (*run)(struct cpu *, const struct cmd *), struct cmd *k)
+{
+	k->type = CMD_RUN;
+	k->run = run;
+	push(cpu_of(b), stream, k);
+}
+
+static void run_zero(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	memset(k->a.copy.dst, 0, k->a.copy.count);
+}
+
+static void cpu_zero(struct backend *b, int stream, void *p, uint64_t bytes)
+{
+	struct cmd k = { .a.copy = { p, NULL, bytes } };
+	launch(b, stream, run_zero, &k);
+}
+
+static enum segment_kind seg_kind(const struct cpu *c, int seg)
+{
+	return c->s->segs[seg].kind;
+}
+
+static const int *micro_tokens(const struct cpu *c, int micro)
+{
+	return c->tokens + (size_t)micro * c->N;
+}
+
+static const int *micro_targets(const struct cpu *c, int micro)
+{
+	return c->targets + (size_t)micro * c->N;
+}
+
+/* Point the head store into the saved buffer; the chunked loss's logits chunk is the op's scratch. */
+static void head_store(struct cpu *c, const struct seg_args *a)
+{
+	ref_head_store_init(&c->head, a->saved, c->m, c->B, c->s->loss, c->s->loss_chunk_rows);
+	if (c->s->loss == LOSS_CHUNKED)
+		c->head.logits = a->scratch;
+}
+
+static void run_forward(struct cpu *c, const struct cmd *k)
+{
+	const struct seg_args *a = &k->a.seg;
+	size_t nd = (size_t)c->N * c->D;
+
+	switch (seg_kind(c, a->seg)) {
+	case SEG_EMBED:
+		memcpy(a->saved, micro_tokens(c, a->micro), sizeof(int) * (size_t)c->N); /* backward reads them here */
+		ref_embedding_forward(a->resid, micro_tokens(c, a->micro), a->params, c->N, c->D);
+		break;
+	case SEG_BLOCK: {
+		struct ref_block_store *st = &c->stores[a->seg];
+		/* forward computes every field: the ones the mode does not keep land in the scratch */
+		ref_block_store_init(st, a->saved, c->s->ac == AC_NONE ? NULL : a->scratch, c->m, c->B, c->s->ac);
+		memcpy(st->x, a->resid, sizeof(float) * nd);
+		ref_block_forward(a->resid, st, a->params, c->m, c->B);
+		break;
+	}
+	case SEG_HEAD:
+		head_store(c, a);
+		memcpy(c->head.x, a->resid, sizeof(float) * nd);
+		c->loss_sum += ref_head_forward(&c->head, a->params, a->out_params, micro_targets(c, a->micro), c->m,
+						c->B);
+		break;
+	default:
+		assert(!"bad segment kind");
+	}
+}
+
+static void run_recompute(struct cpu *c, const struct cmd *k)
+{
+	const struct seg_args *a = &k->a.seg;
+	struct ref_block_store *st = &c->stores[a->seg];
+
+	assert(seg_kind(c, a->seg) == SEG_BLOCK);
+	/* the same saved memory, so the same field layout; the rest now in the recomputed buffer */
+	ref_block_store_init(st, a->saved, a->recomputed, c->m, c->B, c->s->ac);
+	ref_block_recompute(st, a->params, c->m, c->B);
+}
+
+static void run_backward(struct cpu *c, const struct cmd *k)
+{
+	const struct seg_args *a = &k->a.seg;
+
+	switch (seg_kind(c, a->seg)) {
+	case SEG_EMBED:
+		ref_embedding_backward(a->grads, a->resid, a->saved, c->N, c->D);
+		break;
+	case SEG_BLOCK: {
+		struct ref_block_store *st = &c->stores[a->seg];
+		if (c->s->ac == AC_NONE)
+			ref_block_store_init(st, a->saved, NULL, c->m, c->B, AC_NONE);
+		ref_block_backward(a->resid, a->grads, a->resid, st, a->params, a->scratch, c->m, c->B);
+		break;
+	}
+	case SEG_HEAD:
+		head_store(c, a);
+		ref_head_backward(a->resid, a->grads, a->out_grads, &c->head, a->params, a->out_params,
+				  micro_targets(c, a->micro), c->m, c->B);
+		break;
+	default:
+		assert(!"bad segment kind");
+	}
+}
+
+static void cpu_forward(struct backend *b, int stream, const struct seg_args *a)
+{
+	struct cmd k = { .a.seg = *a };
+	launch(b, stream, run_forward, &k);
+}
+
+static void cpu_recompute(struct backend *b, int stream, const struct seg_args *a)
+{
+	struct cmd k = { .a.seg = *a };
+	launch(b, stream, run_recompute, &k);
+}
+
+static void cpu_backward(struct backend *b, int stream, const struct seg_args *a)
+{
+	struct cmd k = { .a.seg = *a };
+	launch(b, stream, run_backward, &k);
+}
+
+static void run_all_gather(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	comm_all_gather(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
+}
+
+static void run_reduce_scatter(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	comm_reduce_scatter_mean(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
+}
+
+static void run_all_reduce(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	comm_all_reduce_mean(k->a.coll.h, k->a.coll.out, k->a.coll.count);
+}
+
+static void fp32_only(enum elem e)
+{
+	assert(e == ELEM_FP32 && "backend_cpu_new admits fp32 schedules only");
+	(void)e;
+}
+
+static void cpu_all_gather(struct backend *b, int stream, struct comm_handle *h, void *out, const void *in,
+			   size_t count, enum elem e)
+{
+	struct cmd k = { .a.coll = { h, out, in, count } };
+	fp32_only(e);
+	launch(b, stream, run_all_gather, &k);
+}
+
+static void cpu_reduce_scatter(struct backend *b, int stream, struct comm_handle *h, void *out, const void *in,
+			       size_t count, enum elem e)
+{
+	struct cmd k = { .a.coll = { h, out, in, count } };
+	fp32_only(e);
+	launch(b, stream, run_reduce_scatter, &k);
+}
+
+static void cpu_all_reduce(struct backend *b, int stream, struct comm_handle *h, void *buf, size_t count,
+			   enum elem e)
+{
+	struct cmd k = { .a.coll = { h, buf, NULL, count } };
+	fp32_only(e);
+	launch(b, stream, run_all_reduce, &k);
+}
+
+static void run_accumulate(struct cpu *c, const struct cmd *k)
+{
+	float *dst = k->a.copy.dst;
+	const float *src = k->a.copy.src;
+
+	(void)c;
+	for (size_t i = 0; i < k->a.copy.count; i++)
+		dst[i] += src[i];
+}
+
+static void cpu_accumulate(struct backend *b, int stream, void *dst, const void *src, size_t count, enum elem e)
+{
+	struct cmd k = { .a.copy = { dst, src, count } };
+	fp32_only(e);
+	launch(b, stream, run_accumulate, &k);
+}
+
+static void run_optimizer(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	for (int i = 0; i < k->a.optim.count; i++) {
+		const struct optim_tensor *t = &k->a.optim.t[i];
+		float *g = t->g, *m = t->moments;
+		for (size_t j = 0; j < t->n; j++)
+			g[j] *= k->a.optim.scale;
+		ref_adamw(t->p, g, m, m + t->n, t->n, &k->a.optim.hp, k->a.optim.step);
+	}
+	free(k->a.optim.t);
+}
+
+static void cpu_optimizer(struct backend *b, int stream, const struct optim_args *a)
+{
+	struct cmd k = { 0 };
+
+	for (int i = 0; i < a->count; i++) {
+		fp32_only(a->t[i].p_elem);
+		fp32_only(a->t[i].g_elem);
+		fp32_only(a->t[i].state_elem);
+	}
+	k.a.optim.t = xmalloc(sizeof(*a->t) * (size_t)(a->count > 0 ? a->count : 1));
+	memcpy(k.a.optim.t, a->t, sizeof(*a->t) * (size_t)a->count);
+	k.a.optim.count = a->count;
+	k.a.optim.hp = (struct ref_adamw_hparams){ a->lr, a->beta1, a->beta2, a->eps, a->weight_decay };
+	k.a.optim.step = a->step;
+	k.a.optim.scale = a->grad_scale;
+	launch(b, stream, run_optimizer, &k);
+}
+
+static void run_copy(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	memcpy(k->a.copy.dst, k->a.copy.src, sizeof(float) * k->a.copy.count);
+}
+
+static void cpu_copy(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
+		     size_t count)
+{
+	struct cmd k = { .a.copy = { dst, src, count } };
+	fp32_only(de);
+	fp32_only(se);
+	launch(b, stream, run_copy, &k);
+}
+
+static void run_unpack(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	layout_unpack(k->a.pack.u, k->a.pack.dst, k->a.pack.src, k->a.pack.n);
+}
+
+static void run_pack(struct cpu *c, const struct cmd *k)
+{
+	(void)c;
+	layout_pack(k->a.pack.u, k->a.pack.dst, k->a.pack.src, k->a.pack.n);
+}
+
+static void cpu_unpack(struct backend *b, int stream, const struct unit_layout *u, void *flat,
+		       const void *gathered, int n)
+{
+	struct cmd k = { .a.pack = { u, flat, gathered, n } };
+	launch(b, stream, run_unpack, &k);
+}
+
+static void cpu_pack(struct backend *b, int stream, const struct unit_layout *u, void *packed, const void *flat,
+		     int n)
+{
+	struct cmd k = { .a.pack = { u, packed, flat, n } };
+	launch(b, stream, run_pack, &k);
+}
+
+/* ---- setup ------------------------------------------------------------------------ */
+
+static void cpu_release(struct backend *b)
+{
+	struct cpu *c = cpu_of(b);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	for (int st = 0; st < ST_COUNT; st++) {
+		pthread_join(c->q[st].thread, NULL);
+		free(c->q[st].k);
+	}
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	free(c->done);
+	free(c->ns);
+	free(c->tokens);
+	free(c->targets);
+	free(c->stores);
+	free(c);
+}
+
+static const struct backend_ops cpu_ops = {
+	.name = "cpu",
+	.release = cpu_release,
+	.dev_alloc = cpu_alloc,
+	.dev_free = cpu_dealloc,
+	.host_alloc = cpu_alloc,
+	.host_free = cpu_dealloc,
+	.upload = cpu_memcpy,
+	.download = cpu_memcpy,
+	.set_batch = cpu_set_batch,
+	.step_begin = cpu_step_begin,
+	.now_ns = cpu_now_ns,
+	.record = cpu_record,
+	.wait = cpu_wait,
+	.sync = cpu_sync,
+	.event_ns = cpu_event_ns,
+	.loss = cpu_loss,
+	.zero = cpu_zero,
+	.forward = cpu_forward,
+	.recompute = cpu_recompute,
+	.backward = cpu_backward,
+	.all_gather = cpu_all_gather,
+	.reduce_scatter = cpu_reduce_scatter,
+	.all_reduce = cpu_all_reduce,
+	.accumulate = cpu_accumulate,
+	.optimizer = cpu_optimizer,
+	.copy = cpu_copy,
+	.unpack = cpu_unpack,
+	.pack = cpu_pack,
+};
+
+/* Bytes the reference kernels need in buffer b, or 0 when they need no more than the schedule says. */
+static uint64_t need_bytes(const struct cpu *c, const struct buffer *b)
+{
+	const struct schedule *s = c->s;
+	enum segment_kind sk = b->seg >= 0 ? s->segs[b->seg].kind : SEG_KIND_COUNT;
+	int phase = b->alloc_op >= 0 ? s->ops[b->alloc_op].kind : -1;
+	size_t f = 0;
+
+	switch (b->kind) {
+	case BUF_ACTS:
+		if (sk == SEG_BLOCK)
+			f = ref_block_saved_floats(c->m, c->B, s->ac);
+		else if (sk == SEG_HEAD) /* the store; under the chunked loss without its logits chunk */
+			f = ref_head_store_floats(c->m, c->B, s->loss, s->loss_chunk_rows) -
+			    (s->loss == LOSS_CHUNKED ? (size_t)s->loss_chunk_rows * c->V : 0);
+		break;
+	case BUF_RECOMPUTED:
+		f = ref_block_transient_floats(c->m, c->B, s->ac);
+		break;
+	case BUF_TRANSIENT:
+		if (sk == SEG_BLOCK && phase == OP_FORWARD)
+			f = ref_block_transient_floats(c->m, c->B, s->ac);
+		else if (sk == SEG_BLOCK && phase == OP_BACKWARD)
+			f = ref_block_scratch_floats(c->m, c->B);
+		else if (sk == SEG_HEAD && s->loss == LOSS_CHUNKED)
+			f = (size_t)s->loss_chunk_rows * c->V;
+		break;
+	case BUF_RESIDUAL:
+	case BUF_RESIDUAL_GRAD:
+		f = (size_t)c->N * c->D;
+		break;
+	case BUF_TOKENS:
+		f = (size_t)c->N;
+		break;
+	default:
+		break;
+	}
+	return (uint64_t)f * sizeof(float);
+}
+
+struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, char *err, int errlen)
+{
+	struct cpu *c;
+
+	(void)comm;
+	for (int i = 0; i < s->nbufs; i++) {
+		const struct buffer *b = &s->bufs[i];
+		if (b->elem != ELEM_FP32 && b->elem != ELEM_I32) {
+			snprintf(err, errlen,
+				 "the cpu backend computes in fp32, but the schedule holds %s %s buffers: "
+				 "set policy.precision = fp32 (with reduce_dtype and accum_dtype fp32)",
+				 elem_name(b->elem), buf_kind_name(b->kind));
+			return NULL;
+		}
+	}
+	c = xcalloc(1, sizeof(*c));
+	c->base.ops = &cpu_ops;
+	c->s = s;
+	c->m = &s->exp->model;
+	c->B = s->batch;
+	c->N = s->batch * c->m->seq;
+	c->D = c->m->hidden;
+	c->V = c->m->vocab;
+	for (int i = 0; i < s->nbufs; i++) {
+		const struct buffer *b = &s->bufs[i];
+		uint64_t need = need_bytes(c, b);
+		if (need > b->bytes) {
+			/* the schedule and the reference disagree on a size: a bug, not an input error */
+			fprintf(stderr, "gpu_run: a %s buffer of %llu bytes is too small for the cpu backend's %llu\n",
+				buf_kind_name(b->kind), (unsigned long long)b->bytes, (unsigned long long)need);
+			abort();
+		}
+	}
+	c->tokens = xcalloc((size_t)s->microbatches * c->N, sizeof(int));
+	c->targets = xcalloc((size_t)s->microbatches * c->N, sizeof(int));
+	c->stores = xcalloc((size_t)s->nsegs, sizeof(*c->stores));
+	c->nevents = 2 * s->nops;
+	c->done = xcalloc((size_t)c->nevents + 1, 1);
+	c->ns = xcalloc((size_t)c->nevents + 1, sizeof(uint64_t));
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &c->t0);
+	for (int st = 0; st < ST_COUNT; st++) {
+		c->q[st].owner = c;
+		if (pthread_create(&c->q[st].thread, NULL, stream_main, &c->q[st]) != 0) {
+			fprintf(stderr, "gpu_run: cannot start the thread of stream %s\n", stream_name(st));
+			abort();
+		}
+	}
+	return &c->base;
+}
