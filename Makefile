@@ -102,7 +102,7 @@ $(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
 
 $(BUILD)/tests/main.o: $(BUILD)/tests/suites.h
 
-tests/run_tests: $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(BUILD)/libcore.a
+tests/run_tests: $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUNIT_LIBS)
 
 # ---- user targets --------------------------------------------------------

@@ -4,8 +4,10 @@
  *
  * The kernel lists here are the single description of what a segment
  * computes: the simulator prices them and the GPU model launches the
- * same kernels in the same order. Activation sizes follow what the model
- * in gpu/ keeps for backward (see gpu/ref/ref.h), not a rule of thumb.
+ * same kernels in the same order. The activation stores (block_fields,
+ * grad_fields, head_fields) are the single description of what a segment
+ * keeps: the simulator prices their layouts, and the fp32 reference and
+ * the CUDA model in gpu/ point their store structs with the same layouts.
  */
 #include "model.h"
 
@@ -138,6 +140,22 @@ int model_module_tensor_list(const struct model_shape *m, enum module_kind k,
 	}
 }
 
+int64_t model_module_offset(const struct model_shape *m, enum module_kind k, int block)
+{
+	int64_t blocks = model_embed_params(m);
+	int64_t final_norm = blocks + (int64_t)m->layers * model_block_params(m);
+
+	switch (k) {
+	case MOD_EMBED: return 0;
+	case MOD_BLOCK:
+		assert(block >= 0 && block < m->layers);
+		return blocks + (int64_t)block * model_block_params(m);
+	case MOD_FINAL_NORM: return final_norm;
+	case MOD_OUTPUT: return final_norm + model_final_norm_params(m);
+	default: assert(!"bad module kind"); return 0;
+	}
+}
+
 int64_t model_module_tensors(const struct model_shape *m, enum module_kind k)
 {
 	struct tensor_desc td[BT_COUNT];
@@ -234,7 +252,15 @@ static uint64_t attn_fwd_flops(const struct model_dims *d)
 	return 2ull * d->B * d->H * d->T * d->T * d->Q;
 }
 
-static void block_forward_kernels(struct klist *l, const struct model_dims *d, int a, int elementwise_only)
+/* Bytes of a store's field, unpadded: what a kernel reading or writing it moves. */
+static uint64_t fbytes(const struct store_layout *st, int f)
+{
+	return st->f[f].elems * (uint64_t)st->f[f].elem_bytes;
+}
+
+/* st: the block's store, at act_bytes a (the mode does not change field sizes). */
+static void block_forward_kernels(struct klist *l, const struct model_dims *d,
+				  const struct store_layout *st, int a, int elementwise_only)
 {
 	int64_t N = d->N;
 
@@ -245,33 +271,38 @@ static void block_forward_kernels(struct klist *l, const struct model_dims *d, i
 		elementwise(l, "rope", 2 * N * (d->H + d->KV) * d->Q, a, 6ull * N * (d->H + d->KV) * d->Q);
 	if (!elementwise_only) {
 		kput(l, "attention", K_ATTN, d->B * d->H, d->T, d->Q, attn_fwd_flops(d),
-		     (uint64_t)a * (N * d->qkv + N * d->hq) + 4ull * d->B * d->H * d->T);
+		     fbytes(st, BF_QKV) + fbytes(st, BF_ATT) + fbytes(st, BF_LSE));
 		linear_fwd(l, "wo", N, d->hq, d->D, a);
 	}
 	elementwise(l, "residual1", 3 * N * d->D, a, (uint64_t)N * d->D);
 	elementwise(l, "mlp_norm", 2 * N * d->D, a, 4ull * N * d->D);
 	if (!elementwise_only)
 		linear_fwd(l, "gate_up", N, d->D, 2 * d->F, a);
-	elementwise(l, "swiglu", 3 * N * d->F, a, 6ull * N * d->F);
+	kput(l, "swiglu", K_ELEMENTWISE, 0, 0, 0, 6ull * N * d->F,
+	     fbytes(st, BF_GATEUP) + fbytes(st, BF_H));
 	if (!elementwise_only) {
 		linear_fwd(l, "down", N, d->F, d->D, a);
 		elementwise(l, "residual2", 3 * N * d->D, a, (uint64_t)N * d->D);
 	}
 }
 
-static void block_backward_kernels(struct klist *l, const struct model_dims *d, int a)
+/* st: the block's store, g: its backward's gradient scratch, both at act_bytes a. */
+static void block_backward_kernels(struct klist *l, const struct model_dims *d,
+				   const struct store_layout *st, const struct store_layout *g, int a)
 {
 	int64_t N = d->N;
 
 	linear_bwd(l, "down", N, d->F, d->D, a);
-	elementwise(l, "swiglu_bwd", 5 * N * d->F, a, 10ull * N * d->F);
+	kput(l, "swiglu_bwd", K_ELEMENTWISE, 0, 0, 0, 10ull * N * d->F,
+	     fbytes(g, GF_DH) + fbytes(st, BF_GATEUP) + fbytes(g, GF_DGATEUP));
 	linear_bwd(l, "gate_up", N, d->D, 2 * d->F, a);
 	elementwise(l, "mlp_norm_bwd", 4 * N * d->D, a, 8ull * N * d->D);
 	elementwise(l, "residual1_bwd", 3 * N * d->D, a, (uint64_t)N * d->D);
 	linear_bwd(l, "wo", N, d->hq, d->D, a);
 	/* flash backward: recompute QK^T, then dV, dP, dQ, dK: 5/2 of forward */
 	kput(l, "attention_bwd", K_ATTN, d->B * d->H, d->T, d->Q, 5 * attn_fwd_flops(d) / 2,
-	     (uint64_t)a * (2 * N * d->qkv + 2 * N * d->hq) + 4ull * d->B * d->H * d->T);
+	     fbytes(st, BF_QKV) + fbytes(st, BF_ATT) + fbytes(st, BF_LSE) + fbytes(g, GF_DATT) +
+		     fbytes(g, GF_DQKV));
 	elementwise(l, "rope_bwd", 2 * N * (d->H + d->KV) * d->Q, a, 6ull * N * (d->H + d->KV) * d->Q);
 	linear_bwd(l, "qkv", N, d->D, d->qkv, a);
 	elementwise(l, "attn_norm_bwd", 4 * N * d->D, a, 8ull * N * d->D);
@@ -309,6 +340,7 @@ int model_segment_kernels(const struct model_shape *m, int batch, enum segment_k
 {
 	struct klist l = { out, 0, max };
 	struct model_dims d = model_dims_of(m, batch);
+	struct store_layout st, g;
 	int a = act_bytes;
 
 	switch (s) {
@@ -321,14 +353,16 @@ int model_segment_kernels(const struct model_shape *m, int batch, enum segment_k
 			     (uint64_t)d.V * d.D * a + 3ull * d.N * d.D * a + 4ull * d.N);
 		break;
 	case SEG_BLOCK:
+		model_block_store_layout(&st, m, batch, AC_NONE, a);
+		model_block_grads_layout(&g, m, batch, a);
 		if (ph == PH_FWD)
-			block_forward_kernels(&l, &d, a, 0);
+			block_forward_kernels(&l, &d, &st, a, 0);
 		else if (ph == PH_BWD)
-			block_backward_kernels(&l, &d, a);
+			block_backward_kernels(&l, &d, &st, &g, a);
 		else if (ac == AC_FULL)
-			block_forward_kernels(&l, &d, a, 0);
+			block_forward_kernels(&l, &d, &st, a, 0);
 		else if (ac == AC_SELECTIVE)
-			block_forward_kernels(&l, &d, a, 1);
+			block_forward_kernels(&l, &d, &st, a, 1);
 		break;
 	case SEG_HEAD:
 		head_kernels(&l, &d, ph, loss, a);
@@ -351,46 +385,174 @@ uint64_t model_segment_flops_per_token(const struct model_shape *m, enum segment
 	return f / (uint64_t)m->seq;
 }
 
-/* ---- activation memory ------------------------------------------------- */
+/* ---- activation stores ------------------------------------------------- */
 
-/* Bytes one block keeps for backward when nothing is recomputed. */
-static uint64_t block_saved_all(const struct model_dims *d, int a)
+/* Element counts a field can have, in the dims of struct model_dims. */
+enum extent {
+	X_ND,     /* (N, D) */
+	X_N,      /* (N) */
+	X_NQKV,   /* (N, (H + 2 KV) Q) */
+	X_NHQ,    /* (N, H Q) */
+	X_BHT,    /* (B, H, T) */
+	X_N2F,    /* (N, 2F) */
+	X_NF,     /* (N, F) */
+	X_LOGITS, /* (rows, V): rows = N under LOSS_FULL, the chunk under LOSS_CHUNKED */
+};
+
+/* One row of a store's table; region[] is indexed by the store's mode. */
+_Static_assert((int)LOSS_COUNT <= (int)AC_COUNT, "a field_row's region[] holds the loss modes too");
+
+struct field_row {
+	const char *name;
+	enum extent extent;
+	enum field_dtype dtype;
+	enum field_region region[AC_COUNT];
+};
+
+#define ACT FIELD_ACT
+#define FP32 FIELD_FP32
+#define SAVED FIELD_SAVED
+#define TRANS FIELD_TRANSIENT
+
+/* What a block's backward reads, by checkpointing mode (see model.h). */
+static const struct field_row block_fields[BF_COUNT] = {
+	/*              name      extent   dtype  AC_NONE  AC_FULL  AC_SELECTIVE */
+	[BF_X]      = { "x",      X_ND,    ACT,  { SAVED,   SAVED,   SAVED } },
+	[BF_XN1]    = { "xn1",    X_ND,    ACT,  { SAVED,   TRANS,   TRANS } },
+	[BF_RSTD1]  = { "rstd1",  X_N,     FP32, { SAVED,   TRANS,   TRANS } },
+	[BF_QKV]    = { "qkv",    X_NQKV,  ACT,  { SAVED,   TRANS,   SAVED } },
+	[BF_ATT]    = { "att",    X_NHQ,   ACT,  { SAVED,   TRANS,   SAVED } },
+	[BF_LSE]    = { "lse",    X_BHT,   FP32, { SAVED,   TRANS,   SAVED } },
+	[BF_X1]     = { "x1",     X_ND,    ACT,  { SAVED,   TRANS,   SAVED } },
+	[BF_XN2]    = { "xn2",    X_ND,    ACT,  { SAVED,   TRANS,   TRANS } },
+	[BF_RSTD2]  = { "rstd2",  X_N,     FP32, { SAVED,   TRANS,   TRANS } },
+	[BF_GATEUP] = { "gateup", X_N2F,   ACT,  { SAVED,   TRANS,   SAVED } },
+	[BF_H]      = { "h",      X_NF,    ACT,  { SAVED,   TRANS,   TRANS } },
+};
+
+/* The activation gradients a block's backward writes, whatever the mode. */
+static const struct field_row grad_fields[GF_COUNT] = {
+	[GF_DXN]     = { "dxn",     X_ND,   ACT, { TRANS, TRANS, TRANS } },
+	[GF_DH]      = { "dh",      X_NF,   ACT, { TRANS, TRANS, TRANS } },
+	[GF_DGATEUP] = { "dgateup", X_N2F,  ACT, { TRANS, TRANS, TRANS } },
+	[GF_DATT]    = { "datt",    X_NHQ,  ACT, { TRANS, TRANS, TRANS } },
+	[GF_DQKV]    = { "dqkv",    X_NQKV, ACT, { TRANS, TRANS, TRANS } },
+};
+
+/* What the head's backward reads, by loss mode. */
+static const struct field_row head_fields[HF_COUNT] = {
+	/*              name      extent    dtype  LOSS_FULL LOSS_CHUNKED */
+	[HF_X]      = { "x",      X_ND,     ACT,  { SAVED,    SAVED } },
+	[HF_XN]     = { "xn",     X_ND,     ACT,  { SAVED,    SAVED } },
+	[HF_RSTD]   = { "rstd",   X_N,      FP32, { SAVED,    SAVED } },
+	[HF_LSE]    = { "lse",    X_N,      FP32, { SAVED,    SAVED } },
+	[HF_LOGITS] = { "logits", X_LOGITS, FP32, { SAVED,    TRANS } },
+};
+
+#undef ACT
+#undef FP32
+#undef SAVED
+#undef TRANS
+
+static uint64_t extent_elems(enum extent e, const struct model_dims *d, int64_t logit_rows)
 {
-	uint64_t N = d->N;
-	/* x, attn_norm out, qkv (roped), attn out, x1, mlp_norm out, gate_up, h */
-	uint64_t acts = N * (4 * d->D + d->qkv + d->hq + 3 * d->F) * a;
-	/* two rstd vectors and the attention log-sum-exp, fp32 */
-	return acts + 2 * 4 * N + 4ull * d->B * d->H * d->T;
+	uint64_t N = (uint64_t)d->N;
+	switch (e) {
+	case X_ND: return N * d->D;
+	case X_N: return N;
+	case X_NQKV: return N * d->qkv;
+	case X_NHQ: return N * d->hq;
+	case X_BHT: return (uint64_t)d->B * d->H * d->T;
+	case X_N2F: return N * 2 * d->F;
+	case X_NF: return N * d->F;
+	case X_LOGITS: return (uint64_t)logit_rows * d->V;
+	}
+	assert(!"bad extent");
+	return 0;
 }
 
-/* Selective keeps the block input, the GEMM outputs and the attention output. */
-static uint64_t block_saved_selective(const struct model_dims *d, int a)
+uint64_t model_field_align(uint64_t bytes)
 {
-	uint64_t N = d->N;
-	return N * (d->D + d->qkv + d->hq + d->D + 2 * d->F) * a + 4ull * d->B * d->H * d->T;
+	return (bytes + MODEL_FIELD_ALIGN - 1) / MODEL_FIELD_ALIGN * MODEL_FIELD_ALIGN;
+}
+
+int model_loss_chunk_rows(const struct model_shape *m, int batch)
+{
+	int64_t n = (int64_t)batch * m->seq;
+	return n < LOSS_CHUNK_ROWS ? (int)n : LOSS_CHUNK_ROWS;
+}
+
+/* Lay the n rows of a table out under the mode (the column of region[]). */
+static void store_lay_out(struct store_layout *l, enum store_kind kind, const struct field_row *rows,
+			  int n, int mode, const struct model_shape *m, int batch, int64_t logit_rows,
+			  int act_bytes)
+{
+	struct model_dims d = model_dims_of(m, batch);
+
+	assert(n <= MODEL_STORE_FIELDS_MAX && mode >= 0 && mode < AC_COUNT && act_bytes > 0);
+	memset(l, 0, sizeof(*l));
+	l->kind = kind;
+	l->nfields = n;
+	for (int i = 0; i < n; i++) {
+		struct store_field *f = &l->f[i];
+		uint64_t *end;
+
+		f->name = rows[i].name;
+		f->region = rows[i].region[mode];
+		f->dtype = rows[i].dtype;
+		f->elem_bytes = f->dtype == FIELD_ACT ? act_bytes : 4;
+		f->elems = extent_elems(rows[i].extent, &d, logit_rows);
+		end = f->region == FIELD_SAVED ? &l->saved_bytes : &l->transient_bytes;
+		f->offset = *end;
+		*end += model_field_align(f->elems * (uint64_t)f->elem_bytes);
+	}
+}
+
+void model_block_store_layout(struct store_layout *l, const struct model_shape *m, int batch,
+			      enum ac_mode ac, int act_bytes)
+{
+	assert(ac >= 0 && ac < AC_COUNT);
+	store_lay_out(l, STORE_BLOCK, block_fields, BF_COUNT, ac, m, batch, 0, act_bytes);
+}
+
+void model_block_grads_layout(struct store_layout *l, const struct model_shape *m, int batch,
+			      int act_bytes)
+{
+	store_lay_out(l, STORE_BLOCK_GRADS, grad_fields, GF_COUNT, 0, m, batch, 0, act_bytes);
+}
+
+void model_head_store_layout(struct store_layout *l, const struct model_shape *m, int batch,
+			     enum loss_mode loss, int chunk, int act_bytes)
+{
+	assert(loss >= 0 && loss < LOSS_COUNT && (loss == LOSS_FULL || chunk > 0));
+	store_lay_out(l, STORE_HEAD, head_fields, HF_COUNT, loss, m, batch,
+		      loss == LOSS_FULL ? (int64_t)batch * m->seq : chunk, act_bytes);
+}
+
+void *model_store_field_at(const struct store_layout *l, int f, void *saved, void *transient)
+{
+	char *base;
+
+	assert(f >= 0 && f < l->nfields);
+	base = l->f[f].region == FIELD_SAVED ? saved : transient;
+	assert(base);
+	return base + l->f[f].offset;
 }
 
 uint64_t model_segment_saved_bytes(const struct model_shape *m, int batch, enum segment_kind s,
 				   enum ac_mode ac, enum loss_mode loss, int act_bytes)
 {
-	struct model_dims d = model_dims_of(m, batch);
-	uint64_t N = d.N;
-	int a = act_bytes;
+	struct store_layout l;
 
 	switch (s) {
 	case SEG_EMBED:
-		return 4 * N; /* token ids */
+		return 4ull * batch * m->seq; /* token ids */
 	case SEG_BLOCK:
-		if (ac == AC_NONE)
-			return block_saved_all(&d, a);
-		if (ac == AC_FULL)
-			return N * d.D * a;
-		return block_saved_selective(&d, a);
+		model_block_store_layout(&l, m, batch, ac, act_bytes);
+		return l.saved_bytes;
 	case SEG_HEAD:
-		/* head input, normed input, rstd, and the loss state */
-		if (loss == LOSS_FULL)
-			return 2 * N * d.D * a + 4 * N + N * d.V * (uint64_t)(a + 4);
-		return 2 * N * d.D * a + 4 * N + 4 * N;
+		model_head_store_layout(&l, m, batch, loss, model_loss_chunk_rows(m, batch), act_bytes);
+		return l.saved_bytes;
 	default:
 		assert(!"bad segment kind");
 		return 0;
@@ -401,26 +563,25 @@ uint64_t model_segment_transient_bytes(const struct model_shape *m, int batch, e
 				       enum phase ph, enum ac_mode ac, enum loss_mode loss,
 				       int act_bytes)
 {
-	struct model_dims d = model_dims_of(m, batch);
-	uint64_t N = d.N;
-	int a = act_bytes;
+	struct store_layout l;
 
 	switch (s) {
 	case SEG_EMBED:
 		return 0;
 	case SEG_BLOCK:
-		if (ph == PH_FWD) /* TEMPORARY until the layout table lands */
-			return ac == AC_NONE ? 0 : block_saved_all(&d, a) - model_segment_saved_bytes(m, batch, s, ac, loss, a);
-		if (ph == PH_RECOMPUTE) /* what backward needs and the checkpoint lacks */
-			return ac == AC_NONE ? 0 : block_saved_all(&d, a) -
-				model_segment_saved_bytes(m, batch, s, ac, loss, a);
-		return N * (d.D + d.F + 2 * d.F + d.hq + d.qkv) * a; /* TEMPORARY */
+		if (ph == PH_BWD) {
+			model_block_grads_layout(&l, m, batch, act_bytes);
+			return l.transient_bytes;
+		}
+		/* forward writes every field, the transient ones as scratch; AC_NONE has none */
+		model_block_store_layout(&l, m, batch, ac, act_bytes);
+		return l.transient_bytes;
 	case SEG_HEAD:
-		if (ph == PH_FWD)
-			return loss == LOSS_FULL ? 0 : (uint64_t)LOSS_CHUNK_ROWS * d.V * 4;
-		if (ph == PH_BWD) /* dlogits, whole or one chunk */
-			return loss == LOSS_FULL ? N * d.V * a : (uint64_t)LOSS_CHUNK_ROWS * d.V * (4 + a);
-		return 0;
+		if (ph == PH_RECOMPUTE)
+			return 0;
+		/* the logits chunk: forward's, and backward's (it recomputes it), dlogits in place */
+		model_head_store_layout(&l, m, batch, loss, model_loss_chunk_rows(m, batch), act_bytes);
+		return l.transient_bytes;
 	default:
 		assert(!"bad segment kind");
 		return 0;

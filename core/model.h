@@ -9,8 +9,10 @@
  *   - the kernels one segment runs in forward, backward and recompute,
  *     each with its GEMM shape, FLOPs and HBM bytes (the simulator prices
  *     these, the GPU model launches the same list);
- *   - the activation bytes a segment keeps for backward under each
- *     checkpointing mode.
+ *   - the activation stores: which tensors a block and the head keep from
+ *     forward to backward under each checkpointing and loss mode, and
+ *     where each lies in memory (one table that the simulator's byte
+ *     counts, the fp32 reference and the CUDA model all read).
  *
  * Conventions: weights are (out, in) row-major, y = x W^T. Activations are
  * (N, D) row-major with N = batch * seq tokens. The QKV projection writes
@@ -139,6 +141,12 @@ int64_t model_total_params(const struct model_shape *m);
 /* dim-0 rows of each tensor of a module, for per-tensor shard padding */
 int model_module_tensor_list(const struct model_shape *m, enum module_kind k,
 			     struct tensor_desc *out, int max);
+/*
+ * Offset (elements) of a module in the flat whole-model layout
+ * embed | L blocks | final norm | output; block is the block index
+ * (0 .. layers-1) for MOD_BLOCK and ignored for the others.
+ */
+int64_t model_module_offset(const struct model_shape *m, enum module_kind k, int block);
 
 /*
  * FLOPs per token of one segment in one phase, as the kernels execute them
@@ -163,18 +171,133 @@ int model_segment_kernels(const struct model_shape *m, int batch, enum segment_k
 			  enum phase ph, enum ac_mode ac, enum loss_mode loss, int act_bytes,
 			  struct kernel *out, int max);
 
+/* ---- activation stores ---------------------------------------------------- */
+
+/*
+ * The activations a segment keeps are the fields of a store, listed once
+ * in model.c (block_fields, grad_fields, head_fields): a name, an element
+ * count from the model dims, an element type (the activation dtype, or
+ * fp32 for statistics and logits) and, per mode, a region:
+ *   saved      kept from the segment's forward to its backward;
+ *   transient  needed only while a phase runs: what recompute rebuilds
+ *              (forward writes it too, as scratch), or scratch alone.
+ * A block's fields follow enum ac_mode (AC_NONE saves all; AC_FULL only x;
+ * AC_SELECTIVE the GEMM outputs qkv, x1, gateup and attention's att and
+ * lse, recomputing the norms and SwiGLU; qkv is roped in place, so the
+ * saved qkv is already roped). The head's follow enum loss_mode: x, xn,
+ * rstd, lse saved; the fp32 logits saved (N, V) under LOSS_FULL, a
+ * transient (chunk, V) under LOSS_CHUNKED; backward turns them into
+ * dlogits in place. A block's backward has its own all-transient store of
+ * activation gradients.
+ *
+ * Layout: fields lie in table order inside their region, each at a byte
+ * offset that is a multiple of MODEL_FIELD_ALIGN (what the CUDA model's
+ * vector accesses and cuBLASLt want); a region's size is the sum of its
+ * fields' sizes, each rounded up to MODEL_FIELD_ALIGN. The fp32 reference
+ * (act_bytes 4) and the bf16 CUDA model (act_bytes 2) point their store
+ * structs with these layouts, so model_segment_saved_bytes and
+ * model_segment_transient_bytes are exactly the memory they use.
+ */
+#define MODEL_FIELD_ALIGN 256
+#define MODEL_STORE_FIELDS_MAX 11
+
+enum store_kind {
+	STORE_BLOCK,       /* a block's activations, by enum ac_mode */
+	STORE_BLOCK_GRADS, /* the activation gradients of a block's backward, all transient */
+	STORE_HEAD,        /* final norm and loss, by enum loss_mode */
+	STORE_KIND_COUNT
+};
+
+/* STORE_BLOCK fields, in layout order (struct ref_block_store) */
+enum block_field {
+	BF_X,      /* (N, D) block input */
+	BF_XN1,    /* (N, D) attn_norm(x) */
+	BF_RSTD1,  /* (N) fp32 */
+	BF_QKV,    /* (N, (H + 2 KV) Q), q and k roped in place */
+	BF_ATT,    /* (N, H Q) attention output */
+	BF_LSE,    /* (B, H, T) fp32 attention log-sum-exp */
+	BF_X1,     /* (N, D) x + Wo att */
+	BF_XN2,    /* (N, D) mlp_norm(x1) */
+	BF_RSTD2,  /* (N) fp32 */
+	BF_GATEUP, /* (N, 2F) [gate | up] */
+	BF_H,      /* (N, F) silu(gate) * up */
+	BF_COUNT
+};
+
+/* STORE_BLOCK_GRADS fields, in layout order */
+enum grad_field {
+	GF_DXN,     /* (N, D) */
+	GF_DH,      /* (N, F) */
+	GF_DGATEUP, /* (N, 2F) */
+	GF_DATT,    /* (N, H Q) */
+	GF_DQKV,    /* (N, (H + 2 KV) Q) */
+	GF_COUNT
+};
+
+/* STORE_HEAD fields, in layout order (struct ref_head_store) */
+enum head_field {
+	HF_X,      /* (N, D) head input */
+	HF_XN,     /* (N, D) final_norm(x) */
+	HF_RSTD,   /* (N) fp32 */
+	HF_LSE,    /* (N) fp32 log-sum-exp of each logits row */
+	HF_LOGITS, /* fp32 (N, V) under LOSS_FULL, (chunk, V) under LOSS_CHUNKED */
+	HF_COUNT
+};
+
+enum field_region { FIELD_SAVED, FIELD_TRANSIENT };
+enum field_dtype { FIELD_ACT, FIELD_FP32 };
+
+struct store_field {
+	const char *name;
+	enum field_region region;
+	enum field_dtype dtype;
+	int elem_bytes;  /* act_bytes for FIELD_ACT, 4 for FIELD_FP32 */
+	uint64_t elems;
+	uint64_t offset; /* bytes from the start of its region, a multiple of MODEL_FIELD_ALIGN */
+};
+
+struct store_layout {
+	enum store_kind kind;
+	int nfields;     /* BF_COUNT, GF_COUNT or HF_COUNT; f[] is indexed by that enum */
+	struct store_field f[MODEL_STORE_FIELDS_MAX];
+	uint64_t saved_bytes;     /* the saved region */
+	uint64_t transient_bytes; /* the transient region */
+};
+
+/* bytes rounded up to MODEL_FIELD_ALIGN */
+uint64_t model_field_align(uint64_t bytes);
+/* Rows of fp32 logits the chunked loss holds at once: 1024, at most batch * seq. */
+int model_loss_chunk_rows(const struct model_shape *m, int batch);
+
+/* The layout of a block's store for `batch` sequences; act_bytes as below. */
+void model_block_store_layout(struct store_layout *l, const struct model_shape *m, int batch,
+			      enum ac_mode ac, int act_bytes);
+/* The layout of a block backward's activation-gradient scratch (transient_bytes). */
+void model_block_grads_layout(struct store_layout *l, const struct model_shape *m, int batch,
+			      int act_bytes);
+/* The layout of the head's store; chunk (rows, > 0) matters for LOSS_CHUNKED only. */
+void model_head_store_layout(struct store_layout *l, const struct model_shape *m, int batch,
+			     enum loss_mode loss, int chunk, int act_bytes);
+/*
+ * Where field f of a laid-out store lies: saved or transient, by the
+ * field's region, plus its offset. The base it needs must not be NULL.
+ */
+void *model_store_field_at(const struct store_layout *l, int f, void *saved, void *transient);
+
 /*
  * Bytes a segment keeps alive from its forward to its backward, for
- * `batch` sequences, under the checkpointing mode. For SEG_HEAD this
- * includes the logits the loss keeps (fp32, unless chunked).
+ * `batch` sequences: the saved region of its store (SEG_EMBED: the int32
+ * token ids). act_bytes is the size of an activation element.
  */
 uint64_t model_segment_saved_bytes(const struct model_shape *m, int batch, enum segment_kind s,
 				   enum ac_mode ac, enum loss_mode loss, int act_bytes);
 
 /*
- * Peak transient bytes while a segment runs one phase (intermediates that
- * are freed before the phase ends, and for recompute the activations the
- * segment rebuilds for its backward).
+ * Transient bytes a segment needs while it runs one phase. A block:
+ * PH_FWD and PH_RECOMPUTE the transient region of its store (forward
+ * writes every field; 0 under AC_NONE), PH_BWD the activation-gradient
+ * scratch. The head: the logits chunk under LOSS_CHUNKED in forward and
+ * backward (which recomputes it), else 0.
  */
 uint64_t model_segment_transient_bytes(const struct model_shape *m, int batch, enum segment_kind s,
 				       enum phase ph, enum ac_mode ac, enum loss_mode loss,

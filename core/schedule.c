@@ -26,12 +26,6 @@ static uint64_t residual_bytes(const struct model_shape *m, int batch, int act_b
 	return (uint64_t)batch * (uint64_t)m->seq * (uint64_t)m->hidden * (uint64_t)act_bytes;
 }
 
-/* Rows of fp32 logits the chunked loss holds at once (temporary: core/model.c owns this). */
-static int model_loss_chunk_rows(const struct model_shape *m, int batch)
-{
-	int64_t n = (int64_t)batch * m->seq;
-	return n < 1024 ? (int)n : 1024;
-}
 
 struct builder {
 	struct schedule *s;

@@ -103,12 +103,25 @@ static void test_activation_bytes(void)
 	/* full checkpointing rebuilds what it did not keep */
 	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_FULL, LOSS_FULL, 2),
 			all - N * D * a);
-	/* the full loss keeps bf16 and fp32 logits, several GiB; the chunked one a few vectors */
+	/* selective forward writes the norms and h into scratch */
+	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_BLOCK, PH_FWD, AC_SELECTIVE, LOSS_FULL, 2),
+			N * (2 * D + 14336) * a + 2 * 4 * N);
+	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2), 0);
+	/* backward's activation gradients: dxn, dh, dgateup, datt, dqkv */
+	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_BLOCK, PH_BWD, AC_NONE, LOSS_FULL, 2),
+			N * (D + 3 * 14336 + 4096 + 6144) * a);
+	/* the full loss keeps fp32 logits, several GiB; the chunked one a few vectors */
 	CU_ASSERT_EQUAL(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2),
-			2 * N * D * a + 4 * N + N * 128256ull * (a + 4));
-	CU_ASSERT(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2) > 5ull << 30);
+			2 * N * D * a + 8 * N + N * 128256ull * 4);
+	CU_ASSERT(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2) > 3ull << 30);
 	CU_ASSERT_EQUAL(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_CHUNKED, 2),
 			2 * N * D * a + 8 * N);
+	/* dlogits overwrite the logits: only the chunked loss needs scratch, one chunk */
+	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_HEAD, PH_BWD, AC_NONE, LOSS_FULL, 2), 0);
+	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_HEAD, PH_FWD, AC_NONE, LOSS_CHUNKED, 2),
+			1024 * 128256ull * 4);
+	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_HEAD, PH_BWD, AC_NONE, LOSS_CHUNKED, 2),
+			1024 * 128256ull * 4);
 }
 
 static void test_mfu_flops(void)

@@ -7,9 +7,12 @@
  * side by side: a store whose fields all point somewhere, the mode only
  * deciding whether a field lives in saved memory (kept from forward to
  * backward) or in transient memory (rebuilt by recompute right before the
- * backward, shareable between blocks). Forward runs the same code under
- * every mode; recompute repeats forward's own kernels, so the modes give
- * the same gradients up to the order of fp32 atomic additions.
+ * backward, shareable between blocks); core/model.c's table decides which,
+ * and layout.c points the fields. Forward runs the same code under every
+ * mode; recompute repeats forward's own kernels, so the modes give the
+ * same gradients up to the order of fp32 atomic additions. Rope runs in
+ * place on the QKV GEMM output, so a saved qkv is already roped and the
+ * selective recompute, which keeps qkv, does not rotate it again.
  *
  * Fusions the reference spells out as loops: the two residual adds of the
  * forward are the beta = 1 epilogues of the Wo and down GEMMs (C = the
@@ -22,131 +25,16 @@
 
 #include "internal.h"
 
-/* ---- parameter layout ------------------------------------------------------------------- */
-
-size_t cuda_block_offset(const struct model_shape *m, enum block_tensor t)
-{
-	return (size_t)model_block_tensor_offset(m, t);
-}
-
-size_t cuda_block_elems(const struct model_shape *m)
-{
-	return cuda_block_offset(m, BT_COUNT);
-}
-
-/* ---- activation store ------------------------------------------------------------------- */
-
-enum field {
-	F_X, F_XN1, F_RSTD1, F_QKV, F_QKV_ROPE, F_ATT, F_LSE, F_X1, F_XN2, F_RSTD2,
-	F_GATEUP, F_H, F_COUNT
-};
-
-static size_t field_bytes(const struct model_dims *d, enum field f)
-{
-	size_t N = (size_t)d->N, bf = sizeof(bf16), fl = sizeof(float);
-	switch (f) {
-	case F_X: case F_XN1: case F_X1: case F_XN2:
-		return align256(N * d->D * bf);
-	case F_RSTD1: case F_RSTD2:
-		return align256(N * fl);
-	case F_QKV: case F_QKV_ROPE:
-		return align256(N * d->qkv * bf);
-	case F_ATT:
-		return align256(N * d->hq * bf);
-	case F_LSE:
-		return align256((size_t)d->B * d->H * d->T * fl);
-	case F_GATEUP:
-		return align256(N * 2 * d->F * bf);
-	case F_H:
-		return align256(N * d->F * bf);
-	case F_COUNT:
-		break;
-	}
-	cuda_assert(0);
-	return 0;
-}
-
-enum where { W_ALIAS, W_SAVED, W_TRANSIENT };
-
-/* ref_block.c's table: F_QKV is an alias of F_QKV_ROPE except under AC_SELECTIVE. */
-static enum where field_where(enum ac_mode mode, enum field f)
-{
-	if (f == F_X)
-		return W_SAVED;
-	switch (mode) {
-	case AC_NONE:
-		return f == F_QKV ? W_ALIAS : W_SAVED;
-	case AC_FULL:
-		return f == F_QKV ? W_ALIAS : W_TRANSIENT;
-	case AC_SELECTIVE:
-		return (f == F_QKV || f == F_ATT || f == F_LSE || f == F_X1 || f == F_GATEUP)
-			       ? W_SAVED : W_TRANSIENT;
-	case AC_COUNT:
-		break;
-	}
-	cuda_assert(0);
-	return W_SAVED;
-}
-
-static size_t bytes_where(const struct model_shape *m, int B, enum ac_mode mode, enum where w)
-{
-	struct model_dims d = model_dims_of(m, B);
-	size_t n = 0;
-	for (int f = 0; f < F_COUNT; f++)
-		if (field_where(mode, (enum field)f) == w)
-			n += field_bytes(&d, (enum field)f);
-	return n;
-}
-
-size_t cuda_block_saved_bytes(const struct model_shape *m, int B, enum ac_mode mode)
-{
-	return bytes_where(m, B, mode, W_SAVED);
-}
-
-size_t cuda_block_transient_bytes(const struct model_shape *m, int B, enum ac_mode mode)
-{
-	return bytes_where(m, B, mode, W_TRANSIENT);
-}
-
-void cuda_block_store_init(struct cuda_block_store *s, void *saved, void *transient,
-			   const struct model_shape *m, int B, enum ac_mode mode)
-{
-	struct model_dims d = model_dims_of(m, B);
-	char *next[3] = { NULL, (char *)saved, (char *)transient };
-	char *at[F_COUNT];
-	for (int f = 0; f < F_COUNT; f++) {
-		enum where w = field_where(mode, (enum field)f);
-		at[f] = NULL;
-		if (w == W_ALIAS)
-			continue;
-		cuda_assert(next[w] != NULL);
-		at[f] = next[w];
-		next[w] += field_bytes(&d, (enum field)f);
-	}
-	if (field_where(mode, F_QKV) == W_ALIAS)
-		at[F_QKV] = at[F_QKV_ROPE];
-	memset(s, 0, sizeof(*s));
-	s->mode = mode;
-	s->x = (bf16 *)at[F_X];
-	s->xn1 = (bf16 *)at[F_XN1];
-	s->rstd1 = (float *)at[F_RSTD1];
-	s->qkv = (bf16 *)at[F_QKV];
-	s->qkv_rope = (bf16 *)at[F_QKV_ROPE];
-	s->att = (bf16 *)at[F_ATT];
-	s->lse = (float *)at[F_LSE];
-	s->x1 = (bf16 *)at[F_X1];
-	s->xn2 = (bf16 *)at[F_XN2];
-	s->rstd2 = (float *)at[F_RSTD2];
-	s->gateup = (bf16 *)at[F_GATEUP];
-	s->h = (bf16 *)at[F_H];
-}
-
 /* ---- forward, recompute, backward ------------------------------------------------------- */
 
 #define W(t) (params + cuda_block_offset(m, (t)))
 #define DW(t) (dparams + cuda_block_offset(m, (t)))
 
-/* attn_norm, QKV, rope, attention: s->x -> qkv_rope, att, lse. */
+/*
+ * attn_norm: s->x -> xn1, rstd1; with gemms also QKV, rope in place and
+ * attention: -> qkv (roped), att, lse. Without gemms (selective recompute)
+ * qkv is the saved, already roped one and is left alone.
+ */
 static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf16 *params,
 			   const struct model_shape *m, const struct model_dims *d, int gemms,
 			   cudaStream_t st)
@@ -154,20 +42,17 @@ static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, con
 	prof_begin(ctx, st, "attn_norm");
 	cuda_rmsnorm_forward(s->xn1, s->rstd1, s->x, W(BT_ATTN_NORM), d->N, d->D, st);
 	prof_end(ctx, st);
-	if (gemms) {
-		prof_begin(ctx, st, "qkv");
-		cuda_linear_forward(ctx, s->qkv, s->xn1, W(BT_WQ), d->N, d->D, d->qkv, st);
-		prof_end(ctx, st);
-	}
-	prof_begin(ctx, st, "rope");
-	rope_apply(s->qkv_rope, s->qkv, d->B, d->T, d->H, d->KV, d->Q, CUDA_ROPE_THETA, 1, st);
+	if (!gemms)
+		return;
+	prof_begin(ctx, st, "qkv");
+	cuda_linear_forward(ctx, s->qkv, s->xn1, W(BT_WQ), d->N, d->D, d->qkv, st);
 	prof_end(ctx, st);
-	if (gemms) {
-		prof_begin(ctx, st, "attention");
-		cuda_attention_forward(s->att, s->lse, s->qkv_rope, d->B, d->T, d->H, d->KV, d->Q,
-				       st);
-		prof_end(ctx, st);
-	}
+	prof_begin(ctx, st, "rope");
+	cuda_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, CUDA_ROPE_THETA, st);
+	prof_end(ctx, st);
+	prof_begin(ctx, st, "attention");
+	cuda_attention_forward(s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q, st);
+	prof_end(ctx, st);
 }
 
 /* x1 = x + Wo att: the residual is the GEMM's C operand. */
@@ -235,40 +120,6 @@ void cuda_block_recompute(struct cuda_ctx *ctx, struct cuda_block_store *s, cons
 	s->complete = 1;
 }
 
-/* Scratch for the activation gradients of one block's backward. */
-struct grads {
-	bf16 *dxn;    /* (N, D) */
-	bf16 *dh;     /* (N, F) */
-	bf16 *dgu;    /* (N, 2F) */
-	bf16 *datt;   /* (N, H Q) */
-	bf16 *dqkv;   /* (N, (H + 2 KV) Q) */
-};
-
-/* Point g (when not NULL) into scratch; returns the bytes the layout takes. */
-static size_t grads_layout(struct grads *g, void *scratch, const struct model_dims *d)
-{
-	size_t N = (size_t)d->N;
-	size_t sizes[5] = { N * d->D, N * d->F, N * 2 * d->F, N * d->hq, N * d->qkv };
-	size_t off[6] = { 0 };
-	for (int i = 0; i < 5; i++)
-		off[i + 1] = off[i] + align256(sizes[i] * sizeof(bf16));
-	if (g) {
-		char *p = (char *)scratch;
-		g->dxn = (bf16 *)(p + off[0]);
-		g->dh = (bf16 *)(p + off[1]);
-		g->dgu = (bf16 *)(p + off[2]);
-		g->datt = (bf16 *)(p + off[3]);
-		g->dqkv = (bf16 *)(p + off[4]);
-	}
-	return off[5];
-}
-
-size_t cuda_block_scratch_bytes(const struct model_shape *m, int B)
-{
-	struct model_dims d = model_dims_of(m, B);
-	return grads_layout(NULL, NULL, &d);
-}
-
 /*
  * The forward in reverse. dout is last read by the mlp_norm backward (as
  * the residual gradient), before dx is first written, so dx may alias dout.
@@ -278,8 +129,8 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 			 const struct model_shape *m, int B, cudaStream_t st)
 {
 	struct model_dims d = model_dims_of(m, B);
-	struct grads g;
-	grads_layout(&g, scratch, &d);
+	struct cuda_block_grads g;
+	cuda_block_grads_init(&g, scratch, m, B);
 	if (!s->complete)
 		cuda_block_recompute(ctx, s, params, m, B, st);
 
@@ -318,11 +169,11 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 		d.hq, 1.0f, DW(BT_WO));
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attention_bwd");
-	cuda_attention_backward(ctx, g.dqkv, g.datt, s->qkv_rope, s->att, s->lse, d.B, d.T, d.H,
-				d.KV, d.Q, st);
+	cuda_attention_backward(ctx, g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV,
+				d.Q, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "rope_bwd");
-	rope_apply(g.dqkv, g.dqkv, d.B, d.T, d.H, d.KV, d.Q, CUDA_ROPE_THETA, -1, st);
+	cuda_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, CUDA_ROPE_THETA, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "qkv_dgrad");
 	gemm_rm(ctx, st, 0, 0, d.N, d.D, d.qkv, g.dqkv, d.qkv, W(BT_WQ), d.D, dx, CUDA_R_16BF, d.D,
@@ -345,33 +196,6 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 #undef DW
 
 /* ---- head ---------------------------------------------------------------------------- */
-
-size_t cuda_head_store_bytes(const struct model_shape *m, int B, enum loss_mode loss, int chunk)
-{
-	size_t N = (size_t)B * m->seq;
-	size_t rows = loss == LOSS_FULL ? N : (size_t)chunk;
-	return 2 * align256(N * m->hidden * sizeof(bf16)) + 2 * align256(N * sizeof(float))
-	       + align256(rows * m->vocab * sizeof(float));
-}
-
-void cuda_head_store_init(struct cuda_head_store *s, void *buf, const struct model_shape *m,
-			  int B, enum loss_mode loss, int chunk)
-{
-	size_t N = (size_t)B * m->seq;
-	char *p = (char *)buf;
-	cuda_assert(loss == LOSS_FULL || chunk > 0);
-	s->loss = loss;
-	s->chunk = loss == LOSS_FULL ? B * m->seq : chunk;
-	s->x = (bf16 *)p;
-	p += align256(N * m->hidden * sizeof(bf16));
-	s->xn = (bf16 *)p;
-	p += align256(N * m->hidden * sizeof(bf16));
-	s->rstd = (float *)p;
-	p += align256(N * sizeof(float));
-	s->lse = (float *)p;
-	p += align256(N * sizeof(float));
-	s->logits = (float *)p;
-}
 
 void cuda_head_forward(struct cuda_ctx *ctx, float *loss, struct cuda_head_store *s,
 		       const bf16 *norm_w, const bf16 *w_out, const int *targets,
@@ -399,88 +223,22 @@ void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, float *dnorm_w, float *d
 
 /* ---- whole model ----------------------------------------------------------------------- */
 
-size_t cuda_model_elems(const struct model_shape *m)
-{
-	size_t vd = (size_t)m->vocab * m->hidden;
-	return vd + (size_t)m->layers * cuda_block_elems(m) + (size_t)m->hidden + vd;
-}
-
-/* Point the four parts of a flat model buffer (elements of type T); blocks[] gets L pointers. */
-template <typename T>
-static void model_point(const struct model_shape *m, T *buf, T **embed, T **blocks,
-			T **final_norm, T **w_out)
-{
-	size_t vd = (size_t)m->vocab * m->hidden;
-	*embed = buf;
-	buf += vd;
-	for (int l = 0; l < m->layers; l++) {
-		blocks[l] = buf;
-		buf += cuda_block_elems(m);
-	}
-	*final_norm = buf;
-	*w_out = buf + m->hidden;
-}
-
-int cuda_model_init(struct cuda_model *model, const struct model_shape *m, bf16 *params,
-		    float *grads)
-{
-	size_t L = m->layers > 0 ? (size_t)m->layers : 1;
-	memset(model, 0, sizeof(*model));
-	model->shape = *m;
-	model->blocks = (bf16 **)calloc(L, sizeof(bf16 *));
-	model->d_blocks = (float **)calloc(L, sizeof(float *));
-	if (!model->blocks || !model->d_blocks) {
-		cuda_model_release(model);
-		return -1;
-	}
-	model_point(m, params, &model->embed, model->blocks, &model->final_norm, &model->w_out);
-	if (grads)
-		model_point(m, grads, &model->d_embed, model->d_blocks, &model->d_final_norm,
-			    &model->d_w_out);
-	return 0;
-}
-
-void cuda_model_release(struct cuda_model *model)
-{
-	free(model->blocks);
-	free(model->d_blocks);
-	model->blocks = NULL;
-	model->d_blocks = NULL;
-}
-
 struct cuda_acts *cuda_acts_new(const struct model_shape *m, int B, enum ac_mode ac,
 				enum loss_mode loss, int chunk)
 {
-	size_t nd = align256((size_t)B * m->seq * m->hidden * sizeof(bf16));
-	size_t saved = cuda_block_saved_bytes(m, B, ac);
-	size_t transient = cuda_block_transient_bytes(m, B, ac);
-	size_t head = cuda_head_store_bytes(m, B, loss, chunk);
-	size_t total = (size_t)m->layers * saved + transient + head + nd
-		       + cuda_block_scratch_bytes(m, B);
+	size_t total = cuda_acts_bytes(m, B, ac, loss, chunk);
+	void *buf = NULL;
 	struct cuda_acts *a = (struct cuda_acts *)calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
-	a->B = B;
-	a->ac = ac;
 	a->blocks = (struct cuda_block_store *)calloc(m->layers > 0 ? (size_t)m->layers : 1,
 						      sizeof(*a->blocks));
-	if (!a->blocks || cudaMalloc(&a->buf, total) != cudaSuccess) {
+	if (!a->blocks || cudaMalloc(&buf, total) != cudaSuccess) {
 		(void)cudaGetLastError(); /* an out-of-memory is reported by the NULL return */
-		a->buf = NULL;
 		cuda_acts_free(a);
 		return NULL;
 	}
-	a->bytes = total;
-	char *p = (char *)a->buf;
-	char *shared = p + (size_t)m->layers * saved;
-	for (int l = 0; l < m->layers; l++)
-		cuda_block_store_init(&a->blocks[l], p + (size_t)l * saved,
-				      transient ? shared : NULL, m, B, ac);
-	p = shared + transient;
-	cuda_head_store_init(&a->head, p, m, B, loss, chunk);
-	p += head;
-	a->dres = (bf16 *)p;
-	a->scratch = p + nd;
+	cuda_acts_point(a, buf, m, B, ac, loss, chunk);
 	return a;
 }
 

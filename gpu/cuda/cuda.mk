@@ -2,9 +2,12 @@
 # top-level Makefile after its variables (HAVE_CUDA, NVCC, NVCCFLAGS,
 # CUDA_HOME, CUDA_LIBS, BUILD, CFLAGS, LDLIBS, REF_OBJ) are set.
 #
-# Defines, with CUDA:
+# Defines, always:
+#   CUDA_HOST_OBJ          the model's host-side layout (layout.c, plain C,
+#                          no CUDA): the CPU tests link it to check it
+# and, with CUDA:
 #   $(BUILD)/%.o: %.cu     nvcc, with -MMD -MP dependency files
-#   CUDA_RUN_OBJ           the model objects gpu_run links
+#   CUDA_RUN_OBJ           the model objects gpu_run links (CUDA_HOST_OBJ included)
 #   CUDA_RUN_LIBS          the libraries they need
 #   CUDA_CFLAGS            what a C file including cuda_model.h needs
 #   gpu_test_bin           builds ./gpu_test (checks against gpu/ref)
@@ -13,10 +16,12 @@
 
 .PHONY: gpu_test_bin gpu_bench_bin
 
+CUDA_HOST_OBJ := $(BUILD)/gpu/cuda/layout.o
+
 ifeq ($(HAVE_CUDA),yes)
 
 CUDA_MODEL_SRC := $(addprefix gpu/cuda/,ctx.cu gemm.cu layers.cu attention.cu adamw.cu block.cu)
-CUDA_RUN_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_MODEL_SRC))
+CUDA_RUN_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_MODEL_SRC)) $(CUDA_HOST_OBJ)
 CUDA_RUN_LIBS := $(CUDA_LIBS) -lstdc++ -lm
 CUDA_CFLAGS := -I$(CUDA_HOME)/include -Igpu/cuda
 

@@ -19,9 +19,9 @@
  *     (cuBLASLt handle, its workspace, the cache of matmul plans, device
  *     scratch). A context serves one stream at a time: two streams that run
  *     GEMMs concurrently need two contexts (the workspace is shared).
- *   - Under AC_NONE/AC_FULL qkv aliases qkv_rope and rope runs in place, as
- *     in the reference.
- *   - Sizes are bytes (mixed dtypes), every field 256-byte aligned.
+ *   - Sizes are bytes (mixed dtypes). The buffers' layouts (stores,
+ *     scratch, parameter pointers) are cuda_layout.h's: core/model.c's
+ *     store table at bf16, every field 256-byte aligned.
  *
  * Supported shapes (cuda_shape_check): head dim Q in {16, 32, 64, 128}
  * (the attention kernel's tiles), D, F and V multiples of 8 (16-byte
@@ -35,15 +35,11 @@
 
 #include <cuda_runtime_api.h>
 
-#ifdef __cplusplus
-#include <cuda_bf16.h>
-typedef __nv_bfloat16 bf16;
-extern "C" {
-#else
-typedef uint16_t bf16; /* the bit pattern of a bfloat16; host code converts */
-#endif
+#include "cuda_layout.h" /* bf16, model.h, the stores and their host-side layout */
 
-#include "model.h" /* C declarations: inside extern "C" for the .cu files */
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define CUDA_RMS_EPS 1e-5f
 #define CUDA_ROPE_THETA 500000.0f
@@ -165,35 +161,7 @@ void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, float *dw_out, float
 
 /* ---- one transformer block ------------------------------------------------- */
 
-/*
- * What a block's backward reads; the ac_mode decides which fields are
- * saved and which transient, exactly as struct ref_block_store (ref.h has
- * the table). bf16 fields, fp32 statistics.
- */
-struct cuda_block_store {
-	enum ac_mode mode;
-	int complete;    /* 1 when every field holds this block's values */
-	bf16 *x;         /* (N, D) block input; the caller writes it here */
-	bf16 *xn1;       /* (N, D) attn_norm(x) */
-	float *rstd1;    /* (N) */
-	bf16 *qkv;       /* (N, (H+2KV) Q) QKV GEMM output, before rope */
-	bf16 *qkv_rope;  /* (N, (H+2KV) Q) after rope on q and k */
-	bf16 *att;       /* (N, H Q) attention output */
-	float *lse;      /* (B, H, T) attention log-sum-exp */
-	bf16 *x1;        /* (N, D) x + Wo att */
-	bf16 *xn2;       /* (N, D) mlp_norm(x1) */
-	float *rstd2;    /* (N) */
-	bf16 *gateup;    /* (N, 2F) [gate | up] */
-	bf16 *h;         /* (N, F) silu(gate) * up */
-};
-
-size_t cuda_block_saved_bytes(const struct model_shape *m, int B, enum ac_mode mode);
-size_t cuda_block_transient_bytes(const struct model_shape *m, int B, enum ac_mode mode);
-/* Scratch for the activation gradients of cuda_block_backward. */
-size_t cuda_block_scratch_bytes(const struct model_shape *m, int B);
-/* Point the fields into saved and transient (NULL for AC_NONE); owns nothing. */
-void cuda_block_store_init(struct cuda_block_store *s, void *saved, void *transient,
-			   const struct model_shape *m, int B, enum ac_mode mode);
+/* struct cuda_block_store, its sizes and cuda_block_scratch_bytes: cuda_layout.h. */
 
 /* out (N, D) = the block of s->x; fills every field. out may not alias s->x. */
 void cuda_block_forward(struct cuda_ctx *ctx, bf16 *out, struct cuda_block_store *s,
@@ -212,19 +180,8 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 
 /* ---- head: final norm, output projection, loss ------------------------------ */
 
-struct cuda_head_store {
-	enum loss_mode loss;
-	int chunk;       /* rows per logits chunk under LOSS_CHUNKED */
-	bf16 *x;         /* (N, D) head input; caller writes it */
-	bf16 *xn;        /* (N, D) final_norm(x) */
-	float *rstd;     /* (N) */
-	float *lse;      /* (N) */
-	float *logits;   /* LOSS_FULL (N, V); LOSS_CHUNKED (chunk, V) */
-};
+/* struct cuda_head_store and its sizes: cuda_layout.h. */
 
-size_t cuda_head_store_bytes(const struct model_shape *m, int B, enum loss_mode loss, int chunk);
-void cuda_head_store_init(struct cuda_head_store *s, void *buf, const struct model_shape *m,
-			  int B, enum loss_mode loss, int chunk);
 /* *loss (device) = mean cross-entropy of final_norm(s->x) w_out^T. */
 void cuda_head_forward(struct cuda_ctx *ctx, float *loss, struct cuda_head_store *s,
 		       const bf16 *norm_w, const bf16 *w_out, const int *targets,
@@ -236,40 +193,7 @@ void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, float *dnorm_w, float *d
 
 /* ---- whole model ------------------------------------------------------------ */
 
-/* Parameters (bf16) and fp32 gradients of a model, pointers into runtime buffers. */
-struct cuda_model {
-	struct model_shape shape;
-	bf16 *embed;         /* (V, D) */
-	bf16 **blocks;       /* L host-side pointers, block flat layout */
-	bf16 *final_norm;    /* (D) */
-	bf16 *w_out;         /* (V, D) */
-	float *d_embed;      /* gradients, same shapes, fp32 */
-	float **d_blocks;
-	float *d_final_norm;
-	float *d_w_out;
-};
-
-/* Elements of one block's flat buffer, and a tensor's offset in it (core/model.c). */
-size_t cuda_block_elems(const struct model_shape *m);
-size_t cuda_block_offset(const struct model_shape *m, enum block_tensor t);
-/* Elements of all parameters: embed | L blocks | final norm | output. */
-size_t cuda_model_elems(const struct model_shape *m);
-/* Point *model at params (bf16) and grads (fp32, may be NULL); 0, or -1 out of host memory. */
-int cuda_model_init(struct cuda_model *model, const struct model_shape *m, bf16 *params,
-		    float *grads);
-void cuda_model_release(struct cuda_model *model);
-
-/* Activations for B sequences, in one device allocation. */
-struct cuda_acts {
-	int B;
-	enum ac_mode ac;
-	struct cuda_block_store *blocks; /* L stores (host array) */
-	struct cuda_head_store head;
-	bf16 *dres;                      /* (N, D) residual-stream gradient */
-	void *scratch;                   /* cuda_block_scratch_bytes */
-	void *buf;                       /* the device allocation behind all of it */
-	size_t bytes;                    /* its size */
-};
+/* struct cuda_model, struct cuda_acts and where they point: cuda_layout.h. */
 
 /* NULL when host or device memory runs out. cuda_acts_free(NULL) is a no-op. */
 struct cuda_acts *cuda_acts_new(const struct model_shape *m, int B, enum ac_mode ac,

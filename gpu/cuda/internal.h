@@ -94,10 +94,10 @@ static inline unsigned cdiv(int64_t a, int64_t b)
 	return (unsigned)((a + b - 1) / b);
 }
 
-/* Round a byte count up to the 256-byte alignment every buffer field gets. */
+/* Round a byte count up to the 256-byte alignment every buffer field gets (MODEL_FIELD_ALIGN). */
 static inline size_t align256(size_t bytes)
 {
-	return (bytes + 255) & ~(size_t)255;
+	return (bytes + MODEL_FIELD_ALIGN - 1) & ~(size_t)(MODEL_FIELD_ALIGN - 1);
 }
 
 /* Raise a kernel's dynamic shared memory limit once, when it needs more than 48 KiB. */

@@ -109,24 +109,16 @@ void ref_lm_loss_backward(float *dxn, float *dw_out, float *logits, const float 
  * Everything a block's backward reads. Every field points somewhere; the
  * ac_mode decides which fields are saved (persist from forward to
  * backward, in `saved` memory) and which are transient (rebuilt by
- * ref_block_recompute, in `transient` memory that blocks may share):
- *
- *   field      shape             AC_NONE  AC_SELECTIVE  AC_FULL
- *   x          (N, D)            saved    saved         saved
- *   xn1, rstd1 (N, D), (N)       saved    transient     transient
- *   qkv        (N, (H+2KV) Q)    saved    saved         transient
- *   att, lse   (N, H Q), (B,H,T) saved    saved         transient
- *   x1         (N, D)            saved    saved         transient
- *   xn2, rstd2 (N, D), (N)       saved    transient     transient
- *   gateup     (N, 2F)           saved    saved         transient
- *   h          (N, F)            saved    transient     transient
- *
- * AC_SELECTIVE keeps the GEMM outputs (qkv, x1 = x + Wo att standing for
- * the Wo output, gateup) and attention's out and lse, and recomputes the
- * norms and SwiGLU. Rope runs in place on the QKV GEMM output, so the
- * saved qkv is already roped and is never rotated again. At 4 bytes an
- * element the saved size is model_segment_saved_bytes(SEG_BLOCK) and the
- * transient size model_segment_transient_bytes(SEG_BLOCK, PH_RECOMPUTE).
+ * ref_block_recompute, in `transient` memory that blocks may share). Which
+ * is which, and where each field lies, is core/model.c's store table
+ * (model_block_store_layout, at 4 bytes an element): AC_NONE saves every
+ * field, AC_FULL only x, AC_SELECTIVE x, qkv, att, lse, x1 and gateup
+ * (the GEMM outputs, x1 = x + Wo att standing for the Wo output, and
+ * attention's out and lse) and recomputes the norms and SwiGLU. Rope runs
+ * in place on the QKV GEMM output, so the saved qkv is already roped and
+ * is never rotated again. So the saved size is exactly
+ * model_segment_saved_bytes(SEG_BLOCK, act_bytes 4) and the transient size
+ * model_segment_transient_bytes(SEG_BLOCK, PH_RECOMPUTE, act_bytes 4).
  */
 struct ref_block_store {
 	enum ac_mode mode;
@@ -144,11 +136,11 @@ struct ref_block_store {
 	float *h;         /* (N, F) silu(gate) * up */
 };
 
-/* Floats of saved memory a block keeps under the mode. */
+/* Floats of saved memory a block keeps under the mode (the store layout's saved region). */
 size_t ref_block_saved_floats(const struct model_shape *m, int B, enum ac_mode mode);
 /* Floats of transient memory (0 for AC_NONE). */
 size_t ref_block_transient_floats(const struct model_shape *m, int B, enum ac_mode mode);
-/* Floats of scratch ref_block_backward needs for activation gradients. */
+/* Floats of scratch ref_block_backward needs for activation gradients (model_block_grads_layout). */
 size_t ref_block_scratch_floats(const struct model_shape *m, int B);
 /*
  * Point the store's fields into saved (ref_block_saved_floats) and
@@ -185,6 +177,14 @@ void ref_block_backward(float *dx, float *dparams, const float *dout, struct ref
 
 /* ---- head: final norm, output projection, loss -------------------------- */
 
+/*
+ * The head's fields, laid out by core/model.c's table
+ * (model_head_store_layout at 4 bytes an element): x, xn, rstd and lse are
+ * saved; the logits are saved (N, V) under LOSS_FULL and a transient
+ * (chunk, V) scratch under LOSS_CHUNKED, which forward and backward (it
+ * recomputes each chunk) both use. Backward turns logits into dlogits in
+ * place, so it needs nothing more.
+ */
 struct ref_head_store {
 	enum loss_mode loss;
 	int chunk;       /* rows per logits chunk under LOSS_CHUNKED */
@@ -195,9 +195,20 @@ struct ref_head_store {
 	float *logits;   /* LOSS_FULL (N, V); LOSS_CHUNKED (chunk, V) scratch */
 };
 
-/* Floats behind a head store: x, xn, rstd, lse and the logits (whole or one chunk). */
+/* Floats of the head's saved fields (model_segment_saved_bytes(SEG_HEAD) / 4). */
+size_t ref_head_saved_floats(const struct model_shape *m, int B, enum loss_mode loss);
+/* Floats of its transient fields: the logits chunk under LOSS_CHUNKED, 0 under LOSS_FULL. */
+size_t ref_head_transient_floats(const struct model_shape *m, int B, enum loss_mode loss,
+				 int chunk);
+/* Point the saved fields into saved and the transient ones into transient (NULL for LOSS_FULL). */
+void ref_head_store_init_split(struct ref_head_store *s, float *saved, float *transient,
+			       const struct model_shape *m, int B, enum loss_mode loss, int chunk);
+/* Floats behind a head store in one buffer: saved then transient. */
 size_t ref_head_store_floats(const struct model_shape *m, int B, enum loss_mode loss, int chunk);
-/* Point the store into buf (ref_head_store_floats); chunk is ignored for LOSS_FULL. */
+/*
+ * Point the store into buf (ref_head_store_floats): the saved fields, then
+ * the transient ones. chunk is ignored for LOSS_FULL.
+ */
 void ref_head_store_init(struct ref_head_store *s, float *buf, const struct model_shape *m,
 			 int B, enum loss_mode loss, int chunk);
 /* Mean cross-entropy of (final_norm(s->x) w_out^T) against targets (N). */
@@ -235,8 +246,9 @@ size_t ref_block_offset(const struct model_shape *m, enum block_tensor t);
 size_t ref_model_floats(const struct model_shape *m);
 /*
  * Point *model at params and grads (ref_model_floats each; grads may be
- * NULL), laid out embed | blocks | final norm | output. Allocates the two
- * pointer arrays; ref_model_release frees them.
+ * NULL), laid out embed | blocks | final norm | output at the offsets of
+ * model_module_offset. Allocates the two pointer arrays; ref_model_release
+ * frees them.
  */
 int ref_model_init(struct ref_model *model, const struct model_shape *m, float *params,
 		   float *grads);

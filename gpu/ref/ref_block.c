@@ -30,91 +30,38 @@ size_t ref_block_floats(const struct model_shape *m)
 
 /* ---- activation store ---------------------------------------------------- */
 
-enum field {
-	F_X, F_XN1, F_RSTD1, F_QKV, F_ATT, F_LSE, F_X1, F_XN2, F_RSTD2, F_GATEUP, F_H, F_COUNT
-};
-
-static size_t field_floats(const struct model_dims *d, enum field f)
+/* The store's layout at 4 bytes an element: core/model.c's table decides everything. */
+static struct store_layout block_layout(const struct model_shape *m, int B, enum ac_mode mode)
 {
-	size_t N = (size_t)d->N;
-	switch (f) {
-	case F_X: case F_XN1: case F_X1: case F_XN2:
-		return N * d->D;
-	case F_RSTD1: case F_RSTD2:
-		return N;
-	case F_QKV:
-		return N * d->qkv;
-	case F_ATT:
-		return N * d->hq;
-	case F_LSE:
-		return (size_t)d->B * d->H * d->T;
-	case F_GATEUP:
-		return N * 2 * d->F;
-	case F_H:
-		return N * d->F;
-	case F_COUNT:
-		break;
-	}
-	assert(0);
-	return 0;
-}
-
-/* 1 when the field persists from forward to backward under the mode (the table in ref.h). */
-static int field_saved(enum ac_mode mode, enum field f)
-{
-	switch (mode) {
-	case AC_NONE:
-		return 1;
-	case AC_FULL:
-		return f == F_X;
-	case AC_SELECTIVE:
-		return f == F_X || f == F_QKV || f == F_ATT || f == F_LSE || f == F_X1 ||
-		       f == F_GATEUP;
-	case AC_COUNT:
-		break;
-	}
-	assert(0);
-	return 1;
-}
-
-static size_t floats_of(const struct model_shape *m, int B, enum ac_mode mode, int saved)
-{
-	struct model_dims d = model_dims_of(m, B);
-	size_t n = 0;
-	for (int f = 0; f < F_COUNT; f++)
-		if (field_saved(mode, (enum field)f) == saved)
-			n += field_floats(&d, (enum field)f);
-	return n;
+	struct store_layout l;
+	model_block_store_layout(&l, m, B, mode, sizeof(float));
+	return l;
 }
 
 size_t ref_block_saved_floats(const struct model_shape *m, int B, enum ac_mode mode)
 {
-	return floats_of(m, B, mode, 1);
+	return (size_t)block_layout(m, B, mode).saved_bytes / sizeof(float);
 }
 
 size_t ref_block_transient_floats(const struct model_shape *m, int B, enum ac_mode mode)
 {
-	return floats_of(m, B, mode, 0);
+	return (size_t)block_layout(m, B, mode).transient_bytes / sizeof(float);
 }
 
 void ref_block_store_init(struct ref_block_store *s, float *saved, float *transient,
 			  const struct model_shape *m, int B, enum ac_mode mode)
 {
-	struct model_dims d = model_dims_of(m, B);
-	float **field[F_COUNT] = {
-		[F_X] = &s->x,     [F_XN1] = &s->xn1,     [F_RSTD1] = &s->rstd1,
-		[F_QKV] = &s->qkv, [F_ATT] = &s->att,     [F_LSE] = &s->lse,
-		[F_X1] = &s->x1,   [F_XN2] = &s->xn2,     [F_RSTD2] = &s->rstd2,
-		[F_GATEUP] = &s->gateup,                  [F_H] = &s->h,
+	struct store_layout l = block_layout(m, B, mode);
+	float **field[BF_COUNT] = {
+		[BF_X] = &s->x,     [BF_XN1] = &s->xn1,     [BF_RSTD1] = &s->rstd1,
+		[BF_QKV] = &s->qkv, [BF_ATT] = &s->att,     [BF_LSE] = &s->lse,
+		[BF_X1] = &s->x1,   [BF_XN2] = &s->xn2,     [BF_RSTD2] = &s->rstd2,
+		[BF_GATEUP] = &s->gateup,                   [BF_H] = &s->h,
 	};
 	memset(s, 0, sizeof(*s));
 	s->mode = mode;
-	for (int f = 0; f < F_COUNT; f++) {
-		float **next = field_saved(mode, (enum field)f) ? &saved : &transient;
-		assert(*next);
-		*field[f] = *next;
-		*next += field_floats(&d, (enum field)f);
-	}
+	for (int f = 0; f < BF_COUNT; f++)
+		*field[f] = model_store_field_at(&l, f, saved, transient);
 }
 
 /* ---- forward, recompute, backward ---------------------------------------- */
@@ -190,7 +137,7 @@ void ref_block_recompute(struct ref_block_store *s, const float *params,
 	s->complete = 1;
 }
 
-/* Scratch for the activation gradients of one block's backward. */
+/* Scratch for the activation gradients of one block's backward (model_block_grads_layout). */
 struct grads {
 	float *dxn;    /* (N, D) */
 	float *dh;     /* (N, F) */
@@ -199,22 +146,24 @@ struct grads {
 	float *dqkv;   /* (N, (H + 2 KV) Q) */
 };
 
-static struct grads grads_at(float *scratch, const struct model_dims *d)
+static struct grads grads_at(float *scratch, const struct model_shape *m, int B)
 {
-	size_t N = (size_t)d->N;
+	struct store_layout l;
 	struct grads g;
-	g.dxn = scratch;
-	g.dh = g.dxn + N * d->D;
-	g.dgu = g.dh + N * d->F;
-	g.datt = g.dgu + N * 2 * d->F;
-	g.dqkv = g.datt + N * d->hq;
+	model_block_grads_layout(&l, m, B, sizeof(float));
+	g.dxn = model_store_field_at(&l, GF_DXN, NULL, scratch);
+	g.dh = model_store_field_at(&l, GF_DH, NULL, scratch);
+	g.dgu = model_store_field_at(&l, GF_DGATEUP, NULL, scratch);
+	g.datt = model_store_field_at(&l, GF_DATT, NULL, scratch);
+	g.dqkv = model_store_field_at(&l, GF_DQKV, NULL, scratch);
 	return g;
 }
 
 size_t ref_block_scratch_floats(const struct model_shape *m, int B)
 {
-	struct model_dims d = model_dims_of(m, B);
-	return (size_t)d.N * (d.D + d.F + 2 * d.F + d.hq + d.qkv);
+	struct store_layout l;
+	model_block_grads_layout(&l, m, B, sizeof(float));
+	return (size_t)l.transient_bytes / sizeof(float);
 }
 
 /*
@@ -225,7 +174,7 @@ void ref_block_backward(float *dx, float *dparams, const float *dout, struct ref
 			const float *params, float *scratch, const struct model_shape *m, int B)
 {
 	struct model_dims d = model_dims_of(m, B);
-	struct grads g = grads_at(scratch, &d);
+	struct grads g = grads_at(scratch, m, B);
 	size_t nd = (size_t)d.N * d.D;
 	const float *norm1 = tensor(params, m, BT_ATTN_NORM), *wqkv = tensor(params, m, BT_WQ);
 	const float *wo = tensor(params, m, BT_WO), *norm2 = tensor(params, m, BT_MLP_NORM);
@@ -261,25 +210,50 @@ void ref_block_backward(float *dx, float *dparams, const float *dout, struct ref
 
 /* ---- head ---------------------------------------------------------------- */
 
+/* The head store's layout at 4 bytes an element (core/model.c's table). */
+static struct store_layout head_layout(const struct model_shape *m, int B, enum loss_mode loss,
+				       int chunk)
+{
+	struct store_layout l;
+	model_head_store_layout(&l, m, B, loss, loss == LOSS_FULL ? 1 : chunk, sizeof(float));
+	return l;
+}
+
+size_t ref_head_saved_floats(const struct model_shape *m, int B, enum loss_mode loss)
+{
+	return (size_t)head_layout(m, B, loss, 1).saved_bytes / sizeof(float);
+}
+
+size_t ref_head_transient_floats(const struct model_shape *m, int B, enum loss_mode loss,
+				 int chunk)
+{
+	return (size_t)head_layout(m, B, loss, chunk).transient_bytes / sizeof(float);
+}
+
 size_t ref_head_store_floats(const struct model_shape *m, int B, enum loss_mode loss, int chunk)
 {
-	size_t N = (size_t)B * m->seq;
-	size_t rows = loss == LOSS_FULL ? N : (size_t)chunk;
-	return 2 * N * m->hidden + 2 * N + rows * m->vocab;
+	struct store_layout l = head_layout(m, B, loss, chunk);
+	return (size_t)(l.saved_bytes + l.transient_bytes) / sizeof(float);
+}
+
+void ref_head_store_init_split(struct ref_head_store *s, float *saved, float *transient,
+			       const struct model_shape *m, int B, enum loss_mode loss, int chunk)
+{
+	struct store_layout l = head_layout(m, B, loss, chunk);
+	s->loss = loss;
+	s->chunk = loss == LOSS_FULL ? B * m->seq : chunk;
+	s->x = model_store_field_at(&l, HF_X, saved, transient);
+	s->xn = model_store_field_at(&l, HF_XN, saved, transient);
+	s->rstd = model_store_field_at(&l, HF_RSTD, saved, transient);
+	s->lse = model_store_field_at(&l, HF_LSE, saved, transient);
+	s->logits = model_store_field_at(&l, HF_LOGITS, saved, transient);
 }
 
 void ref_head_store_init(struct ref_head_store *s, float *buf, const struct model_shape *m,
 			 int B, enum loss_mode loss, int chunk)
 {
-	size_t N = (size_t)B * m->seq;
-	assert(loss == LOSS_FULL || chunk > 0);
-	s->loss = loss;
-	s->chunk = loss == LOSS_FULL ? B * m->seq : chunk;
-	s->x = buf;
-	s->xn = s->x + N * m->hidden;
-	s->rstd = s->xn + N * m->hidden;
-	s->lse = s->rstd + N;
-	s->logits = s->lse + N;
+	ref_head_store_init_split(s, buf, buf + ref_head_saved_floats(m, B, loss), m, B, loss,
+				  chunk);
 }
 
 float ref_head_forward(struct ref_head_store *s, const float *norm_w, const float *w_out,

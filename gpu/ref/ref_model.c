@@ -19,19 +19,15 @@ size_t ref_model_floats(const struct model_shape *m)
 	return (size_t)model_total_params(m);
 }
 
-/* Point the four parts of a flat model buffer; blocks[] gets L pointers. */
+/* Point the four parts of a flat model buffer (model_module_offset); blocks[] gets L pointers. */
 static void model_point(const struct model_shape *m, float *buf, float **embed, float **blocks,
 			float **final_norm, float **w_out)
 {
-	size_t vd = (size_t)m->vocab * m->hidden;
-	*embed = buf;
-	buf += vd;
-	for (int l = 0; l < m->layers; l++) {
-		blocks[l] = buf;
-		buf += ref_block_floats(m);
-	}
-	*final_norm = buf;
-	*w_out = buf + m->hidden;
+	*embed = buf + model_module_offset(m, MOD_EMBED, 0);
+	for (int l = 0; l < m->layers; l++)
+		blocks[l] = buf + model_module_offset(m, MOD_BLOCK, l);
+	*final_norm = buf + model_module_offset(m, MOD_FINAL_NORM, 0);
+	*w_out = buf + model_module_offset(m, MOD_OUTPUT, 0);
 }
 
 int ref_model_init(struct ref_model *model, const struct model_shape *m, float *params,

@@ -279,9 +279,7 @@ static const int *micro_targets(const struct cpu *c, int micro)
 /* Point the head store into the saved buffer; the chunked loss's logits chunk is the op's scratch. */
 static void head_store(struct cpu *c, const struct seg_args *a)
 {
-	ref_head_store_init(&c->head, a->saved, c->m, c->B, c->s->loss, c->s->loss_chunk_rows);
-	if (c->s->loss == LOSS_CHUNKED)
-		c->head.logits = a->scratch;
+	ref_head_store_init_split(&c->head, a->saved, a->scratch, c->m, c->B, c->s->loss, c->s->loss_chunk_rows);
 }
 
 static void run_forward(struct cpu *c, const struct cmd *k)
@@ -573,9 +571,8 @@ static uint64_t need_bytes(const struct cpu *c, const struct buffer *b)
 	case BUF_ACTS:
 		if (sk == SEG_BLOCK)
 			f = ref_block_saved_floats(c->m, c->B, s->ac);
-		else if (sk == SEG_HEAD) /* the store; under the chunked loss without its logits chunk */
-			f = ref_head_store_floats(c->m, c->B, s->loss, s->loss_chunk_rows) -
-			    (s->loss == LOSS_CHUNKED ? (size_t)s->loss_chunk_rows * c->V : 0);
+		else if (sk == SEG_HEAD)
+			f = ref_head_saved_floats(c->m, c->B, s->loss);
 		break;
 	case BUF_RECOMPUTED:
 		f = ref_block_transient_floats(c->m, c->B, s->ac);
@@ -585,8 +582,8 @@ static uint64_t need_bytes(const struct cpu *c, const struct buffer *b)
 			f = ref_block_transient_floats(c->m, c->B, s->ac);
 		else if (sk == SEG_BLOCK && phase == OP_BACKWARD)
 			f = ref_block_scratch_floats(c->m, c->B);
-		else if (sk == SEG_HEAD && s->loss == LOSS_CHUNKED)
-			f = (size_t)s->loss_chunk_rows * c->V;
+		else if (sk == SEG_HEAD)
+			f = ref_head_transient_floats(c->m, c->B, s->loss, s->loss_chunk_rows);
 		break;
 	case BUF_RESIDUAL:
 	case BUF_RESIDUAL_GRAD:

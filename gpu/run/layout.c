@@ -11,22 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref.h"
 #include "xalloc.h"
 
-/* Offset (elements) of a module in the whole-model buffer: embed | blocks | norm | output (temporary). */
-static int64_t model_module_offset(const struct model_shape *m, enum module_kind k, int block)
-{
-	int64_t vd = (int64_t)m->vocab * m->hidden, bf = (int64_t)ref_block_floats(m);
-
-	switch (k) {
-	case MOD_EMBED: return 0;
-	case MOD_BLOCK: return vd + (int64_t)block * bf;
-	case MOD_FINAL_NORM: return vd + (int64_t)m->layers * bf;
-	case MOD_OUTPUT: return vd + (int64_t)m->layers * bf + m->hidden;
-	default: assert(!"bad module kind"); return 0;
-	}
-}
 
 /* The modules a segment owns, in order. */
 static int seg_modules(enum segment_kind k, enum module_kind out[2])
