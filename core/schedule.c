@@ -1003,14 +1003,15 @@ static int *ints(int n, int v)
 	return a;
 }
 
-/* Vector clocks of happens-before (schedule.h), one pass in issue order. */
-static void build_clocks(struct schedule *s)
+void schedule_clocks(struct schedule *s)
 {
 	uint32_t count[ST_COUNT] = { 0 };
 	int last[ST_COUNT];
 
 	for (int t = 0; t < ST_COUNT; t++)
 		last[t] = -1;
+	free(s->stream_pos);
+	free(s->clock);
 	s->stream_pos = xmalloc(sizeof(uint32_t) * (s->nops > 0 ? s->nops : 1));
 	s->clock = xcalloc((size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT, sizeof(uint32_t));
 	for (int i = 0; i < s->nops; i++) {
@@ -1116,7 +1117,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	}
 	optimizer_after_backward(&b);
 	builder_release(&b);
-	build_clocks(s);
+	schedule_clocks(s);
 
 	s->tokens_per_step = (uint64_t)e->run.batch * e->model.seq * p->microbatches;
 	s->model_flops = (uint64_t)(model_mfu_flops_per_token(&e->model) * (double)s->tokens_per_step);

@@ -253,6 +253,13 @@ void schedule_free(struct schedule *s);
  */
 int schedule_check(const struct schedule *s, char *err, int errlen);
 
+/*
+ * Compute the happens-before clocks from the dependencies and stream order,
+ * one pass in issue order (schedule_new does; call it again after editing
+ * the graph).
+ */
+void schedule_clocks(struct schedule *s);
+
 /* 1 when op a happens before op b (or a == b): b waits for a, transitively. */
 static inline int schedule_happens_before(const struct schedule *s, int a, int b)
 {

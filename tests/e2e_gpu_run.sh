@@ -12,9 +12,14 @@
 #      pytorch runtime (copy-in/out), offload and the chunked loss; 4 ranks
 #      with one microbatch vs 2 ranks with two (the accumulation's scaling);
 #      and, so the comparison can fail, another seed must differ;
-#   3. run.out appends one run per invocation (/runs/000000, /runs/000001)
-#      with its ops and memory datasets;
-#   4. a world size that is not nodes x gpus_per_node exits 2 with a message.
+#   3. the streams: every policy's run gives bit-identical losses and
+#      parameters to its --serialize run (one op at a time, no overlap),
+#      and its peak allocated and reserved memory equal ./sim's prediction
+#      for the same configuration, byte for byte (one allocator, core/alloc.c);
+#   4. run.out appends one run per invocation (/runs/000000, /runs/000001)
+#      with its ops and memory datasets, and the ops show a collective
+#      overlapping compute;
+#   5. a world size that is not nodes x gpus_per_node exits 2 with a message.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -40,15 +45,48 @@ if [ ! -x ./gpu_run ] || ! command -v mpirun >/dev/null; then
 fi
 
 # run NAME NP ARGS...: run the tiny experiment; its numbers (per-step losses,
-# then the parameter sum and sum of squares) go to $tmp/NAME, one a line.
+# then the parameter sum and sum of squares) go to $tmp/NAME, one a line,
+# its arguments to $tmp/NAME.args.
 run() {
 	local name=$1 np=$2
 	shift 2
+	printf '%s\n' "$@" >"$tmp/$name.args"
 	"${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
 	local rc=$?
 	awk '/^step [0-9]+ loss /{ print $4 } /^params sum /{ print $3; print $5 }' \
 		"$tmp/$name.out" >"$tmp/$name"
 	return $rc
+}
+
+# memory NAME: the run's peak allocated and reserved bytes, and ./sim's for the same arguments
+memory() {
+	local run sim args
+	run=$(awk '/^summary: peak memory/{ print $4, $9 }' "$tmp/$1.out")
+	mapfile -t args <"$tmp/$1.args"
+	sim=$(./sim "$EXP" "${args[@]}" --json | /usr/bin/python3 -c \
+		'import json, sys; j = json.load(sys.stdin); print(j["peak_alloc_bytes"], j["peak_reserved_bytes"])')
+	[ -n "$run" ] && [ "$run" = "$sim" ] && echo "$run" && return 0
+	echo "run $run, sim $sim"
+	return 1
+}
+
+# streams NAME NP ARGS...: the run NAME agrees bit for bit with its serialized twin, and its memory with ./sim
+streams() {
+	local name=$1 np=$2 diff got
+	shift 2
+	if ! run "$name.serial" "$np" "$@" --serialize; then
+		bad "$name streams" "the --serialize run failed: $(tail -3 "$tmp/$name.serial.err")"
+	elif ! cmp -s "$tmp/$name" "$tmp/$name.serial"; then
+		diff=$(same "$name" "$name.serial")
+		bad "$name streams" "streams and --serialize differ ($diff)"
+	else
+		ok "$name: streams = --serialize, bit for bit"
+	fi
+	if got=$(memory "$name"); then
+		ok "$name: peak memory = ./sim's ($got bytes allocated, reserved)"
+	else
+		bad "$name memory" "$got"
+	fi
 }
 
 # same A B: the two runs' numbers agree to TOL relative; prints the largest difference
@@ -87,9 +125,12 @@ equiv() {
 	else
 		bad "$what" "max relative difference $diff > $TOL ($(tr '\n' ' ' <"$tmp/$ref") vs $(tr '\n' ' ' <"$tmp/$name"))"
 	fi
+	streams "$name" "$np" "${STEPS[@]}" "$@"
 }
 
 if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per_node=4; then
+	streams fsdp2 2 "${STEPS[@]}"
+	streams fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per_node=4
 	equiv "ddp = fsdp (2 ranks)" fsdp2 ddp 2 --set policy.sharding=ddp
 	equiv "zero2 = fsdp (2 ranks)" fsdp2 zero2 2 --set policy.sharding=zero2
 	equiv "hsdp 2x2 = fsdp (4 ranks)" fsdp4 hsdp 4 --set cluster.nodes=2 --set policy.sharding=hsdp
@@ -103,6 +144,19 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 	equiv "pytorch runtime (copy-in/out) = testbed" fsdp2 pytorch 2 --set policy.runtime=pytorch
 	equiv "offload params = none" fsdp2 offload 2 --set policy.offload=params
 	equiv "chunked loss = full" fsdp2 chunked 2 --set policy.loss=chunked
+	equiv "partial:1 = sync-each (M=2)" fsdp2 partial 2 --set policy.accum=partial:1
+	equiv "hsdp defer-replica 2x2 = fsdp (4 ranks)" fsdp4 defer 4 --set cluster.nodes=2 \
+		--set policy.sharding=hsdp --set policy.accum=defer-replica
+	equiv "reshard no = yes" fsdp2 noreshard 2 --set policy.reshard=no
+	equiv "reshard all-but-last = yes" fsdp2 abl 2 --set policy.reshard=all-but-last
+	equiv "wrap every:2 = block" fsdp2 every2 2 --set policy.wrap=every:2
+	equiv "fused optimizer = foreach" fsdp2 fused 2 --set policy.optim=fused
+	equiv "per-param optimizer = foreach" fsdp2 perparam 2 --set policy.optim=per-param
+	equiv "ac selective = none" fsdp2 acsel 2 --set policy.ac=selective
+	equiv "offload optim = none" fsdp2 offopt 2 --set policy.offload=optim
+	equiv "flat params, concat last only = block" fsdp2 flat 2 --set policy.flat_params=true \
+		--set policy.concat_last_only=true
+	equiv "ddp no-sync = fsdp (M=2)" fsdp2 ddpns 2 --set policy.sharding=ddp --set policy.accum=no-sync
 	# the comparison must be able to fail: other data, other numbers
 	if run seed 2 "${STEPS[@]}" --set run.seed=4321 && ! diff=$(same fsdp2 seed); then
 		ok "another seed differs: max relative difference $diff"
@@ -125,6 +179,21 @@ if run res1 2 "${STEPS[@]}" --set "run.out=$out" && run res2 2 "${STEPS[@]}" --s
 		ok "run.out appends /runs/000000 and /runs/000001 with ops and memory"
 	else
 		bad "run.out" "h5ls lacks:$missing"
+	fi
+	# a collective on its stream runs while the compute stream computes
+	if olap=$(/usr/bin/python3 - "$out" <<'PY'
+import h5py, sys
+ops = h5py.File(sys.argv[1], "r")["runs/000001/ops"][:]
+comm = [o for o in ops if o["kind"] in (0, 8, 9)]         # allgather, reduce_scatter, allreduce
+comp = [o for o in ops if o["stream"] == 0 and o["kind"] in (2, 3, 4)]  # forward, recompute, backward
+n = sum(1 for c in comm for k in comp if c["start_ns"] < k["end_ns"] and k["start_ns"] < c["end_ns"])
+print(n)
+sys.exit(0 if n > 0 else 1)
+PY
+); then
+		ok "a collective overlaps compute ($olap collective-compute pairs intersect)"
+	else
+		bad "overlap" "no collective interval intersects a compute interval"
 	fi
 else
 	bad "run.out" "exit status $?: $(tail -3 "$tmp/res1.err" "$tmp/res2.err")"

@@ -4,6 +4,7 @@
  */
 #include <CUnit/CUnit.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,23 +36,24 @@ static void done(struct schedule *s, struct experiment *e)
 	config_release(e);
 }
 
-static int group_n(const struct schedule *s, const struct op *o)
-{
-	return o->group == GRP_SHARD ? s->shard_n : o->group == GRP_REPLICA ? s->replica_n : s->world;
-}
-
 static uint64_t wire(const struct schedule *s, enum op_kind k)
 {
 	uint64_t t = 0;
 	for (int i = 0; i < s->nops; i++)
 		if (s->ops[i].kind == k)
-			t += collective_wire_bytes(k, s->ops[i].bytes, group_n(s, &s->ops[i]));
+			t += collective_wire_bytes(k, s->ops[i].bytes, schedule_group_size(s, s->ops[i].group));
 	return t;
 }
 
 /* Invariants every schedule keeps (schedule.h). */
 static void check_invariants(const struct schedule *s)
 {
+	char err[256];
+	int rc = schedule_check(s, err, sizeof(err));
+
+	if (rc != 0)
+		fprintf(stderr, "schedule_check: %s\n", err);
+	CU_ASSERT_EQUAL(rc, 0);
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
 		for (uint32_t d = 0; d < o->ndeps; d++)
@@ -285,6 +287,163 @@ static void test_every_policy_is_well_formed(void)
 	CU_ASSERT_EQUAL(built, 4 * 3 * 4 * 3 - 3 * 4 * 2);
 }
 
+/* The operand of op i of kind k (any role), or -1. */
+static int operand(const struct schedule *s, int i, enum buf_kind k)
+{
+	return op_operand(s, i, k, OPD_INOUT);
+}
+
+/* The first op of a kind on segment seg (-1: any) in microbatch 0. */
+static int first_op(const struct schedule *s, enum op_kind k, int seg)
+{
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == k && (seg < 0 || s->ops[i].seg == seg))
+			return i;
+	return -1;
+}
+
+static void test_operands_name_the_memory(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	int f, b, p, rs, g, opt, n;
+
+	/* fsdp: block 0's forward reads the params its all-gather wrote, writes its activations */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.precision=fp32", NULL);
+	f = first_op(s, OP_FORWARD, 1);
+	p = operand(s, f, BUF_FULL_PARAM);
+	CU_ASSERT_FATAL(p >= 0);
+	CU_ASSERT_EQUAL(s->ops[s->bufs[p].alloc_op].kind, OP_ALLGATHER);
+	CU_ASSERT_EQUAL(op_operand(s, s->bufs[p].alloc_op, BUF_FULL_PARAM, OPD_OUT), p);
+	CU_ASSERT(op_operand(s, f, BUF_ACTS, OPD_OUT) >= 0);
+	CU_ASSERT(op_operand(s, f, BUF_RESIDUAL, OPD_INOUT) >= 0);
+	/* its backward reads them back and adds into the unit's zeroed gradient */
+	b = first_op(s, OP_BACKWARD, 1);
+	CU_ASSERT_EQUAL(op_operand(s, b, BUF_ACTS, OPD_IN), op_operand(s, f, BUF_ACTS, OPD_OUT));
+	g = op_operand(s, b, BUF_FULL_GRAD, OPD_INOUT);
+	CU_ASSERT_FATAL(g >= 0);
+	CU_ASSERT(s->bufs[g].zero);
+	/* the reduce-scatter reads that gradient (flat shards: no copy-in) and writes the shard */
+	rs = s->bufs[g].free_op;
+	CU_ASSERT_EQUAL(s->ops[rs].kind, OP_REDUCE_SCATTER);
+	CU_ASSERT_EQUAL(op_operand(s, rs, BUF_FULL_GRAD, OPD_IN), g);
+	CU_ASSERT(op_operand(s, rs, BUF_SHARD_GRAD, OPD_OUT) >= 0);
+	/* flat shards span the unit's padding: the gradient is n shards long */
+	CU_ASSERT_EQUAL(s->bufs[g].bytes, 4 * s->units[s->ops[b].unit].shard_elems * 2);
+	/* the optimizer after backward: parameters, gradient and moments of every unit */
+	opt = first_op(s, OP_OPTIM, -1);
+	n = 0;
+	for (int k = 0; k < s->ops[opt].nopd; k++) {
+		enum buf_kind bk = s->bufs[s->opds[s->ops[opt].opd_first + k].buf].kind;
+		n += bk == BUF_SHARD_PARAM || bk == BUF_SHARD_GRAD || bk == BUF_OPTIM_STATE;
+	}
+	CU_ASSERT_EQUAL(n, 3 * s->nunits);
+	done(s, &e);
+
+	/* ddp: the full params are the shard itself (an alias, no memory of its own) */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.sharding=ddp", NULL);
+	p = operand(s, first_op(s, OP_FORWARD, 1), BUF_FULL_PARAM);
+	CU_ASSERT_FATAL(p >= 0);
+	CU_ASSERT(s->bufs[p].alias_of >= 0 && s->bufs[s->bufs[p].alias_of].kind == BUF_SHARD_PARAM);
+	CU_ASSERT_EQUAL(s->bufs[p].bytes, 0);
+	CU_ASSERT_EQUAL(first_op(s, OP_ALLGATHER, -1), -1);
+	done(s, &e);
+
+	/* pytorch: gathers land in a flat buffer that the copy-out unpacks */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch", NULL);
+	p = op_operand(s, first_op(s, OP_ALLGATHER, -1), BUF_GATHER_OUT, OPD_OUT);
+	CU_ASSERT_FATAL(p >= 0);
+	CU_ASSERT_EQUAL(s->ops[s->bufs[p].free_op].kind, OP_COPY_OUT);
+	CU_ASSERT_EQUAL(op_operand(s, s->bufs[p].free_op, BUF_GATHER_OUT, OPD_IN), p);
+	done(s, &e);
+
+	/* offload params: the master comes from the host into a stage the gather reads */
+	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.offload=params", NULL);
+	g = first_op(s, OP_ALLGATHER, -1);
+	p = op_operand(s, g, BUF_HOST_STAGE, OPD_IN);
+	CU_ASSERT_FATAL(p >= 0);
+	CU_ASSERT_EQUAL(s->ops[s->bufs[p].alloc_op].kind, OP_H2D);
+	CU_ASSERT(s->bufs[op_operand(s, s->bufs[p].alloc_op, BUF_HOST_MASTER, OPD_IN)].host);
+	check_invariants(s);
+	done(s, &e);
+}
+
+/* Shards: flat for the testbed runtime, per tensor (dim 0, padded) for pytorch. */
+static void test_shard_layouts(void)
+{
+	struct experiment e1, e2;
+	struct schedule *t = build(&e1, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=3", NULL);
+	struct schedule *p = build(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=3",
+				   "policy.runtime=pytorch", NULL);
+	struct tensor_desc td[BT_COUNT];
+	uint64_t want = 0;
+	int n = model_module_tensor_list(&e2.model, MOD_BLOCK, td, BT_COUNT);
+
+	/* a block unit: flat is ceil(params / 3); per tensor pads each tensor's rows to a multiple of 3 */
+	CU_ASSERT_EQUAL(t->units[1].shard_elems, (uint64_t)(model_block_params(&e1.model) + 2) / 3);
+	for (int i = 0; i < n; i++) {
+		int64_t rows = td[i].rows == 1 ? td[i].cols : td[i].rows, cols = td[i].rows == 1 ? 1 : td[i].cols;
+		want += (uint64_t)((rows + 2) / 3 * cols);
+	}
+	CU_ASSERT_EQUAL(p->units[1].shard_elems, want);
+	CU_ASSERT_EQUAL(t->per_tensor_shards, 0);
+	CU_ASSERT_EQUAL(p->per_tensor_shards, 1);
+	done(t, &e1);
+	done(p, &e2);
+}
+
+/* Does a reach b through dependencies and stream order? (depth-first, for comparison) */
+static int reaches(const struct schedule *s, int a, int b, char *seen)
+{
+	if (a == b)
+		return 1;
+	if (b < a || seen[b])
+		return 0;
+	seen[b] = 1;
+	for (uint32_t d = 0; d < s->ops[b].ndeps; d++)
+		if (reaches(s, a, (int)s->deps[s->ops[b].dep_first + d], seen))
+			return 1;
+	for (int p = b - 1; p >= 0; p--)
+		if (s->ops[p].stream == s->ops[b].stream)
+			return reaches(s, a, p, seen);
+	return 0;
+}
+
+static void test_clocks_are_reachability(void)
+{
+	struct experiment e;
+	struct schedule *s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2",
+				   "policy.sharding=hsdp", "policy.microbatches=2", "policy.optim_in_backward=true", NULL);
+	char *seen = malloc((size_t)s->nops);
+	int agree = 1;
+
+	for (int a = 0; a < s->nops; a++)
+		for (int b = 0; b < s->nops; b++) {
+			memset(seen, 0, (size_t)s->nops);
+			agree &= reaches(s, a, b, seen) == schedule_happens_before(s, a, b);
+		}
+	CU_ASSERT(agree);
+	free(seen);
+	done(s, &e);
+}
+
+/* The checker finds a race: drop the dependency of a forward on its gather. */
+static void test_check_finds_races(void)
+{
+	struct experiment e;
+	struct schedule *s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	char err[256];
+	int f = first_op(s, OP_FORWARD, 1);
+
+	CU_ASSERT_EQUAL(schedule_check(s, err, sizeof(err)), 0);
+	s->ops[f].ndeps = 0;
+	schedule_clocks(s);
+	CU_ASSERT_EQUAL(schedule_check(s, err, sizeof(err)), -1);
+	/* the gather's output is now freed after a forward that no longer waits for the gather */
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "AG block0 m0"));
+	done(s, &e);
+}
+
 void suite_schedule(void)
 {
 	CU_pSuite s = CU_add_suite("schedule", NULL, NULL);
@@ -295,4 +454,8 @@ void suite_schedule(void)
 	CU_add_test(s, "accumulation and optimizer counts", test_accumulation_counts);
 	CU_add_test(s, "concat only on the last microbatch", test_concat_last_only);
 	CU_add_test(s, "every policy builds a well-formed graph", test_every_policy_is_well_formed);
+	CU_add_test(s, "operands name each op's memory", test_operands_name_the_memory);
+	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
+	CU_add_test(s, "vector clocks are reachability", test_clocks_are_reachability);
+	CU_add_test(s, "schedule_check finds a race", test_check_finds_races);
 }

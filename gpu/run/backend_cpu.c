@@ -608,7 +608,7 @@ struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, cha
 		if (b->elem != ELEM_FP32 && b->elem != ELEM_I32) {
 			snprintf(err, errlen,
 				 "the cpu backend computes in fp32, but the schedule holds %s %s buffers: "
-				 "set policy.precision = fp32 (with reduce_dtype and accum_dtype fp32)",
+				 "set precision = fp32 in [policy] (and reduce_dtype, accum_dtype fp32 if set)",
 				 elem_name(b->elem), buf_kind_name(b->kind));
 			return NULL;
 		}

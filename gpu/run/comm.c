@@ -7,6 +7,9 @@
 #include <assert.h>
 #include <limits.h>
 #include <stdio.h>
+#include <time.h>
+
+#define COMM_POLL_NS 20000 /* between tests of a pending collective: 20 us */
 
 void comm_check(int rc, const char *call, const char *file, int line)
 {
@@ -88,20 +91,49 @@ static void scale(float *p, size_t n, float f)
 		p[i] *= f;
 }
 
+/*
+ * Wait for a non-blocking collective without holding a core: test it, and
+ * sleep a little between tests. MPI progresses the collective inside
+ * MPI_Test; a blocking collective would spin at full speed and take the
+ * core from the compute stream's thread, which is not what a GPU's
+ * communication kernels do to its compute.
+ */
+static void wait_for(MPI_Request *req)
+{
+	const struct timespec nap = { 0, COMM_POLL_NS };
+	int done = 0;
+
+	for (;;) {
+		mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+		if (done)
+			return;
+		nanosleep(&nap, NULL);
+	}
+}
+
 void comm_all_gather(struct comm_handle *h, float *out, const float *in, size_t count)
 {
+	MPI_Request req;
 	int n = mpi_count(count);
-	mpi_check(MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, h->comm));
+
+	mpi_check(MPI_Iallgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, h->comm, &req));
+	wait_for(&req);
 }
 
 void comm_reduce_scatter_mean(struct comm_handle *h, float *out, const float *in, size_t count)
 {
-	mpi_check(MPI_Reduce_scatter_block(in, out, mpi_count(count), MPI_FLOAT, MPI_SUM, h->comm));
+	MPI_Request req;
+
+	mpi_check(MPI_Ireduce_scatter_block(in, out, mpi_count(count), MPI_FLOAT, MPI_SUM, h->comm, &req));
+	wait_for(&req);
 	scale(out, count, 1.0f / (float)h->size);
 }
 
 void comm_all_reduce_mean(struct comm_handle *h, float *buf, size_t count)
 {
-	mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, mpi_count(count), MPI_FLOAT, MPI_SUM, h->comm));
+	MPI_Request req;
+
+	mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), MPI_FLOAT, MPI_SUM, h->comm, &req));
+	wait_for(&req);
 	scale(buf, count, 1.0f / (float)h->size);
 }

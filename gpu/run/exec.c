@@ -42,6 +42,7 @@ struct exec {
 	int *tokens, *targets;      /* (N) each: one microbatch's data, staged for set_batch */
 	struct optim_tensor *ot;    /* one per unit: an optimizer op's tensors */
 	int N;
+	int serialize;              /* one op at a time */
 };
 
 static const struct backend_ops *ops_of(const struct exec *x)
@@ -143,10 +144,12 @@ static void fill_persistent(struct exec *x)
 	free(model);
 }
 
-struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, char *err, int errlen)
+struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, int serialize, char *err,
+		      int errlen)
 {
 	struct exec *x = xcalloc(1, sizeof(*x));
 
+	x->serialize = serialize;
 	x->s = s;
 	x->e = s->exp;
 	x->c = c;
@@ -431,6 +434,8 @@ double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *
 		launch_op(x, i, step);
 		b->record(x->be, o->stream, event_end(i));
 		memory_release(x->mem, i, now);
+		if (x->serialize)
+			b->sync(x->be);
 	}
 	b->sync(x->be);
 	for (int i = 0; i < s->nops; i++) {

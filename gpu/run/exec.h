@@ -38,10 +38,13 @@ struct exec;
 /*
  * Set up the walker for schedule s on backend b: the full model is
  * initialised from run.seed identically on every rank and each rank keeps
- * its shards. s, c and b must outlive it. NULL with a message in err when
- * the device has too little memory for the persistent state.
+ * its shards. s, c and b must outlive it. serialize: wait for each op to
+ * finish before issuing the next (one op at a time, in issue order: the
+ * blocking execution the streams must agree with). NULL with a message in
+ * err when the device has too little memory for the persistent state.
  */
-struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, char *err, int errlen);
+struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, int serialize, char *err,
+		      int errlen);
 void exec_free(struct exec *x);
 
 /*

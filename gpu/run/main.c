@@ -33,10 +33,12 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mpirun -np N ./gpu_run [EXPERIMENT.ini] [flags]\n"
+	fprintf(f, "usage: mpirun -np N ./gpu_run [EXPERIMENT.ini] [flags] [--serialize]\n"
 		   "  N must be cluster.nodes * cluster.gpus_per_node; run.backend = cpu\n"
-		   "  runs the fp32 reference kernels over MPI. run.out appends the run\n"
-		   "  to an HDF5 results file.\n");
+		   "  runs the fp32 reference kernels over MPI, a thread per stream. run.out\n"
+		   "  appends the run to an HDF5 results file.\n"
+		   "  --serialize  run one op at a time in issue order (no overlap): the\n"
+		   "               blocking execution, to compare the streams' results with\n");
 	config_usage(f);
 }
 
@@ -60,16 +62,20 @@ static void say0(int rank, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Flags gpu_run handles itself: --help. Returns 1 when help was asked for. */
-static int take_own_flags(int argc, char **argv)
+/* Flags gpu_run handles itself: --help, --serialize. Returns 1 when help was asked for. */
+static int take_own_flags(int argc, char **argv, int *serialize)
 {
 	int help = 0;
 
-	for (int i = 1; i < argc; i++)
+	for (int i = 1; i < argc; i++) {
 		if (argv[i] && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
 			help = 1;
 			argv[i] = NULL;
+		} else if (argv[i] && !strcmp(argv[i], "--serialize")) {
+			*serialize = 1;
+			argv[i] = NULL;
 		}
+	}
 	return help;
 }
 
@@ -154,7 +160,7 @@ int main(int argc, char **argv)
 	struct exec *x;
 	struct op_timing *t;
 	struct summary sum;
-	int rank, world, rc = 0, total;
+	int rank, world, rc = 0, total, serialize = 0;
 	double psum, psq, step_s = 0, compute_s = 0, exposed_s = 0;
 	char err[512], accum[32], wrap[32];
 	FILE *quiet = NULL;
@@ -167,7 +173,7 @@ int main(int argc, char **argv)
 		quiet = fopen("/dev/null", "w");
 		config_errfile = quiet;
 	}
-	if (take_own_flags(argc, argv)) {
+	if (take_own_flags(argc, argv, &serialize)) {
 		if (rank == 0)
 			usage(stdout);
 		finish(0);
@@ -185,7 +191,7 @@ int main(int argc, char **argv)
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
 		finish(2);
 	}
-	x = exec_new(s, &c, be, err, sizeof(err));
+	x = exec_new(s, &c, be, serialize, err, sizeof(err));
 	if (!x) {
 		fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
 		MPI_Abort(MPI_COMM_WORLD, 1);
@@ -193,9 +199,10 @@ int main(int argc, char **argv)
 	t = xcalloc((size_t)s->nops, sizeof(*t));
 	total = e.run.warmup + e.run.steps;
 	if (rank == 0)
-		printf("gpu_run: %s on %d x %d %s (%s backend), %s, accum %s x %d, wrap %s, "
+		printf("gpu_run: %s on %d x %d %s (%s backend%s), %s, accum %s x %d, wrap %s, "
 		       "ac %s: %d ops per step, %d warmup + %d steps\n",
 		       e.model.name, e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.gpu.name, be->ops->name,
+		       serialize ? ", serialized" : "",
 		       sharding_names[e.policy.sharding], policy_accum_str(&e.policy, accum, sizeof(accum)),
 		       e.policy.microbatches, policy_wrap_str(&e.policy, wrap, sizeof(wrap)),
 		       ac_names[e.policy.ac], s->nops, e.run.warmup, e.run.steps);

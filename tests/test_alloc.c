@@ -1,0 +1,193 @@
+/*
+ * test_alloc.c - the allocator both binaries share (core/alloc.c) and the
+ * issue-order memory of a step (core/memory.c): rounding, best fit,
+ * splitting, merging, segment sizes, per-stream pools, reuse gated by
+ * happens-before, and the peaks a step reaches.
+ */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "memory.h"
+#include "schedule.h"
+
+#define MIB (1ull << 20)
+
+static const struct alloc_cfg arena = { 0, 512, 2 * MIB };
+static const struct alloc_cfg caching = { 1, 512, 2 * MIB };
+
+/* Fake memory behind the segments, to check addresses: a counter, never dereferenced. */
+static void *fake_reserve(void *ctx, uint64_t bytes)
+{
+	uintptr_t *next = ctx, p = *next;
+	*next += bytes + (1u << 20); /* segments never touch */
+	return (void *)p;
+}
+
+static uintptr_t addr(const struct allocator *a, int buf)
+{
+	return (uintptr_t)alloc_ptr(a, buf);
+}
+
+static void test_rounding_and_segments(void)
+{
+	struct allocator *a = alloc_new(&arena, 4, NULL, NULL);
+
+	CU_ASSERT_EQUAL(alloc_get(a, 0, 1, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(a, 0), 512);
+	CU_ASSERT_EQUAL(alloc_get(a, 1, 513, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(a, 1), 1024);
+	CU_ASSERT_EQUAL(alloc_allocated(a), 1536);
+	/* both fit the first 2 MiB segment */
+	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 1);
+	/* a 3 MiB request needs a segment of its own, rounded up to 4 MiB */
+	CU_ASSERT_EQUAL(alloc_get(a, 2, 3 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 6 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	CU_ASSERT_PTR_NULL(alloc_ptr(a, 0)); /* no memory behind the simulator's addresses */
+	alloc_free(a);
+}
+
+static void test_best_fit_split_merge(void)
+{
+	uintptr_t next = 1u << 30;
+	struct allocator *a = alloc_new(&arena, 8, fake_reserve, &next);
+	uintptr_t base;
+
+	/* 0 | 1 | 2 | 3 laid out in order in one segment */
+	for (int i = 0; i < 4; i++)
+		CU_ASSERT_EQUAL(alloc_get(a, i, 4096, ST_COMPUTE, NULL), 0);
+	base = addr(a, 0);
+	CU_ASSERT_EQUAL(addr(a, 1), base + 4096);
+	CU_ASSERT_EQUAL(addr(a, 3), base + 3 * 4096);
+	/* free 1 and 2: they merge into one 8 KiB hole, which a 6 KiB request takes (best fit) */
+	alloc_put(a, 1, ST_COMPUTE, 0);
+	alloc_put(a, 2, ST_COMPUTE, 1);
+	CU_ASSERT_EQUAL(alloc_get(a, 4, 6144, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(addr(a, 4), base + 4096);
+	/* the 2 KiB left after it is split off and serves the next small request */
+	CU_ASSERT_EQUAL(alloc_get(a, 5, 2048, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(addr(a, 5), base + 4096 + 6144);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	CU_ASSERT_EQUAL(alloc_allocated(a), 4 * 4096);
+	/* everything freed merges back into one segment-sized block: a 2 MiB request fits without a new segment */
+	for (int i = 0; i < 6; i++)
+		if (i != 1 && i != 2)
+			alloc_put(a, i, ST_COMPUTE, (uint32_t)(10 + i));
+	alloc_settle(a);
+	CU_ASSERT_EQUAL(alloc_get(a, 6, 2 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(addr(a, 6), base);
+	CU_ASSERT_EQUAL(alloc_segments(a), 1);
+	alloc_free(a);
+}
+
+/* A block freed by an op is given only to ops that happen after it. */
+static void test_reuse_waits_for_happens_before(void)
+{
+	struct allocator *a = alloc_new(&arena, 4, NULL, NULL);
+	uint32_t before[ST_COUNT] = { 0 }, after[ST_COUNT] = { 0 };
+
+	CU_ASSERT_EQUAL(alloc_get(a, 0, 2 * MIB, ST_COMPUTE, NULL), 0);
+	/* freed by the op at position 5 of the reduce-scatter stream */
+	alloc_put(a, 0, ST_REDUCE_SCATTER, 5);
+	/* an op that has seen only 5 ops of that stream (positions 0..4) must not get it */
+	before[ST_REDUCE_SCATTER] = 5;
+	CU_ASSERT_EQUAL(alloc_get(a, 1, 2 * MIB, ST_COMPUTE, before), 0);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	/* one that has seen position 5 may */
+	after[ST_REDUCE_SCATTER] = 6;
+	CU_ASSERT_EQUAL(alloc_get(a, 2, 2 * MIB, ST_ALLGATHER, after), 0);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	alloc_free(a);
+}
+
+/* PyTorch's caching allocator: size classes, per-stream pools. */
+static void test_caching_pools(void)
+{
+	struct allocator *a = alloc_new(&caching, 8, NULL, NULL);
+
+	/* small requests share a 2 MiB segment; a 5 MiB one takes 20 MiB; 30 MiB rounds to 2 MiB */
+	CU_ASSERT_EQUAL(alloc_get(a, 0, 1000, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_get(a, 1, 1000, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	CU_ASSERT_EQUAL(alloc_get(a, 2, 5 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 22 * MIB);
+	CU_ASSERT_EQUAL(alloc_get(a, 3, 30 * MIB + 1, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 54 * MIB);
+	/* a block freed on the compute stream's pool does not serve the all-gather stream... */
+	alloc_put(a, 3, ST_COMPUTE, 0);
+	CU_ASSERT_EQUAL(alloc_get(a, 4, 30 * MIB, ST_ALLGATHER, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 84 * MIB);
+	/* ...but does serve the compute stream again */
+	CU_ASSERT_EQUAL(alloc_get(a, 5, 30 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 84 * MIB);
+	alloc_free(a);
+}
+
+/* The step's memory in issue order: the peak is the largest live sum, and steps repeat. */
+static void test_memory_of_a_step(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct memory *m, *again;
+	char err[256];
+	uint64_t live = 0, peak = 0, persistent, *issue;
+
+	config_init(&e);
+	CU_ASSERT_FATAL(config_set(&e, "policy.precision=fp32", "test") == 0);
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	/* the same peak by hand: persistent buffers, then each op's grants before its frees, rounded to 512 */
+	for (int b = 0; b < s->nbufs; b++)
+		if (s->bufs[b].alloc_op < 0 && !s->bufs[b].host && s->bufs[b].alias_of < 0)
+			live += (s->bufs[b].bytes + 511) / 512 * 512;
+	peak = persistent = live;
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		for (int k = 0; k < o->nalloc; k++)
+			live += (s->bufs[s->bufrefs[o->buf_first + k]].bytes + 511) / 512 * 512;
+		if (live > peak)
+			peak = live;
+		for (int k = 0; k < o->nfree; k++)
+			live -= (s->bufs[s->bufrefs[o->buf_first + o->nalloc + k]].bytes + 511) / 512 * 512;
+	}
+	issue = calloc((size_t)s->nops, sizeof(uint64_t));
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = 1000 * (uint64_t)i;
+	m = memory_new(s, 1, NULL, NULL);
+	memory_predict(m, issue, 1000 * (uint64_t)s->nops);
+	CU_ASSERT_EQUAL(m->peaks.alloc, peak);
+	CU_ASSERT(m->peaks.reserved >= m->peaks.alloc);
+	CU_ASSERT(m->nsamples > 2);
+	/* a second step from the first step's end reserves nothing new */
+	again = memory_new(s, 0, NULL, NULL);
+	CU_ASSERT_EQUAL(memory_persistent(again), 0);
+	for (int step = 0; step < 3; step++) {
+		memory_step_begin(again);
+		for (int i = 0; i < s->nops; i++)
+			CU_ASSERT_EQUAL(memory_issue(again, i, issue[i]), 0);
+		memory_step_end(again, 0);
+		CU_ASSERT_EQUAL(again->total, persistent); /* a step frees all it grants */
+	}
+	CU_ASSERT_EQUAL(again->peaks.reserved, m->peaks.reserved);
+	CU_ASSERT_EQUAL(again->peaks.alloc, m->peaks.alloc);
+	memory_free(again);
+	memory_free(m);
+	free(issue);
+	schedule_free(s);
+	config_release(&e);
+}
+
+void suite_alloc(void)
+{
+	CU_pSuite s = CU_add_suite("alloc", NULL, NULL);
+	CU_add_test(s, "rounding and segment sizes", test_rounding_and_segments);
+	CU_add_test(s, "best fit, split, merge", test_best_fit_split_merge);
+	CU_add_test(s, "reuse waits for happens-before", test_reuse_waits_for_happens_before);
+	CU_add_test(s, "caching pools", test_caching_pools);
+	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
+}
