@@ -9,8 +9,14 @@
  * from a free block by best fit; the rest of the block is split off when
  * it is large enough; a freed block merges with its free neighbours in the
  * segment. Two behaviours, chosen by the runtime spec:
- *   - arena (the testbed runtime): one pool for every stream; a new
- *     segment is the request rounded up to segment_bytes;
+ *   - arena (the testbed runtime): a contiguous region per lifetime class
+ *     (core/memory.c: brief buffers such as op scratch; buffers that die
+ *     within their microbatch; buffers that outlive it, such as gradients
+ *     accumulated across microbatches), each grown at its end in steps of
+ *     segment_bytes; the runtime preallocates each at the size a dry run of
+ *     this allocator reaches. Brief buffers take the high end of the
+ *     best-fitting hole, the others the lowest hole that fits, so that
+ *     classes of lifetimes do not split each other's holes;
  *   - caching (PyTorch's CUDACachingAllocator): a pool per stream and per
  *     size class; requests under 1 MiB share 2 MiB segments, requests
  *     under 10 MiB take a 20 MiB segment, larger ones a segment rounded up
@@ -18,16 +24,23 @@
  *     kSmallBuffer, kMinLargeAlloc, kLargeBuffer, kRoundLarge); a block is
  *     split when at least 512 bytes (small) or 1 MiB (large) would be left.
  *
- * Reuse without waiting. Requests and frees arrive in issue order, from
- * the one thread that issues a step's ops, while the ops themselves run
- * later on their streams. A freed block therefore carries the vector clock
- * of the op that freed it (core/schedule.h): only an op that happens after
- * that one may be given the block. The schedule guarantees that every user
- * of a buffer happens before the op that frees it, so the new owner can
- * never touch memory an old owner still uses, and nobody has to wait on an
- * event. Merged blocks keep the later of their clocks, stream by stream.
- * Given the same requests, the allocator makes the same decisions: the
- * simulator's peaks equal the runtime's byte for byte.
+ * Stream-ordered reuse. Requests and frees arrive in issue order, from the
+ * one thread that issues a step's ops, while the ops themselves run later
+ * on their streams. A freed block therefore carries the vector clock of
+ * the op that freed it (core/schedule.h). The schedule guarantees that
+ * every user of a buffer happens before the op that frees it; so a block
+ * is safe for an op that happens after the freeing op, and for any other
+ * op once it waits for the freeing op (like cudaMallocAsync's pools, which
+ * insert such dependencies). A request takes a block that is safe
+ * already; failing that, one freed at least wait_age ops earlier (by then
+ * its freeing op has long finished, so the wait costs nothing), and the
+ * caller makes the op wait for the ops that freed it (`wait`); failing
+ * that, new memory. A recently freed block is never waited for: that
+ * would stall, say, a backward on the reduce-scatter of the unit before. Adjacent free blocks merge when their
+ * clocks are equal, and a request may span a run of adjacent free blocks;
+ * a merged block keeps the later of the clocks, stream by stream. Given
+ * the same requests, the allocator makes the same decisions: the
+ * simulator's peaks and waits equal the runtime's, byte for byte.
  */
 #ifndef CORE_ALLOC_H
 #define CORE_ALLOC_H
@@ -37,13 +50,27 @@
 #include "schedule.h"
 
 struct alloc_cfg {
-	int caching;       /* 1: per-stream caching pools; 0: one arena */
+	int caching;       /* 1: per-stream caching pools; 0: arena regions */
 	uint64_t round;    /* requests are rounded up to this */
 	uint64_t segment;  /* segment granularity */
+	uint32_t wait_age; /* a block not yet safe is taken (with a wait) only when freed this many ops ago */
 };
 
-/* Backs a new segment of `bytes` (NULL: out of memory). The simulator passes no callback. */
-typedef void *(*alloc_reserve_fn)(void *ctx, uint64_t bytes);
+/* One request: which pool, for which op. */
+struct alloc_req {
+	int pool;              /* caching: the op's stream; arena: the lifetime class, 0 to 2 */
+	int brief;             /* the buffer lives for a few ops only */
+	uint32_t op;           /* the requesting op's issue index */
+	const uint32_t *clock; /* its vector clock (ST_COUNT); NULL: every earlier op has completed */
+};
+
+/*
+ * Backs bytes [offset, offset + bytes) of segment seg (offset > 0: an arena
+ * growing at its end; its memory must follow what came before). Returns the
+ * segment's base address, NULL when out of memory. The simulator passes no
+ * callback.
+ */
+typedef void *(*alloc_reserve_fn)(void *ctx, int seg, uint64_t offset, uint64_t bytes);
 
 struct allocator;
 
@@ -53,13 +80,16 @@ struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserv
 void alloc_free(struct allocator *a);
 
 /*
- * Give buffer `buf` a block of at least `bytes` for an op on `stream`
- * whose vector clock is `clock` (ST_COUNT entries; NULL: every earlier op
- * has completed). 0, or -1 when a segment could not be reserved.
+ * Give buffer `buf` a block of at least `bytes` for request rq. wait[t]
+ * (ST_COUNT entries, raised, never lowered) is the number of ops of stream
+ * t the op must wait for before it may use the block; it exceeds
+ * rq->clock[t] only when the block came from an op the schedule does not
+ * already order before this one. 0, or -1 when memory could not be
+ * reserved.
  */
-int alloc_get(struct allocator *a, int buf, uint64_t bytes, int stream, const uint32_t *clock);
-/* Buffer `buf` is freed by the op at position `pos` of stream `stream`. */
-void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos);
+int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_req *rq, uint32_t *wait);
+/* Buffer `buf` is freed by op `op` (issue index), at position `pos` of stream `stream`. */
+void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t op);
 /* Every op issued so far has completed (a step ended): freed blocks are free for anyone. */
 void alloc_settle(struct allocator *a);
 
@@ -70,7 +100,8 @@ void *alloc_ptr(const struct allocator *a, int buf);
 uint64_t alloc_allocated(const struct allocator *a);
 uint64_t alloc_reserved(const struct allocator *a);
 int alloc_segments(const struct allocator *a);
-/* The memory of segment i (NULL without a reserve callback): for its owner to release. */
+/* The memory of segment i (NULL without a reserve callback): for its owner to release; its size. */
 void *alloc_segment_ptr(const struct allocator *a, int i);
+uint64_t alloc_segment_bytes(const struct allocator *a, int i);
 
 #endif

@@ -11,7 +11,10 @@
  * memory_issue grants an op's new buffers, samples (the op's buffers are
  * all alive while it runs), then frees the buffers the op frees, and
  * samples again. Bytes are the allocator's block sizes (requests rounded
- * up). Host buffers (offload) and aliases hold no device memory.
+ * up). Host buffers (offload) and aliases hold no device memory. When an
+ * op's memory comes from a block freed by an op the schedule does not
+ * order before it, the op must also wait for that op (memory.wait): the
+ * runtime makes its stream wait, the simulator adds the dependency.
  */
 #ifndef CORE_MEMORY_H
 #define CORE_MEMORY_H
@@ -38,6 +41,12 @@ struct memory {
 	int record;                          /* keep the timeline of the current step */
 	struct mem_sample *samples;
 	int nsamples, cap;
+	/*
+	 * wait[op * ST_COUNT + t]: the op of stream t that `op` must wait for
+	 * because its memory comes from a block that op freed, and the
+	 * schedule does not already order them; -1 when none (this step).
+	 */
+	int32_t *wait;
 };
 
 /*
@@ -71,8 +80,10 @@ void *memory_ptr(const struct memory *m, int buf);
  * Simulate the allocator over the steps of a run (run.warmup + run.steps,
  * stopping early once a step reserves nothing new: every later step is
  * then the same), recording the last step's timeline at the op issue times
- * `issue_ns`. What the runtime measures over the same run.
+ * `issue_ns`: what the runtime measures over the same run. The last step
+ * is left open (its waits in m->wait) for the caller to end with
+ * memory_step_end once it knows when the step ends.
  */
-void memory_predict(struct memory *m, const uint64_t *issue_ns, uint64_t step_ns);
+void memory_predict(struct memory *m, const uint64_t *issue_ns);
 
 #endif

@@ -1012,7 +1012,9 @@ void schedule_clocks(struct schedule *s)
 		last[t] = -1;
 	free(s->stream_pos);
 	free(s->clock);
+	free(s->stream_ops);
 	s->stream_pos = xmalloc(sizeof(uint32_t) * (s->nops > 0 ? s->nops : 1));
+	s->stream_ops = xmalloc(sizeof(int32_t) * (s->nops > 0 ? s->nops : 1));
 	s->clock = xcalloc((size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT, sizeof(uint32_t));
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
@@ -1029,6 +1031,11 @@ void schedule_clocks(struct schedule *s)
 		c[o->stream] = s->stream_pos[i] + 1;
 		last[o->stream] = i;
 	}
+	s->stream_first[0] = 0;
+	for (int t = 0; t < ST_COUNT; t++)
+		s->stream_first[t + 1] = s->stream_first[t] + count[t];
+	for (int i = 0; i < s->nops; i++)
+		s->stream_ops[s->stream_first[s->ops[i].stream] + s->stream_pos[i]] = i;
 }
 
 struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
@@ -1140,6 +1147,7 @@ void schedule_free(struct schedule *s)
 	free(s->bwd_order);
 	free(s->stream_pos);
 	free(s->clock);
+	free(s->stream_ops);
 	free(s);
 }
 

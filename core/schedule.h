@@ -237,6 +237,9 @@ struct schedule {
 	 */
 	uint32_t *stream_pos;
 	uint32_t *clock;
+	/* the ops of each stream in order: stream t's op at position p is stream_ops[stream_first[t] + p] */
+	int32_t *stream_ops;
+	uint32_t stream_first[ST_COUNT + 1];
 };
 
 /*

@@ -50,9 +50,10 @@ struct engine {
 	struct cost cost;
 	struct eq q;
 	uint64_t now;
-	/* graph */
+	/* graph: the schedule's dependencies and the waits the allocator adds (core/memory.h) */
 	int *deps_left;
-	int *succ_first, *succ; /* CSR of dependents */
+	int *pred_first, *pred;  /* CSR of what each op waits for */
+	int *succ_first, *succ;  /* CSR of dependents */
 	int *stream_ops[ST_COUNT];
 	int stream_n[ST_COUNT], stream_head[ST_COUNT], stream_busy[ST_COUNT];
 	int *launch_wait; /* op has a pending launch event */
@@ -220,8 +221,8 @@ static void set_pred(struct engine *g, int op)
 			pred = prev;
 		}
 	}
-	for (uint32_t d = 0; d < o->ndeps; d++) {
-		int p = s->deps[o->dep_first + d];
+	for (int d = g->pred_first[op]; d < g->pred_first[op + 1]; d++) {
+		int p = g->pred[d];
 		if (g->r->ops[p].end_ns >= best) {
 			best = g->r->ops[p].end_ns;
 			pred = p;
@@ -325,33 +326,40 @@ static void plan_launches(struct engine *g)
 	}
 }
 
-static void build_graph(struct engine *g)
+static void build_graph(struct engine *g, const struct memory *mem)
 {
 	const struct schedule *s = g->s;
-	int n = s->nops;
+	int n = s->nops, np = 0;
 	int *cnt = xcalloc(n + 1, sizeof(int));
 
 	g->deps_left = xcalloc(n, sizeof(int));
+	g->pred_first = xcalloc(n + 1, sizeof(int));
+	g->pred = xmalloc(sizeof(int) * (s->ndeps + (size_t)n * ST_COUNT + 1));
 	g->succ_first = xcalloc(n + 1, sizeof(int));
-	g->succ = xmalloc(sizeof(int) * (s->ndeps + 1));
 	g->launch_wait = xcalloc(n, sizeof(int));
 	g->version = xcalloc(n, sizeof(uint32_t));
 	for (int i = 0; i < n; i++) {
 		const struct op *o = &s->ops[i];
-		g->deps_left[i] = o->ndeps;
+		g->pred_first[i] = np;
 		for (uint32_t d = 0; d < o->ndeps; d++)
-			g->succ_first[s->deps[o->dep_first + d] + 1]++;
+			g->pred[np++] = (int)s->deps[o->dep_first + d];
+		for (int t = 0; t < ST_COUNT; t++)
+			if (mem->wait[(size_t)i * ST_COUNT + t] >= 0)
+				g->pred[np++] = mem->wait[(size_t)i * ST_COUNT + t];
+		g->deps_left[i] = np - g->pred_first[i];
 		g->stream_n[o->stream]++;
 	}
+	g->pred_first[n] = np;
+	g->succ = xmalloc(sizeof(int) * (size_t)(np + 1));
+	for (int k = 0; k < np; k++)
+		g->succ_first[g->pred[k] + 1]++;
 	for (int i = 0; i < n; i++)
 		g->succ_first[i + 1] += g->succ_first[i];
-	for (int i = 0; i < n; i++) {
-		const struct op *o = &s->ops[i];
-		for (uint32_t d = 0; d < o->ndeps; d++) {
-			int p = s->deps[o->dep_first + d];
+	for (int i = 0; i < n; i++)
+		for (int k = g->pred_first[i]; k < g->pred_first[i + 1]; k++) {
+			int p = g->pred[k];
 			g->succ[g->succ_first[p] + cnt[p]++] = i;
 		}
-	}
 	for (int st = 0; st < ST_COUNT; st++) {
 		g->stream_ops[st] = xmalloc(sizeof(int) * (g->stream_n[st] + 1));
 		g->stream_n[st] = 0;
@@ -380,8 +388,14 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 	r->pred = xcalloc(s->nops, sizeof(*r->pred));
 	cost_init(&g.cost, s);
 	eq_init(&g.q);
-	build_graph(&g);
 	plan_launches(&g);
+	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
+	mem = memory_new(s, record_memory, NULL, NULL);
+	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = r->launch[i].start_ns;
+	memory_predict(mem, issue);
+	build_graph(&g, mem);
 
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);
@@ -406,12 +420,7 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 	for (int st = 0; st < ST_COUNT; st++)
 		assert(g.stream_head[st] == g.stream_n[st] && "an op never ran: cycle in the schedule");
 
-	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
-	mem = memory_new(s, record_memory, NULL, NULL);
-	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
-	for (int i = 0; i < s->nops; i++)
-		issue[i] = r->launch[i].start_ns;
-	memory_predict(mem, issue, r->step_ns);
+	memory_step_end(mem, r->step_ns);
 	r->peaks = mem->peaks;
 	r->mem = mem->samples; /* the timeline moves to the result */
 	r->nmem = mem->nsamples;
@@ -422,6 +431,8 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 	eq_release(&g.q);
 	cost_release(&g.cost);
 	free(g.deps_left);
+	free(g.pred_first);
+	free(g.pred);
 	free(g.succ_first);
 	free(g.succ);
 	free(g.launch_wait);

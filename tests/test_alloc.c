@@ -15,15 +15,25 @@
 
 #define MIB (1ull << 20)
 
-static const struct alloc_cfg arena = { 0, 512, 2 * MIB };
-static const struct alloc_cfg caching = { 1, 512, 2 * MIB };
+static const struct alloc_cfg arena = { 0, 512, 2 * MIB, 0 };
+static const struct alloc_cfg caching = { 1, 512, 2 * MIB, 0 };
 
-/* Fake memory behind the segments, to check addresses: a counter, never dereferenced. */
-static void *fake_reserve(void *ctx, uint64_t bytes)
+/* Fake memory behind the segments, to check addresses: a base per segment, never dereferenced. */
+static void *fake_reserve(void *ctx, int seg, uint64_t offset, uint64_t bytes)
 {
-	uintptr_t *next = ctx, p = *next;
-	*next += bytes + (1u << 20); /* segments never touch */
-	return (void *)p;
+	(void)ctx;
+	(void)offset;
+	(void)bytes;
+	return (void *)((uintptr_t)(seg + 1) << 40);
+}
+
+static uint32_t no_wait[ST_COUNT];
+
+/* A request from pool p by op `op` with clock c (NULL: everything before has completed). */
+static int get(struct allocator *a, int buf, uint64_t bytes, int p, uint32_t op, const uint32_t *c)
+{
+	struct alloc_req rq = { p, 0, op, c };
+	return alloc_get(a, buf, bytes, &rq, no_wait);
 }
 
 static uintptr_t addr(const struct allocator *a, int buf)
@@ -31,76 +41,111 @@ static uintptr_t addr(const struct allocator *a, int buf)
 	return (uintptr_t)alloc_ptr(a, buf);
 }
 
-static void test_rounding_and_segments(void)
+static void test_rounding_and_growth(void)
 {
 	struct allocator *a = alloc_new(&arena, 4, NULL, NULL);
 
-	CU_ASSERT_EQUAL(alloc_get(a, 0, 1, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 0, 1, 0, 0, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_granted(a, 0), 512);
-	CU_ASSERT_EQUAL(alloc_get(a, 1, 513, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 1, 513, 0, 0, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_granted(a, 1), 1024);
 	CU_ASSERT_EQUAL(alloc_allocated(a), 1536);
-	/* both fit the first 2 MiB segment */
+	/* both fit the first 2 MiB of the region */
 	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	/* 3 MiB more: the region grows at its end, the free tail plus 2 MiB, and stays one segment */
+	CU_ASSERT_EQUAL(get(a, 2, 3 * MIB, 0, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 4 * MIB);
 	CU_ASSERT_EQUAL(alloc_segments(a), 1);
-	/* a 3 MiB request needs a segment of its own, rounded up to 4 MiB */
-	CU_ASSERT_EQUAL(alloc_get(a, 2, 3 * MIB, ST_COMPUTE, NULL), 0);
-	CU_ASSERT_EQUAL(alloc_reserved(a), 6 * MIB);
+	/* another lifetime class has a region of its own */
+	CU_ASSERT_EQUAL(get(a, 3, 100, 1, 0, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 6 * MIB);
 	CU_ASSERT_PTR_NULL(alloc_ptr(a, 0)); /* no memory behind the simulator's addresses */
 	alloc_free(a);
 }
 
-static void test_best_fit_split_merge(void)
+static void test_first_fit_split_merge(void)
 {
-	uintptr_t next = 1u << 30;
-	struct allocator *a = alloc_new(&arena, 8, fake_reserve, &next);
+	struct allocator *a = alloc_new(&arena, 8, fake_reserve, NULL);
 	uintptr_t base;
 
-	/* 0 | 1 | 2 | 3 laid out in order in one segment */
+	/* 0 | 1 | 2 | 3 laid out in order */
 	for (int i = 0; i < 4; i++)
-		CU_ASSERT_EQUAL(alloc_get(a, i, 4096, ST_COMPUTE, NULL), 0);
+		CU_ASSERT_EQUAL(get(a, i, 4096, 0, 0, NULL), 0);
 	base = addr(a, 0);
 	CU_ASSERT_EQUAL(addr(a, 1), base + 4096);
 	CU_ASSERT_EQUAL(addr(a, 3), base + 3 * 4096);
-	/* free 1 and 2: they merge into one 8 KiB hole, which a 6 KiB request takes (best fit) */
-	alloc_put(a, 1, ST_COMPUTE, 0);
-	alloc_put(a, 2, ST_COMPUTE, 1);
-	CU_ASSERT_EQUAL(alloc_get(a, 4, 6144, ST_COMPUTE, NULL), 0);
+	/* free 1 and 2 (the same op: the same clock): one 8 KiB hole, which a 6 KiB request takes */
+	alloc_put(a, 1, ST_COMPUTE, 0, 0);
+	alloc_put(a, 2, ST_COMPUTE, 0, 0);
+	CU_ASSERT_EQUAL(get(a, 4, 6144, 0, 1, NULL), 0);
 	CU_ASSERT_EQUAL(addr(a, 4), base + 4096);
 	/* the 2 KiB left after it is split off and serves the next small request */
-	CU_ASSERT_EQUAL(alloc_get(a, 5, 2048, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 5, 2048, 0, 2, NULL), 0);
 	CU_ASSERT_EQUAL(addr(a, 5), base + 4096 + 6144);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
 	CU_ASSERT_EQUAL(alloc_allocated(a), 4 * 4096);
-	/* everything freed merges back into one segment-sized block: a 2 MiB request fits without a new segment */
+	/* everything freed merges back at a step's end: 2 MiB fits at the base again */
 	for (int i = 0; i < 6; i++)
 		if (i != 1 && i != 2)
-			alloc_put(a, i, ST_COMPUTE, (uint32_t)(10 + i));
+			alloc_put(a, i, ST_COMPUTE, (uint32_t)(10 + i), (uint32_t)(10 + i));
 	alloc_settle(a);
-	CU_ASSERT_EQUAL(alloc_get(a, 6, 2 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 6, 2 * MIB, 0, 0, NULL), 0);
 	CU_ASSERT_EQUAL(addr(a, 6), base);
 	CU_ASSERT_EQUAL(alloc_segments(a), 1);
 	alloc_free(a);
 }
 
-/* A block freed by an op is given only to ops that happen after it. */
+/* A brief buffer takes the high end of the best-fitting hole; a long-lived one the lowest hole. */
+static void test_brief_high_long_low(void)
+{
+	struct allocator *a = alloc_new(&arena, 8, fake_reserve, NULL);
+	struct alloc_req brief = { 0, 1, 0, NULL };
+	uintptr_t base;
+
+	CU_ASSERT_EQUAL(get(a, 0, MIB, 0, 0, NULL), 0);
+	base = addr(a, 0);
+	alloc_put(a, 0, ST_COMPUTE, 0, 0);
+	CU_ASSERT_EQUAL(alloc_get(a, 1, 4096, &brief, no_wait), 0);
+	CU_ASSERT_EQUAL(addr(a, 1), base + 2 * MIB - 4096);
+	CU_ASSERT_EQUAL(get(a, 2, 4096, 0, 0, NULL), 0);
+	CU_ASSERT_EQUAL(addr(a, 2), base);
+	alloc_free(a);
+}
+
+/* A block freed by an op the requester is not ordered after: not at all while recent, with a wait once old. */
 static void test_reuse_waits_for_happens_before(void)
 {
-	struct allocator *a = alloc_new(&arena, 4, NULL, NULL);
-	uint32_t before[ST_COUNT] = { 0 }, after[ST_COUNT] = { 0 };
+	struct alloc_cfg aged = arena;
+	struct allocator *a;
+	uint32_t before[ST_COUNT] = { 0 }, after[ST_COUNT] = { 0 }, wait[ST_COUNT] = { 0 };
+	struct alloc_req rq = { 0, 0, 0, before };
 
-	CU_ASSERT_EQUAL(alloc_get(a, 0, 2 * MIB, ST_COMPUTE, NULL), 0);
-	/* freed by the op at position 5 of the reduce-scatter stream */
-	alloc_put(a, 0, ST_REDUCE_SCATTER, 5);
-	/* an op that has seen only 5 ops of that stream (positions 0..4) must not get it */
+	aged.wait_age = 10;
+	a = alloc_new(&aged, 8, NULL, NULL);
+	CU_ASSERT_EQUAL(get(a, 0, 2 * MIB, 0, 0, NULL), 0);
+	/* freed by op 20, at position 5 of the reduce-scatter stream */
+	alloc_put(a, 0, ST_REDUCE_SCATTER, 5, 20);
+	/* op 25 has seen only 5 ops of that stream (positions 0..4): new memory, no wait */
 	before[ST_REDUCE_SCATTER] = 5;
-	CU_ASSERT_EQUAL(alloc_get(a, 1, 2 * MIB, ST_COMPUTE, before), 0);
-	CU_ASSERT_EQUAL(alloc_segments(a), 2);
-	/* one that has seen position 5 may */
-	after[ST_REDUCE_SCATTER] = 6;
-	CU_ASSERT_EQUAL(alloc_get(a, 2, 2 * MIB, ST_ALLGATHER, after), 0);
-	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	rq.op = 25;
+	CU_ASSERT_EQUAL(alloc_get(a, 1, 2 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 4 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_REDUCE_SCATTER], 0);
+	/* op 31, ten ops later, still not ordered after it: the block, and a wait for position 5 */
+	rq.op = 31;
+	CU_ASSERT_EQUAL(alloc_get(a, 2, 2 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 4 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_REDUCE_SCATTER], 6);
+	/* an op ordered after the freeing op takes such a block at once, without a wait */
+	alloc_put(a, 2, ST_REDUCE_SCATTER, 7, 40);
+	after[ST_REDUCE_SCATTER] = 8;
+	rq.clock = after;
+	rq.op = 41;
+	memset(wait, 0, sizeof(wait));
+	CU_ASSERT_EQUAL(alloc_get(a, 3, 2 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 4 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_REDUCE_SCATTER], 8);
 	alloc_free(a);
 }
 
@@ -109,20 +154,20 @@ static void test_caching_pools(void)
 {
 	struct allocator *a = alloc_new(&caching, 8, NULL, NULL);
 
-	/* small requests share a 2 MiB segment; a 5 MiB one takes 20 MiB; 30 MiB rounds to 2 MiB */
-	CU_ASSERT_EQUAL(alloc_get(a, 0, 1000, ST_COMPUTE, NULL), 0);
-	CU_ASSERT_EQUAL(alloc_get(a, 1, 1000, ST_COMPUTE, NULL), 0);
+	/* small requests share a 2 MiB segment; a 5 MiB one takes 20 MiB; 30 MiB + 1 rounds to 32 MiB */
+	CU_ASSERT_EQUAL(get(a, 0, 1000, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 1, 1000, ST_COMPUTE, 0, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
-	CU_ASSERT_EQUAL(alloc_get(a, 2, 5 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 2, 5 * MIB, ST_COMPUTE, 0, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 22 * MIB);
-	CU_ASSERT_EQUAL(alloc_get(a, 3, 30 * MIB + 1, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 3, 30 * MIB + 1, ST_COMPUTE, 0, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 54 * MIB);
 	/* a block freed on the compute stream's pool does not serve the all-gather stream... */
-	alloc_put(a, 3, ST_COMPUTE, 0);
-	CU_ASSERT_EQUAL(alloc_get(a, 4, 30 * MIB, ST_ALLGATHER, NULL), 0);
+	alloc_put(a, 3, ST_COMPUTE, 0, 0);
+	CU_ASSERT_EQUAL(get(a, 4, 30 * MIB, ST_ALLGATHER, 1, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 84 * MIB);
 	/* ...but does serve the compute stream again */
-	CU_ASSERT_EQUAL(alloc_get(a, 5, 30 * MIB, ST_COMPUTE, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 5, 30 * MIB, ST_COMPUTE, 2, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 84 * MIB);
 	alloc_free(a);
 }
@@ -159,7 +204,8 @@ static void test_memory_of_a_step(void)
 	for (int i = 0; i < s->nops; i++)
 		issue[i] = 1000 * (uint64_t)i;
 	m = memory_new(s, 1, NULL, NULL);
-	memory_predict(m, issue, 1000 * (uint64_t)s->nops);
+	memory_predict(m, issue);
+	memory_step_end(m, 1000 * (uint64_t)s->nops);
 	CU_ASSERT_EQUAL(m->peaks.alloc, peak);
 	CU_ASSERT(m->peaks.reserved >= m->peaks.alloc);
 	CU_ASSERT(m->nsamples > 2);
@@ -185,8 +231,9 @@ static void test_memory_of_a_step(void)
 void suite_alloc(void)
 {
 	CU_pSuite s = CU_add_suite("alloc", NULL, NULL);
-	CU_add_test(s, "rounding and segment sizes", test_rounding_and_segments);
-	CU_add_test(s, "best fit, split, merge", test_best_fit_split_merge);
+	CU_add_test(s, "rounding and growth", test_rounding_and_growth);
+	CU_add_test(s, "first fit, split, merge", test_first_fit_split_merge);
+	CU_add_test(s, "brief buffers high, long-lived low", test_brief_high_long_low);
 	CU_add_test(s, "reuse waits for happens-before", test_reuse_waits_for_happens_before);
 	CU_add_test(s, "caching pools", test_caching_pools);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);

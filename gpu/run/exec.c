@@ -41,6 +41,12 @@ struct exec {
 	int *master;                /* per unit: the buffer holding its master shard */
 	int *tokens, *targets;      /* (N) each: one microbatch's data, staged for set_batch */
 	struct optim_tensor *ot;    /* one per unit: an optimizer op's tensors */
+	/* device memory behind the allocator's segments, sized by a dry run of the allocator */
+	int nplanned;
+	uint64_t *planned;          /* per segment: the bytes the dry run reached */
+	void **seg_base;
+	uint64_t *seg_bytes;        /* what is behind each segment */
+	int nsegs;
 	int N;
 	int serialize;              /* one op at a time */
 };
@@ -52,10 +58,40 @@ static const struct backend_ops *ops_of(const struct exec *x)
 
 /* ---- memory ----------------------------------------------------------------- */
 
-static void *reserve(void *ctx, uint64_t bytes)
+/*
+ * Memory for the allocator: an arena region grows at its end, so each
+ * segment is allocated once, at the size the dry run reached (exec_new),
+ * and growth is a view further into it.
+ */
+static void *reserve(void *ctx, int seg, uint64_t offset, uint64_t bytes)
 {
-	struct backend *b = ctx;
-	return b->ops->dev_alloc(b, bytes);
+	struct exec *x = ctx;
+
+	if (seg >= x->nsegs) {
+		uint64_t want = seg < x->nplanned && x->planned[seg] > offset + bytes ? x->planned[seg] : offset + bytes;
+		assert(seg == x->nsegs && offset == 0);
+		x->seg_base = xrealloc(x->seg_base, sizeof(void *) * (size_t)(seg + 1));
+		x->seg_bytes = xrealloc(x->seg_bytes, sizeof(uint64_t) * (size_t)(seg + 1));
+		x->seg_base[seg] = ops_of(x)->dev_alloc(x->be, want);
+		x->seg_bytes[seg] = x->seg_base[seg] ? want : 0;
+		x->nsegs++;
+	}
+	return offset + bytes <= x->seg_bytes[seg] ? x->seg_base[seg] : NULL;
+}
+
+/* The segments the allocator will reserve over the run: a dry run of the same allocator. */
+static void plan_memory(struct exec *x)
+{
+	struct memory *dry = memory_new(x->s, 0, NULL, NULL);
+	uint64_t *issue = xcalloc((size_t)x->s->nops + 1, sizeof(uint64_t));
+
+	memory_predict(dry, issue);
+	x->nplanned = alloc_segments(dry->a);
+	x->planned = xmalloc(sizeof(uint64_t) * (size_t)(x->nplanned + 1));
+	for (int i = 0; i < x->nplanned; i++)
+		x->planned[i] = alloc_segment_bytes(dry->a, i);
+	memory_free(dry);
+	free(issue);
 }
 
 /* The memory of buffer id: host memory, or its place in the device segments. */
@@ -156,7 +192,8 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 	x->be = b;
 	x->N = s->batch * x->e->model.seq;
 	x->lay = layout_new(s);
-	x->mem = memory_new(s, 1, reserve, b);
+	plan_memory(x);
+	x->mem = memory_new(s, 1, reserve, x);
 	x->host = xcalloc((size_t)s->nbufs, sizeof(void *));
 	x->master = xmalloc(sizeof(int) * (size_t)s->nunits);
 	x->tokens = xcalloc((size_t)x->N, sizeof(int));
@@ -194,10 +231,13 @@ void exec_free(struct exec *x)
 	for (int i = 0; i < x->s->nbufs; i++)
 		if (x->host[i])
 			ops_of(x)->host_free(x->be, x->host[i]);
-	if (x->mem)
-		for (int i = 0; i < alloc_segments(x->mem->a); i++)
-			ops_of(x)->dev_free(x->be, alloc_segment_ptr(x->mem->a, i));
+	for (int i = 0; i < x->nsegs; i++)
+		if (x->seg_base[i])
+			ops_of(x)->dev_free(x->be, x->seg_base[i]);
 	memory_free(x->mem);
+	free(x->planned);
+	free(x->seg_base);
+	free(x->seg_bytes);
 	layout_free(x->lay);
 	free(x->host);
 	free(x->master);
@@ -423,6 +463,12 @@ double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *
 		for (uint32_t d = 0; d < o->ndeps; d++) {
 			int p = (int)s->deps[o->dep_first + d];
 			if (s->ops[p].stream != o->stream)
+				b->wait(x->be, o->stream, event_end(p));
+		}
+		/* memory that ops of other streams freed, which the schedule does not order before this one */
+		for (int t = 0; t < ST_COUNT; t++) {
+			int p = x->mem->wait[(size_t)i * ST_COUNT + t];
+			if (p >= 0)
 				b->wait(x->be, o->stream, event_end(p));
 		}
 		b->record(x->be, o->stream, event_start(i));
