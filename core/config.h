@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include "experiment.h"
 
-/* Defaults: tiny model on one cpu "node"... see config.c for the values. */
+/* Defaults: tiny model on one cpu "node"... see config_init() in config_keys.c for the values. */
 void config_init(struct experiment *e);
 void config_release(struct experiment *e);
 
