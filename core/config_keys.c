@@ -144,6 +144,15 @@ static void keys_init(void)
 	for (int i = 0; i < n; i++)
 		flag_bare[i] = flag_list[i] + 2;
 	flag_bare[n] = NULL;
+
+	/* the [policy] keys are the policy's fields, in the order of policy_field_names */
+	int f = 0;
+	for (int i = 0; i < nkeys; i++)
+		if (strcmp(keys[i].section, "policy") == 0) {
+			assert(f < PF_COUNT && strcmp(keys[i].name, policy_field_names[f]) == 0);
+			f++;
+		}
+	assert(f == PF_COUNT);
 }
 
 int config_key_find(const char *section, const char *name)

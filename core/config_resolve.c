@@ -145,115 +145,80 @@ static int resolve_cluster(struct experiment *e)
 	return errors ? -1 : 0;
 }
 
+/* The key of a policy field. */
+static int policy_key(enum policy_field f)
+{
+	return config_key_id("policy", policy_field_names[f]);
+}
+
+/* The key a violation names as "section.key". */
+static int key_named(const char *name)
+{
+	const char *dot = strchr(name, '.');
+	char section[16];
+
+	assert(dot && (size_t)(dot - name) < sizeof section);
+	snprintf(section, sizeof section, "%.*s", (int)(dot - name), name);
+	return config_key_id(section, dot + 1);
+}
+
+/* The origin of field f, which policy_resolve() filled in. */
+static void derived_origin(struct experiment *e, enum policy_field f)
+{
+	int k = policy_key(f);
+	char why[64];
+
+	switch (f) {
+	case PF_REDUCE_DTYPE:
+	case PF_ACCUM_DTYPE:
+		config_origin_set(e, k, OR_DERIVED, "policy.precision");
+		break;
+	case PF_SHARD_GROUP:
+		snprintf(why, sizeof why, "policy.sharding = %s", sharding_names[e->policy.sharding]);
+		config_origin_set(e, k, OR_DERIVED, why);
+		break;
+	case PF_RESHARD:
+		/* "no" is what the sharding implies (zero2, ddp); "yes" is the default */
+		if (e->policy.reshard == RESHARD_NO)
+			config_origin_set(e, k, OR_DERIVED, "policy.sharding");
+		else
+			config_origin_set(e, k, OR_DEFAULT, NULL);
+		break;
+	default:
+		assert(!"policy_resolve() fills in no other field");
+	}
+}
+
+/*
+ * The policy's own rules are policy.c's: this tells policy_resolve() which
+ * keys were set in a file or by a flag, records where the values it filled
+ * in came from, and reports each violation of policy_check() with the
+ * place every key involved was set. Without a usable model shape
+ * (model_ok 0), the rules on the layer count are left out.
+ */
 static int resolve_policy(struct experiment *e, int model_ok)
 {
-	struct policy *p = &e->policy;
-	int world = cluster_world(&e->cluster), errors = 0;
-	int ksharding = config_key_id("policy", "sharding"), kgroup = config_key_id("policy", "shard_group");
-	int knodes = config_key_id("cluster", "nodes"), kgpn = config_key_id("cluster", "gpus_per_node");
-	int kaccum = config_key_id("policy", "accum"), kwrap = config_key_id("policy", "wrap");
-	int kreshard = config_key_id("policy", "reshard"), klayers = config_key_id("model", "layers");
-	int kflat = config_key_id("policy", "flat_params"), kconcat = config_key_id("policy", "concat_last_only");
-	int koffload = config_key_id("policy", "offload");
-	int kreduce = config_key_id("policy", "reduce_dtype"), kadt = config_key_id("policy", "accum_dtype");
-	int kmicro = config_key_id("policy", "microbatches");
-	const char *sname = sharding_names[p->sharding];
-	char what[MSG_MAX];
+	const struct model_shape *m = model_ok ? &e->model : NULL;
+	struct policy_violation v[POLICY_VIOLATIONS_MAX];
+	unsigned set = 0, wrote;
 
-	/* gradient dtypes follow the precision unless set */
-	enum dtype grad_dt = p->precision == PREC_PURE_BF16 ? DT_BF16 : DT_FP32;
-	if (!config_is_explicit(e, kreduce)) {
-		p->reduce_dtype = grad_dt;
-		config_origin_set(e, kreduce, OR_DERIVED, "policy.precision");
-	}
-	if (!config_is_explicit(e, kadt)) {
-		p->accum_dtype = grad_dt;
-		config_origin_set(e, kadt, OR_DERIVED, "policy.precision");
-	}
+	for (int f = 0; f < PF_COUNT; f++)
+		if (config_is_explicit(e, policy_key(f)))
+			set |= POLICY_BIT(f);
+	wrote = policy_resolve(&e->policy, set, &e->cluster, m);
+	for (int f = 0; f < PF_COUNT; f++)
+		if (wrote & POLICY_BIT(f))
+			derived_origin(e, f);
 
-	/* the shard group; an explicit 0 means the default, as if not set */
-	if (config_is_explicit(e, kgroup) && p->shard_group == 0)
-		config_origin_set(e, kgroup, OR_DEFAULT, NULL);
-	int group = p->sharding == SHARD_HSDP ? e->cluster.gpus_per_node :
-		    p->sharding == SHARD_DDP ? 1 : world;
-	if (config_is_explicit(e, kgroup) && p->sharding != SHARD_HSDP && p->shard_group != group) {
-		if (p->sharding == SHARD_DDP)
-			snprintf(what, sizeof what, "applies to hsdp only; ddp shards nothing");
-		else
-			snprintf(what, sizeof what,
-				 "applies to hsdp only; %s shards over all %d ranks",
-				 sname, world);
-		config_rule_error(e, kgroup, what, (int[]){ ksharding, -1 });
-		errors++;
-	} else if (config_is_explicit(e, kgroup)) {
-		if (world % p->shard_group != 0) {
-			snprintf(what, sizeof what, "does not divide the world size %d", world);
-			config_rule_error(e, kgroup, what, (int[]){ knodes, kgpn, -1 });
-			errors++;
-		}
-	} else {
-		char why[64];
-		p->shard_group = group;
-		snprintf(why, sizeof why, "policy.sharding = %s", sname);
-		config_origin_set(e, kgroup, OR_DERIVED, why);
+	int n = policy_check(&e->policy, &e->cluster, m, v, POLICY_VIOLATIONS_MAX);
+	for (int i = 0; i < n; i++) {
+		int others[4], j;
+		for (j = 0; v[i].others[j]; j++)
+			others[j] = key_named(v[i].others[j]);
+		others[j] = -1;
+		config_rule_error(e, key_named(v[i].key), v[i].what, others);
 	}
-
-	/*
-	 * zero2 and ddp keep full parameters from forward to backward: reshard
-	 * resolves to no; "yes", the default's spelling, is taken as the default,
-	 * "all-but-last" asks for what they cannot do.
-	 */
-	if (p->sharding == SHARD_ZERO2 || p->sharding == SHARD_DDP) {
-		if (config_is_explicit(e, kreshard) && p->reshard == RESHARD_ALL_BUT_LAST) {
-			snprintf(what, sizeof what,
-				 "does not apply: %s keeps full parameters from forward to backward",
-				 sname);
-			config_rule_error(e, kreshard, what, (int[]){ ksharding, -1 });
-			errors++;
-		} else if (p->reshard != RESHARD_NO || !config_is_explicit(e, kreshard)) {
-			p->reshard = RESHARD_NO;
-			config_origin_set(e, kreshard, OR_DERIVED, "policy.sharding");
-		}
-	} else if (!config_is_explicit(e, kreshard)) {
-		p->reshard = RESHARD_YES;
-		config_origin_set(e, kreshard, OR_DEFAULT, NULL);
-	}
-
-	if (p->accum == ACC_DEFER_REPLICA && p->sharding != SHARD_HSDP) {
-		config_rule_error(e, kaccum, "needs policy.sharding = hsdp: it defers the all-reduce across replicas",
-			   (int[]){ ksharding, -1 });
-		errors++;
-	}
-	if (model_ok && p->accum == ACC_PARTIAL && (p->partial_k < 1 || p->partial_k > e->model.layers)) {
-		snprintf(what, sizeof what, "needs K from 1 to the number of layers, %d", e->model.layers);
-		config_rule_error(e, kaccum, what, (int[]){ klayers, -1 });
-		errors++;
-	}
-	if (model_ok && p->wrap == WRAP_EVERY && (p->wrap_k < 1 || p->wrap_k > e->model.layers)) {
-		snprintf(what, sizeof what, "needs K from 1 to the number of layers, %d", e->model.layers);
-		config_rule_error(e, kwrap, what, (int[]){ klayers, -1 });
-		errors++;
-	}
-	if (p->microbatches < 1) {
-		config_rule_error(e, kmicro, "must be at least 1", (int[]){ -1 });
-		errors++;
-	}
-	if (p->concat_last_only && !p->flat_params) {
-		config_rule_error(e, kconcat, "needs policy.flat_params = true",
-			   (int[]){ kflat, -1 });
-		errors++;
-	}
-	if (p->sharding == SHARD_DDP && p->flat_params) {
-		config_rule_error(e, kflat, "does not apply to ddp: it has no shards to flatten",
-			   (int[]){ ksharding, -1 });
-		errors++;
-	}
-	if (p->sharding == SHARD_DDP && p->offload != OFF_NONE) {
-		config_rule_error(e, koffload, "does not apply to ddp: it has no shards to offload",
-			   (int[]){ ksharding, -1 });
-		errors++;
-	}
-	return errors ? -1 : 0;
+	return n ? -1 : 0;
 }
 
 int config_resolve(struct experiment *e)
