@@ -528,16 +528,33 @@ static void walk_policy(const struct policy_walk *w, struct policy *p, unsigned 
 }
 
 /*
- * Whether a canonical, valid p gives the same step as another policy the
- * walk emits instead. The rules:
- *   - with one microbatch, the only microbatch is the last, where every
- *     accumulation policy reduces every gradient (and nothing accumulates):
- *     they all give the step of sync-each, which stands for them.
+ * Whether a canonical, valid p is the same training step as another policy
+ * the walk emits, which stands for it. Each rule follows from what the
+ * policies mean (experiments/README.md), not from how a schedule is built:
+ *   - one microbatch: it is the last, where every accumulation policy
+ *     reduces every gradient and nothing accumulates; sync-each stands for
+ *     them all;
+ *   - fsdp with reshard = no keeps full parameters from forward to
+ *     backward: that is zero2, which stands for it;
+ *   - hsdp whose shard group is the whole world has a single replica: it
+ *     is fsdp (its defer-replica, fsdp's sync-each), which stands for it;
+ *   - with offload the host takes the optimizer step: optim, the GPU
+ *     kernels of the step, does not apply; foreach stands for the others.
+ * Every policy that stands for another is emitted: none of these rules
+ * drops it, and it is valid whenever the one it stands for is.
  * A new rule goes here, with the policy that stands for the ones it drops.
  */
-static int same_step_as_another(const struct policy *p)
+static int same_step_as_another(const struct policy *p, const struct cluster *c)
 {
-	return p->microbatches == 1 && p->accum != ACC_SYNC_EACH;
+	if (p->microbatches == 1 && p->accum != ACC_SYNC_EACH)
+		return 1;
+	if (p->sharding == SHARD_FSDP && p->reshard == RESHARD_NO)
+		return 1;
+	if (p->sharding == SHARD_HSDP && p->shard_group == cluster_world(c))
+		return 1;
+	if (p->offload != OFF_NONE && p->optim != OPT_FOREACH)
+		return 1;
+	return 0;
 }
 
 int policy_next(struct policy_walk *w, struct policy *p)
@@ -550,7 +567,7 @@ int policy_next(struct policy_walk *w, struct policy *p)
 		/* a combination policy_resolve would change is another's name (zero2 with reshard yes) */
 		if (policy_resolve(&q, set, w->cluster, w->model) & WALK_FIELDS)
 			continue;
-		if (same_step_as_another(&q))
+		if (same_step_as_another(&q, w->cluster))
 			continue;
 		if (policy_check(&q, w->cluster, w->model, NULL, 0) != 0)
 			continue;

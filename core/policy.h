@@ -192,11 +192,15 @@ void policy_walk_init(struct policy_walk *w, const struct policy *base, const st
  * canonical (what policy_resolve makes of it: resolving it again, all
  * fields explicit, writes nothing) and valid (policy_check finds nothing);
  * each is emitted once, in a fixed order (the axes as an odometer, offload
- * turning fastest); and no two emitted policies give the same step by a
- * rule policy.c knows (same_step_as_another() there: with one microbatch,
- * only sync-each). A combination policy_resolve would change (zero2 with
- * reshard yes) or policy_check rejects is skipped by calling them, never
- * by rules of the walk's own. No string formatting, no allocation.
+ * turning fastest); and of the policies that are one step by what they
+ * mean, only the one that stands for the others is emitted (the rules are
+ * same_step_as_another() in policy.c: with one microbatch only sync-each;
+ * zero2, not fsdp with reshard no; fsdp, not hsdp with one replica; with
+ * offload only foreach). Policies that give the same step only because of
+ * how this model and runtime happen to be built or priced may still both
+ * appear. A combination policy_resolve would change (zero2 with reshard
+ * yes) or policy_check rejects is skipped by calling them, never by rules
+ * of the walk's own. No string formatting, no allocation.
  */
 int policy_next(struct policy_walk *w, struct policy *p);
 
