@@ -36,7 +36,7 @@ INT_SIZED(enum offload);
 INT_SIZED(enum runtime);
 
 const char *const config_sections[] = { "model", "cluster", "policy", "run", NULL };
-static const char *const backend_names[] = { "cpu", "cuda", NULL };
+static const char *const device_names[] = { "cpu", "cuda", NULL };
 static const char *const bool_words[] = { "true", "false", "yes", "no", "1", "0", NULL };
 
 #define OFF(m) offsetof(struct experiment, m)
@@ -89,8 +89,8 @@ static const struct key keys_tail[] = {
 	INT("run", "steps", run.steps, 1, 1000000),
 	INT("run", "warmup", run.warmup, 0, 1000000),
 	{ "run", "seed", KT_ULONG, OFF(run.seed), 0, 0, 0, NULL, NULL, NULL, NULL },
-	{ "run", "backend", KT_CHOICE, OFF(run.backend), sizeof(((struct run_settings *)0)->backend),
-	  0, 0, backend_names, "backend", NULL, NULL },
+	{ "run", "device", KT_CHOICE, OFF(run.device), sizeof(((struct run_settings *)0)->device),
+	  0, 0, device_names, "device", NULL, NULL },
 	{ "run", "out", KT_TEXT, OFF(run.out), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	DBL("run", "lr", run.lr, 0, 10),
 	DBL("run", "weight_decay", run.weight_decay, 0, 10),
@@ -557,7 +557,7 @@ void config_init(struct experiment *e)
 	e->run.steps = 10;
 	e->run.warmup = 2;
 	e->run.seed = 1234;
-	snprintf(e->run.backend, sizeof e->run.backend, "cpu");
+	snprintf(e->run.device, sizeof e->run.device, "cpu");
 	e->run.out[0] = '\0';
 	e->run.lr = 3e-4;
 	e->run.weight_decay = 0.1;

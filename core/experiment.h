@@ -24,7 +24,7 @@ struct run_settings {
 	int steps;        /* optimizer steps gpu_run measures */
 	int warmup;       /* steps gpu_run runs before measuring */
 	unsigned long seed;
-	char backend[16]; /* gpu_run: "cpu" or "cuda" */
+	char device[16];  /* the runtime's device: "cpu" or "cuda" */
 	char out[CONFIG_PATH_MAX];   /* results file to append to, "" for none */
 	double lr;        /* AdamW hyper-parameters for gpu_run */
 	double weight_decay;

@@ -80,9 +80,9 @@ static void setup(struct experiment *e, int rank, int world, int argc, char **ar
 		finish(2);
 	}
 	where = e->path[0] ? e->path : "gpu_run";
-	if (strcmp(e->run.backend, "cpu") != 0) {
+	if (strcmp(e->run.device, "cpu") != 0) {
 		say0(rank, "%s: run.backend = %s: this build has no CUDA backend yet; use backend = cpu\n",
-		     where, e->run.backend);
+		     where, e->run.device);
 		config_release(e);
 		finish(2);
 	}
