@@ -1,6 +1,6 @@
 /*
  * test_config.c - experiment files, flags and their resolution
- * (core/config.c): parsed values, the exact text of every kind of error
+ * (core/config_*.c): parsed values, the exact text of every kind of error
  * message, suggestions, precedence of file and flags, the resolution
  * rules and the origins cross-key errors report, and the written
  * configuration reading back to the same experiment.
