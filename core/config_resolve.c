@@ -131,15 +131,16 @@ static int resolve_cluster(struct experiment *e)
 		e->cluster.inter_gbps = e->cluster.gpu.nics_per_node * e->cluster.gpu.nic_gbps /
 					e->cluster.gpus_per_node;
 		config_origin_set(e, kinter, OR_DERIVED,
-			   "cluster.nics_per_node * cluster.nic_gbps / cluster.gpus_per_node");
+				  "cluster.nics_per_node * cluster.nic_gbps / cluster.gpus_per_node");
 	}
 
 	if (e->cluster.gpu.nccl_sms > e->cluster.gpu.sms) {
 		int knccl = config_key_id("cluster", "nccl_sms"), ksms = config_key_id("cluster", "sms");
 		int primary = config_is_explicit(e, ksms) && !config_is_explicit(e, knccl) ? ksms : knccl;
-		config_rule_error(e, primary, primary == knccl ? "is more SMs than the GPU has" :
-							  "is fewer SMs than one collective holds",
-			   (int[]){ primary == knccl ? ksms : knccl, -1 });
+		config_rule_error(e, primary,
+				  primary == knccl ? "is more SMs than the GPU has" :
+						     "is fewer SMs than one collective holds",
+				  (int[]){ primary == knccl ? ksms : knccl, -1 });
 		errors++;
 	}
 	return errors ? -1 : 0;

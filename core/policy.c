@@ -299,8 +299,10 @@ _Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
 
 #define IS_SET(set, f) (((set) & POLICY_BIT(f)) != 0)
 
-/* The shard group of a sharding, unless hsdp's is set: every rank shards
- * for fsdp and zero2, one node's GPUs for hsdp, nothing for ddp. */
+/*
+ * The shard group of a sharding, unless hsdp's is set: every rank shards
+ * for fsdp and zero2, one node's GPUs for hsdp, nothing for ddp.
+ */
 static int default_shard_group(enum sharding s, const struct cluster *c)
 {
 	switch (s) {
@@ -461,11 +463,9 @@ void policy_walk_init(struct policy_walk *w, const struct policy *base, const st
 	w->cluster = c;
 	w->model = m;
 	w->size[PA_SHARDING] = SHARD_COUNT;
-	/* sync-each, no-sync, defer-replica, then partial:K for K = 1..layers: every K
-	 * defers a different set of blocks */
+	/* sync-each, no-sync, defer-replica, then partial:K, K = 1..layers: each K defers other blocks */
 	w->size[PA_ACCUM] = ACC_PARTIAL + m->layers;
-	/* block, block+io, whole, then every:K for K = 2..layers: every:1 cuts the
-	 * blocks as block does, and K > layers as K = layers */
+	/* block, block+io, whole, then every:K, K = 2..layers: every:1 cuts the blocks as block does */
 	w->size[PA_WRAP] = WRAP_EVERY + m->layers - 1;
 	w->size[PA_RESHARD] = RESHARD_COUNT;
 	w->size[PA_OPTIM] = OPT_COUNT;
