@@ -84,7 +84,7 @@ $(BUILD)/catalog_data.o: $(BUILD)/catalog_data.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libcore.a: $(CORE_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 sim: $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS)

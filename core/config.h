@@ -1,51 +1,30 @@
 /*
- * config.h - an experiment: model, cluster, policy and run settings.
+ * config.h - reading an experiment: files, flags, resolution, output.
  *
- * Both binaries read experiments through this one module: an INI file
- * (sections [model], [cluster], [policy], [run]) parsed with inih, then
- * command-line overrides (`--layers 32`, `--set model.layers=32`), then
- * config_resolve(), which looks names up in the catalog, fills derived
- * values and checks every rule. Input is strict: an unknown section or
- * key, a value of the wrong type or out of range, an unknown name is an
- * error naming the file, line and key, saying what is allowed and
- * suggesting the closest valid name. Errors go to stderr; the caller
- * exits with status 2 and writes nothing.
+ * Both binaries read experiments (experiment.h) through this one module:
+ * an INI file (sections [model], [cluster], [policy], [run]) parsed with
+ * inih, then command-line overrides (`--layers 32`, `--set
+ * model.layers=32`), then config_resolve(), which looks names up in the
+ * catalog, makes the policy canonical and checks every rule (the policy's
+ * own rules are policy.c's; config names where each key involved was set).
+ * Input is strict: an unknown section or key, a value of the wrong type or
+ * out of range, an unknown name is an error naming the file, line and key,
+ * saying what is allowed and suggesting the closest valid name. Errors go
+ * to stderr; the caller exits with status 2 and writes nothing.
+ *
+ * The module is split by concept (core/README.md): config_keys.c (the key
+ * table, values, defaults, output), config_origin.c (where each key was
+ * set, and the messages naming it), config_load.c (INI files),
+ * config_args.c (the command line), config_resolve.c (catalog and policy
+ * resolution). Their shared internals are in config_internal.h.
  */
 #ifndef CORE_CONFIG_H
 #define CORE_CONFIG_H
 
 #include <stdio.h>
-#include "model.h"
-#include "hw.h"
-#include "policy.h"
+#include "experiment.h"
 
-#define CONFIG_PATH_MAX 512
-
-struct run_settings {
-	int batch;        /* sequences per rank per microbatch */
-	int steps;        /* optimizer steps gpu_run measures */
-	int warmup;       /* steps gpu_run runs before measuring */
-	unsigned long seed;
-	char backend[16]; /* gpu_run: "cpu" or "cuda" */
-	char out[CONFIG_PATH_MAX];   /* results file to append to, "" for none */
-	double lr;        /* AdamW hyper-parameters for gpu_run */
-	double weight_decay;
-};
-
-struct experiment {
-	char path[CONFIG_PATH_MAX];  /* the experiment file, "" when none */
-	char model_name[MODEL_NAME_MAX];
-	char gpu_name[HW_NAME_MAX];
-	struct model_shape model;    /* resolved */
-	struct cluster cluster;      /* resolved */
-	struct policy policy;
-	struct runtime_spec runtime; /* resolved from policy.runtime */
-	struct run_settings run;
-	/* where each key was set, for error messages; private to config.c */
-	void *origins;
-};
-
-/* Defaults: tiny model on one cpu "node"... see config.c for the values. */
+/* Defaults: tiny model on one cpu "node"... see config_init() in config_keys.c for the values. */
 void config_init(struct experiment *e);
 void config_release(struct experiment *e);
 

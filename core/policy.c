@@ -1,17 +1,25 @@
 /*
- * policy.c - policy names, defaults and the byte sizes a policy implies.
+ * policy.c - policy names, defaults, the byte sizes a policy implies, and
+ * the rules that define the policies.
  *
  * The name tables are indexed by their enum and end with NULL; the
  * experiment files, the command line, the results files and the plots all
  * spell a policy with these strings. Two values carry a number: partial:K
  * (accum) and every:K (wrap); the tables hold their bare names ("partial",
  * "every") and policy_parse_accum()/policy_parse_wrap() read the K.
+ *
+ * The rules are here once, as data-in, data-out functions: what a policy
+ * resolves to (policy_resolve), which policies are invalid (policy_check)
+ * and which are the same step under another name (same_step_as_another).
+ * config_resolve() and the policy walk of `./sim --policy all` both call
+ * them; neither re-codes a rule. Nothing here prints or knows a file.
  */
 #include "policy.h"
 
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,4 +285,294 @@ int policy_parse_wrap(struct policy *p, const char *s)
 		p->wrap_k = i == WRAP_EVERY ? k : 0;
 	}
 	return rc;
+}
+
+/* ---- resolution ------------------------------------------------------------ */
+
+const char *const policy_field_names[] = {
+	"sharding", "shard_group", "accum", "microbatches", "accum_dtype", "wrap", "reshard",
+	"optim", "optim_in_backward", "precision", "reduce_dtype", "ac", "loss", "offload",
+	"prefetch", "flat_params", "concat_last_only", "runtime", NULL
+};
+_Static_assert(TABLE_LEN(policy_field_names) == PF_COUNT, "policy_field_names");
+_Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
+
+#define IS_SET(set, f) (((set) & POLICY_BIT(f)) != 0)
+
+/*
+ * The shard group of a sharding, unless hsdp's is set: every rank shards
+ * for fsdp and zero2, one node's GPUs for hsdp, nothing for ddp.
+ */
+static int default_shard_group(enum sharding s, const struct cluster *c)
+{
+	switch (s) {
+	case SHARD_HSDP:
+		return c->gpus_per_node;
+	case SHARD_DDP:
+		return 1;
+	default:
+		return cluster_world(c);
+	}
+}
+
+/* zero2 and ddp keep full parameters from forward to backward: nothing to reshard. */
+static int keeps_full_params(enum sharding s)
+{
+	return s == SHARD_ZERO2 || s == SHARD_DDP;
+}
+
+unsigned policy_resolve(struct policy *p, unsigned set, const struct cluster *c,
+			const struct model_shape *m)
+{
+	enum dtype grad_dt = p->precision == PREC_PURE_BF16 ? DT_BF16 : DT_FP32;
+	unsigned wrote = 0;
+
+	(void)m;
+	/* gradient dtypes follow the precision unless set */
+	if (!IS_SET(set, PF_REDUCE_DTYPE)) {
+		p->reduce_dtype = grad_dt;
+		wrote |= POLICY_BIT(PF_REDUCE_DTYPE);
+	}
+	if (!IS_SET(set, PF_ACCUM_DTYPE)) {
+		p->accum_dtype = grad_dt;
+		wrote |= POLICY_BIT(PF_ACCUM_DTYPE);
+	}
+
+	/* the shard group; an explicit 0 means the default, as if not set */
+	if (!IS_SET(set, PF_SHARD_GROUP) || p->shard_group == 0) {
+		p->shard_group = default_shard_group(p->sharding, c);
+		wrote |= POLICY_BIT(PF_SHARD_GROUP);
+	}
+
+	/*
+	 * zero2 and ddp: reshard resolves to no; "yes", the default's spelling,
+	 * is taken as the default; an explicit "all-but-last" asks for what they
+	 * cannot do and stays for policy_check to name.
+	 */
+	if (keeps_full_params(p->sharding)) {
+		int asks_all_but_last = IS_SET(set, PF_RESHARD) && p->reshard == RESHARD_ALL_BUT_LAST;
+		if (!asks_all_but_last && (p->reshard != RESHARD_NO || !IS_SET(set, PF_RESHARD))) {
+			p->reshard = RESHARD_NO;
+			wrote |= POLICY_BIT(PF_RESHARD);
+		}
+	} else if (!IS_SET(set, PF_RESHARD)) {
+		p->reshard = RESHARD_YES;
+		wrote |= POLICY_BIT(PF_RESHARD);
+	}
+	return wrote;
+}
+
+/* ---- the rules ------------------------------------------------------------ */
+
+struct checker {
+	struct policy_violation *out;
+	int max;
+	int n; /* violations found, also those out had no room for */
+};
+
+static void violation(struct checker *ck, const char *key, const char *other0, const char *other1,
+		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Count one broken rule; describe it when out has room. */
+static void violation(struct checker *ck, const char *key, const char *other0, const char *other1,
+		      const char *fmt, ...)
+{
+	if (ck->out && ck->n < ck->max) {
+		struct policy_violation *v = &ck->out[ck->n];
+		va_list ap;
+
+		v->key = key;
+		v->others[0] = other0;
+		v->others[1] = other0 ? other1 : NULL;
+		v->others[2] = NULL;
+		va_start(ap, fmt);
+		vsnprintf(v->what, sizeof v->what, fmt, ap);
+		va_end(ap);
+	}
+	ck->n++;
+}
+
+/*
+ * The rules, in the order their violations are reported. Each names the
+ * key it is about first, then the keys that make it wrong.
+ */
+int policy_check(const struct policy *p, const struct cluster *c, const struct model_shape *m,
+		 struct policy_violation *out, int max)
+{
+	struct checker ck = { out, max, 0 };
+	const char *sname = sharding_names[p->sharding];
+	int world = cluster_world(c);
+
+	/* only hsdp chooses its shard group, and it must divide the world */
+	if (p->sharding != SHARD_HSDP && p->shard_group != default_shard_group(p->sharding, c)) {
+		if (p->sharding == SHARD_DDP)
+			violation(&ck, "policy.shard_group", "policy.sharding", NULL,
+				  "applies to hsdp only; ddp shards nothing");
+		else
+			violation(&ck, "policy.shard_group", "policy.sharding", NULL,
+				  "applies to hsdp only; %s shards over all %d ranks", sname, world);
+	} else if (p->shard_group < 1 || world % p->shard_group != 0) {
+		violation(&ck, "policy.shard_group", "cluster.nodes", "cluster.gpus_per_node",
+			  "does not divide the world size %d", world);
+	}
+	/* zero2 and ddp have nothing to reshard */
+	if (keeps_full_params(p->sharding) && p->reshard != RESHARD_NO)
+		violation(&ck, "policy.reshard", "policy.sharding", NULL,
+			  "does not apply: %s keeps full parameters from forward to backward", sname);
+	if (p->accum == ACC_DEFER_REPLICA && p->sharding != SHARD_HSDP)
+		violation(&ck, "policy.accum", "policy.sharding", NULL,
+			  "needs policy.sharding = hsdp: it defers the all-reduce across replicas");
+	if (m && p->accum == ACC_PARTIAL && (p->partial_k < 1 || p->partial_k > m->layers))
+		violation(&ck, "policy.accum", "model.layers", NULL,
+			  "needs K from 1 to the number of layers, %d", m->layers);
+	if (m && p->wrap == WRAP_EVERY && (p->wrap_k < 1 || p->wrap_k > m->layers))
+		violation(&ck, "policy.wrap", "model.layers", NULL,
+			  "needs K from 1 to the number of layers, %d", m->layers);
+	if (p->microbatches < 1)
+		violation(&ck, "policy.microbatches", NULL, NULL, "must be at least 1");
+	if (p->concat_last_only && !p->flat_params)
+		violation(&ck, "policy.concat_last_only", "policy.flat_params", NULL,
+			  "needs policy.flat_params = true");
+	if (p->sharding == SHARD_DDP && p->flat_params)
+		violation(&ck, "policy.flat_params", "policy.sharding", NULL,
+			  "does not apply to ddp: it has no shards to flatten");
+	if (p->sharding == SHARD_DDP && p->offload != OFF_NONE)
+		violation(&ck, "policy.offload", "policy.sharding", NULL,
+			  "does not apply to ddp: it has no shards to offload");
+	assert(ck.n <= POLICY_VIOLATIONS_MAX);
+	return ck.n;
+}
+
+/* ---- the policy space ------------------------------------------------------ */
+
+/* The choices of the accum and wrap axes put the K forms last: */
+_Static_assert(ACC_PARTIAL == ACC_COUNT - 1, "partial:K is the last accumulation choice");
+_Static_assert(WRAP_EVERY == WRAP_COUNT - 1, "every:K is the last wrapping choice");
+
+/* The fields the walk sets, one per axis. */
+#define WALK_FIELDS (POLICY_BIT(PF_SHARDING) | POLICY_BIT(PF_ACCUM) | POLICY_BIT(PF_WRAP) | \
+		     POLICY_BIT(PF_RESHARD) | POLICY_BIT(PF_OPTIM) | POLICY_BIT(PF_OPTIM_IN_BACKWARD) | \
+		     POLICY_BIT(PF_AC) | POLICY_BIT(PF_OFFLOAD))
+
+void policy_walk_init(struct policy_walk *w, const struct policy *base, const struct cluster *c,
+		      const struct model_shape *m)
+{
+	assert(m && m->layers >= 1);
+	memset(w, 0, sizeof *w);
+	w->base = *base;
+	w->cluster = c;
+	w->model = m;
+	w->size[PA_SHARDING] = SHARD_COUNT;
+	/* sync-each, no-sync, defer-replica, then partial:K, K = 1..layers: each K defers other blocks */
+	w->size[PA_ACCUM] = ACC_PARTIAL + m->layers;
+	/* block, block+io, whole, then every:K, K = 2..layers: every:1 cuts the blocks as block does */
+	w->size[PA_WRAP] = WRAP_EVERY + m->layers - 1;
+	w->size[PA_RESHARD] = RESHARD_COUNT;
+	w->size[PA_OPTIM] = OPT_COUNT;
+	w->size[PA_OPTIM_IN_BACKWARD] = 2;
+	w->size[PA_AC] = AC_COUNT;
+	w->size[PA_OFFLOAD] = OFF_COUNT;
+}
+
+/* Move to the next combination, the last axis fastest. 0 past the last one. */
+static int walk_advance(struct policy_walk *w)
+{
+	if (w->done)
+		return 0;
+	if (!w->started) {
+		w->started = 1;
+		return 1;
+	}
+	for (int a = PA_COUNT - 1; a >= 0; a--) {
+		if (++w->at[a] < w->size[a])
+			return 1;
+		w->at[a] = 0;
+	}
+	w->done = 1;
+	return 0;
+}
+
+/* The combination the walk is at, and the fields it sets explicitly. */
+static void walk_policy(const struct policy_walk *w, struct policy *p, unsigned *set)
+{
+	const int *at = w->at;
+
+	*p = w->base;
+	p->sharding = (enum sharding)at[PA_SHARDING];
+	if (at[PA_ACCUM] < ACC_PARTIAL) {
+		p->accum = (enum accum)at[PA_ACCUM];
+		p->partial_k = 0;
+	} else {
+		p->accum = ACC_PARTIAL;
+		p->partial_k = at[PA_ACCUM] - ACC_PARTIAL + 1;
+	}
+	if (at[PA_WRAP] < WRAP_EVERY) {
+		p->wrap = (enum wrap)at[PA_WRAP];
+		p->wrap_k = 0;
+	} else {
+		p->wrap = WRAP_EVERY;
+		p->wrap_k = at[PA_WRAP] - WRAP_EVERY + 2;
+	}
+	p->reshard = (enum reshard)at[PA_RESHARD];
+	p->optim = (enum optim)at[PA_OPTIM];
+	p->optim_in_backward = at[PA_OPTIM_IN_BACKWARD];
+	p->ac = (enum ac_mode)at[PA_AC];
+	p->offload = (enum offload)at[PA_OFFLOAD];
+
+	/* every field is as chosen, except the shard group: the sharding's, or an hsdp base's own */
+	*set = POLICY_ALL_FIELDS;
+	if (!(p->sharding == SHARD_HSDP && w->base.sharding == SHARD_HSDP)) {
+		p->shard_group = 0;
+		*set &= ~POLICY_BIT(PF_SHARD_GROUP);
+	}
+}
+
+/*
+ * Whether a canonical, valid p is the same training step as another policy
+ * the walk emits, which stands for it. Each rule follows from what the
+ * policies mean (experiments/README.md), not from how a schedule is built:
+ *   - one microbatch: it is the last, where every accumulation policy
+ *     reduces every gradient and nothing accumulates; sync-each stands for
+ *     them all;
+ *   - fsdp with reshard = no keeps full parameters from forward to
+ *     backward: that is zero2, which stands for it;
+ *   - hsdp whose shard group is the whole world has a single replica: it
+ *     is fsdp (its defer-replica, fsdp's sync-each), which stands for it;
+ *   - with offload the host takes the optimizer step: optim, the GPU
+ *     kernels of the step, does not apply; foreach stands for the others.
+ * Every policy that stands for another is emitted: none of these rules
+ * drops it, and it is valid whenever the one it stands for is.
+ * A new rule goes here, with the policy that stands for the ones it drops.
+ */
+static int same_step_as_another(const struct policy *p, const struct cluster *c)
+{
+	if (p->microbatches == 1 && p->accum != ACC_SYNC_EACH)
+		return 1;
+	if (p->sharding == SHARD_FSDP && p->reshard == RESHARD_NO)
+		return 1;
+	if (p->sharding == SHARD_HSDP && p->shard_group == cluster_world(c))
+		return 1;
+	if (p->offload != OFF_NONE && p->optim != OPT_FOREACH)
+		return 1;
+	return 0;
+}
+
+int policy_next(struct policy_walk *w, struct policy *p)
+{
+	while (walk_advance(w)) {
+		struct policy q;
+		unsigned set;
+
+		walk_policy(w, &q, &set);
+		/* a combination policy_resolve would change is another's name (zero2 with reshard yes) */
+		if (policy_resolve(&q, set, w->cluster, w->model) & WALK_FIELDS)
+			continue;
+		if (same_step_as_another(&q, w->cluster))
+			continue;
+		if (policy_check(&q, w->cluster, w->model, NULL, 0) != 0)
+			continue;
+		*p = q;
+		return 1;
+	}
+	return 0;
 }

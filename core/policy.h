@@ -1,16 +1,21 @@
 /*
- * policy.h - the training policies the testbed compares.
+ * policy.h - the training policies the testbed compares, and their rules.
  *
  * A policy is plain data: enums and a few integers. Names are parsed and
  * printed here so the simulator, the runtime and the experiment files use
- * one spelling. The rules that relate the keys to each other and to the
- * cluster (a world size the shard group must divide, a partial:K no larger
- * than the layer count, ...) are checked by config_resolve() (config.h),
- * which can name where each key involved was set.
+ * one spelling. The rules that define the policies live here too, once:
+ * policy_resolve() makes a policy canonical for a cluster (what zero2 and
+ * ddp mean for resharding, the default shard group, the gradient dtypes a
+ * precision implies), policy_check() lists the combinations that make no
+ * sense, and policy_next() walks every distinct valid policy. This module
+ * knows nothing of files, lines or flags: config_resolve() (config.h)
+ * tells it which fields were set explicitly and attaches the place each
+ * key was set to the violations it returns.
  */
 #ifndef CORE_POLICY_H
 #define CORE_POLICY_H
 
+#include "hw.h"
 #include "model.h"
 
 enum sharding { SHARD_DDP, SHARD_FSDP, SHARD_ZERO2, SHARD_HSDP, SHARD_COUNT };
@@ -87,5 +92,116 @@ const char *policy_wrap_str(const struct policy *p, char *buf, int len);
 /* parse "partial:K" / "every:K" forms; 0 ok, -1 bad name, -2 bad K */
 int policy_parse_accum(struct policy *p, const char *s);
 int policy_parse_wrap(struct policy *p, const char *s);
+
+/* ---- resolution, rules and the policy space ------------------------------ */
+
+/*
+ * The fields of struct policy a user sets, one bit each (POLICY_BIT):
+ * policy_resolve() is told with such a mask which ones were set
+ * explicitly, and returns one of those it filled in. partial_k and wrap_k
+ * belong to PF_ACCUM and PF_WRAP (they are written "partial:K", "every:K").
+ */
+enum policy_field {
+	PF_SHARDING, PF_SHARD_GROUP, PF_ACCUM, PF_MICROBATCHES, PF_ACCUM_DTYPE, PF_WRAP,
+	PF_RESHARD, PF_OPTIM, PF_OPTIM_IN_BACKWARD, PF_PRECISION, PF_REDUCE_DTYPE, PF_AC,
+	PF_LOSS, PF_OFFLOAD, PF_PREFETCH, PF_FLAT_PARAMS, PF_CONCAT_LAST_ONLY, PF_RUNTIME,
+	PF_COUNT
+};
+#define POLICY_BIT(f) (1u << (f))
+#define POLICY_ALL_FIELDS ((1u << PF_COUNT) - 1)
+
+/* The key of each field in an experiment's [policy] section, indexed by enum policy_field. */
+extern const char *const policy_field_names[];
+
+/*
+ * Make p canonical for cluster c: fill in what the rules decide and the
+ * user did not. `set` has POLICY_BIT(f) for each field f set explicitly;
+ * the others are defaults the rules replace. m is the model (NULL when its
+ * shape did not resolve); no rule derives from it yet. After the call:
+ *   - reduce_dtype and accum_dtype, unless set, follow the precision: bf16
+ *     for pure-bf16, fp32 otherwise;
+ *   - shard_group, unless set to a non-zero value, is the sharding's: the
+ *     world for fsdp and zero2, gpus_per_node for hsdp, 1 for ddp;
+ *   - zero2 and ddp, which keep full parameters from forward to backward,
+ *     have reshard = no, also when "yes" (the default's spelling) was set;
+ *     an explicit all-but-last is left for policy_check() to reject. fsdp
+ *     and hsdp have reshard = yes unless set.
+ * Every other field is left as it is. Returns the mask of the fields it
+ * wrote, whatever their previous value: the caller's "derived" fields.
+ * Idempotent: resolving the result again with the same mask gives the same
+ * policy. Pure: no I/O, no allocation.
+ */
+unsigned policy_resolve(struct policy *p, unsigned set, const struct cluster *c,
+			const struct model_shape *m);
+
+/* The most violations policy_check() can return for one policy (one per rule). */
+#define POLICY_VIOLATIONS_MAX 12
+
+/* One broken rule: the keys involved, and what is wrong. */
+struct policy_violation {
+	const char *key;        /* the key the rule is about: "policy.accum" */
+	const char *others[3];  /* the other keys involved ("policy.sharding"), NULL-terminated */
+	char what[160];         /* the rest of "<key> = <value> <what>":
+				   "needs policy.sharding = hsdp: it defers the all-reduce across replicas" */
+};
+
+/*
+ * The rules a resolved policy must keep, for cluster c and model m (NULL:
+ * the rules on the model's layer count are skipped). Fills out[0..max-1]
+ * with the violations in a fixed order (the order of the rules in
+ * policy.c) and returns how many rules p breaks, 0 when it is valid. With
+ * out NULL or max 0 it only counts, formatting nothing. Keys are spelled
+ * "section.key" as in an experiment file; `what` never names a place.
+ * Pure: no I/O.
+ */
+int policy_check(const struct policy *p, const struct cluster *c, const struct model_shape *m,
+		 struct policy_violation *out, int max);
+
+/* The axes policy_next() varies, outermost first. */
+enum policy_axis {
+	PA_SHARDING, PA_ACCUM, PA_WRAP, PA_RESHARD, PA_OPTIM, PA_OPTIM_IN_BACKWARD, PA_AC,
+	PA_OFFLOAD, PA_COUNT
+};
+
+/* A walk over the policy space; fill with policy_walk_init(). */
+struct policy_walk {
+	struct policy base;               /* the fields the walk keeps */
+	const struct cluster *cluster;    /* must outlive the walk */
+	const struct model_shape *model;  /* must outlive the walk */
+	int at[PA_COUNT];                 /* the current choice on each axis */
+	int size[PA_COUNT];               /* choices on each axis */
+	int started, done;
+};
+
+/*
+ * Start a walk around base, a resolved policy, for cluster c and model m
+ * (both kept by pointer). The walk varies the sharding, the accumulation
+ * (sync-each, no-sync, defer-replica, partial:K for K = 1..layers), the
+ * wrapping (block, block+io, whole, every:K for K = 2..layers; every:1 is
+ * block), reshard, optim, optim_in_backward, ac and offload; every other
+ * field (precision, dtypes, microbatches, prefetch, flat params, runtime,
+ * loss) is base's. The shard group follows the sharding (policy_resolve),
+ * except that an hsdp base keeps its own group for hsdp.
+ */
+void policy_walk_init(struct policy_walk *w, const struct policy *base, const struct cluster *c,
+		      const struct model_shape *m);
+
+/*
+ * The next policy of the walk into *p: 1, or 0 when the walk is over (and
+ * *p is untouched). Guarantees over a whole walk: every policy emitted is
+ * canonical (what policy_resolve makes of it: resolving it again, all
+ * fields explicit, writes nothing) and valid (policy_check finds nothing);
+ * each is emitted once, in a fixed order (the axes as an odometer, offload
+ * turning fastest); and of the policies that are one step by what they
+ * mean, only the one that stands for the others is emitted (the rules are
+ * same_step_as_another() in policy.c: with one microbatch only sync-each;
+ * zero2, not fsdp with reshard no; fsdp, not hsdp with one replica; with
+ * offload only foreach). Policies that give the same step only because of
+ * how this model and runtime happen to be built or priced may still both
+ * appear. A combination policy_resolve would change (zero2 with reshard
+ * yes) or policy_check rejects is skipped by calling them, never by rules
+ * of the walk's own. No string formatting, no allocation.
+ */
+int policy_next(struct policy_walk *w, struct policy *p);
 
 #endif

@@ -12,6 +12,7 @@
 #define CORE_RESULTS_H
 
 #include <stdint.h>
+#include "config.h"   /* a run records its resolved configuration: config_each() */
 #include "schedule.h"
 
 #define RESULTS_CRIT_MAX 3

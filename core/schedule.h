@@ -35,7 +35,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "config.h"
+#include "experiment.h"
 
 enum op_kind {
 	OP_ALLGATHER,      /* gather a unit's parameter shards into full params */

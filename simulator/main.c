@@ -152,137 +152,105 @@ static int run_bench(const struct experiment *e, int n)
 
 /* ---- --policy all ------------------------------------------------------------ */
 
+/* One simulated policy of the walk: what the ranking prints. */
 struct ranked {
-	char line[200];
-	struct summary sum;
+	struct policy policy;
+	int order;               /* in the walk: ties keep it */
+	int fits;
+	double step_time_s, mfu, tokens_per_s_per_gpu;
+	uint64_t peak_reserved_bytes;
 };
 
 static int cmp_ranked(const void *a, const void *b)
 {
 	const struct ranked *x = a, *y = b;
-	if (x->sum.step_time_s != y->sum.step_time_s)
-		return x->sum.step_time_s < y->sum.step_time_s ? -1 : 1;
-	return strcmp(x->line, y->line);
+	if (x->step_time_s != y->step_time_s)
+		return x->step_time_s < y->step_time_s ? -1 : 1;
+	return x->order - y->order;
 }
 
 /*
- * Every combination of the policy axes, each resolved through the same
- * rules as a user's experiment: combinations the rules reject are skipped.
+ * Every distinct valid policy (policy_next, core/policy.h) on base's model,
+ * cluster and run, ranked by step time. Only the policy of a copy of base
+ * changes: policy_next emits resolved, checked policies, so each is built
+ * and simulated as it comes. The policy lines are written for the ranks
+ * printed only.
  */
-static int run_all(int argc, char **argv, const struct experiment *base, const struct opts *o)
+static int run_all(const struct experiment *base, const struct opts *o)
 {
-	static const char *const accums[] = { "sync-each", "no-sync", "defer-replica", "partial:2" };
-	static const char *const wraps[] = { "block", "block+io", "whole" };
-	int M = base->policy.microbatches, n = 0, cap = 4096, total, best_fit = -1;
-	struct ranked *rk = malloc(sizeof(*rk) * cap);
-	FILE *quiet = fopen("/dev/null", "w");
-	char set[128], line[200];
+	struct experiment e = *base; /* shares base's origins: not released */
+	struct policy_walk w;
+	struct ranked *rk = NULL;
+	int n = 0, cap = 0, shown, best_fit = -1;
+	uint64_t gpu_bytes = 0;
+	char line[256], b[32];
 
-	if (!rk || !quiet) {
-		perror("sim");
-		return 1;
-	}
-	for (int sh = 0; sh < SHARD_COUNT; sh++)
-	for (int ac = 0; ac < 4; ac++)
-	for (int w = 0; w < 3; w++)
-	for (int rs = 0; rs < RESHARD_COUNT; rs++)
-	for (int op = 0; op < OPT_COUNT; op++)
-	for (int ib = 0; ib < 2; ib++)
-	for (int ck = 0; ck < AC_COUNT; ck++)
-	for (int of = 0; of < OFF_COUNT; of++) {
-		struct experiment e;
-		char **args;
-		int bad = 0;
+	policy_walk_init(&w, &base->policy, &base->cluster, &base->model);
+	while (policy_next(&w, &e.policy)) {
+		char err[256];
+		struct schedule *s = schedule_new(&e, err, sizeof(err));
+		struct sim_result r;
+		struct summary sum;
 
-		if (M == 1 && ac > 0)
-			continue; /* one microbatch: every accumulation policy is the same step */
-		if ((sh == SHARD_DDP || sh == SHARD_ZERO2) && rs != RESHARD_YES)
-			continue; /* they do not reshard: one entry stands for all */
-		args = malloc(sizeof(char *) * (argc + 1));
-		if (!args) {
-			perror("sim");
+		if (!s) {
+			/* policy_check passed it: a rule is missing from policy.c */
+			fprintf(stderr, "sim: --policy all: %s: %s\n",
+				report_policy_line(&e, line, sizeof(line)), err);
+			free(rk);
 			return 1;
 		}
-		memcpy(args, argv, sizeof(char *) * argc);
-		args[argc] = NULL;
-		config_init(&e);
-		config_errfile = quiet;
-		snprintf(set, sizeof(set), "policy.sharding=%s", sharding_names[sh]);
-		bad |= config_parse_args(&e, argc, args) != 0;
-		bad |= config_set(&e, set, "--policy all") != 0;
-		if (sh != SHARD_HSDP)
-			bad |= config_set(&e, "policy.shard_group=0", "--policy all") != 0;
-		{
-			char kv[8][64];
-			snprintf(kv[0], 64, "policy.accum=%s", accums[ac]);
-			snprintf(kv[1], 64, "policy.wrap=%s", wraps[w]);
-			snprintf(kv[2], 64, "policy.reshard=%s", reshard_names[rs]);
-			snprintf(kv[3], 64, "policy.optim=%s", optim_names[op]);
-			snprintf(kv[4], 64, "policy.optim_in_backward=%s", ib ? "true" : "false");
-			snprintf(kv[5], 64, "policy.ac=%s", ac_names[ck]);
-			snprintf(kv[6], 64, "policy.offload=%s", offload_names[of]);
-			for (int k = 0; k < 7 && !bad; k++)
-				bad |= config_set(&e, kv[k], "--policy all") != 0;
-		}
-		bad |= !bad && config_resolve(&e) != 0;
-		config_errfile = NULL;
-		free(args);
-		if (!bad) {
-			char err[256];
-			struct schedule *s = schedule_new(&e, err, sizeof(err));
-			if (s) {
-				struct sim_result r;
-				engine_run(s, 0, &r);
-				if (n == cap) {
-					cap *= 2;
-					rk = realloc(rk, sizeof(*rk) * cap);
-					if (!rk) {
-						perror("sim");
-						return 1;
-					}
-				}
-				report_summarize(s, &r, &rk[n].sum);
-				snprintf(rk[n].line, sizeof(rk[n].line), "%s",
-					 report_policy_line(&e, line, sizeof(line)));
-				n++;
-				sim_result_release(&r);
-				schedule_free(s);
+		engine_run(s, 0, &r);
+		report_summarize(s, &r, &sum);
+		sim_result_release(&r);
+		schedule_free(s);
+		if (n == cap) {
+			struct ranked *more = realloc(rk, sizeof(*rk) * (cap = cap ? 2 * cap : 4096));
+			if (!more) {
+				perror("sim");
+				free(rk);
+				return 1;
 			}
+			rk = more;
 		}
-		config_release(&e);
+		rk[n] = (struct ranked){ e.policy, n, sum.fits, sum.step_time_s, sum.mfu,
+					 sum.tokens_per_s_per_gpu, sum.peak_reserved_bytes };
+		gpu_bytes = sum.gpu_bytes;
+		n++;
 	}
-	fclose(quiet);
 	qsort(rk, n, sizeof(*rk), cmp_ranked);
-	total = n;
-	for (int i = 0; i < total && best_fit < 0; i++)
-		if (rk[i].sum.fits)
+	for (int i = 0; i < n && best_fit < 0; i++)
+		if (rk[i].fits)
 			best_fit = i;
-	if (o->top && o->top < n)
-		n = o->top;
+	shown = o->top && o->top < n ? o->top : n;
 	if (o->json) {
 		printf("[");
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < shown; i++) {
+			e.policy = rk[i].policy;
 			printf("%s{\"rank\": %d, \"policy\": \"%s\", \"step_time_s\": %.9g, \"mfu\": %.6g, "
 			       "\"tokens_per_s_per_gpu\": %.9g, \"peak_reserved_bytes\": %llu, \"fits\": %s}",
-			       i ? ",\n " : "", i + 1, rk[i].line, rk[i].sum.step_time_s, rk[i].sum.mfu,
-			       rk[i].sum.tokens_per_s_per_gpu, (unsigned long long)rk[i].sum.peak_reserved_bytes,
-			       rk[i].sum.fits ? "true" : "false");
+			       i ? ",\n " : "", i + 1, report_policy_line(&e, line, sizeof(line)),
+			       rk[i].step_time_s, rk[i].mfu, rk[i].tokens_per_s_per_gpu,
+			       (unsigned long long)rk[i].peak_reserved_bytes, rk[i].fits ? "true" : "false");
+		}
 		printf("]\n");
 	} else {
-		char b[32];
 		printf("%s on %d x %d %s, seq %d, batch %d, %d microbatches: %d policies\n", base->model.name,
 		       base->cluster.nodes, base->cluster.gpus_per_node, base->cluster.gpu.name, base->model.seq,
-		       base->run.batch, M, total);
+		       base->run.batch, base->policy.microbatches, n);
 		printf("%4s %10s %6s %12s %5s  %s\n", "rank", "step_s", "MFU%", "peak", "fits", "policy");
-		for (int i = 0; i < n; i++)
-			printf("%4d %10.4f %6.1f %12s %5s  %s\n", i + 1, rk[i].sum.step_time_s, 100 * rk[i].sum.mfu,
-			       report_bytes(rk[i].sum.peak_reserved_bytes, b, sizeof(b)), rk[i].sum.fits ? "yes" : "NO",
-			       rk[i].line);
-		if (best_fit >= 0)
-			printf("fastest that fits: rank %d, %.4f s, %s\n", best_fit + 1, rk[best_fit].sum.step_time_s,
-			       rk[best_fit].line);
-		else
-			printf("no policy fits in %s\n", report_bytes(rk[0].sum.gpu_bytes, b, sizeof(b)));
+		for (int i = 0; i < shown; i++) {
+			e.policy = rk[i].policy;
+			printf("%4d %10.4f %6.1f %12s %5s  %s\n", i + 1, rk[i].step_time_s, 100 * rk[i].mfu,
+			       report_bytes(rk[i].peak_reserved_bytes, b, sizeof(b)), rk[i].fits ? "yes" : "NO",
+			       report_policy_line(&e, line, sizeof(line)));
+		}
+		if (best_fit >= 0) {
+			e.policy = rk[best_fit].policy;
+			printf("fastest that fits: rank %d, %.4f s, %s\n", best_fit + 1, rk[best_fit].step_time_s,
+			       report_policy_line(&e, line, sizeof(line)));
+		} else {
+			printf("no policy fits in %s\n", report_bytes(gpu_bytes, b, sizeof(b)));
+		}
 	}
 	free(rk);
 	return 0;
@@ -292,25 +260,18 @@ int main(int argc, char **argv)
 {
 	struct experiment e;
 	struct opts o = { 0 };
-	char **saved = malloc(sizeof(char *) * (argc + 1));
 	int rc;
 
-	if (!saved)
-		return 1;
 	rc = take_own_flags(argc, argv, &o) != 0 ? 2 : 0;
 	if (rc || o.help) {
-		free(saved);
 		if (!rc)
 			usage(stdout);
 		return rc;
 	}
-	memcpy(saved, argv, sizeof(char *) * argc);
-	saved[argc] = NULL;
 	config_init(&e);
 	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim") != 0 ||
 	    config_resolve(&e) != 0) {
 		config_release(&e);
-		free(saved);
 		return 2;
 	}
 	if (o.bench) {
@@ -320,12 +281,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "--policy all: --out, --trace and --schedule need a single policy\n");
 			rc = 2;
 		} else {
-			rc = run_all(argc, saved, &e, &o);
+			rc = run_all(&e, &o);
 		}
 	} else {
 		rc = run_one(&e, &o);
 	}
 	config_release(&e);
-	free(saved);
 	return rc;
 }

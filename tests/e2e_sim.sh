@@ -76,10 +76,21 @@ out=$(./sim experiments/llama3.ini --policy ddp); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "DOES NOT FIT" && echo "$out" | grep -q "more than the GPU" \
 	&& ok "ddp of 8b does not fit and says by how much" || bad "not fitting report"
 
-# --policy all ranks policies and names the fastest that fits
+# --policy all ranks policies and names the fastest that fits; tiny's
+# policy space is counted by hand in tests/test_policy.c
 out=$(./sim experiments/tiny.ini --policy all --top 3)
 echo "$out" | grep -q "^   1 " && echo "$out" | grep -q "fastest that fits" \
 	&& ok "--policy all ranking" || bad "--policy all"
+echo "$out" | head -1 | grep -q ": 1728 policies$" && [ "$(echo "$out" | grep -c '^ *[0-9]')" = 3 ] \
+	&& ok "--policy all: 1728 policies for tiny, --top 3 prints 3" || bad "--policy all count: $(echo "$out" | head -1)"
+./sim experiments/tiny.ini --policy all --microbatches 1 --json | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert len(r) == 432 and [x["rank"] for x in r] == list(range(1, 433))
+assert all(" sync-each x1," in x["policy"] for x in r)
+assert all(a["step_time_s"] <= b["step_time_s"] for a, b in zip(r, r[1:]))
+' && ok "--policy all --json: 432 sync-each policies for tiny with one microbatch, ranked" \
+	|| bad "--policy all --json"
 
 # determinism: the same input gives the same bytes
 ./sim experiments/llama3.ini --trace "$tmp/a.json" > /dev/null

@@ -1,6 +1,6 @@
 /*
  * test_config.c - experiment files, flags and their resolution
- * (core/config.c): parsed values, the exact text of every kind of error
+ * (core/config_*.c): parsed values, the exact text of every kind of error
  * message, suggestions, precedence of file and flags, the resolution
  * rules and the origins cross-key errors report, and the written
  * configuration reading back to the same experiment.
@@ -170,7 +170,7 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(e.run.steps, 10);
 	CU_ASSERT_EQUAL(e.run.warmup, 2);
 	CU_ASSERT_EQUAL(e.run.seed, 1234);
-	CU_ASSERT_STRING_EQUAL(e.run.backend, "cpu");
+	CU_ASSERT_STRING_EQUAL(e.run.device, "cpu");
 	CU_ASSERT_STRING_EQUAL(e.run.out, "");
 	CU_ASSERT_DOUBLE_EQUAL(e.run.lr, 3e-4, 1e-15);
 	CU_ASSERT_DOUBLE_EQUAL(e.run.weight_decay, 0.1, 1e-15);
@@ -210,7 +210,7 @@ static void test_experiment_files(void)
 	CU_ASSERT_EQUAL(cluster_world(&e.cluster), 2);
 	CU_ASSERT_EQUAL(e.policy.microbatches, 2);
 	CU_ASSERT_EQUAL(e.policy.precision, PREC_FP32);
-	CU_ASSERT_STRING_EQUAL(e.run.backend, "cpu");
+	CU_ASSERT_STRING_EQUAL(e.run.device, "cpu");
 	config_release(&e);
 }
 
@@ -249,7 +249,7 @@ static void test_values_parsed(void)
 		    "[run]\n"
 		    "batch = 2\n"
 		    "seed = 18446744073709551615\n"
-		    "backend = cuda\n"
+		    "device = cuda\n"
 		    "out = \"\"\n"
 		    "lr = 1.5e-4\n",
 		    0, "");
@@ -282,7 +282,7 @@ static void test_values_parsed(void)
 	CU_ASSERT_STRING_EQUAL(e.runtime.name, "pytorch");
 	CU_ASSERT_EQUAL(e.run.batch, 2);
 	CU_ASSERT_EQUAL(e.run.seed, 18446744073709551615UL);
-	CU_ASSERT_STRING_EQUAL(e.run.backend, "cuda");
+	CU_ASSERT_STRING_EQUAL(e.run.device, "cuda");
 	CU_ASSERT_STRING_EQUAL(e.run.out, "");
 	CU_ASSERT_DOUBLE_EQUAL(e.run.lr, 1.5e-4, 1e-18);
 	config_release(&e);
@@ -318,7 +318,7 @@ static void test_file_errors(void)
 		    "seed = -1\n"                    /* 21 */
 		    "lr = 1e9\n"                     /* 22 */
 		    "lr = nan\n"                     /* 23 */
-		    "backend = gpu\n"                /* 24 */
+		    "device = gpu\n"                 /* 24 */
 		    "[cluster]\n"                    /* 25 */
 		    "gpu = h100\n"                   /* 26 */
 		    "nodes = 1.5\n",                 /* 27 */
@@ -347,7 +347,7 @@ static void test_file_errors(void)
 		    "@:21: run.seed = '-1' is not a non-negative integer\n"
 		    "@:22: run.lr = 1e9 is out of range (0 to 10)\n"
 		    "@:23: run.lr = 'nan' is not a number\n"
-		    "@:24: run.backend = 'gpu' is not a backend (allowed: cpu|cuda; did you mean 'cpu'?)\n"
+		    "@:24: run.device = 'gpu' is not a device (allowed: cpu|cuda; did you mean 'cpu'?)\n"
 		    "@:26: cluster.gpu = 'h100' is not a catalog GPU (allowed: a100-80g|h100-sxm|h200|cpu|"
 		    "custom; did you mean 'h100-sxm'?)\n"
 		    "@:27: cluster.nodes = '1.5' is not an integer\n");
@@ -399,7 +399,7 @@ static void test_file_structure_errors(void)
 		    "@:2: key 'layers' is outside any section (it belongs in [model])\n");
 	/* an unknown key with nothing close lists the section's keys */
 	load_expect(&e, "[run]\nzzzzzz = 1\n", -1,
-		    "@:2: unknown key 'zzzzzz' in [run] (keys: batch|steps|warmup|seed|backend|out|lr|"
+		    "@:2: unknown key 'zzzzzz' in [run] (keys: batch|steps|warmup|seed|device|out|lr|"
 		    "weight_decay)\n");
 
 	capture();

@@ -1,7 +1,10 @@
 /*
- * test_policy.c - policy names, suggestions, defaults, byte sizes and the
- * K forms (core/policy.c).
+ * test_policy.c - policy names, suggestions, defaults, byte sizes, the K
+ * forms, and the rules (core/policy.c): what policy_resolve() fills in,
+ * the violations policy_check() names, and the policy space policy_next()
+ * walks, whose size is counted by hand below.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <CUnit/CUnit.h>
@@ -165,6 +168,527 @@ static void test_k_forms(void)
 	CU_ASSERT_STRING_EQUAL(policy_wrap_str(&p, buf, sizeof buf), "block+io");
 }
 
+/* ---- resolution and rules ---------------------------------------------- */
+
+/* A cluster of nodes x gpus_per_node: the rules read nothing else of it. */
+static struct cluster cluster_of(int nodes, int gpus_per_node)
+{
+	struct cluster c;
+
+	memset(&c, 0, sizeof c);
+	c.nodes = nodes;
+	c.gpus_per_node = gpus_per_node;
+	return c;
+}
+
+static struct model_shape model_of(const char *name)
+{
+	struct model_shape m;
+
+	CU_ASSERT_FATAL(model_lookup(name, &m) == 0);
+	return m;
+}
+
+/* Every field equal: resolving changed nothing. */
+static int policy_same(const struct policy *a, const struct policy *b)
+{
+	return a->sharding == b->sharding && a->shard_group == b->shard_group &&
+	       a->accum == b->accum && a->partial_k == b->partial_k &&
+	       a->microbatches == b->microbatches && a->accum_dtype == b->accum_dtype &&
+	       a->wrap == b->wrap && a->wrap_k == b->wrap_k && a->reshard == b->reshard &&
+	       a->optim == b->optim && a->optim_in_backward == b->optim_in_backward &&
+	       a->precision == b->precision && a->reduce_dtype == b->reduce_dtype && a->ac == b->ac &&
+	       a->loss == b->loss && a->offload == b->offload && a->prefetch == b->prefetch &&
+	       a->flat_params == b->flat_params && a->concat_last_only == b->concat_last_only &&
+	       a->runtime == b->runtime;
+}
+
+#define BIT(f) POLICY_BIT(f)
+
+static void test_field_names(void)
+{
+	CU_ASSERT_STRING_EQUAL(policy_field_names[PF_SHARDING], "sharding");
+	CU_ASSERT_STRING_EQUAL(policy_field_names[PF_SHARD_GROUP], "shard_group");
+	CU_ASSERT_STRING_EQUAL(policy_field_names[PF_OPTIM_IN_BACKWARD], "optim_in_backward");
+	CU_ASSERT_STRING_EQUAL(policy_field_names[PF_RUNTIME], "runtime");
+	CU_ASSERT_PTR_NULL(policy_field_names[PF_COUNT]);
+	CU_ASSERT_EQUAL(POLICY_ALL_FIELDS, (1u << PF_COUNT) - 1);
+}
+
+static void test_resolve_sharding(void)
+{
+	struct cluster c = cluster_of(2, 4); /* world 8 */
+	struct policy p, q;
+	unsigned wrote;
+
+	/* nothing set: fsdp shards over the world and reshards */
+	policy_default(&p);
+	p.reshard = RESHARD_NO;
+	wrote = policy_resolve(&p, 0, &c, NULL);
+	CU_ASSERT_EQUAL(p.shard_group, 8);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_YES);
+	CU_ASSERT_EQUAL(wrote, BIT(PF_SHARD_GROUP) | BIT(PF_RESHARD) | BIT(PF_REDUCE_DTYPE) |
+				       BIT(PF_ACCUM_DTYPE));
+
+	/* zero2 means reshard no: unset, or set to yes (the default's spelling) */
+	policy_default(&p);
+	p.sharding = SHARD_ZERO2;
+	wrote = policy_resolve(&p, BIT(PF_SHARDING), &c, NULL);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_NO);
+	CU_ASSERT_EQUAL(p.shard_group, 8);
+	CU_ASSERT(wrote & BIT(PF_RESHARD));
+	p.reshard = RESHARD_YES;
+	wrote = policy_resolve(&p, BIT(PF_SHARDING) | BIT(PF_RESHARD), &c, NULL);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_NO);
+	CU_ASSERT(wrote & BIT(PF_RESHARD));
+	/* an explicit no stays explicit; an explicit all-but-last is left for policy_check */
+	wrote = policy_resolve(&p, BIT(PF_SHARDING) | BIT(PF_RESHARD), &c, NULL);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_NO);
+	CU_ASSERT_FALSE(wrote & BIT(PF_RESHARD));
+	p.reshard = RESHARD_ALL_BUT_LAST;
+	wrote = policy_resolve(&p, BIT(PF_SHARDING) | BIT(PF_RESHARD), &c, NULL);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_ALL_BUT_LAST);
+	CU_ASSERT_FALSE(wrote & BIT(PF_RESHARD));
+	CU_ASSERT_EQUAL(policy_check(&p, &c, NULL, NULL, 0), 1);
+	/* not set, all-but-last is only a leftover: no */
+	wrote = policy_resolve(&p, BIT(PF_SHARDING), &c, NULL);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_NO);
+
+	/* ddp: one rank per shard group, no resharding */
+	policy_default(&p);
+	p.sharding = SHARD_DDP;
+	policy_resolve(&p, BIT(PF_SHARDING), &c, NULL);
+	CU_ASSERT_EQUAL(p.shard_group, 1);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_NO);
+
+	/* hsdp: one node's GPUs by default; a set group stays; a set 0 is the default */
+	policy_default(&p);
+	p.sharding = SHARD_HSDP;
+	wrote = policy_resolve(&p, BIT(PF_SHARDING), &c, NULL);
+	CU_ASSERT_EQUAL(p.shard_group, 4);
+	CU_ASSERT_EQUAL(p.reshard, RESHARD_YES);
+	CU_ASSERT(wrote & BIT(PF_SHARD_GROUP));
+	p.shard_group = 2;
+	wrote = policy_resolve(&p, BIT(PF_SHARDING) | BIT(PF_SHARD_GROUP), &c, NULL);
+	CU_ASSERT_EQUAL(p.shard_group, 2);
+	CU_ASSERT_FALSE(wrote & BIT(PF_SHARD_GROUP));
+	p.shard_group = 0;
+	wrote = policy_resolve(&p, BIT(PF_SHARDING) | BIT(PF_SHARD_GROUP), &c, NULL);
+	CU_ASSERT_EQUAL(p.shard_group, 4);
+	CU_ASSERT(wrote & BIT(PF_SHARD_GROUP));
+
+	/* fsdp keeps a set reshard; fields no rule derives are never written */
+	policy_default(&p);
+	p.reshard = RESHARD_ALL_BUT_LAST;
+	p.ac = AC_FULL;
+	p.offload = OFF_PARAMS;
+	p.microbatches = 7;
+	p.wrap = WRAP_EVERY;
+	p.wrap_k = 3;
+	q = p;
+	wrote = policy_resolve(&p, POLICY_ALL_FIELDS & ~BIT(PF_SHARD_GROUP), &c, NULL);
+	CU_ASSERT_EQUAL(wrote, BIT(PF_SHARD_GROUP));
+	q.shard_group = 8;
+	CU_ASSERT(policy_same(&p, &q));
+
+	/* idempotent, whatever the mask */
+	for (unsigned set = 0; set < 4; set++) {
+		unsigned mask = (set & 1 ? BIT(PF_RESHARD) : 0) | (set & 2 ? BIT(PF_REDUCE_DTYPE) : 0);
+		policy_default(&p);
+		p.sharding = SHARD_ZERO2;
+		policy_resolve(&p, mask, &c, NULL);
+		q = p;
+		policy_resolve(&q, mask, &c, NULL);
+		CU_ASSERT(policy_same(&p, &q));
+	}
+}
+
+static void test_resolve_dtypes(void)
+{
+	struct cluster c = cluster_of(1, 2);
+	struct policy p;
+
+	/* the gradient dtypes follow the precision: bf16 for pure-bf16, else fp32 */
+	policy_default(&p);
+	p.precision = PREC_PURE_BF16;
+	policy_resolve(&p, BIT(PF_PRECISION), &c, NULL);
+	CU_ASSERT_EQUAL(p.reduce_dtype, DT_BF16);
+	CU_ASSERT_EQUAL(p.accum_dtype, DT_BF16);
+	p.precision = PREC_FP32;
+	policy_resolve(&p, BIT(PF_PRECISION), &c, NULL);
+	CU_ASSERT_EQUAL(p.reduce_dtype, DT_FP32);
+	CU_ASSERT_EQUAL(p.accum_dtype, DT_FP32);
+	p.precision = PREC_MIXED;
+	policy_resolve(&p, BIT(PF_PRECISION), &c, NULL);
+	CU_ASSERT_EQUAL(p.reduce_dtype, DT_FP32);
+	CU_ASSERT_EQUAL(p.accum_dtype, DT_FP32);
+
+	/* unless set: each on its own */
+	p.precision = PREC_PURE_BF16;
+	p.reduce_dtype = DT_FP32;
+	unsigned wrote = policy_resolve(&p, BIT(PF_PRECISION) | BIT(PF_REDUCE_DTYPE), &c, NULL);
+	CU_ASSERT_EQUAL(p.reduce_dtype, DT_FP32);
+	CU_ASSERT_EQUAL(p.accum_dtype, DT_BF16);
+	CU_ASSERT_FALSE(wrote & BIT(PF_REDUCE_DTYPE));
+	CU_ASSERT(wrote & BIT(PF_ACCUM_DTYPE));
+	p.precision = PREC_MIXED;
+	p.accum_dtype = DT_BF16;
+	policy_resolve(&p, BIT(PF_ACCUM_DTYPE), &c, NULL);
+	CU_ASSERT_EQUAL(p.reduce_dtype, DT_FP32);
+	CU_ASSERT_EQUAL(p.accum_dtype, DT_BF16);
+}
+
+/* p (resolved by the caller) breaks exactly one rule, the one described. */
+static void expect_violation(const struct policy *p, const struct cluster *c,
+			     const struct model_shape *m, const char *key, const char *other0,
+			     const char *other1, const char *what)
+{
+	struct policy_violation v[POLICY_VIOLATIONS_MAX];
+
+	memset(v, 0, sizeof v);
+	CU_ASSERT_EQUAL_FATAL(policy_check(p, c, m, v, POLICY_VIOLATIONS_MAX), 1);
+	CU_ASSERT_EQUAL(policy_check(p, c, m, NULL, 0), 1); /* counting only */
+	CU_ASSERT_STRING_EQUAL(v[0].key, key);
+	if (other0) {
+		CU_ASSERT_PTR_NOT_NULL_FATAL(v[0].others[0]);
+		CU_ASSERT_STRING_EQUAL(v[0].others[0], other0);
+	} else {
+		CU_ASSERT_PTR_NULL(v[0].others[0]);
+	}
+	if (other0 && other1) {
+		CU_ASSERT_PTR_NOT_NULL_FATAL(v[0].others[1]);
+		CU_ASSERT_STRING_EQUAL(v[0].others[1], other1);
+	} else if (other0) {
+		CU_ASSERT_PTR_NULL(v[0].others[1]);
+	}
+	CU_ASSERT_STRING_EQUAL(v[0].what, what);
+	if (strcmp(v[0].what, what) != 0)
+		fprintf(stderr, "\nwant: %s\ngot:  %s\n", what, v[0].what);
+}
+
+/* A default policy with sharding sh, resolved for c with nothing else set. */
+static struct policy resolved(enum sharding sh, const struct cluster *c)
+{
+	struct policy p;
+
+	policy_default(&p);
+	p.sharding = sh;
+	policy_resolve(&p, BIT(PF_SHARDING), c, NULL);
+	return p;
+}
+
+static void test_check_rules(void)
+{
+	struct cluster c = cluster_of(2, 4); /* world 8 */
+	struct model_shape m = model_of("tiny"); /* 2 layers */
+	struct policy p;
+
+	/* valid policies break nothing */
+	for (int sh = 0; sh < SHARD_COUNT; sh++) {
+		p = resolved((enum sharding)sh, &c);
+		CU_ASSERT_EQUAL(policy_check(&p, &c, &m, NULL, 0), 0);
+	}
+	p = resolved(SHARD_HSDP, &c);
+	p.accum = ACC_DEFER_REPLICA;
+	p.shard_group = 2;
+	p.flat_params = p.concat_last_only = 1;
+	p.wrap = WRAP_EVERY;
+	p.wrap_k = 2;
+	p.offload = OFF_OPTIM;
+	CU_ASSERT_EQUAL(policy_check(&p, &c, &m, NULL, 0), 0);
+
+	/* each rule, its keys and its words (config prefixes the place and values) */
+	p = resolved(SHARD_FSDP, &c);
+	p.shard_group = 2;
+	expect_violation(&p, &c, &m, "policy.shard_group", "policy.sharding", NULL,
+			 "applies to hsdp only; fsdp shards over all 8 ranks");
+	p = resolved(SHARD_DDP, &c);
+	p.shard_group = 2;
+	expect_violation(&p, &c, &m, "policy.shard_group", "policy.sharding", NULL,
+			 "applies to hsdp only; ddp shards nothing");
+	p = resolved(SHARD_HSDP, &c);
+	p.shard_group = 3;
+	expect_violation(&p, &c, &m, "policy.shard_group", "cluster.nodes", "cluster.gpus_per_node",
+			 "does not divide the world size 8");
+	p = resolved(SHARD_ZERO2, &c);
+	p.reshard = RESHARD_ALL_BUT_LAST;
+	expect_violation(&p, &c, &m, "policy.reshard", "policy.sharding", NULL,
+			 "does not apply: zero2 keeps full parameters from forward to backward");
+	p = resolved(SHARD_DDP, &c);
+	p.reshard = RESHARD_YES; /* not canonical, and not valid either */
+	expect_violation(&p, &c, &m, "policy.reshard", "policy.sharding", NULL,
+			 "does not apply: ddp keeps full parameters from forward to backward");
+	p = resolved(SHARD_FSDP, &c);
+	p.accum = ACC_DEFER_REPLICA;
+	expect_violation(&p, &c, &m, "policy.accum", "policy.sharding", NULL,
+			 "needs policy.sharding = hsdp: it defers the all-reduce across replicas");
+	p = resolved(SHARD_FSDP, &c);
+	p.accum = ACC_PARTIAL;
+	p.partial_k = 3;
+	expect_violation(&p, &c, &m, "policy.accum", "model.layers", NULL,
+			 "needs K from 1 to the number of layers, 2");
+	CU_ASSERT_EQUAL(policy_check(&p, &c, NULL, NULL, 0), 0); /* no model: not checked */
+	p.partial_k = 2;
+	CU_ASSERT_EQUAL(policy_check(&p, &c, &m, NULL, 0), 0);
+	p = resolved(SHARD_FSDP, &c);
+	p.wrap = WRAP_EVERY;
+	p.wrap_k = 3;
+	expect_violation(&p, &c, &m, "policy.wrap", "model.layers", NULL,
+			 "needs K from 1 to the number of layers, 2");
+	p.wrap_k = 0;
+	expect_violation(&p, &c, &m, "policy.wrap", "model.layers", NULL,
+			 "needs K from 1 to the number of layers, 2");
+	p = resolved(SHARD_FSDP, &c);
+	p.microbatches = 0;
+	expect_violation(&p, &c, &m, "policy.microbatches", NULL, NULL, "must be at least 1");
+	p = resolved(SHARD_FSDP, &c);
+	p.concat_last_only = 1;
+	expect_violation(&p, &c, &m, "policy.concat_last_only", "policy.flat_params", NULL,
+			 "needs policy.flat_params = true");
+	p = resolved(SHARD_DDP, &c);
+	p.flat_params = 1;
+	expect_violation(&p, &c, &m, "policy.flat_params", "policy.sharding", NULL,
+			 "does not apply to ddp: it has no shards to flatten");
+	p = resolved(SHARD_DDP, &c);
+	p.offload = OFF_OPTIM;
+	expect_violation(&p, &c, &m, "policy.offload", "policy.sharding", NULL,
+			 "does not apply to ddp: it has no shards to offload");
+
+	/* several at once: all counted, in rule order, only max described */
+	struct policy_violation v[2];
+	p = resolved(SHARD_DDP, &c);
+	p.shard_group = 2;
+	p.accum = ACC_DEFER_REPLICA;
+	p.flat_params = 1;
+	p.offload = OFF_PARAMS;
+	memset(v, 0, sizeof v);
+	CU_ASSERT_EQUAL(policy_check(&p, &c, &m, v, 2), 4);
+	CU_ASSERT_STRING_EQUAL(v[0].key, "policy.shard_group");
+	CU_ASSERT_STRING_EQUAL(v[1].key, "policy.accum");
+	CU_ASSERT_EQUAL(policy_check(&p, &c, &m, NULL, 0), 4);
+}
+
+/* ---- the policy space ------------------------------------------------------ */
+
+struct walked {
+	struct policy *p;
+	int n;
+};
+
+/* The resolved base of a walk: fsdp, M microbatches, fp32 as tiny.ini. */
+static struct policy walk_base(int microbatches, const struct cluster *c)
+{
+	struct policy p;
+
+	policy_default(&p);
+	p.microbatches = microbatches;
+	p.precision = PREC_FP32;
+	policy_resolve(&p, BIT(PF_MICROBATCHES) | BIT(PF_PRECISION), c, NULL);
+	return p;
+}
+
+/* Every policy of the walk around base, checked against policy_next's guarantees. */
+static struct walked walk_all(const struct policy *base, const struct cluster *c,
+			      const struct model_shape *m)
+{
+	struct walked w = { NULL, 0 };
+	struct policy_walk it;
+	struct policy p;
+	int cap = 0;
+
+	policy_walk_init(&it, base, c, m);
+	while (policy_next(&it, &p)) {
+		struct policy q = p;
+		/* canonical: resolving it again, everything set, writes nothing */
+		CU_ASSERT_EQUAL(policy_resolve(&q, POLICY_ALL_FIELDS, c, m), 0);
+		CU_ASSERT(policy_same(&p, &q));
+		/* ... and the shard group is the sharding's, as if unset */
+		if (base->sharding != SHARD_HSDP) {
+			q = p;
+			policy_resolve(&q, POLICY_ALL_FIELDS & ~BIT(PF_SHARD_GROUP), c, m);
+			CU_ASSERT(policy_same(&p, &q));
+		}
+		/* valid */
+		CU_ASSERT_EQUAL(policy_check(&p, c, m, NULL, 0), 0);
+		/* the fields off the axes are base's */
+		CU_ASSERT(p.precision == base->precision && p.reduce_dtype == base->reduce_dtype &&
+			  p.accum_dtype == base->accum_dtype && p.microbatches == base->microbatches &&
+			  p.prefetch == base->prefetch && p.flat_params == base->flat_params &&
+			  p.concat_last_only == base->concat_last_only && p.runtime == base->runtime &&
+			  p.loss == base->loss);
+		if (w.n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			w.p = realloc(w.p, sizeof *w.p * (size_t)cap);
+			CU_ASSERT_PTR_NOT_NULL_FATAL(w.p);
+		}
+		w.p[w.n++] = p;
+	}
+	/* over: it stays over */
+	CU_ASSERT_EQUAL(policy_next(&it, &p), 0);
+	return w;
+}
+
+static int field_cmp(const void *a, const void *b)
+{
+	const struct policy *x = a, *y = b;
+	const int fx[] = { x->sharding, x->shard_group, x->accum, x->partial_k, x->wrap, x->wrap_k,
+			   x->reshard, x->optim, x->optim_in_backward, x->ac, x->offload };
+	const int fy[] = { y->sharding, y->shard_group, y->accum, y->partial_k, y->wrap, y->wrap_k,
+			   y->reshard, y->optim, y->optim_in_backward, y->ac, y->offload };
+	for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
+		if (fx[i] != fy[i])
+			return fx[i] < fy[i] ? -1 : 1;
+	return 0;
+}
+
+static int duplicates(struct walked *w)
+{
+	int d = 0;
+
+	qsort(w->p, (size_t)w->n, sizeof *w->p, field_cmp);
+	for (int i = 1; i < w->n; i++)
+		d += field_cmp(&w->p[i - 1], &w->p[i]) == 0;
+	return d;
+}
+
+static int count_if(const struct walked *w, int (*pred)(const struct policy *p, int arg), int arg)
+{
+	int n = 0;
+	for (int i = 0; i < w->n; i++)
+		n += pred(&w->p[i], arg);
+	return n;
+}
+
+static int is_sharding(const struct policy *p, int sh) { return p->sharding == (enum sharding)sh; }
+static int is_accum(const struct policy *p, int a) { return p->accum == (enum accum)a; }
+static int is_partial(const struct policy *p, int k) { return p->accum == ACC_PARTIAL && p->partial_k == k; }
+static int is_every(const struct policy *p, int k) { return p->wrap == WRAP_EVERY && p->wrap_k == k; }
+
+/*
+ * The size of the walk for tiny (2 layers), counted by hand.
+ *
+ * The axes: 4 shardings x 5 accumulations (sync-each, no-sync,
+ * defer-replica, partial:1, partial:2) x 4 wrappings (block, block+io,
+ * whole, every:2) x 3 reshard x 3 optim x 2 optim_in_backward x 3 ac x 3
+ * offload = 12960 combinations. What is left, per sharding:
+ *   - optim and offload: without offload 3 optims; with optim or params
+ *     offload the host takes the step and foreach stands for all three:
+ *     3 + 1 + 1 = 5 pairs. ddp has no shards to offload: 3 pairs.
+ *   - defer-replica needs hsdp: 4 accumulations for the others.
+ *   - fsdp: reshard yes or all-but-last (fsdp with reshard no is zero2):
+ *     4 accum x 4 wrap x 2 reshard x 5 pairs x 2 x 3 ac = 960.
+ *   - zero2: reshard no only (yes resolves to no, all-but-last is invalid):
+ *     4 x 4 x 1 x 5 x 2 x 3 = 480.
+ *   - ddp: reshard no, no offload: 4 x 4 x 1 x 3 x 2 x 3 = 288.
+ *   - hsdp: on 1 node x 2 its shard group (gpus per node) is the world, a
+ *     single replica: that is fsdp, 0. On 2 nodes x 2 it has 2 replicas:
+ *     5 accum x 4 x 3 reshard x 5 x 2 x 3 = 1800.
+ * M = 2: 960 + 480 + 288 = 1728 on 1 node; + 1800 = 3528 on 2 nodes.
+ * M = 1: only sync-each, one accumulation instead of 4 (hsdp: 5):
+ * 240 + 120 + 72 = 432 on 1 node; + 360 = 792 on 2 nodes.
+ */
+static void test_walk_counts(void)
+{
+	struct model_shape m = model_of("tiny");
+	struct { int nodes, micro, want; } cases[] = {
+		{ 1, 2, 1728 }, { 1, 1, 432 }, { 2, 2, 3528 }, { 2, 1, 792 },
+	};
+
+	CU_ASSERT_EQUAL_FATAL(m.layers, 2);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct cluster c = cluster_of(cases[i].nodes, 2);
+		struct policy base = walk_base(cases[i].micro, &c);
+		struct walked w = walk_all(&base, &c, &m);
+
+		CU_ASSERT_EQUAL(w.n, cases[i].want);
+		if (w.n != cases[i].want)
+			fprintf(stderr, "\n%d nodes, M = %d: %d policies, want %d\n", cases[i].nodes,
+				cases[i].micro, w.n, cases[i].want);
+		CU_ASSERT_EQUAL(count_if(&w, is_sharding, SHARD_FSDP), cases[i].micro == 2 ? 960 : 240);
+		CU_ASSERT_EQUAL(count_if(&w, is_sharding, SHARD_ZERO2), cases[i].micro == 2 ? 480 : 120);
+		CU_ASSERT_EQUAL(count_if(&w, is_sharding, SHARD_DDP), cases[i].micro == 2 ? 288 : 72);
+		CU_ASSERT_EQUAL(count_if(&w, is_sharding, SHARD_HSDP),
+				cases[i].nodes == 1 ? 0 : cases[i].micro == 2 ? 1800 : 360);
+		/* with one microbatch, sync-each only */
+		if (cases[i].micro == 1)
+			CU_ASSERT_EQUAL(count_if(&w, is_accum, ACC_SYNC_EACH), w.n);
+		CU_ASSERT_EQUAL(duplicates(&w), 0);
+		free(w.p);
+	}
+}
+
+/* Every K of partial:K and every:K appears; no policy twice; the rules hold. */
+static void test_walk_space(void)
+{
+	struct model_shape m = model_of("tiny");
+	struct cluster c = cluster_of(2, 2);
+
+	m.layers = 5; /* the walk reads the layer count only */
+	struct policy base = walk_base(2, &c);
+	struct walked w = walk_all(&base, &c, &m);
+
+	for (int k = 1; k <= 5; k++)
+		CU_ASSERT(count_if(&w, is_partial, k) > 0);
+	CU_ASSERT_EQUAL(count_if(&w, is_partial, 6), 0);
+	CU_ASSERT_EQUAL(count_if(&w, is_every, 1), 0); /* every:1 is block */
+	for (int k = 2; k <= 5; k++)
+		CU_ASSERT(count_if(&w, is_every, k) > 0);
+	CU_ASSERT_EQUAL(count_if(&w, is_every, 6), 0);
+	/* K choices are symmetric: each partial:K as often as no-sync, each every:K as block */
+	int nosync = count_if(&w, is_accum, ACC_NO_SYNC), block = 0;
+	for (int i = 0; i < w.n; i++)
+		block += w.p[i].wrap == WRAP_BLOCK;
+	CU_ASSERT_EQUAL(count_if(&w, is_partial, 3), nosync);
+	CU_ASSERT_EQUAL(count_if(&w, is_every, 4), block);
+	for (int i = 0; i < w.n; i++) {
+		const struct policy *p = &w.p[i];
+		CU_ASSERT(p->sharding != SHARD_ZERO2 || p->reshard == RESHARD_NO);
+		CU_ASSERT(p->sharding != SHARD_DDP || (p->reshard == RESHARD_NO && p->offload == OFF_NONE));
+		CU_ASSERT(p->sharding != SHARD_FSDP || p->reshard != RESHARD_NO);
+		CU_ASSERT(p->accum != ACC_DEFER_REPLICA || p->sharding == SHARD_HSDP);
+		CU_ASSERT(p->offload == OFF_NONE || p->optim == OPT_FOREACH);
+		CU_ASSERT_EQUAL(p->shard_group, p->sharding == SHARD_HSDP ? 2 : p->sharding == SHARD_DDP ? 1 : 4);
+	}
+	CU_ASSERT_EQUAL(duplicates(&w), 0);
+	free(w.p);
+
+	/* an hsdp base keeps its shard group for hsdp; the others take their own */
+	c = cluster_of(2, 4); /* world 8 */
+	policy_default(&base);
+	base.sharding = SHARD_HSDP;
+	base.shard_group = 2;
+	base.microbatches = 2;
+	policy_resolve(&base, BIT(PF_SHARDING) | BIT(PF_SHARD_GROUP) | BIT(PF_MICROBATCHES), &c, NULL);
+	w = walk_all(&base, &c, &m);
+	CU_ASSERT(count_if(&w, is_sharding, SHARD_HSDP) > 0);
+	for (int i = 0; i < w.n; i++)
+		CU_ASSERT_EQUAL(w.p[i].shard_group, w.p[i].sharding == SHARD_HSDP ? 2 :
+						    w.p[i].sharding == SHARD_DDP ? 1 : 8);
+	free(w.p);
+}
+
+/* The walk does not depend on the base's own axis values. */
+static void test_walk_base_axes(void)
+{
+	struct model_shape m = model_of("tiny");
+	struct cluster c = cluster_of(1, 2);
+	struct policy a = walk_base(2, &c), b = a;
+
+	b.sharding = SHARD_ZERO2;
+	b.reshard = RESHARD_NO;
+	b.accum = ACC_PARTIAL;
+	b.partial_k = 2;
+	b.wrap = WRAP_WHOLE;
+	b.ac = AC_FULL;
+	b.offload = OFF_OPTIM;
+	struct walked wa = walk_all(&a, &c, &m), wb = walk_all(&b, &c, &m);
+	CU_ASSERT_EQUAL_FATAL(wa.n, wb.n);
+	for (int i = 0; i < wa.n; i++)
+		CU_ASSERT(policy_same(&wa.p[i], &wb.p[i]));
+	free(wa.p);
+	free(wb.p);
+}
+
 void suite_policy(void)
 {
 	CU_pSuite s = CU_add_suite("policy", NULL, NULL);
@@ -175,4 +699,11 @@ void suite_policy(void)
 	CU_add_test(s, "policy_default", test_defaults);
 	CU_add_test(s, "bytes per element", test_bytes);
 	CU_add_test(s, "partial:K and every:K", test_k_forms);
+	CU_add_test(s, "policy_field_names", test_field_names);
+	CU_add_test(s, "policy_resolve: sharding, shard group, reshard", test_resolve_sharding);
+	CU_add_test(s, "policy_resolve: gradient dtypes", test_resolve_dtypes);
+	CU_add_test(s, "policy_check: each rule and its keys", test_check_rules);
+	CU_add_test(s, "policy_next: counts by hand", test_walk_counts);
+	CU_add_test(s, "policy_next: every K, canonical, valid, once", test_walk_space);
+	CU_add_test(s, "policy_next: the base's axes do not matter", test_walk_base_axes);
 }

@@ -6,7 +6,7 @@
  *
  * Every rank parses the same input with the simulator's parser, builds the
  * same schedule (core/schedule.c) and executes it (exec.c) on a backend
- * (run.backend; backend_cpu.c) for run.warmup + run.steps optimizer
+ * (run.device; backend_cpu.c) for run.warmup + run.steps optimizer
  * steps. Rank 0 prints a line per step and a summary (core/summary.h, the
  * simulator's definitions), and with run.out set appends one run to the
  * results file in the simulator's schema (source "gpu_run", the op timings
@@ -34,7 +34,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: mpirun -np N ./gpu_run [EXPERIMENT.ini] [flags] [--serialize]\n"
-		   "  N must be cluster.nodes * cluster.gpus_per_node; run.backend = cpu\n"
+		   "  N must be cluster.nodes * cluster.gpus_per_node; run.device = cpu\n"
 		   "  runs the fp32 reference kernels over MPI, a thread per stream. run.out\n"
 		   "  appends the run to an HDF5 results file.\n"
 		   "  --serialize  run one op at a time in issue order (no overlap): the\n"
@@ -91,9 +91,9 @@ static void setup(struct experiment *e, int rank, int world, int argc, char **ar
 		finish(2);
 	}
 	where = e->path[0] ? e->path : "gpu_run";
-	if (strcmp(e->run.backend, "cpu") != 0) {
-		say0(rank, "%s: run.backend = %s: this build of gpu_run has no CUDA backend; use cpu\n",
-		     where, e->run.backend);
+	if (strcmp(e->run.device, "cpu") != 0) {
+		say0(rank, "%s: run.device = %s: this build of gpu_run has no CUDA backend; use --device cpu\n",
+		     where, e->run.device);
 		config_release(e);
 		finish(2);
 	}

@@ -1,0 +1,183 @@
+/*
+ * config_load.c - experiment files: INI text read with inih over the
+ * current values of an experiment.
+ *
+ * Every error of a file is reported, in line order, as "path:line: ...";
+ * a key set twice in one file is an error (a key set by an earlier file is
+ * simply overridden). Each key read records its file and line as its
+ * origin, for the messages of config_resolve().
+ */
+#include "config_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct message {
+	int line;
+	int seq;
+	char *text;
+};
+
+struct load {
+	struct experiment *e;
+	FILE *f;
+	const char *path;
+	int line;             /* of the line inih is handling */
+	int section_line;     /* of the last [section] header */
+	int reported_line;    /* the header whose unknown section was reported */
+	int load_id;
+	struct message *msgs;
+	int nmsgs, cap;
+};
+
+static void load_error(struct load *l, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void load_error(struct load *l, int line, const char *fmt, ...)
+{
+	char text[MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	if (l->nmsgs == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		l->msgs = realloc(l->msgs, (size_t)l->cap * sizeof *l->msgs);
+		assert(l->msgs && "out of memory");
+	}
+	l->msgs[l->nmsgs] = (struct message){ line, l->nmsgs, strdup(text) };
+	assert(l->msgs[l->nmsgs].text && "out of memory");
+	l->nmsgs++;
+}
+
+static int message_cmp(const void *a, const void *b)
+{
+	const struct message *x = a, *y = b;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * inih's reader: fgets that counts lines (this inih calls handlers
+ * without line numbers), notes section headers, and turns a line too long
+ * for inih's buffer into an error instead of two half-lines.
+ */
+static char *load_reader(char *str, int num, void *stream)
+{
+	struct load *l = stream;
+
+	if (!fgets(str, num, l->f))
+		return NULL;
+	l->line++;
+	size_t n = strlen(str);
+	if (n == (size_t)num - 1 && str[n - 1] != '\n') {
+		int c, more = 0;
+		while ((c = fgetc(l->f)) != EOF && c != '\n')
+			more = 1;
+		if (more) {
+			load_error(l, l->line, "line is longer than %d characters", num - 3);
+			str[0] = '\0';
+			return str;
+		}
+	}
+	const char *p = str;
+	if (l->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3;
+	p += strspn(p, " \t");
+	if (*p == '[')
+		l->section_line = l->line;
+	return str;
+}
+
+static int load_handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct load *l = user;
+	struct experiment *e = l->e;
+	char err[MSG_MAX];
+
+	if (!*section) {
+		int k = -1;
+		for (int i = 0; i < config_key_count() && k < 0; i++)
+			if (strcmp(config_key(i)->name, name) == 0)
+				k = i;
+		if (k >= 0)
+			load_error(l, l->line, "key '%s' is outside any section (it belongs in [%s])", name,
+				   config_key(k)->section);
+		else
+			load_error(l, l->line, "key '%s' is outside any section", name);
+		return 1;
+	}
+	if (name_index(config_sections, section) < 0) {
+		if (l->reported_line != l->section_line) {
+			config_unknown_section_text(section, err, sizeof err);
+			load_error(l, l->section_line, "%s", err);
+			l->reported_line = l->section_line;
+		}
+		return 1;
+	}
+	int k = config_key_find(section, name);
+	if (k < 0) {
+		config_unknown_key_text(section, name, err, sizeof err);
+		load_error(l, l->line, "%s", err);
+		return 1;
+	}
+	struct origin *o = config_origin(e, k);
+	if (o->kind == OR_FILE && o->load == l->load_id) {
+		load_error(l, l->line, "%s.%s is set twice (first at line %d)", section, name, o->line);
+		return 1;
+	}
+	if (config_value_parse(e, k, value, err, sizeof err) < 0) {
+		load_error(l, l->line, "%s", err);
+		return 1;
+	}
+	config_origin_set(e, k, OR_FILE, l->path);
+	o->line = l->line;
+	o->load = l->load_id;
+	return 1;
+}
+
+int config_load(struct experiment *e, const char *path)
+{
+	struct origins *os = e->origins;
+	struct load l = { .e = e, .path = path };
+	int rc;
+
+	assert(os && "config_init() first");
+	if (strlen(path) >= sizeof e->path) {
+		config_say(path, "path is longer than %zu characters", sizeof e->path - 1);
+		return -1;
+	}
+	snprintf(e->path, sizeof e->path, "%s", path);
+	l.f = fopen(path, "r");
+	if (!l.f) {
+		config_say(path, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	l.load_id = ++os->loads;
+	rc = ini_parse_stream(load_reader, &l, load_handler, &l);
+	if (ferror(l.f)) {
+		config_say(path, "cannot read: %s", strerror(errno));
+		rc = -1;
+	} else if (rc > 0) {
+		load_error(&l, rc, "syntax error: expected '[section]' or 'key = value'");
+	} else if (rc < 0) {
+		config_say(path, "cannot parse (inih error %d)", rc);
+	}
+	fclose(l.f);
+
+	if (l.nmsgs)
+		qsort(l.msgs, (size_t)l.nmsgs, sizeof *l.msgs, message_cmp);
+	for (int i = 0; i < l.nmsgs; i++) {
+		fprintf(config_err(), "%s:%d: %s\n", path, l.msgs[i].line, l.msgs[i].text);
+		free(l.msgs[i].text);
+	}
+	free(l.msgs);
+	return l.nmsgs || rc != 0 ? -1 : 0;
+}
+

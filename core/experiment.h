@@ -1,0 +1,46 @@
+/*
+ * experiment.h - one experiment: model, cluster, policy and run settings.
+ *
+ * Plain data, shared by every module that builds, prices or runs a step
+ * (schedule, results, the simulator, the runtime). How an experiment is
+ * read from files and flags, resolved and checked is config.h's business;
+ * this header does not depend on it.
+ *
+ * Invariant: an experiment handed to schedule_new() has been resolved by
+ * config_resolve() (catalog values filled in, policy canonical and valid)
+ * and is not changed while a schedule points to it.
+ */
+#ifndef CORE_EXPERIMENT_H
+#define CORE_EXPERIMENT_H
+
+#include "model.h"
+#include "hw.h"
+#include "policy.h"
+
+#define CONFIG_PATH_MAX 512
+
+struct run_settings {
+	int batch;        /* sequences per rank per microbatch */
+	int steps;        /* optimizer steps gpu_run measures */
+	int warmup;       /* steps gpu_run runs before measuring */
+	unsigned long seed;
+	char device[16];  /* the runtime's device: "cpu" or "cuda" */
+	char out[CONFIG_PATH_MAX];   /* results file to append to, "" for none */
+	double lr;        /* AdamW hyper-parameters for gpu_run */
+	double weight_decay;
+};
+
+struct experiment {
+	char path[CONFIG_PATH_MAX];  /* the experiment file, "" when none */
+	char model_name[MODEL_NAME_MAX];
+	char gpu_name[HW_NAME_MAX];
+	struct model_shape model;    /* resolved */
+	struct cluster cluster;      /* resolved */
+	struct policy policy;
+	struct runtime_spec runtime; /* resolved from policy.runtime */
+	struct run_settings run;
+	/* where each key was set, for error messages; private to config */
+	void *origins;
+};
+
+#endif
