@@ -444,6 +444,37 @@ static void test_check_finds_races(void)
 	done(s, &e);
 }
 
+/* Every policy ./sim --policy all walks keeps the invariants, on 1 and 2 nodes. */
+static void test_every_walked_policy_checks(void)
+{
+	static const char *const clusters[][2] = { { "cluster.nodes=1", "cluster.gpus_per_node=2" },
+						  { "cluster.nodes=2", "cluster.gpus_per_node=2" } };
+	int checked = 0, bad = 0;
+
+	for (int c = 0; c < 2; c++) {
+		struct experiment e;
+		struct policy_walk w;
+		struct policy base;
+		struct schedule *s = build(&e, "model.name=tiny", "model.layers=3", clusters[c][0], clusters[c][1],
+					   "policy.microbatches=2", NULL);
+		schedule_free(s);
+		base = e.policy;
+		policy_walk_init(&w, &base, &e.cluster, &e.model);
+		while (policy_next(&w, &e.policy)) {
+			char err[256];
+			s = schedule_new(&e, err, sizeof(err));
+			CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+			if (schedule_check(s, err, sizeof(err)) != 0 && bad++ < 3)
+				fprintf(stderr, "schedule_check: %s\n", err);
+			checked++;
+			schedule_free(s);
+		}
+		config_release(&e);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT(checked > 5000);
+}
+
 void suite_schedule(void)
 {
 	CU_pSuite s = CU_add_suite("schedule", NULL, NULL);
@@ -458,4 +489,5 @@ void suite_schedule(void)
 	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
 	CU_add_test(s, "vector clocks are reachability", test_clocks_are_reachability);
 	CU_add_test(s, "schedule_check finds a race", test_check_finds_races);
+	CU_add_test(s, "every walked policy keeps the invariants", test_every_walked_policy_checks);
 }
