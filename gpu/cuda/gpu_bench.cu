@@ -34,6 +34,7 @@
 extern "C" {
 #include "hw.h" /* a C header */
 }
+#include "h5file.h" /* C, with its own extern "C" */
 
 #define MAX_KERNELS 64
 
@@ -258,13 +259,10 @@ static double kernel_flops(const struct model_shape *m, int B, enum phase ph, co
 
 /* ---- HDF5 ---------------------------------------------------------------------------- */
 
-static void h5fail(const char *call, const char *file, int line)
-{
-	fprintf(stderr, "%s:%d: HDF5 error in `%s`\n", file, line, call);
-	exit(1);
-}
+/* The open session of the append in progress: h5check records a failed call there (h5file.h). */
+static struct h5file_session *h5s;
 
-#define h5check(call) ((call) < 0 ? h5fail(#call, __FILE__, __LINE__) : (void)0)
+#define h5check(call) h5file_check(h5s, (int64_t)(call), #call)
 
 static void attr_str(hid_t g, const char *name, const char *value)
 {
@@ -304,71 +302,24 @@ struct run_info {
 	double fwd_ms, bwd_ms, block_ms, model_tflop, peak, mfu;
 };
 
-/* Copy a file byte for byte; 0, or -1 with errno set. */
-static int copy_file(const char *src, const char *dst)
-{
-	FILE *in = fopen(src, "rb");
-	if (!in)
-		return -1;
-	FILE *out = fopen(dst, "wb");
-	if (!out) {
-		fclose(in);
-		return -1;
-	}
-	char buf[1 << 16];
-	size_t n;
-	int rc = 0;
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		if (fwrite(buf, 1, n, out) != n)
-			rc = -1;
-	if (ferror(in))
-		rc = -1;
-	fclose(in);
-	if (fclose(out) != 0)
-		rc = -1;
-	return rc;
-}
+struct bench_write {
+	const struct run_info *r;
+	const struct krow *rows;
+	int n;
+	char name[16];
+};
 
-/*
- * Add /bench/NNNNNN (the next index) to the HDF5 file at path, creating it
- * when missing. The run is written into a copy that is renamed over the
- * original only when complete: an interrupted run leaves the file as it
- * was, and runs already there are never touched.
- */
-static void write_h5(const char *path, const struct run_info *r, const struct krow *rows, int n)
+/* Add /bench/NNNNNN (the next index) to the open copy of the file (h5file_append). */
+static int write_bench(struct h5file_session *session, hid_t f, void *ctx)
 {
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our own messages instead of HDF5's stack */
-	hid_t f;
-	if (access(path, F_OK) == 0) {
-		if (copy_file(path, tmp) != 0) {
-			fprintf(stderr, "gpu_bench: cannot copy %s to %s: %s\n", path, tmp, strerror(errno));
-			exit(1);
-		}
-		f = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
-	} else {
-		f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-	}
-	if (f < 0) {
-		fprintf(stderr, "gpu_bench: %s: not an HDF5 file, or its folder is missing\n", path);
-		remove(tmp);
-		exit(1);
-	}
-	hid_t bench = H5Lexists(f, "bench", H5P_DEFAULT) > 0
-			      ? H5Gopen2(f, "bench", H5P_DEFAULT)
-			      : H5Gcreate2(f, "bench", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-	h5check(bench);
-	H5G_info_t info;
-	h5check(H5Gget_info(bench, &info));
-	char gname[32];
-	unsigned long long idx = info.nlinks;
-	do
-		snprintf(gname, sizeof(gname), "%06llu", idx++);
-	while (H5Lexists(bench, gname, H5P_DEFAULT) > 0);
-	hid_t g = H5Gcreate2(bench, gname, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-	h5check(g);
+	struct bench_write *w = (struct bench_write *)ctx;
+	const struct run_info *r = w->r;
+	const struct krow *rows = w->rows;
 
+	h5s = session;
+	hid_t g = h5file_next_group(session, f, "bench", w->name);
+	if (g < 0)
+		return -1;
 	attr_str(g, "gpu", r->gpu);
 	attr_str(g, "driver", r->driver);
 	attr_str(g, "cuda_driver", r->cuda_driver);
@@ -398,7 +349,7 @@ static void write_h5(const char *path, const struct run_info *r, const struct kr
 	h5check(H5Tinsert(ct, "ms", HOFFSET(struct krow, ms), H5T_NATIVE_DOUBLE));
 	h5check(H5Tinsert(ct, "calls", HOFFSET(struct krow, calls), H5T_NATIVE_INT));
 	h5check(H5Tinsert(ct, "tflops", HOFFSET(struct krow, tflops), H5T_NATIVE_DOUBLE));
-	hsize_t dim = (hsize_t)n;
+	hsize_t dim = (hsize_t)w->n;
 	hid_t sp = H5Screate_simple(1, &dim, NULL);
 	hid_t ds = H5Dcreate2(g, "kernels", ct, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
 	h5check(ds);
@@ -409,14 +360,21 @@ static void write_h5(const char *path, const struct run_info *r, const struct kr
 	H5Tclose(s8);
 	H5Tclose(s24);
 	H5Gclose(g);
-	H5Gclose(bench);
-	h5check(H5Fclose(f));
-	if (rename(tmp, path) != 0) {
-		fprintf(stderr, "gpu_bench: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
-		remove(tmp);
+	return session->failed ? -1 : 0;
+}
+
+/*
+ * Add /bench/NNNNNN to the HDF5 file at path (created when missing),
+ * through h5file_append: earlier runs are never touched and an interrupted
+ * write leaves the file as it was.
+ */
+static void write_h5(const char *path, const struct run_info *r, const struct krow *rows, int n)
+{
+	struct bench_write w = { r, rows, n, "" };
+
+	if (h5file_append("gpu_bench", path, write_bench, &w) != 0)
 		exit(1);
-	}
-	printf("appended /bench/%s to %s\n", gname, path);
+	printf("appended /bench/%s to %s\n", w.name, path);
 }
 
 /* ---- the run ------------------------------------------------------------------------- */

@@ -1,0 +1,64 @@
+/*
+ * h5file.h - the HDF5 files the testbed writes: appends that never lose
+ * what a file holds, and failed library calls reported as one line.
+ *
+ * h5file_append() adds to a file without writing it in place: it holds an
+ * exclusive flock on the file's directory, copies the file (if any) to
+ * `path.tmp.<pid>` beside it, lets the caller's writer add to the copy,
+ * closes and fsyncs it and renames it over the original. A failure at any
+ * point removes the copy and leaves the original as it was; two writers
+ * appending to the same file take turns and both additions land. An
+ * append costs a copy of the file, fine for files of a few hundred runs.
+ * Both the results files (core/results.c) and the GPU benchmark's file
+ * (gpu/cuda/gpu_bench.cu) are written through it.
+ *
+ * While a session is open HDF5's automatic error printing is off; a failed
+ * call is reported once, as `who: path: call failed: messages` (the
+ * outermost and innermost of HDF5's error stack). Errors are sticky, as
+ * with ferror(): after the first, `failed` stays set.
+ */
+#ifndef CORE_H5FILE_H
+#define CORE_H5FILE_H
+
+#include <stdint.h>
+
+#include <hdf5.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct h5file_session {
+	const char *who;   /* the writer, first word of its messages ("results") */
+	const char *path;  /* the file named in messages (the user's, not the copy) */
+	int failed;
+	H5E_auto2_t saved_func;
+	void *saved_data;
+};
+
+void h5file_begin(struct h5file_session *s, const char *who, const char *path);
+void h5file_end(struct h5file_session *s);
+/*
+ * Check the return of an HDF5 call (hid_t, herr_t or htri_t: negative is a
+ * failure); on the first failure print the line. 0 when rv is good, else -1.
+ */
+int h5file_check(struct h5file_session *s, int64_t rv, const char *call);
+
+/* Adds to the open copy of the file; 0, or -1 (after reporting) to abandon the append. */
+typedef int (*h5file_writer)(struct h5file_session *s, hid_t file, void *ctx);
+
+/* Append to the HDF5 file at path (created when missing) with fn. 0, or -1 after a message. */
+int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx);
+
+/*
+ * The group /parent/NNNNNN after the highest six-digit index there
+ * (parent created when missing), its name in name[16]. A group id, or -1
+ * after reporting (also when the index is exhausted).
+ */
+hid_t h5file_next_group(struct h5file_session *s, hid_t file, const char *parent, char name[16]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
