@@ -64,7 +64,7 @@ obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC)) $(BUILD)/catalog_data.o
 SIMLIB_OBJ := $(call obj,$(SIMLIB_SRC))
 REF_OBJ := $(call obj,$(REF_SRC))
-TEST_OBJ := $(call obj,$(TEST_SRC) tests/main.c)
+TEST_OBJ := $(call obj,$(TEST_SRC) tests/main.c tests/testutil.c)
 RUN_OBJ := $(call obj,$(RUN_SRC))
 
 -include gpu/cuda/cuda.mk

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "memory.h"
 #include "schedule.h"
+#include "testutil.h"
 
 #define MIB (1ull << 20)
 
@@ -178,14 +179,9 @@ static void test_memory_of_a_step(void)
 	struct experiment e;
 	struct schedule *s;
 	struct memory *m, *again;
-	char err[256];
 	uint64_t live = 0, peak = 0, persistent, *issue;
 
-	config_init(&e);
-	CU_ASSERT_FATAL(config_set(&e, "policy.precision=fp32", "test") == 0);
-	CU_ASSERT_FATAL(config_resolve(&e) == 0);
-	s = schedule_new(&e, err, sizeof(err));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	s = test_schedule(&e, "policy.precision=fp32", NULL);
 	/* the same peak by hand: persistent buffers, then each op's grants before its frees, rounded to 512 */
 	for (int b = 0; b < s->nbufs; b++)
 		if (s->bufs[b].alloc_op < 0 && !s->bufs[b].host && s->bufs[b].alias_of < 0)

@@ -25,19 +25,13 @@
 #include "ref.h"
 #include "ref_check.h"
 #include "ref_init.h"
+#include "testutil.h"
 
 /* Test sizes: N = 10 tokens, GQA with two query heads per kv head. */
 enum { B = 2, T = 5, N = B * T, H = 4, KV = 2, Q = 4, D = H * Q, F = 12, V = 11 };
 enum { QKV = (H + 2 * KV) * Q };
 
 static const struct ref_check check_tol = { .eps = 1e-2f, .rtol = 1e-2, .atol = 1e-3 };
-
-static gsl_rng *rng_new(unsigned long seed)
-{
-	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-	gsl_rng_set(r, seed);
-	return r;
-}
 
 static float *normal_new(size_t n, float mean, float std, gsl_rng *r)
 {
@@ -52,22 +46,6 @@ static double weighted_sum(const float *out, const float *w, size_t n)
 	for (size_t i = 0; i < n; i++)
 		s += (double)out[i] * w[i];
 	return s;
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0.0;
-	for (size_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)a[i] - b[i]));
-	return m;
-}
-
-static double max_abs(const float *a, size_t n)
-{
-	double m = 0.0;
-	for (size_t i = 0; i < n; i++)
-		m = fmax(m, fabs(a[i]));
-	return m;
 }
 
 /* ---- embedding ----------------------------------------------------------- */
@@ -86,7 +64,7 @@ static double embed_obj(void *p)
 
 static void test_embedding(void)
 {
-	gsl_rng *r = rng_new(1);
+	gsl_rng *r = test_rng(1);
 	struct embed_ctx c;
 	ref_fill_tokens(c.tokens, N, V, r);
 	c.tokens[7] = c.tokens[2]; /* a repeated token: backward must add, not store */
@@ -124,7 +102,7 @@ static double norm_obj(void *p)
 
 static void test_rmsnorm(void)
 {
-	gsl_rng *r = rng_new(2);
+	gsl_rng *r = test_rng(2);
 	size_t nd = (size_t)N * D;
 	struct norm_ctx c = {
 		.x = normal_new(nd, 0, 1, r), .w = normal_new(D, 1, 0.2f, r),
@@ -177,7 +155,7 @@ static double linear_obj(void *p)
 
 static void test_linear(void)
 {
-	gsl_rng *r = rng_new(3);
+	gsl_rng *r = test_rng(3);
 	struct linear_ctx c = {
 		.x = normal_new((size_t)N * D, 0, 1, r), .w = normal_new((size_t)OC * D, 0, 0.25f, r),
 		.out = malloc((size_t)N * OC * sizeof(float)), .r = normal_new((size_t)N * OC, 0, 1, r),
@@ -203,7 +181,7 @@ static void test_linear(void)
 	ref_linear_backward(NULL, dw1, c.r, c.x, c.w, N, D, OC);
 	for (int i = 0; i < OC * D; i++)
 		dw1[i] -= 1.0f;
-	CU_ASSERT(max_abs_diff(dw1, dw, (size_t)OC * D) < 1e-5);
+	CU_ASSERT(test_max_abs_diff(dw1, dw, (size_t)OC * D) < 1e-5);
 
 	free(dw1);
 	free(dw);
@@ -231,7 +209,7 @@ static double rope_obj(void *p)
 
 static void test_rope(void)
 {
-	gsl_rng *r = rng_new(4);
+	gsl_rng *r = test_rng(4);
 	size_t n = (size_t)N * QKV;
 	struct rope_ctx c = {
 		.qkv = normal_new(n, 0, 1, r), .out = malloc(n * sizeof(float)),
@@ -321,7 +299,7 @@ static void attention_naive(double *out, double *lse, const float *qkv)
 
 static void test_attention(void)
 {
-	gsl_rng *r = rng_new(5);
+	gsl_rng *r = test_rng(5);
 	size_t n = (size_t)N * QKV, no = (size_t)N * H * Q;
 	struct attn_ctx c = {
 		.qkv = normal_new(n, 0, 1, r), .out = malloc(no * sizeof(float)),
@@ -353,7 +331,7 @@ static void test_attention(void)
 /* Changing token t's q, k and v leaves every earlier output bit for bit. */
 static void test_attention_causal(void)
 {
-	gsl_rng *r = rng_new(6);
+	gsl_rng *r = test_rng(6);
 	size_t n = (size_t)N * QKV, no = (size_t)N * H * Q;
 	float *qkv = normal_new(n, 0, 1, r);
 	float *out = malloc(no * sizeof(float)), *out2 = malloc(no * sizeof(float));
@@ -368,7 +346,7 @@ static void test_attention_causal(void)
 		size_t row0 = (size_t)b * T * H * Q;
 		CU_ASSERT_EQUAL(memcmp(out + row0, out2 + row0, (size_t)t * H * Q * sizeof(float)), 0);
 		/* and the changed token's own output does change */
-		CU_ASSERT(max_abs_diff(out + row0 + t * H * Q, out2 + row0 + t * H * Q, H * Q) > 1e-3);
+		CU_ASSERT(test_max_abs_diff(out + row0 + t * H * Q, out2 + row0 + t * H * Q, H * Q) > 1e-3);
 	}
 
 	free(lse);
@@ -393,7 +371,7 @@ static double swiglu_obj(void *p)
 
 static void test_swiglu(void)
 {
-	gsl_rng *r = rng_new(7);
+	gsl_rng *r = test_rng(7);
 	struct swiglu_ctx c = {
 		.gu = normal_new((size_t)N * 2 * F, 0, 1.5f, r), .h = malloc((size_t)N * F * sizeof(float)),
 		.r = normal_new((size_t)N * F, 0, 1, r),
@@ -429,7 +407,7 @@ static double ce_obj(void *p)
 
 static void test_cross_entropy(void)
 {
-	gsl_rng *r = rng_new(8);
+	gsl_rng *r = test_rng(8);
 	struct ce_ctx c;
 	size_t n = (size_t)N * V;
 	ref_fill_tokens(c.targets, N, V, r);
@@ -461,7 +439,7 @@ static void test_cross_entropy(void)
 	ref_cross_entropy_backward(d2, d2, c.lse, c.targets, N, V, 2.0f);
 	for (size_t i = 0; i < n; i++)
 		d[i] *= 2.0f;
-	CU_ASSERT(max_abs_diff(d, d2, n) < 1e-7);
+	CU_ASSERT(test_max_abs_diff(d, d2, n) < 1e-7);
 
 	free(d2);
 	free(d);
@@ -488,7 +466,7 @@ static double lm_obj(void *p)
 
 static void test_lm_loss(void)
 {
-	gsl_rng *r = rng_new(9);
+	gsl_rng *r = test_rng(9);
 	struct lm_ctx c;
 	ref_fill_tokens(c.targets, N, V, r);
 	c.xn = normal_new((size_t)N * D, 0, 1, r);
@@ -514,10 +492,10 @@ static void test_lm_loss(void)
 
 	/* chunked equals full within 1e-5 relative */
 	CU_ASSERT(fabs(loss[LOSS_CHUNKED] - loss[LOSS_FULL]) <= 1e-5 * fabs(loss[LOSS_FULL]));
-	CU_ASSERT(max_abs_diff(dx[LOSS_CHUNKED], dx[LOSS_FULL], (size_t)N * D)
-		  <= 1e-5 * max_abs(dx[LOSS_FULL], (size_t)N * D));
-	CU_ASSERT(max_abs_diff(dw[LOSS_CHUNKED], dw[LOSS_FULL], (size_t)V * D)
-		  <= 1e-5 * max_abs(dw[LOSS_FULL], (size_t)V * D));
+	CU_ASSERT(test_max_abs_diff(dx[LOSS_CHUNKED], dx[LOSS_FULL], (size_t)N * D)
+		  <= 1e-5 * test_max_abs(dx[LOSS_FULL], (size_t)N * D));
+	CU_ASSERT(test_max_abs_diff(dw[LOSS_CHUNKED], dw[LOSS_FULL], (size_t)V * D)
+		  <= 1e-5 * test_max_abs(dw[LOSS_FULL], (size_t)V * D));
 
 	for (int mode = 0; mode < LOSS_COUNT; mode++) {
 		free(dw[mode]);
@@ -551,7 +529,7 @@ static double head_obj(void *p)
 
 static void test_head(void)
 {
-	gsl_rng *r = rng_new(10);
+	gsl_rng *r = test_rng(10);
 	struct head_ctx c;
 	ref_fill_tokens(c.targets, N, V, r);
 	c.x = normal_new((size_t)N * D, 0, 1, r);
@@ -580,9 +558,9 @@ static void test_head(void)
 	CU_ASSERT(ref_head_store_floats(&head_shape, B, LOSS_CHUNKED, CHUNK)
 		  < ref_head_store_floats(&head_shape, B, LOSS_FULL, 0));
 	CU_ASSERT(fabs(loss[LOSS_CHUNKED] - loss[LOSS_FULL]) <= 1e-5 * fabs(loss[LOSS_FULL]));
-	CU_ASSERT(max_abs_diff(dx[1], dx[0], (size_t)N * D) <= 1e-5 * max_abs(dx[0], (size_t)N * D));
-	CU_ASSERT(max_abs_diff(dn[1], dn[0], D) <= 1e-5 * max_abs(dn[0], D));
-	CU_ASSERT(max_abs_diff(dw[1], dw[0], (size_t)V * D) <= 1e-5 * max_abs(dw[0], (size_t)V * D));
+	CU_ASSERT(test_max_abs_diff(dx[1], dx[0], (size_t)N * D) <= 1e-5 * test_max_abs(dx[0], (size_t)N * D));
+	CU_ASSERT(test_max_abs_diff(dn[1], dn[0], D) <= 1e-5 * test_max_abs(dn[0], D));
+	CU_ASSERT(test_max_abs_diff(dw[1], dw[0], (size_t)V * D) <= 1e-5 * test_max_abs(dw[0], (size_t)V * D));
 
 	for (int mode = 0; mode < LOSS_COUNT; mode++) {
 		free(dw[mode]);

@@ -23,6 +23,7 @@
 #include "ref.h"
 #include "ref_check.h"
 #include "ref_init.h"
+#include "testutil.h"
 
 enum { B = 2, T = 5, N = B * T, CHUNK = 4 };
 
@@ -37,29 +38,6 @@ static const struct ref_check check_tol = { .eps = 1e-2f, .rtol = 1e-2, .atol = 
 static const char *const tensor_name[BT_COUNT] = {
 	"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down",
 };
-
-static gsl_rng *rng_new(unsigned long seed)
-{
-	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-	gsl_rng_set(r, seed);
-	return r;
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0.0;
-	for (size_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)a[i] - b[i]));
-	return m;
-}
-
-static double max_abs(const float *a, size_t n)
-{
-	double m = 0.0;
-	for (size_t i = 0; i < n; i++)
-		m = fmax(m, fabs(a[i]));
-	return m;
-}
 
 /* Elements of block tensor t. */
 static size_t tensor_floats(const struct model_shape *m, enum block_tensor t)
@@ -80,7 +58,7 @@ struct fixture {
 
 static void fixture_init(struct fixture *f, const struct model_shape *m, unsigned long seed)
 {
-	gsl_rng *r = rng_new(seed);
+	gsl_rng *r = test_rng(seed);
 	f->n = ref_model_floats(m);
 	f->params = malloc(f->n * sizeof(float));
 	f->grads = calloc(f->n, sizeof(float));
@@ -130,7 +108,7 @@ static void test_block_grad(void)
 	const struct model_shape *m = &tiny;
 	struct fixture f;
 	fixture_init(&f, m, 11);
-	gsl_rng *r = rng_new(12);
+	gsl_rng *r = test_rng(12);
 	size_t nd = (size_t)N * m->hidden;
 	struct block_ctx c = { .m = m, .params = f.model.blocks[0] };
 	float *saved = malloc(ref_block_saved_floats(m, B, AC_NONE) * sizeof(float));
@@ -177,7 +155,7 @@ static void test_block_modes(void)
 	const struct model_shape *m = &tiny;
 	struct fixture f;
 	fixture_init(&f, m, 13);
-	gsl_rng *r = rng_new(14);
+	gsl_rng *r = test_rng(14);
 	size_t nd = (size_t)N * m->hidden, np = ref_block_floats(m);
 	float *x = malloc(nd * sizeof(float)), *dout = malloc(nd * sizeof(float));
 	float *scratch = malloc(ref_block_scratch_floats(m, B) * sizeof(float));
@@ -305,7 +283,7 @@ static void test_model_grad(void)
 		for (int k = 0; k < N; k++)
 			used |= f.tokens[k] == v;
 		if (!used)
-			CU_ASSERT_EQUAL(max_abs(md->d_embed + (size_t)v * m->hidden, m->hidden), 0.0);
+			CU_ASSERT_EQUAL(test_max_abs(md->d_embed + (size_t)v * m->hidden, m->hidden), 0.0);
 	}
 
 	ref_acts_free(c.a);
@@ -339,14 +317,14 @@ static void test_model_modes(void)
 				CU_ASSERT_EQUAL(memcmp(f.grads, want, f.n * sizeof(float)), 0);
 			} else {
 				CU_ASSERT(fabs(loss - want_loss) <= 1e-5 * fabs(want_loss));
-				CU_ASSERT(max_abs_diff(f.grads, want, f.n) <= 1e-5 * max_abs(want, f.n));
+				CU_ASSERT(test_max_abs_diff(f.grads, want, f.n) <= 1e-5 * test_max_abs(want, f.n));
 			}
 			/* a second microbatch on the same data doubles the gradients */
 			ref_model_forward(&f.model, a, f.tokens, f.targets);
 			ref_model_backward(&f.model, a, f.tokens, f.targets);
 			for (size_t i = 0; i < f.n; i++)
 				want[i] *= 2.0f;
-			CU_ASSERT(max_abs_diff(f.grads, want, f.n) <= 1e-5 * max_abs(want, f.n));
+			CU_ASSERT(test_max_abs_diff(f.grads, want, f.n) <= 1e-5 * test_max_abs(want, f.n));
 			for (size_t i = 0; i < f.n; i++)
 				want[i] *= 0.5f;
 			ref_acts_free(a);
@@ -387,7 +365,7 @@ static void test_adamw_hand(void)
 static void test_adamw_multi(void)
 {
 	enum { n = 40 };
-	gsl_rng *r = rng_new(17);
+	gsl_rng *r = test_rng(17);
 	struct ref_adamw_hparams hp = { .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
 					.weight_decay = 0.1f };
 	float p[2][n], g[n], m[2][n], v[2][n];

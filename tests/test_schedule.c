@@ -10,25 +10,7 @@
 
 #include "config.h"
 #include "schedule.h"
-
-/* A resolved experiment from `section.key=value` settings; NULL-terminated. */
-static struct schedule *build(struct experiment *e, ...)
-{
-	va_list ap;
-	const char *kv;
-	char err[256];
-	struct schedule *s;
-
-	config_init(e);
-	va_start(ap, e);
-	while ((kv = va_arg(ap, const char *)))
-		CU_ASSERT_FATAL(config_set(e, kv, "test") == 0);
-	va_end(ap);
-	CU_ASSERT_FATAL(config_resolve(e) == 0);
-	s = schedule_new(e, err, sizeof(err));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	return s;
-}
+#include "testutil.h"
 
 static void done(struct schedule *s, struct experiment *e)
 {
@@ -76,9 +58,9 @@ static void test_fsdp_moves_one_and_a_half_ddp(void)
 {
 	struct experiment e1, e2;
 	/* block+io: every unit is resharded after forward, so every parameter is gathered twice */
-	struct schedule *f = build(&e1, LLAMA8B_2x8, "policy.sharding=fsdp", "policy.reduce_dtype=bf16",
+	struct schedule *f = test_schedule(&e1, LLAMA8B_2x8, "policy.sharding=fsdp", "policy.reduce_dtype=bf16",
 				   "policy.wrap=block+io", NULL);
-	struct schedule *d = build(&e2, LLAMA8B_2x8, "policy.sharding=ddp", "policy.reduce_dtype=bf16", NULL);
+	struct schedule *d = test_schedule(&e2, LLAMA8B_2x8, "policy.sharding=ddp", "policy.reduce_dtype=bf16", NULL);
 	uint64_t P = 8030261248ull, fs = wire(f, OP_ALLGATHER) + wire(f, OP_REDUCE_SCATTER);
 	uint64_t dd = wire(d, OP_ALLREDUCE);
 
@@ -96,9 +78,9 @@ static void test_fsdp_moves_one_and_a_half_ddp(void)
 static void test_sync_each_multiplies_reduce_scatter(void)
 {
 	struct experiment e1, e2, e3;
-	struct schedule *se = build(&e1, LLAMA8B_2x8, "policy.microbatches=4", "policy.accum=sync-each", NULL);
-	struct schedule *ns = build(&e2, LLAMA8B_2x8, "policy.microbatches=4", "policy.accum=no-sync", NULL);
-	struct schedule *one = build(&e3, LLAMA8B_2x8, "policy.microbatches=1", NULL);
+	struct schedule *se = test_schedule(&e1, LLAMA8B_2x8, "policy.microbatches=4", "policy.accum=sync-each", NULL);
+	struct schedule *ns = test_schedule(&e2, LLAMA8B_2x8, "policy.microbatches=4", "policy.accum=no-sync", NULL);
+	struct schedule *one = test_schedule(&e3, LLAMA8B_2x8, "policy.microbatches=1", NULL);
 
 	CU_ASSERT_EQUAL(schedule_bytes_of(se, OP_REDUCE_SCATTER), 4 * schedule_bytes_of(ns, OP_REDUCE_SCATTER));
 	CU_ASSERT_EQUAL(schedule_bytes_of(ns, OP_REDUCE_SCATTER), schedule_bytes_of(one, OP_REDUCE_SCATTER));
@@ -114,9 +96,9 @@ static void test_sync_each_multiplies_reduce_scatter(void)
 static void test_model_state_bytes(void)
 {
 	struct experiment e1, e2, e3;
-	struct schedule *m = build(&e1, LLAMA8B_2x8, NULL);
-	struct schedule *b = build(&e2, LLAMA8B_2x8, "policy.precision=pure-bf16", NULL);
-	struct schedule *d = build(&e3, LLAMA8B_2x8, "policy.sharding=ddp", NULL);
+	struct schedule *m = test_schedule(&e1, LLAMA8B_2x8, NULL);
+	struct schedule *b = test_schedule(&e2, LLAMA8B_2x8, "policy.precision=pure-bf16", NULL);
+	struct schedule *d = test_schedule(&e3, LLAMA8B_2x8, "policy.sharding=ddp", NULL);
 	uint64_t st[MEM_CAT_COUNT], P = 8030261248ull;
 
 	/* mixed precision: fp32 master shard (4) and two fp32 moments (8), over 16 ranks */
@@ -155,33 +137,33 @@ static void test_collective_order(void)
 	struct schedule *s;
 
 	/* tiny: root unit 0 (embedding, head), blocks 1 and 2; prefetch 1 */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
 	collective_order(s, order, sizeof(order));
 	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG2 AG1 RS2 RS1 RS0");
 	check_invariants(s);
 	done(s, &e);
 
 	/* zero2 keeps the gathered params from forward to backward */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.sharding=zero2", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.sharding=zero2", NULL);
 	collective_order(s, order, sizeof(order));
 	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 RS2 RS1 RS0");
 	done(s, &e);
 
 	/* all-but-last: the last block is not gathered again */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.reshard=all-but-last", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.reshard=all-but-last", NULL);
 	collective_order(s, order, sizeof(order));
 	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG1 RS2 RS1 RS0");
 	done(s, &e);
 
 	/* block+io: embedding and output units of their own, both resharded */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.wrap=block+io", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.wrap=block+io", NULL);
 	collective_order(s, order, sizeof(order));
 	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG3 AG3 AG2 RS3 AG1 RS2 AG0 RS1 RS0");
 	CU_ASSERT_EQUAL(s->nunits, 4);
 	done(s, &e);
 
 	/* hsdp: every reduce-scatter is followed by an all-reduce across replicas */
-	s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp", NULL);
 	collective_order(s, order, sizeof(order));
 	CU_ASSERT_STRING_EQUAL(order, "AG0 AG1 AG2 AG2 AG1 RS2 AR2 RS1 AR1 RS0 AR0");
 	CU_ASSERT_EQUAL(s->shard_n, 2);
@@ -195,13 +177,13 @@ static void test_accumulation_counts(void)
 	struct schedule *s;
 
 	/* hsdp, 3 microbatches: sync-each all-reduces every microbatch, defer-replica once */
-	s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp",
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp",
 		  "policy.microbatches=3", "policy.accum=sync-each", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 9);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLREDUCE), 9);
 	check_invariants(s);
 	done(s, &e);
-	s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp",
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.sharding=hsdp",
 		  "policy.microbatches=3", "policy.accum=defer-replica", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 9);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLREDUCE), 3);
@@ -209,20 +191,20 @@ static void test_accumulation_counts(void)
 	done(s, &e);
 
 	/* partial:2 over 4 blocks, 2 microbatches: blocks 1 and 3 reduce once, the rest twice */
-	s = build(&e, "model.name=tiny", "model.layers=4", "cluster.nodes=1", "cluster.gpus_per_node=2",
+	s = test_schedule(&e, "model.name=tiny", "model.layers=4", "cluster.nodes=1", "cluster.gpus_per_node=2",
 		  "policy.microbatches=2", "policy.accum=partial:2", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 3 * 2 + 2 * 1);
 	check_invariants(s);
 	done(s, &e);
 
 	/* optimizer: one foreach step, one per unit per-param, one per unit in backward */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 1);
 	done(s, &e);
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.optim=per-param", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.optim=per-param", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 3);
 	done(s, &e);
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.optim_in_backward=true", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.optim_in_backward=true", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 3);
 	for (int i = 0; i < s->nops; i++)
 		if (s->ops[i].kind == OP_OPTIM)
@@ -234,9 +216,9 @@ static void test_accumulation_counts(void)
 static void test_concat_last_only(void)
 {
 	struct experiment e1, e2;
-	struct schedule *a = build(&e1, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+	struct schedule *a = test_schedule(&e1, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
 				   "policy.microbatches=4", "policy.accum=no-sync", "policy.flat_params=true", NULL);
-	struct schedule *b = build(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+	struct schedule *b = test_schedule(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
 				   "policy.microbatches=4", "policy.accum=no-sync", "policy.flat_params=true",
 				   "policy.concat_last_only=true", NULL);
 
@@ -309,7 +291,7 @@ static void test_operands_name_the_memory(void)
 	int f, b, p, rs, g, opt, n;
 
 	/* fsdp: block 0's forward reads the params its all-gather wrote, writes its activations */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.precision=fp32", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.precision=fp32", NULL);
 	f = first_op(s, OP_FORWARD, 1);
 	p = operand(s, f, BUF_FULL_PARAM);
 	CU_ASSERT_FATAL(p >= 0);
@@ -341,7 +323,7 @@ static void test_operands_name_the_memory(void)
 	done(s, &e);
 
 	/* ddp: the full params are the shard itself (an alias, no memory of its own) */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.sharding=ddp", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.sharding=ddp", NULL);
 	p = operand(s, first_op(s, OP_FORWARD, 1), BUF_FULL_PARAM);
 	CU_ASSERT_FATAL(p >= 0);
 	CU_ASSERT(s->bufs[p].alias_of >= 0 && s->bufs[s->bufs[p].alias_of].kind == BUF_SHARD_PARAM);
@@ -350,7 +332,7 @@ static void test_operands_name_the_memory(void)
 	done(s, &e);
 
 	/* pytorch: gathers land in a flat buffer that the copy-out unpacks */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch", NULL);
 	p = op_operand(s, first_op(s, OP_ALLGATHER, -1), BUF_GATHER_OUT, OPD_OUT);
 	CU_ASSERT_FATAL(p >= 0);
 	CU_ASSERT_EQUAL(s->ops[s->bufs[p].free_op].kind, OP_COPY_OUT);
@@ -358,7 +340,7 @@ static void test_operands_name_the_memory(void)
 	done(s, &e);
 
 	/* offload params: the master comes from the host into a stage the gather reads */
-	s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.offload=params", NULL);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.offload=params", NULL);
 	g = first_op(s, OP_ALLGATHER, -1);
 	p = op_operand(s, g, BUF_HOST_STAGE, OPD_IN);
 	CU_ASSERT_FATAL(p >= 0);
@@ -372,8 +354,8 @@ static void test_operands_name_the_memory(void)
 static void test_shard_layouts(void)
 {
 	struct experiment e1, e2;
-	struct schedule *t = build(&e1, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=3", NULL);
-	struct schedule *p = build(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=3",
+	struct schedule *t = test_schedule(&e1, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=3", NULL);
+	struct schedule *p = test_schedule(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=3",
 				   "policy.runtime=pytorch", NULL);
 	struct tensor_desc td[BT_COUNT];
 	uint64_t want = 0;
@@ -412,7 +394,7 @@ static int reaches(const struct schedule *s, int a, int b, char *seen)
 static void test_clocks_are_reachability(void)
 {
 	struct experiment e;
-	struct schedule *s = build(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2",
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2",
 				   "policy.sharding=hsdp", "policy.microbatches=2", "policy.optim_in_backward=true", NULL);
 	char *seen = malloc((size_t)s->nops);
 	int agree = 1;
@@ -431,7 +413,7 @@ static void test_clocks_are_reachability(void)
 static void test_check_finds_races(void)
 {
 	struct experiment e;
-	struct schedule *s = build(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
 	char err[256];
 	int f = first_op(s, OP_FORWARD, 1);
 
@@ -455,7 +437,7 @@ static void test_every_walked_policy_checks(void)
 		struct experiment e;
 		struct policy_walk w;
 		struct policy base;
-		struct schedule *s = build(&e, "model.name=tiny", "model.layers=3", clusters[c][0], clusters[c][1],
+		struct schedule *s = test_schedule(&e, "model.name=tiny", "model.layers=3", clusters[c][0], clusters[c][1],
 					   "policy.microbatches=2", NULL);
 		schedule_free(s);
 		base = e.policy;

@@ -15,6 +15,7 @@
 #include "eq.h"
 #include "report.h"
 #include "schedule.h"
+#include "testutil.h"
 
 static void test_eq_order(void)
 {
@@ -49,18 +50,11 @@ static void simulate(struct summary *sum, ...)
 	struct experiment e;
 	struct schedule *s;
 	struct sim_result r;
-	char err[256];
-	const char *kv;
 	va_list ap;
 
-	config_init(&e);
 	va_start(ap, sum);
-	while ((kv = va_arg(ap, const char *)))
-		CU_ASSERT_FATAL(config_set(&e, kv, "test") == 0);
+	s = test_schedulev(&e, ap);
 	va_end(ap);
-	CU_ASSERT_FATAL(config_resolve(&e) == 0);
-	s = schedule_new(&e, err, sizeof(err));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	engine_run(s, 0, &r);
 	report_summarize(s, &r, sum);
 	last_backward_s = 0;
