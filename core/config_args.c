@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 /* ---- one key from the command line -------------------------------------- */
 
 static void trim(char *s)
@@ -102,12 +104,11 @@ struct pending {
 
 int config_parse_args(struct experiment *e, int argc, char **argv)
 {
-	struct pending *todo = calloc((size_t)argc + 1, sizeof *todo);
+	struct pending *todo = xcalloc((size_t)argc + 1, sizeof *todo);
 	char flag[FLAG_MAX + 8];
 	const char *file = NULL;
 	int n = 0, errors = 0;
 
-	assert(todo && "out of memory");
 	for (int i = 1; i < argc; i++) {
 		char *a = argv[i];
 		if (!a)

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "xalloc.h"
+
 /* Enums are stored and read through int: the same size, checked here. */
 #define INT_SIZED(t) _Static_assert(sizeof(t) == sizeof(int), #t " is stored as an int")
 INT_SIZED(enum sharding);
@@ -545,8 +547,7 @@ void config_init(struct experiment *e)
 {
 	keys_init();
 	memset(e, 0, sizeof *e);
-	e->origins = calloc(1, sizeof(struct origins));
-	assert(e->origins && "out of memory");
+	e->origins = xcalloc(1, sizeof(struct origins));
 
 	snprintf(e->model_name, sizeof e->model_name, "tiny");
 	snprintf(e->gpu_name, sizeof e->gpu_name, "cpu");

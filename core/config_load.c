@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 struct message {
 	int line;
 	int seq;
@@ -47,11 +49,9 @@ static void load_error(struct load *l, int line, const char *fmt, ...)
 	va_end(ap);
 	if (l->nmsgs == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 16;
-		l->msgs = realloc(l->msgs, (size_t)l->cap * sizeof *l->msgs);
-		assert(l->msgs && "out of memory");
+		l->msgs = xrealloc(l->msgs, (size_t)l->cap * sizeof *l->msgs);
 	}
-	l->msgs[l->nmsgs] = (struct message){ line, l->nmsgs, strdup(text) };
-	assert(l->msgs[l->nmsgs].text && "out of memory");
+	l->msgs[l->nmsgs] = (struct message){ line, l->nmsgs, xstrdup(text) };
 	l->nmsgs++;
 }
 

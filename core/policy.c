@@ -25,6 +25,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "xalloc.h"
+
 const char *const sharding_names[] = { "ddp", "fsdp", "zero2", "hsdp", NULL };
 const char *const accum_names[] = { "sync-each", "no-sync", "defer-replica", "partial", NULL };
 const char *const wrap_names[] = { "block", "block+io", "whole", "every", NULL };
@@ -68,9 +70,7 @@ int name_index(const char *const *names, const char *name)
 static int edit_distance(const char *a, const char *b)
 {
 	int la = (int)strlen(a), lb = (int)strlen(b);
-	int *rows = malloc(3 * (size_t)(lb + 1) * sizeof *rows);
-
-	assert(rows);
+	int *rows = xmalloc(3 * (size_t)(lb + 1) * sizeof *rows);
 	int *pprev = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
 	for (int j = 0; j <= lb; j++)
 		prev[j] = j;

@@ -21,6 +21,8 @@
 
 #include "h5file.h"
 
+#include "xalloc.h"
+
 #define SCHEMA_VERSION 1
 #define LABEL_BYTES 64     /* fixed string size of the ops.label field, NUL included */
 #define CHUNK_ROWS 4096    /* rows per chunk of the ops and memory datasets */
@@ -273,12 +275,7 @@ static void write_ops(struct h5file_session *s, hid_t run, const struct run_resu
 
 	if (s->failed)
 		return;
-	rows = calloc(sc->nops ? (size_t)sc->nops : 1, sizeof *rows);
-	if (!rows) {
-		fprintf(stderr, "results: %s: out of memory for %d ops\n", s->path, sc->nops);
-		s->failed = 1;
-		return;
-	}
+	rows = xcalloc(sc->nops ? (size_t)sc->nops : 1, sizeof *rows);
 	for (int i = 0; i < sc->nops; i++) {
 		const struct op *o = &sc->ops[i];
 		struct op_row *w = &rows[i];

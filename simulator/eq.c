@@ -6,6 +6,8 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "xalloc.h"
+
 static int before(const struct event *a, const struct event *b)
 {
 	return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
@@ -30,8 +32,7 @@ void eq_push(struct eq *q, uint64_t t_ns, int op, uint32_t version)
 
 	if (q->n == q->cap) {
 		q->cap = q->cap ? 2 * q->cap : 256;
-		q->h = realloc(q->h, sizeof(*q->h) * q->cap);
-		assert(q->h);
+		q->h = xrealloc(q->h, sizeof(*q->h) * q->cap);
 	}
 	i = q->n++;
 	struct event e = { t_ns, q->next_seq++, op, version };

@@ -19,6 +19,7 @@
 #include "results.h"
 #include "schedule.h"
 #include "trace.h"
+#include "xalloc.h"
 
 struct opts {
 	int schedule, json, all, top, help, bench;
@@ -204,13 +205,7 @@ static int run_all(const struct experiment *base, const struct opts *o)
 		sim_result_release(&r);
 		schedule_free(s);
 		if (n == cap) {
-			struct ranked *more = realloc(rk, sizeof(*rk) * (cap = cap ? 2 * cap : 4096));
-			if (!more) {
-				perror("sim");
-				free(rk);
-				return 1;
-			}
-			rk = more;
+			rk = xrealloc(rk, sizeof(*rk) * (cap = cap ? 2 * cap : 4096));
 		}
 		rk[n] = (struct ranked){ e.policy, n, sum.fits, sum.step_time_s, sum.mfu,
 					 sum.tokens_per_s_per_gpu, sum.peak_reserved_bytes };

@@ -8,6 +8,8 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "xalloc.h"
+
 #define DATA_ALPHABET 32   /* tokens a sequence uses: the first 32 of the vocabulary */
 #define DATA_STRIDE 7      /* the step a sequence walks by, coprime with the alphabet */
 #define DATA_NOISE_ONE_IN 8
@@ -25,10 +27,10 @@ void data_batch(int *tokens, int *targets, unsigned long seed, int step, int sam
 		int V)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-	int *seq = malloc(sizeof(int) * (size_t)(T + 1));
+	int *seq = xmalloc(sizeof(int) * (size_t)(T + 1));
 	int A = DATA_ALPHABET;
 
-	assert(r && seq);
+	assert(r);
 	if (A > V)
 		A = V;
 	for (int b = 0; b < B; b++) {
