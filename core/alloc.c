@@ -1,13 +1,20 @@
 /*
- * alloc.c - best-fit allocator over reserved segments, reuse gated by
- * happens-before (see alloc.h).
+ * alloc.c - best-fit and first-fit allocation over segments, reuse gated
+ * by happens-before (see alloc.h).
  *
  * Blocks tile their segment: each knows its neighbours, so a freed block
- * merges with free ones beside it. Free blocks sit in their pool's list,
- * which a request scans for the smallest block that is large enough and
- * ready for the requesting op (ties: the lowest segment, then offset, so
- * the choice never depends on list order). A step has a few thousand
- * requests and pools hold tens of free blocks: a scan is cheap enough.
+ * merges with the free ones beside it when their clocks agree. Free blocks
+ * sit in their pool's list; a request stamps each with how it can serve
+ * (ready, old enough to wait for, not at all) and walks the runs of
+ * adjacent usable blocks (ties: the lowest segment, then offset, so the
+ * choice never depends on list order). A step has a few thousand requests
+ * and pools hold tens of free blocks.
+ *
+ * An arena region is a segment whose last block is free and unbounded:
+ * the region is as large as the highest byte ever granted in it, rounded
+ * up to segment_bytes, and that is what it reserves. So every step starts
+ * from the same state (the persistent blocks, everything else free) and
+ * one step tells what every step does.
  */
 #include "alloc.h"
 
@@ -25,6 +32,7 @@
 #define MIN_BLOCK 512ull              /* kMinBlockSize: smallest split-off remainder, small pool */
 
 #define NPOOLS (2 * ST_COUNT)
+#define UNBOUNDED (1ull << 62)        /* the size of an arena region's free end */
 
 struct block {
 	uint64_t off, size;
@@ -34,6 +42,7 @@ struct block {
 	int slot;         /* index in its pool's free list, -1 while in use */
 	uint32_t ready[ST_COUNT]; /* free: the clock an op must have reached to take it */
 	uint32_t freed_op;        /* free: issue index of the (latest) op that freed it */
+	uint32_t mark;            /* a search's stamp: (search << 2) | usability */
 };
 
 struct pool {
@@ -43,7 +52,8 @@ struct pool {
 
 struct alloc_seg {
 	void *ptr;
-	uint64_t bytes;
+	uint64_t bytes;   /* reserved: caching, its size; arena, the high water rounded up */
+	uint64_t high;    /* arena: the highest byte granted + 1 */
 };
 
 struct allocator {
@@ -57,11 +67,11 @@ struct allocator {
 	struct pool pools[NPOOLS];
 	struct alloc_seg *segs;
 	int nsegs, cap_segs;
+	int region[NPOOLS];  /* arena: each pool's segment, -1 until it has one */
 	int *buf_block;      /* per buffer: its block, -1 */
-	int region[NPOOLS];  /* arena: each pool's one segment, -1 until it has one */
-	int region_end[NPOOLS]; /* arena: the block at the end of that segment */
 	int nbufs;
 	uint64_t allocated, reserved;
+	uint32_t search;     /* searches so far, for the stamps */
 };
 
 static uint64_t round_up(uint64_t x, uint64_t r)
@@ -102,15 +112,24 @@ void alloc_free(struct allocator *a)
 	free(a);
 }
 
+/* ---- blocks and pools ------------------------------------------------------ */
+
 static int block_new(struct allocator *a)
 {
-	if (a->nspare)
-		return a->spare[--a->nspare];
-	if (a->nblocks == a->cap_blocks) {
-		a->cap_blocks = a->cap_blocks ? 2 * a->cap_blocks : 256;
-		a->blocks = xrealloc(a->blocks, sizeof(*a->blocks) * (size_t)a->cap_blocks);
+	int b;
+
+	if (a->nspare) {
+		b = a->spare[--a->nspare];
+	} else {
+		if (a->nblocks == a->cap_blocks) {
+			a->cap_blocks = a->cap_blocks ? 2 * a->cap_blocks : 256;
+			a->blocks = xrealloc(a->blocks, sizeof(*a->blocks) * (size_t)a->cap_blocks);
+		}
+		b = a->nblocks++;
 	}
-	return a->nblocks++;
+	memset(&a->blocks[b], 0, sizeof(a->blocks[b]));
+	a->blocks[b].prev = a->blocks[b].next = a->blocks[b].slot = -1;
+	return b;
 }
 
 static void block_release(struct allocator *a, int b)
@@ -145,222 +164,7 @@ static void pool_remove(struct allocator *a, int b)
 	a->blocks[b].slot = -1;
 }
 
-static int ready_for(const struct block *k, const uint32_t *clock)
-{
-	if (!clock)
-		return 1;
-	for (int t = 0; t < ST_COUNT; t++)
-		if (k->ready[t] > clock[t])
-			return 0;
-	return 1;
-}
-
-/*
- * A free block this request may take a part of: ready for the op, or, with
- * old_enough, freed at least wait_age ops before it.
- */
-static int usable(const struct allocator *a, int b, const struct alloc_req *rq, int old_enough)
-{
-	const struct block *k = &a->blocks[b < 0 ? 0 : b];
-
-	if (b < 0 || k->slot < 0)
-		return 0;
-	if (ready_for(k, rq->clock))
-		return 1;
-	return old_enough && a->cfg.wait_age && rq->op >= k->freed_op + a->cfg.wait_age;
-}
-
-/*
- * The run at b better than the best so far: smaller (best fit), then lower
- * segment and offset; or, first_fit, simply lower.
- */
-static int fits_better(const struct block *k, uint64_t run, const struct block *best, uint64_t best_run,
-		       int first_fit)
-{
-	if (!best)
-		return 1;
-	if (!first_fit && run != best_run)
-		return run < best_run;
-	return k->seg != best->seg ? k->seg < best->seg : k->off < best->off;
-}
-
-/*
- * An arena pool's segment grows at its end: the free block there (when the
- * request may use it) and new memory after it make one block of at least r
- * bytes; -1 when out of memory.
- */
-static int arena_grow(struct allocator *a, uint64_t r, int pool, const struct alloc_req *rq)
-{
-	int seg = a->region[pool], end = a->region_end[pool], b;
-	struct alloc_seg *g = &a->segs[seg];
-	uint64_t have = usable(a, end, rq, 1) ? a->blocks[end].size : 0;
-	uint64_t grow = round_up(r - have, a->cfg.segment);
-
-	if (a->reserve && !a->reserve(a->ctx, seg, g->bytes, grow))
-		return -1;
-	a->reserved += grow;
-	g->bytes += grow;
-	if (have) {
-		a->blocks[end].size += grow;
-		return end;
-	}
-	b = block_new(a);
-	memset(&a->blocks[b], 0, sizeof(a->blocks[b]));
-	a->blocks[b].off = g->bytes - grow;
-	a->blocks[b].size = grow;
-	a->blocks[b].seg = seg;
-	a->blocks[b].pool = pool;
-	a->blocks[b].next = -1;
-	a->blocks[b].prev = end;
-	a->blocks[end].next = b;
-	a->region_end[pool] = b;
-	pool_add(a, b);
-	return b;
-}
-
-/* New memory for a request of r bytes in pool p, as one free block; -1 when out of memory. */
-static int segment_new(struct allocator *a, uint64_t r, int pool, const struct alloc_req *rq)
-{
-	uint64_t bytes;
-	void *ptr = NULL;
-	int b;
-
-	if (!a->cfg.caching && a->region[pool] >= 0)
-		return arena_grow(a, r, pool, rq);
-	if (!a->cfg.caching)
-		bytes = round_up(r, a->cfg.segment);
-	else if (r < SMALL_SIZE)
-		bytes = SMALL_BUFFER;
-	else if (r < MIN_LARGE_ALLOC)
-		bytes = LARGE_BUFFER;
-	else
-		bytes = round_up(r, a->cfg.segment);
-	if (a->reserve && !(ptr = a->reserve(a->ctx, a->nsegs, 0, bytes)))
-		return -1;
-	if (a->nsegs == a->cap_segs) {
-		a->cap_segs = a->cap_segs ? 2 * a->cap_segs : 16;
-		a->segs = xrealloc(a->segs, sizeof(*a->segs) * (size_t)a->cap_segs);
-	}
-	a->segs[a->nsegs] = (struct alloc_seg){ ptr, bytes };
-	a->reserved += bytes;
-	b = block_new(a);
-	memset(&a->blocks[b], 0, sizeof(a->blocks[b]));
-	a->blocks[b].size = bytes;
-	a->blocks[b].seg = a->nsegs;
-	a->blocks[b].pool = pool;
-	a->blocks[b].prev = a->blocks[b].next = -1;
-	if (!a->cfg.caching) {
-		a->region[pool] = a->nsegs;
-		a->region_end[pool] = b;
-	}
-	a->nsegs++;
-	pool_add(a, b);
-	return b;
-}
-
-static void merge(struct allocator *a, int into, int b);
-
-/*
- * A run of adjacent usable blocks that holds r bytes: the smallest (best
- * fit), or the lowest (first_fit). Blocks freed by different ops stay
- * apart while their clocks differ, so that each is given out as soon as
- * its own op allows; a request may span several of them. Runs are scanned
- * from their first block only, so each free block is looked at once.
- * Returns one block of r bytes or more made from the run's low end, or
- * with `high` from its high end; -1 when no run holds r bytes.
- */
-static int find_run(struct allocator *a, const struct pool *p, uint64_t r, const struct alloc_req *rq,
-		    int old_enough, int first_fit, int high)
-{
-	int best = -1, k;
-	uint64_t best_run = 0;
-
-	for (int i = 0; i < p->n; i++) {
-		int b = p->free[i];
-		uint64_t run = 0;
-		if (!usable(a, b, rq, old_enough) || usable(a, a->blocks[b].prev, rq, old_enough))
-			continue;
-		for (k = b; usable(a, k, rq, old_enough); k = a->blocks[k].next)
-			run += a->blocks[k].size;
-		if (run >= r && fits_better(&a->blocks[b], run, best >= 0 ? &a->blocks[best] : NULL, best_run,
-					    first_fit)) {
-			best = b;
-			best_run = run;
-		}
-	}
-	if (best < 0)
-		return -1;
-	if (!high) {
-		while (a->blocks[best].size < r)
-			merge(a, best, a->blocks[best].next);
-		return best;
-	}
-	for (k = best; usable(a, a->blocks[k].next, rq, old_enough); k = a->blocks[k].next)
-		;
-	while (a->blocks[k].size < r) {
-		int prev = a->blocks[k].prev;
-		merge(a, prev, k);
-		k = prev;
-	}
-	return k;
-}
-
-int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_req *rq, uint32_t *wait)
-{
-	uint64_t r = round_up(bytes ? bytes : 1, a->cfg.round), split_min;
-	int small = a->cfg.caching && r < SMALL_SIZE;
-	int pool = a->cfg.caching ? 2 * rq->pool + !small : rq->pool, best;
-	/* the arena keeps brief buffers at the high end of holes and the others low, first fit */
-	int high = !a->cfg.caching && rq->brief, first_fit = !a->cfg.caching && !rq->brief;
-	struct block *k;
-
-	assert(buf >= 0 && buf < a->nbufs && a->buf_block[buf] < 0 && pool >= 0 && pool < NPOOLS);
-	best = find_run(a, &a->pools[pool], r, rq, 0, first_fit, high);
-	if (best < 0) /* a block freed long enough ago, for a wait on the ops that freed it */
-		best = find_run(a, &a->pools[pool], r, rq, 1, first_fit, high);
-	if (best < 0 && (best = segment_new(a, r, pool, rq)) < 0)
-		return -1;
-	for (int t = 0; t < ST_COUNT; t++)
-		if (a->blocks[best].ready[t] > wait[t])
-			wait[t] = a->blocks[best].ready[t];
-	pool_remove(a, best);
-	k = &a->blocks[best];
-	split_min = !a->cfg.caching ? a->cfg.round : small ? MIN_BLOCK : SMALL_SIZE + 1;
-	if (k->size - r >= split_min && !high) {
-		/* the rest of the block, after it, stays free */
-		int rest = block_new(a);
-		k = &a->blocks[best]; /* block_new may have moved the table */
-		a->blocks[rest] = *k;
-		a->blocks[rest].off = k->off + r;
-		a->blocks[rest].size = k->size - r;
-		a->blocks[rest].prev = best;
-		if (k->next >= 0)
-			a->blocks[k->next].prev = rest;
-		k->next = rest;
-		k->size = r;
-		if (!a->cfg.caching && a->region_end[k->pool] == best)
-			a->region_end[k->pool] = rest;
-		pool_add(a, rest);
-	} else if (k->size - r >= split_min) {
-		/* the rest of the block, before it, stays free */
-		int rest = block_new(a);
-		k = &a->blocks[best];
-		a->blocks[rest] = *k;
-		a->blocks[rest].size = k->size - r;
-		a->blocks[rest].next = best;
-		if (k->prev >= 0)
-			a->blocks[k->prev].next = rest;
-		k->prev = rest;
-		k->off += k->size - r;
-		k->size = r;
-		pool_add(a, rest);
-	}
-	a->buf_block[buf] = best;
-	a->allocated += k->size;
-	return 0;
-}
-
-/* Merge free block b into its free neighbour `into` (adjacent, same segment). */
+/* Merge free block b into its free neighbour `into`; the later of the clocks stays. */
 static void merge(struct allocator *a, int into, int b)
 {
 	struct block *x = &a->blocks[into], *y = &a->blocks[b];
@@ -382,27 +186,266 @@ static void merge(struct allocator *a, int into, int b)
 		a->blocks[x->prev].next = into;
 	if (x->next >= 0)
 		a->blocks[x->next].prev = into;
-	if (!a->cfg.caching && a->region_end[x->pool] == b)
-		a->region_end[x->pool] = into;
 	block_release(a, b);
 }
 
-static int same_clock(const struct block *x, const struct block *y)
+/*
+ * Split block b after its first r bytes: b keeps them, the rest becomes a
+ * new block after it (returned, not in any pool, with b's clock).
+ */
+static int split(struct allocator *a, int b, uint64_t r)
 {
-	return memcmp(x->ready, y->ready, sizeof(x->ready)) == 0;
+	int rest = block_new(a);
+	struct block *k = &a->blocks[b]; /* block_new may have moved the table */
+
+	a->blocks[rest] = *k;
+	a->blocks[rest].slot = -1;
+	a->blocks[rest].off = k->off + r;
+	a->blocks[rest].size = k->size - r;
+	a->blocks[rest].prev = b;
+	if (k->next >= 0)
+		a->blocks[k->next].prev = rest;
+	k->next = rest;
+	k->size = r;
+	return rest;
 }
 
-/* Merge free block b with its free neighbours that have the same clock. */
+/* ---- segments ------------------------------------------------------------------ */
+
+/* A new segment of `bytes` (UNBOUNDED: an arena region) for pool p, as one free block; -1 when out of memory. */
+static int segment_new(struct allocator *a, uint64_t bytes, int pool)
+{
+	void *ptr = NULL;
+	int b, unbounded = bytes == UNBOUNDED;
+
+	if (a->reserve && !(ptr = a->reserve(a->ctx, a->nsegs, 0, unbounded ? 0 : bytes)))
+		return -1;
+	if (a->nsegs == a->cap_segs) {
+		a->cap_segs = a->cap_segs ? 2 * a->cap_segs : 16;
+		a->segs = xrealloc(a->segs, sizeof(*a->segs) * (size_t)a->cap_segs);
+	}
+	a->segs[a->nsegs] = (struct alloc_seg){ ptr, unbounded ? 0 : bytes, 0 };
+	if (!unbounded)
+		a->reserved += bytes;
+	b = block_new(a);
+	a->blocks[b].size = bytes;
+	a->blocks[b].seg = a->nsegs++;
+	a->blocks[b].pool = pool;
+	pool_add(a, b);
+	return b;
+}
+
+/* An arena region reserves up to its highest granted byte, rounded up; 0, or -1 when out of memory. */
+static int region_cover(struct allocator *a, const struct block *k)
+{
+	struct alloc_seg *g = &a->segs[k->seg];
+	uint64_t end = k->off + k->size, bytes;
+
+	if (end <= g->high)
+		return 0;
+	bytes = round_up(end, a->cfg.segment);
+	if (bytes > g->bytes) {
+		if (a->reserve && !a->reserve(a->ctx, k->seg, g->bytes, bytes - g->bytes))
+			return -1;
+		a->reserved += bytes - g->bytes;
+		g->bytes = bytes;
+	}
+	g->high = end;
+	return 0;
+}
+
+/* ---- search ---------------------------------------------------------------------- */
+
+static int ready_for(const struct block *k, const uint32_t *clock)
+{
+	if (!clock)
+		return 1;
+	for (int t = 0; t < ST_COUNT; t++)
+		if (k->ready[t] > clock[t])
+			return 0;
+	return 1;
+}
+
+/*
+ * How a free block serves this request: 2 when ready for the op, 1 when
+ * not yet but freed at least wait_age ops before it, 0 when not at all.
+ */
+static int usability(const struct allocator *a, const struct block *k, const struct alloc_req *rq)
+{
+	if (ready_for(k, rq->clock))
+		return 2;
+	return a->cfg.wait_age && rq->op >= k->freed_op + a->cfg.wait_age;
+}
+
+/* Block b is free and this search stamped it usable at level `need` or better. */
+static int usable(const struct allocator *a, int b, int need)
+{
+	const struct block *k = &a->blocks[b < 0 ? 0 : b];
+
+	return b >= 0 && k->slot >= 0 && k->mark >> 2 == a->search && (int)(k->mark & 3) >= need;
+}
+
+/*
+ * The run at b better than the best so far: smaller (best fit), then lower
+ * segment and offset; or, first_fit, simply lower.
+ */
+static int fits_better(const struct block *k, uint64_t run, const struct block *best, uint64_t best_run,
+		       int first_fit)
+{
+	if (!best)
+		return 1;
+	if (!first_fit && run != best_run)
+		return run < best_run;
+	return k->seg != best->seg ? k->seg < best->seg : k->off < best->off;
+}
+
+static int unbounded(const struct block *k)
+{
+	return k->size >= UNBOUNDED / 2;
+}
+
+/*
+ * A run of adjacent usable blocks that holds r bytes: the smallest (best
+ * fit), or the lowest (first_fit); runs of blocks ready for the op first,
+ * else runs that may include blocks old enough to wait for; only when none
+ * holds r, the end of an arena region, with the usable blocks just before
+ * it (the region grows). Blocks freed by different ops stay apart while
+ * their clocks differ, so that each is given out as soon as its own op
+ * allows; a request may span several of them. One pass stamps every free
+ * block with how it serves the request; runs are then walked from their
+ * first block only. Returns one block of r bytes or more made from the
+ * run's low end, or with `high` from its high end (never from a region's
+ * end); -1 when no run holds r.
+ */
+static int find_run(struct allocator *a, const struct pool *p, uint64_t r, const struct alloc_req *rq,
+		    int first_fit, int high)
+{
+	int best = -1, k, need, end = -1;
+	uint64_t best_run = 0;
+
+	a->search = (a->search + 1) & 0x3fffffff;
+	for (int i = 0; i < p->n; i++) {
+		struct block *b = &a->blocks[p->free[i]];
+		if (unbounded(b))
+			end = p->free[i];
+		b->mark = a->search << 2 | (uint32_t)(unbounded(b) ? 0 : usability(a, b, rq));
+	}
+	for (need = 2; need >= 1 && best < 0; need--)
+		for (int i = 0; i < p->n; i++) {
+			int b = p->free[i];
+			uint64_t run = 0;
+			if (!usable(a, b, need) || usable(a, a->blocks[b].prev, need))
+				continue;
+			for (k = b; usable(a, k, need); k = a->blocks[k].next)
+				run += a->blocks[k].size;
+			if (run >= r && fits_better(&a->blocks[b], run, best >= 0 ? &a->blocks[best] : NULL, best_run,
+						    first_fit)) {
+				best = b;
+				best_run = run;
+			}
+		}
+	if (best < 0 && end >= 0) {
+		/* grow the region: its end, after the usable blocks right before it */
+		a->blocks[end].mark = a->search << 2 | 2;
+		need = 0;
+		for (best = end; usable(a, a->blocks[best].prev, 1); best = a->blocks[best].prev)
+			;
+		high = 0;
+	}
+	if (best < 0)
+		return -1;
+	need++; /* the level the run was found at */
+	for (k = best; usable(a, a->blocks[k].next, need); k = a->blocks[k].next)
+		;
+	/* merge only what r needs: the part split off a block keeps that block's own clock */
+	if (!high) {
+		while (a->blocks[best].size < r) {
+			int next = a->blocks[best].next;
+			uint64_t want = r - a->blocks[best].size;
+			if (a->blocks[next].size > want)
+				pool_add(a, split(a, next, want));
+			merge(a, best, next);
+		}
+		return best;
+	}
+	while (a->blocks[k].size < r) {
+		int prev = a->blocks[k].prev;
+		uint64_t want = r - a->blocks[k].size;
+		if (a->blocks[prev].size > want) {
+			int upper = split(a, prev, a->blocks[prev].size - want);
+			pool_add(a, upper);
+			prev = upper;
+		}
+		merge(a, prev, k);
+		k = prev;
+	}
+	return k;
+}
+
+/* ---- requests ---------------------------------------------------------------------- */
+
+int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_req *rq, uint32_t *wait)
+{
+	uint64_t r = round_up(bytes ? bytes : 1, a->cfg.round), split_min;
+	int small = a->cfg.caching && r < SMALL_SIZE;
+	int pool = a->cfg.caching ? 2 * rq->pool + !small : rq->pool, best;
+	/* the arena keeps brief buffers at the high end of holes and the others low, first fit */
+	int high = !a->cfg.caching && rq->brief, first_fit = !a->cfg.caching && !rq->brief;
+	struct block *k;
+
+	assert(buf >= 0 && buf < a->nbufs && a->buf_block[buf] < 0 && pool >= 0 && pool < NPOOLS);
+	if (!a->cfg.caching && a->region[pool] < 0) {
+		if (segment_new(a, UNBOUNDED, pool) < 0)
+			return -1;
+		a->region[pool] = a->nsegs - 1;
+	}
+	best = find_run(a, &a->pools[pool], r, rq, first_fit, high);
+	if (best < 0) {
+		assert(a->cfg.caching); /* an arena always has room at its end */
+		if ((best = segment_new(a, small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER
+								  : round_up(r, a->cfg.segment), pool)) < 0)
+			return -1;
+	}
+	for (int t = 0; t < ST_COUNT; t++)
+		if (a->blocks[best].ready[t] > wait[t])
+			wait[t] = a->blocks[best].ready[t];
+	pool_remove(a, best);
+	split_min = !a->cfg.caching ? a->cfg.round : small ? MIN_BLOCK : SMALL_SIZE + 1;
+	k = &a->blocks[best];
+	if (k->size - r >= split_min) {
+		/* the rest of the block stays free: after it, or before it with `high` */
+		int rest;
+		if (high && !unbounded(k)) {
+			rest = best;
+			best = split(a, best, k->size - r);
+		} else {
+			rest = split(a, best, r);
+		}
+		pool_add(a, rest);
+	}
+	k = &a->blocks[best];
+	if (!a->cfg.caching && region_cover(a, k) != 0) {
+		pool_add(a, best);
+		return -1;
+	}
+	a->buf_block[buf] = best;
+	a->allocated += k->size;
+	return 0;
+}
+
+/* Merge free block b with its free neighbours whose clocks equal its own. */
 static void merge_neighbours(struct allocator *a, int b)
 {
 	int prev = a->blocks[b].prev, next;
 
-	if (prev >= 0 && a->blocks[prev].slot >= 0 && same_clock(&a->blocks[prev], &a->blocks[b])) {
+	if (prev >= 0 && a->blocks[prev].slot >= 0 &&
+	    !memcmp(a->blocks[prev].ready, a->blocks[b].ready, sizeof(a->blocks[b].ready))) {
 		merge(a, prev, b);
 		b = prev;
 	}
 	next = a->blocks[b].next;
-	if (next >= 0 && a->blocks[next].slot >= 0 && same_clock(&a->blocks[next], &a->blocks[b]))
+	if (next >= 0 && a->blocks[next].slot >= 0 &&
+	    !memcmp(a->blocks[next].ready, a->blocks[b].ready, sizeof(a->blocks[b].ready)))
 		merge(a, b, next);
 }
 
@@ -441,6 +484,11 @@ void alloc_settle(struct allocator *a)
 		}
 }
 
+int alloc_steps_repeat(const struct allocator *a)
+{
+	return !a->cfg.caching;
+}
+
 uint64_t alloc_granted(const struct allocator *a, int buf)
 {
 	int b = a->buf_block[buf];
@@ -462,12 +510,6 @@ uint64_t alloc_allocated(const struct allocator *a)
 	return a->allocated;
 }
 
-uint64_t alloc_segment_bytes(const struct allocator *a, int i)
-{
-	assert(i >= 0 && i < a->nsegs);
-	return a->segs[i].bytes;
-}
-
 uint64_t alloc_reserved(const struct allocator *a)
 {
 	return a->reserved;
@@ -482,4 +524,10 @@ void *alloc_segment_ptr(const struct allocator *a, int i)
 {
 	assert(i >= 0 && i < a->nsegs);
 	return a->segs[i].ptr;
+}
+
+uint64_t alloc_segment_bytes(const struct allocator *a, int i)
+{
+	assert(i >= 0 && i < a->nsegs);
+	return a->segs[i].bytes;
 }

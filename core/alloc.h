@@ -12,10 +12,11 @@
  *   - arena (the testbed runtime): a contiguous region per lifetime class
  *     (core/memory.c: brief buffers such as op scratch; buffers that die
  *     within their microbatch; buffers that outlive it, such as gradients
- *     accumulated across microbatches), each grown at its end in steps of
- *     segment_bytes; the runtime preallocates each at the size a dry run of
- *     this allocator reaches. Brief buffers take the high end of the
- *     best-fitting hole, the others the lowest hole that fits, so that
+ *     accumulated across microbatches). A region has no end: it reserves
+ *     up to the highest byte ever granted in it, rounded up to
+ *     segment_bytes, and the runtime preallocates it at that size, which a
+ *     dry run of this allocator gives. Brief buffers take the high end of
+ *     the best-fitting hole, the others the lowest hole that fits, so that
  *     classes of lifetimes do not split each other's holes;
  *   - caching (PyTorch's CUDACachingAllocator): a pool per stream and per
  *     size class; requests under 1 MiB share 2 MiB segments, requests
@@ -65,8 +66,9 @@ struct alloc_req {
 };
 
 /*
- * Backs bytes [offset, offset + bytes) of segment seg (offset > 0: an arena
- * growing at its end; its memory must follow what came before). Returns the
+ * Backs bytes [offset, offset + bytes) of segment seg: a new segment at
+ * offset 0 (an arena region asks first with bytes 0), then an arena region
+ * growing at its end (its memory must follow what came before). Returns the
  * segment's base address, NULL when out of memory. The simulator passes no
  * callback.
  */
@@ -92,6 +94,12 @@ int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_r
 void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t op);
 /* Every op issued so far has completed (a step ended): freed blocks are free for anyone. */
 void alloc_settle(struct allocator *a);
+/*
+ * 1 when every step starts from the same state once settled (the arena:
+ * its regions have no end, so the first step already sees what later ones
+ * see): one step then tells what every step does.
+ */
+int alloc_steps_repeat(const struct allocator *a);
 
 /* The block size buffer buf holds (0 when none), its memory (NULL without a reserve callback). */
 uint64_t alloc_granted(const struct allocator *a, int buf);

@@ -227,6 +227,8 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	int steps = run->warmup + run->steps;
 
 	memory_persistent(m);
+	if (alloc_steps_repeat(m->a))
+		steps = 1;
 	for (int k = 0; k < (steps > 1 ? steps : 1); k++) {
 		uint64_t before = alloc_reserved(m->a);
 		if (k)
