@@ -33,6 +33,7 @@
 
 #define NPOOLS (2 * ST_COUNT)
 #define UNBOUNDED (1ull << 62)        /* the size of an arena region's free end */
+#define COMPACT_AT 16                 /* free blocks in a pool beyond which old ones are merged */
 
 struct block {
 	uint64_t off, size;
@@ -382,6 +383,24 @@ static int find_run(struct allocator *a, const struct pool *p, uint64_t r, const
 	return k;
 }
 
+/*
+ * Merge runs of adjacent free blocks that are all old for op `op` (freed
+ * wait_age ops or more before it): any later request may take them, with a
+ * wait on ops long finished, so keeping their clocks apart gains nothing
+ * and lengthens the searches. Merging reorders the list: scan again.
+ */
+static void compact(struct allocator *a, struct pool *p, uint32_t op)
+{
+	for (int i = 0; i < p->n; i++) {
+		int b = p->free[i], next = a->blocks[b].next;
+		if (next >= 0 && a->blocks[next].slot >= 0 && op >= a->blocks[b].freed_op + a->cfg.wait_age &&
+		    op >= a->blocks[next].freed_op + a->cfg.wait_age && !unbounded(&a->blocks[next])) {
+			merge(a, b, next);
+			i = -1;
+		}
+	}
+}
+
 /* ---- requests ---------------------------------------------------------------------- */
 
 int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_req *rq, uint32_t *wait)
@@ -399,6 +418,8 @@ int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_r
 			return -1;
 		a->region[pool] = a->nsegs - 1;
 	}
+	if (a->cfg.wait_age && a->pools[pool].n > COMPACT_AT && rq->clock)
+		compact(a, &a->pools[pool], rq->op);
 	best = find_run(a, &a->pools[pool], r, rq, first_fit, high);
 	if (best < 0) {
 		assert(a->cfg.caching); /* an arena always has room at its end */

@@ -53,6 +53,8 @@ struct builder {
 	int *recomputed;      /* per segment: recomputed activations */
 	int resid, dresid;    /* this microbatch's residual stream and its gradient, -1 */
 	int ktab[SEG_KIND_COUNT][PH_COUNT];
+	uint64_t saved[SEG_KIND_COUNT];               /* activation bytes a segment keeps */
+	uint64_t transient[SEG_KIND_COUNT][PH_COUNT]; /* scratch of a segment's phase */
 	/* one op under construction */
 	struct op cur;
 	uint32_t *deps, *allocs, *frees;
@@ -519,7 +521,7 @@ static void forward(struct builder *b, int micro)
 		int u = s->segs[g].unit, op, a;
 		struct unit *x = &s->units[u];
 		enum segment_kind sk = s->segs[g].kind;
-		uint64_t saved = model_segment_saved_bytes(m, s->batch, sk, s->ac, s->loss, b->act_bytes);
+		uint64_t saved = b->saved[sk];
 
 		/* issue gathers up to `prefetch` units ahead of the one computing */
 		while (needs_gather && next < s->nunits && next <= u + b->p->prefetch) {
@@ -548,8 +550,7 @@ static void forward(struct builder *b, int micro)
 		alloc_buf(b, a);
 		opd(b, a, OPD_OUT);
 		b->acts[g] = a;
-		scratch(b, model_segment_transient_bytes(m, s->batch, sk, PH_FWD, s->ac, s->loss, b->act_bytes),
-			u, g, micro);
+		scratch(b, b->transient[sk][PH_FWD], u, g, micro);
 		if (sk == SEG_HEAD) {
 			free_buf(b, b->resid);
 			b->resid = -1;
@@ -803,8 +804,7 @@ static void backward(struct builder *b, int micro)
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);
 		if (s->ac != AC_NONE && sk == SEG_BLOCK) {
-			uint64_t tr = model_segment_transient_bytes(m, batch, sk, PH_RECOMPUTE, s->ac, s->loss,
-								    b->act_bytes);
+			uint64_t tr = b->transient[sk][PH_RECOMPUTE];
 			begin(b, OP_RECOMPUTE, ST_COMPUTE, u, g, micro);
 			set_kernels(b, g, PH_RECOMPUTE);
 			dep(b, b->ready_op[u]);
@@ -841,8 +841,7 @@ static void backward(struct builder *b, int micro)
 		} else {
 			opd(b, b->dresid, sk == SEG_EMBED ? OPD_IN : OPD_INOUT);
 		}
-		scratch(b, model_segment_transient_bytes(m, batch, sk, PH_BWD, s->ac, s->loss, b->act_bytes),
-			u, g, micro);
+		scratch(b, b->transient[sk][PH_BWD], u, g, micro);
 		free_buf(b, b->acts[g]);
 		free_buf(b, b->recomputed[g]);
 		if (sk == SEG_EMBED) {
@@ -1113,9 +1112,14 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.allocs = xmalloc(sizeof(uint32_t) * b.cap);
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
 	b.opds = xmalloc(sizeof(struct operand) * b.cap);
-	for (int i = 0; i < SEG_KIND_COUNT; i++)
-		for (int j = 0; j < PH_COUNT; j++)
+	for (int i = 0; i < SEG_KIND_COUNT; i++) {
+		b.saved[i] = model_segment_saved_bytes(&e->model, s->batch, i, s->ac, s->loss, b.act_bytes);
+		for (int j = 0; j < PH_COUNT; j++) {
 			b.ktab[i][j] = -2;
+			b.transient[i][j] = model_segment_transient_bytes(&e->model, s->batch, i, j, s->ac, s->loss,
+									  b.act_bytes);
+		}
+	}
 
 	static_buffers(&b);
 	for (int m = 0; m < b.M; m++) {
