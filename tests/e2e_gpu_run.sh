@@ -157,6 +157,27 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 	equiv "flat params, concat last only = block" fsdp2 flat 2 --set policy.flat_params=true \
 		--set policy.concat_last_only=true
 	equiv "ddp no-sync = fsdp (M=2)" fsdp2 ddpns 2 --set policy.sharding=ddp --set policy.accum=no-sync
+	# every family again on 4 ranks (one shard group of 4): the same losses as fsdp on 4, ./sim's memory
+	four=(--set cluster.gpus_per_node=4)
+	for fam in "ddp|--set policy.sharding=ddp" "zero2|--set policy.sharding=zero2" \
+		"nosync|--set policy.accum=no-sync" "partial|--set policy.accum=partial:1" \
+		"acfull|--set policy.ac=full" "acsel|--set policy.ac=selective" "oib|--set policy.optim_in_backward=true" \
+		"perparam|--set policy.optim=per-param" "blockio|--set policy.wrap=block+io" "whole|--set policy.wrap=whole" \
+		"abl|--set policy.reshard=all-but-last" "pytorch|--set policy.runtime=pytorch" \
+		"offopt|--set policy.offload=optim" "offpar|--set policy.offload=params" \
+		"flat|--set policy.flat_params=true"; do
+		name=${fam%%|*}4
+		read -ra extra <<<"${fam#*|}"
+		if ! run "$name" 4 "${STEPS[@]}" "${four[@]}" "${extra[@]}"; then
+			bad "$name" "exit status $?: $(tail -3 "$tmp/$name.err")"
+		elif ! diff=$(same fsdp4 "$name"); then
+			bad "$name" "losses differ from fsdp on 4 ranks: $diff"
+		elif ! got=$(memory "$name"); then
+			bad "$name memory" "$got"
+		else
+			ok "$name (4 ranks) = fsdp: $diff; peak memory = ./sim's ($got)"
+		fi
+	done
 	# the comparison must be able to fail: other data, other numbers
 	if run seed 2 "${STEPS[@]}" --set run.seed=4321 && ! diff=$(same fsdp2 seed); then
 		ok "another seed differs: max relative difference $diff"
