@@ -17,6 +17,7 @@
 #include "xalloc.h"
 
 #define INDEX_MAX 999999
+#define CHUNK_ROWS 4096    /* rows per chunk of a dataset */
 
 /* ---- errors ----------------------------------------------------------- */
 
@@ -68,6 +69,147 @@ int h5file_check(struct h5file_session *s, int64_t rv, const char *call)
 	H5Eclear2(H5E_DEFAULT);
 	s->failed = 1;
 	return -1;
+}
+
+/* ---- attributes and datasets ----------------------------------------------- */
+
+/* Variable-length UTF-8 string type (h5py reads it as str). Caller closes. */
+static hid_t vlen_str_type(void)
+{
+	hid_t t = H5Tcopy(H5T_C_S1);
+
+	if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
+		H5Tclose(t);
+		return -1;
+	}
+	return t;
+}
+
+/*
+ * Write attribute `name` on loc: n elements of mem_type from data, stored
+ * as file_type; n < 0 makes a scalar, n >= 0 a one-dimensional array.
+ */
+void h5file_attr_write(struct h5file_session *s, hid_t loc, const char *name, hid_t file_type,
+		       hid_t mem_type, int n, const void *data)
+{
+	hsize_t dim = n < 0 ? 1 : (hsize_t)n;
+	hid_t space, attr;
+
+	if (s->failed)
+		return;
+	space = n < 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
+	if (h5file_check(s, space, "H5Screate") < 0)
+		return;
+	attr = H5Acreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+	if (h5file_check(s, attr, name) == 0) {
+		h5file_check(s, H5Awrite(attr, mem_type, data), name);
+		H5Aclose(attr);
+	}
+	H5Sclose(space);
+}
+
+void h5file_attr_str(struct h5file_session *s, hid_t loc, const char *name, const char *value)
+{
+	hid_t t;
+
+	if (s->failed)
+		return;
+	t = vlen_str_type();
+	if (h5file_check(s, t, "H5Tcopy(string)") < 0)
+		return;
+	h5file_attr_write(s, loc, name, t, t, -1, &value);
+	H5Tclose(t);
+}
+
+void h5file_attr_strs(struct h5file_session *s, hid_t loc, const char *name, int n, const char *const *values)
+{
+	hid_t t;
+
+	if (s->failed)
+		return;
+	t = vlen_str_type();
+	if (h5file_check(s, t, "H5Tcopy(string)") < 0)
+		return;
+	h5file_attr_write(s, loc, name, t, t, n, values);
+	H5Tclose(t);
+}
+
+void h5file_attr_i32(struct h5file_session *s, hid_t loc, const char *name, int32_t v)
+{
+	h5file_attr_write(s, loc, name, H5T_STD_I32LE, H5T_NATIVE_INT32, -1, &v);
+}
+
+void h5file_attr_u64(struct h5file_session *s, hid_t loc, const char *name, uint64_t v)
+{
+	h5file_attr_write(s, loc, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, -1, &v);
+}
+
+void h5file_attr_f64(struct h5file_session *s, hid_t loc, const char *name, double v)
+{
+	h5file_attr_write(s, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, -1, &v);
+}
+
+
+/*
+ * Write n rows of mem_type as dataset `name` in loc. The file type is the
+ * memory type packed (no padding; little-endian on our targets). Chunked
+ * and deflated when there are rows and the filter is available.
+ */
+void h5file_dataset(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type,
+			  size_t n, const void *rows)
+{
+	hsize_t dim = n, chunk = n < CHUNK_ROWS ? n : CHUNK_ROWS;
+	hid_t file_type = -1, space = -1, dcpl = -1, dset = -1;
+
+	if (s->failed)
+		return;
+	file_type = H5Tcopy(mem_type);
+	if (h5file_check(s, file_type, "H5Tcopy") < 0 || h5file_check(s, H5Tpack(file_type), "H5Tpack") < 0)
+		goto out;
+	space = H5Screate_simple(1, &dim, NULL);
+	dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	if (h5file_check(s, space, "H5Screate_simple") < 0 || h5file_check(s, dcpl, "H5Pcreate") < 0)
+		goto out;
+	if (n > 0) {
+		if (h5file_check(s, H5Pset_chunk(dcpl, 1, &chunk), "H5Pset_chunk") < 0)
+			goto out;
+		if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0 &&
+		    (h5file_check(s, H5Pset_shuffle(dcpl), "H5Pset_shuffle") < 0 ||
+		     h5file_check(s, H5Pset_deflate(dcpl, 4), "H5Pset_deflate") < 0))
+			goto out;
+	}
+	dset = H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	if (h5file_check(s, dset, name) < 0)
+		goto out;
+	if (n > 0)
+		h5file_check(s, H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), name);
+out:
+	if (dset >= 0)
+		H5Dclose(dset);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (space >= 0)
+		H5Sclose(space);
+	if (file_type >= 0)
+		H5Tclose(file_type);
+}
+
+
+/* An HDF5 enum over uint8 with values 0..n-1 named names[i]. Caller closes. */
+hid_t h5file_enum_type(struct h5file_session *s, const char *const *names, int n)
+{
+	hid_t t = H5Tenum_create(H5T_NATIVE_UINT8);
+
+	if (h5file_check(s, t, "H5Tenum_create") < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		uint8_t v = (uint8_t)i;
+		if (h5file_check(s, H5Tenum_insert(t, names[i], &v), "H5Tenum_insert") < 0) {
+			H5Tclose(t);
+			return -1;
+		}
+	}
+	return t;
 }
 
 /* ---- groups -------------------------------------------------------------- */

@@ -57,6 +57,28 @@ int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx
  */
 hid_t h5file_next_group(struct h5file_session *s, hid_t file, const char *parent, char name[16]);
 
+/*
+ * Attributes and datasets; each does nothing once the session has failed,
+ * so a run of them is checked once, at its end. Strings are
+ * variable-length UTF-8 (h5py reads them as str). h5file_attr_write: n
+ * elements of mem_type stored as file_type (n < 0: a scalar).
+ */
+void h5file_attr_write(struct h5file_session *s, hid_t loc, const char *name, hid_t file_type,
+		       hid_t mem_type, int n, const void *data);
+void h5file_attr_str(struct h5file_session *s, hid_t loc, const char *name, const char *value);
+void h5file_attr_strs(struct h5file_session *s, hid_t loc, const char *name, int n, const char *const *values);
+void h5file_attr_i32(struct h5file_session *s, hid_t loc, const char *name, int32_t v);
+void h5file_attr_u64(struct h5file_session *s, hid_t loc, const char *name, uint64_t v);
+void h5file_attr_f64(struct h5file_session *s, hid_t loc, const char *name, double v);
+/* An HDF5 enum over uint8 with values 0..n-1 named names[i]; caller closes; -1 after reporting. */
+hid_t h5file_enum_type(struct h5file_session *s, const char *const *names, int n);
+/*
+ * n rows of the compound mem_type as dataset `name` of loc, stored packed,
+ * chunked and deflated when there are rows.
+ */
+void h5file_dataset(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type, size_t n,
+		    const void *rows);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,7 +25,6 @@
 
 #define SCHEMA_VERSION 1
 #define LABEL_BYTES 64     /* fixed string size of the ops.label field, NUL included */
-#define CHUNK_ROWS 4096    /* rows per chunk of the ops and memory datasets */
 
 /* One row of the ops dataset, in memory. */
 struct op_row {
@@ -44,82 +43,6 @@ struct op_row {
 
 /* ---- attributes ------------------------------------------------------ */
 
-/* Variable-length UTF-8 string type (h5py reads it as str). Caller closes. */
-static hid_t vlen_str_type(void)
-{
-	hid_t t = H5Tcopy(H5T_C_S1);
-
-	if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
-		H5Tclose(t);
-		return -1;
-	}
-	return t;
-}
-
-/*
- * Write attribute `name` on loc: n elements of mem_type from data, stored
- * as file_type; n < 0 makes a scalar, n >= 0 a one-dimensional array.
- */
-static void attr_write(struct h5file_session *s, hid_t loc, const char *name, hid_t file_type,
-		       hid_t mem_type, int n, const void *data)
-{
-	hsize_t dim = n < 0 ? 1 : (hsize_t)n;
-	hid_t space, attr;
-
-	if (s->failed)
-		return;
-	space = n < 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
-	if (h5file_check(s, space, "H5Screate") < 0)
-		return;
-	attr = H5Acreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-	if (h5file_check(s, attr, name) == 0) {
-		h5file_check(s, H5Awrite(attr, mem_type, data), name);
-		H5Aclose(attr);
-	}
-	H5Sclose(space);
-}
-
-static void attr_str(struct h5file_session *s, hid_t loc, const char *name, const char *value)
-{
-	hid_t t;
-
-	if (s->failed)
-		return;
-	t = vlen_str_type();
-	if (h5file_check(s, t, "H5Tcopy(string)") < 0)
-		return;
-	attr_write(s, loc, name, t, t, -1, &value);
-	H5Tclose(t);
-}
-
-static void attr_strs(struct h5file_session *s, hid_t loc, const char *name, int n, const char *const *values)
-{
-	hid_t t;
-
-	if (s->failed)
-		return;
-	t = vlen_str_type();
-	if (h5file_check(s, t, "H5Tcopy(string)") < 0)
-		return;
-	attr_write(s, loc, name, t, t, n, values);
-	H5Tclose(t);
-}
-
-static void attr_i32(struct h5file_session *s, hid_t loc, const char *name, int32_t v)
-{
-	attr_write(s, loc, name, H5T_STD_I32LE, H5T_NATIVE_INT32, -1, &v);
-}
-
-static void attr_u64(struct h5file_session *s, hid_t loc, const char *name, uint64_t v)
-{
-	attr_write(s, loc, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, -1, &v);
-}
-
-static void attr_f64(struct h5file_session *s, hid_t loc, const char *name, double v)
-{
-	attr_write(s, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, -1, &v);
-}
-
 struct config_ctx {
 	struct h5file_session *s;
 	hid_t loc;
@@ -131,27 +54,10 @@ static void config_attr(void *ctx, const char *section, const char *key, const c
 	char name[128];
 
 	snprintf(name, sizeof name, "%s.%s", section, key);
-	attr_str(c->s, c->loc, name, value);
+	h5file_attr_str(c->s, c->loc, name, value);
 }
 
 /* ---- datasets -------------------------------------------------------- */
-
-/* An HDF5 enum over uint8 with values 0..n-1 named names[i]. Caller closes. */
-static hid_t enum_type(struct h5file_session *s, const char *const *names, int n)
-{
-	hid_t t = H5Tenum_create(H5T_NATIVE_UINT8);
-
-	if (h5file_check(s, t, "H5Tenum_create") < 0)
-		return -1;
-	for (int i = 0; i < n; i++) {
-		uint8_t v = (uint8_t)i;
-		if (h5file_check(s, H5Tenum_insert(t, names[i], &v), "H5Tenum_insert") < 0) {
-			H5Tclose(t);
-			return -1;
-		}
-	}
-	return t;
-}
 
 /* The ops row compound in memory layout, or -1. Caller closes. */
 static hid_t op_row_type(struct h5file_session *s)
@@ -163,8 +69,8 @@ static hid_t op_row_type(struct h5file_session *s)
 		kinds[i] = op_kind_name((enum op_kind)i);
 	for (int i = 0; i < ST_COUNT; i++)
 		streams[i] = stream_name((enum stream_id)i);
-	kind_t = enum_type(s, kinds, OP_KIND_COUNT);
-	stream_t = enum_type(s, streams, ST_COUNT);
+	kind_t = h5file_enum_type(s, kinds, OP_KIND_COUNT);
+	stream_t = h5file_enum_type(s, streams, ST_COUNT);
 	label_t = H5Tcopy(H5T_C_S1);
 	t = H5Tcreate(H5T_COMPOUND, sizeof(struct op_row));
 	if (s->failed || h5file_check(s, label_t, "H5Tcopy") < 0 || h5file_check(s, t, "H5Tcreate") < 0)
@@ -223,50 +129,6 @@ static hid_t mem_row_type(struct h5file_session *s)
 	return t;
 }
 
-/*
- * Write n rows of mem_type as dataset `name` in loc. The file type is the
- * memory type packed (no padding; little-endian on our targets). Chunked
- * and deflated when there are rows and the filter is available.
- */
-static void dataset_write(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type,
-			  size_t n, const void *rows)
-{
-	hsize_t dim = n, chunk = n < CHUNK_ROWS ? n : CHUNK_ROWS;
-	hid_t file_type = -1, space = -1, dcpl = -1, dset = -1;
-
-	if (s->failed)
-		return;
-	file_type = H5Tcopy(mem_type);
-	if (h5file_check(s, file_type, "H5Tcopy") < 0 || h5file_check(s, H5Tpack(file_type), "H5Tpack") < 0)
-		goto out;
-	space = H5Screate_simple(1, &dim, NULL);
-	dcpl = H5Pcreate(H5P_DATASET_CREATE);
-	if (h5file_check(s, space, "H5Screate_simple") < 0 || h5file_check(s, dcpl, "H5Pcreate") < 0)
-		goto out;
-	if (n > 0) {
-		if (h5file_check(s, H5Pset_chunk(dcpl, 1, &chunk), "H5Pset_chunk") < 0)
-			goto out;
-		if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0 &&
-		    (h5file_check(s, H5Pset_shuffle(dcpl), "H5Pset_shuffle") < 0 ||
-		     h5file_check(s, H5Pset_deflate(dcpl, 4), "H5Pset_deflate") < 0))
-			goto out;
-	}
-	dset = H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-	if (h5file_check(s, dset, name) < 0)
-		goto out;
-	if (n > 0)
-		h5file_check(s, H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), name);
-out:
-	if (dset >= 0)
-		H5Dclose(dset);
-	if (dcpl >= 0)
-		H5Pclose(dcpl);
-	if (space >= 0)
-		H5Sclose(space);
-	if (file_type >= 0)
-		H5Tclose(file_type);
-}
-
 static void write_ops(struct h5file_session *s, hid_t run, const struct run_result *r)
 {
 	const struct schedule *sc = r->sched;
@@ -293,7 +155,7 @@ static void write_ops(struct h5file_session *s, hid_t run, const struct run_resu
 	}
 	t = op_row_type(s);
 	if (t >= 0) {
-		dataset_write(s, run, "ops", t, (size_t)sc->nops, rows);
+		h5file_dataset(s, run, "ops", t, (size_t)sc->nops, rows);
 		H5Tclose(t);
 	}
 	free(rows);
@@ -307,7 +169,7 @@ static void write_memory(struct h5file_session *s, hid_t run, const struct run_r
 		return;
 	t = mem_row_type(s);
 	if (t >= 0) {
-		dataset_write(s, run, "memory", t, r->nmem > 0 ? (size_t)r->nmem : 0, r->mem);
+		h5file_dataset(s, run, "memory", t, r->nmem > 0 ? (size_t)r->nmem : 0, r->mem);
 		H5Tclose(t);
 	}
 }
@@ -327,22 +189,22 @@ static void write_summary(struct h5file_session *s, hid_t run, const struct summ
 		cats[c] = mem_cat_name((enum mem_cat)c);
 	for (int i = 0; i < ncrit; i++)
 		crit[i] = m->crit_name[i];
-	attr_f64(s, g, "step_time_s", m->step_time_s);
-	attr_f64(s, g, "tokens_per_s_per_gpu", m->tokens_per_s_per_gpu);
-	attr_f64(s, g, "mfu", m->mfu);
-	attr_f64(s, g, "compute_s", m->compute_s);
-	attr_f64(s, g, "exposed_comm_s", m->exposed_comm_s);
-	attr_u64(s, g, "comm_bytes_per_gpu", m->comm_bytes_per_gpu);
-	attr_u64(s, g, "peak_alloc_bytes", m->peak_alloc_bytes);
-	attr_u64(s, g, "peak_reserved_bytes", m->peak_reserved_bytes);
-	attr_write(s, g, "peak_by_cat_bytes", H5T_STD_U64LE, H5T_NATIVE_UINT64, MEM_CAT_COUNT,
+	h5file_attr_f64(s, g, "step_time_s", m->step_time_s);
+	h5file_attr_f64(s, g, "tokens_per_s_per_gpu", m->tokens_per_s_per_gpu);
+	h5file_attr_f64(s, g, "mfu", m->mfu);
+	h5file_attr_f64(s, g, "compute_s", m->compute_s);
+	h5file_attr_f64(s, g, "exposed_comm_s", m->exposed_comm_s);
+	h5file_attr_u64(s, g, "comm_bytes_per_gpu", m->comm_bytes_per_gpu);
+	h5file_attr_u64(s, g, "peak_alloc_bytes", m->peak_alloc_bytes);
+	h5file_attr_u64(s, g, "peak_reserved_bytes", m->peak_reserved_bytes);
+	h5file_attr_write(s, g, "peak_by_cat_bytes", H5T_STD_U64LE, H5T_NATIVE_UINT64, MEM_CAT_COUNT,
 		   m->peak_by_cat);
-	attr_strs(s, g, "categories", MEM_CAT_COUNT, cats);
-	attr_u64(s, g, "gpu_bytes", m->gpu_bytes);
-	attr_i32(s, g, "fits", m->fits);
-	attr_i32(s, g, "ncrit", ncrit);
-	attr_strs(s, g, "crit_names", ncrit, crit);
-	attr_write(s, g, "crit_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ncrit, m->crit_s);
+	h5file_attr_strs(s, g, "categories", MEM_CAT_COUNT, cats);
+	h5file_attr_u64(s, g, "gpu_bytes", m->gpu_bytes);
+	h5file_attr_i32(s, g, "fits", m->fits);
+	h5file_attr_i32(s, g, "ncrit", ncrit);
+	h5file_attr_strs(s, g, "crit_names", ncrit, crit);
+	h5file_attr_write(s, g, "crit_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ncrit, m->crit_s);
 	H5Gclose(g);
 }
 
@@ -360,13 +222,13 @@ static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	gethostname(host, sizeof host - 1);
-	attr_str(s, run, "source", r->source ? r->source : "");
-	attr_str(s, run, "created", created);
-	attr_i32(s, run, "schema_version", SCHEMA_VERSION);
-	attr_str(s, run, "hostname", host);
+	h5file_attr_str(s, run, "source", r->source ? r->source : "");
+	h5file_attr_str(s, run, "created", created);
+	h5file_attr_i32(s, run, "schema_version", SCHEMA_VERSION);
+	h5file_attr_str(s, run, "hostname", host);
 	if (r->exp) {
 		struct config_ctx c = { s, run };
-		attr_str(s, run, "experiment", r->exp->path);
+		h5file_attr_str(s, run, "experiment", r->exp->path);
 		config_each(r->exp, config_attr, &c);
 	}
 	write_ops(s, run, r);
