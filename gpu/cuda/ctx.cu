@@ -5,7 +5,9 @@
  *
  * Invariants: a context's workspace and scratch are used by one stream at a
  * time; profiling entries come in begin/end pairs on the stream of the
- * kernel they time.
+ * kernel they time. The timing entries grow on demand (doubling), so any
+ * number of kernels may be timed between two reads: 32 blocks with full
+ * recomputation time about 700 kernels in one backward.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,21 @@ void cuda_fail(const char *lib, const char *call, const char *what, const char *
 
 /* ---- context ------------------------------------------------------------------- */
 
+/* At least cap timing entries, each with its two events (made here, no synchronization). */
+static void prof_grow(struct cuda_ctx *ctx, int cap)
+{
+	if (cap <= ctx->prof_cap)
+		return;
+	struct prof_entry *p = (struct prof_entry *)realloc(ctx->prof, sizeof(*p) * (size_t)cap);
+	cuda_assert(p != NULL);
+	for (int i = ctx->prof_cap; i < cap; i++) {
+		cudaCheck(cudaEventCreate(&p[i].start));
+		cudaCheck(cudaEventCreate(&p[i].stop));
+	}
+	ctx->prof = p;
+	ctx->prof_cap = cap;
+}
+
 struct cuda_ctx *cuda_ctx_new(size_t scratch_bytes)
 {
 	struct cuda_ctx *ctx = (struct cuda_ctx *)calloc(1, sizeof(*ctx));
@@ -45,10 +62,7 @@ struct cuda_ctx *cuda_ctx_new(size_t scratch_bytes)
 	cublasCheck(cublasLtCreate(&ctx->lt));
 	cudaCheck(cudaMalloc(&ctx->workspace, GEMM_WORKSPACE_BYTES));
 	cuda_ctx_reserve(ctx, scratch_bytes);
-	for (int i = 0; i < PROF_MAX; i++) {
-		cudaCheck(cudaEventCreate(&ctx->prof[i].start));
-		cudaCheck(cudaEventCreate(&ctx->prof[i].stop));
-	}
+	prof_grow(ctx, PROF_FIRST);
 	return ctx;
 }
 
@@ -59,10 +73,11 @@ void cuda_ctx_free(struct cuda_ctx *ctx)
 	cudaCheck(cudaDeviceSynchronize());
 	for (int i = 0; i < ctx->nplans; i++)
 		gemm_plan_destroy(&ctx->plans[i]);
-	for (int i = 0; i < PROF_MAX; i++) {
+	for (int i = 0; i < ctx->prof_cap; i++) {
 		cudaCheck(cudaEventDestroy(ctx->prof[i].stop));
 		cudaCheck(cudaEventDestroy(ctx->prof[i].start));
 	}
+	free(ctx->prof);
 	cudaCheck(cudaFree(ctx->scratch));
 	cudaCheck(cudaFree(ctx->workspace));
 	cublasCheck(cublasLtDestroy(ctx->lt));
@@ -115,7 +130,8 @@ void prof_begin(struct cuda_ctx *ctx, cudaStream_t st, const char *name)
 {
 	if (!ctx->prof_on)
 		return;
-	cuda_assert(ctx->nprof < PROF_MAX);
+	if (ctx->nprof == ctx->prof_cap)
+		prof_grow(ctx, 2 * ctx->prof_cap);
 	struct prof_entry *e = &ctx->prof[ctx->nprof];
 	e->name = name;
 	cudaCheck(cudaEventRecord(e->start, st));
@@ -127,6 +143,11 @@ void prof_end(struct cuda_ctx *ctx, cudaStream_t st)
 		return;
 	cudaCheck(cudaEventRecord(ctx->prof[ctx->nprof].stop, st));
 	ctx->nprof++;
+}
+
+int cuda_ctx_profile_count(const struct cuda_ctx *ctx)
+{
+	return ctx->nprof;
 }
 
 int cuda_ctx_profile_read(struct cuda_ctx *ctx, struct cuda_kernel_time *out, int max)

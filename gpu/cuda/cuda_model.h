@@ -73,14 +73,17 @@ int cuda_attention_supported(int Q);
  * Per-kernel timing: while on, the block, head and model functions put a
  * CUDA event pair around each kernel they launch, named as core/model.c
  * names the kernels ("qkv", "attention", "down_wgrad", ...; residual adds
- * are fused into GEMMs and norms and have no entry). Read synchronizes and
- * clears; returns the number of entries written.
+ * are fused into GEMMs and norms and have no entry). Any number of kernels
+ * may be timed between reads (the entries grow). Count says how many are
+ * pending; read synchronizes, copies up to max of them and clears all;
+ * returns the number written.
  */
 struct cuda_kernel_time {
 	char name[24];
 	float ms;
 };
 void cuda_ctx_profile(struct cuda_ctx *ctx, int on);
+int cuda_ctx_profile_count(const struct cuda_ctx *ctx);
 int cuda_ctx_profile_read(struct cuda_ctx *ctx, struct cuda_kernel_time *out, int max);
 
 /* ---- layers ---------------------------------------------------------------- */

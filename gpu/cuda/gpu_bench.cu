@@ -13,13 +13,23 @@
  *   attributes  gpu, driver, cuda_driver, cuda_runtime, cublas (strings),
  *               date (UTC, ISO 8601), model, ac (strings), seq, batch,
  *               blocks, warmup, repeats (int), block_fwd_ms, block_bwd_ms,
- *               block_ms, model_tflop_per_block, peak_tflops, mfu (double)
+ *               block_ms, model_tflop_per_block, causal_tflop_per_block,
+ *               peak_tflops, mfu, mfu_causal (double), mfu_counts,
+ *               peak_source (strings)
  *   dataset kernels  compound {name char[24], phase char[8] ("fwd", "rec"
  *               for recompute in backward, "bwd"),
  *               ms double (per block, mean over repeats), calls int (per
  *               block), tflops double (achieved, 0 when not counted)}
- * MFU counts model FLOPs only (6 params + 12 H Q T per token and block),
- * not recomputation, as core/model.c's model_mfu_flops_per_token does.
+ * Two FLOP counts, neither counting recomputation:
+ *   conventional (model_tflop_per_block, and `mfu`): 6 params + 12 H Q T per
+ *     token and block, attention counted as if every query saw every key
+ *     (non-causal), as core/model.c's model_mfu_flops_per_token and ./sim's
+ *     MFU count it and as MFU figures are usually published;
+ *   causal (causal_tflop_per_block, `mfu_causal`): the same with attention
+ *     over the T (T + 1) / 2 query-key pairs causal masking leaves, i.e.
+ *     6 params + 6 H Q (T + 1) per token: the work a causal kernel does.
+ * The per-kernel TFLOP/s column uses core/model.c's kernel list, whose
+ * attention entries are causal too (forward 2 T^2 Q per head, backward 2.5 x).
  */
 #include <errno.h>
 #include <hdf5.h>
@@ -133,22 +143,36 @@ static struct options parse(int argc, char **argv)
 /* ---- device facts ----------------------------------------------------------------- */
 
 /*
- * Dense bf16 peak from the catalog entry (core/catalog.ini) the device name,
- * or failing that its SM count, maps to; 0 when unknown.
+ * Dense bf16 peak of the device, 10^12 FLOP/s, and where the figure comes
+ * from (*entry): the catalog entry (core/catalog.ini) the device name maps
+ * to, or, for parts the catalog does not hold, the datasheet figure below;
+ * 0 when unknown. Names are matched most specific first: "H100 NVL" and
+ * "H100 PCIe" before "H100". Datasheet figures (nvidia.com, "BF16 Tensor
+ * Core" with sparsity, halved for dense): H100 NVL 1,671 -> 835; H100 PCIe
+ * 1,513 -> 756; H200 NVL 1,671 -> 835.
  */
 static double peak_of(const struct cudaDeviceProp *prop, const char **entry)
 {
-	static const struct { const char *match, *not_match, *catalog; } map[] = {
-		{ "H200", NULL, "h200" },
-		{ "H100", "PCIe", "h100-sxm" }, /* the PCIe part has a lower peak (756) */
-		{ "A100", NULL, "a100-80g" },
+	static const struct { const char *match, *catalog, *sheet; double tflops; } map[] = {
+		{ "H100 NVL", NULL, "H100 NVL datasheet (835 dense bf16)", 835.0 },
+		{ "H100 PCIe", NULL, "H100 PCIe datasheet (756 dense bf16)", 756.0 },
+		{ "H200 NVL", NULL, "H200 NVL datasheet (835 dense bf16)", 835.0 },
+		{ "H200", "h200", NULL, 0.0 },
+		{ "H100", "h100-sxm", NULL, 0.0 }, /* "H100 80GB HBM3": the SXM part */
+		{ "A100", "a100-80g", NULL, 0.0 },
 	};
 	const char *cat = NULL;
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]) && !cat; i++)
-		if (strstr(prop->name, map[i].match)
-		    && !(map[i].not_match && strstr(prop->name, map[i].not_match)))
-			cat = map[i].catalog;
-	/* an unfamiliar name: the SXM parts' SM counts (PCIe H100 has 114, A100 40/80 GB 108) */
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		if (!strstr(prop->name, map[i].match))
+			continue;
+		if (map[i].sheet) {
+			*entry = map[i].sheet;
+			return map[i].tflops;
+		}
+		cat = map[i].catalog;
+		break;
+	}
+	/* an unfamiliar name: the SXM parts' SM counts (H100 PCIe has 114, A100 40/80 GB 108) */
 	if (!cat && prop->major == 9 && prop->multiProcessorCount == 132)
 		cat = "h100-sxm";
 	if (!cat && prop->major == 8 && prop->minor == 0 && prop->multiProcessorCount == 108)
@@ -231,8 +255,11 @@ static struct kstat *stat_of(struct kstat *ks, int *n, const char *name, const c
  */
 static void record_profile(struct cuda_ctx *ctx, struct kstat *ks, int *nks, int backward)
 {
-	static struct cuda_kernel_time kt[512];
-	int n = cuda_ctx_profile_read(ctx, kt, 512);
+	int pending = cuda_ctx_profile_count(ctx);
+	struct cuda_kernel_time *kt =
+		(struct cuda_kernel_time *)malloc(sizeof(*kt) * (size_t)(pending > 0 ? pending : 1));
+	cuda_assert(kt != NULL);
+	int n = cuda_ctx_profile_read(ctx, kt, pending);
 	const char *phase = backward ? "rec" : "fwd";
 	for (int i = 0; i < n; i++) {
 		if (backward && !strcmp(kt[i].name, "down_dgrad"))
@@ -243,6 +270,7 @@ static void record_profile(struct cuda_ctx *ctx, struct kstat *ks, int *nks, int
 		if (backward && !strcmp(kt[i].name, "attn_norm_bwd"))
 			phase = "rec"; /* the next block's backward begins */
 	}
+	free(kt);
 }
 
 /* FLOPs of the named kernel of a block from core/model.c's list (0 when absent). */
@@ -299,7 +327,8 @@ struct krow {
 struct run_info {
 	const struct options *o;
 	const char *gpu, *driver, *cuda_driver, *cuda_runtime, *cublas, *date;
-	double fwd_ms, bwd_ms, block_ms, model_tflop, peak, mfu;
+	const char *peak_source;
+	double fwd_ms, bwd_ms, block_ms, model_tflop, causal_tflop, peak, mfu, mfu_causal;
 };
 
 struct bench_write {
@@ -337,8 +366,13 @@ static int write_bench(struct h5file_session *session, hid_t f, void *ctx)
 	attr_num(g, "block_bwd_ms", H5T_NATIVE_DOUBLE, &r->bwd_ms);
 	attr_num(g, "block_ms", H5T_NATIVE_DOUBLE, &r->block_ms);
 	attr_num(g, "model_tflop_per_block", H5T_NATIVE_DOUBLE, &r->model_tflop);
+	attr_num(g, "causal_tflop_per_block", H5T_NATIVE_DOUBLE, &r->causal_tflop);
 	attr_num(g, "peak_tflops", H5T_NATIVE_DOUBLE, &r->peak);
 	attr_num(g, "mfu", H5T_NATIVE_DOUBLE, &r->mfu);
+	attr_num(g, "mfu_causal", H5T_NATIVE_DOUBLE, &r->mfu_causal);
+	attr_str(g, "mfu_counts", "mfu: conventional count, 6 params + 12 H Q T per token (attention "
+				  "non-causal); mfu_causal: 6 params + 6 H Q (T + 1) per token");
+	attr_str(g, "peak_source", r->peak_source);
 
 	hid_t s24 = H5Tcopy(H5T_C_S1), s8 = H5Tcopy(H5T_C_S1);
 	h5check(H5Tset_size(s24, sizeof(rows[0].name)));
@@ -513,11 +547,15 @@ int main(int argc, char **argv)
 	double block_ms = fwd_ms + bwd_ms;
 	double tokens = (double)N;
 	double pblock = (double)model_block_params(&m);
-	double model_flop = tokens * (6.0 * pblock + 12.0 * m.heads * model_head_dim(&m) * (double)m.seq);
+	double hq = (double)m.heads * model_head_dim(&m);
+	double model_flop = tokens * (6.0 * pblock + 12.0 * hq * (double)m.seq);
+	double causal_flop = tokens * (6.0 * pblock + 6.0 * hq * (double)(m.seq + 1));
 	double mfu = peak > 0.0 ? model_flop / (block_ms * 1e-3) / (peak * 1e12) : 0.0;
+	double mfu_causal = peak > 0.0 ? causal_flop / (block_ms * 1e-3) / (peak * 1e12) : 0.0;
 
 	struct krow rows[MAX_KERNELS];
-	printf("\n%-18s %5s %6s %10s %9s\n", "kernel", "phase", "calls", "ms/block", "TFLOP/s");
+	printf("\n%-18s %5s %6s %10s %9s   (TFLOP/s: executed FLOPs, attention causal)\n", "kernel",
+	       "phase", "calls", "ms/block", "TFLOP/s");
 	double sum_ms = 0.0;
 	for (int i = 0; i < nks; i++) {
 		struct kstat *k = &ks[i];
@@ -542,16 +580,20 @@ int main(int argc, char **argv)
 	       sum_ms);
 	printf("\nblock forward %.3f ms, backward %.3f ms, fwd+bwd %.3f ms (mean of %d x %d blocks)\n",
 	       fwd_ms, bwd_ms, block_ms, o.repeats, L);
-	printf("model FLOPs per block step: %.2f TFLOP (6 params + 12 H Q T per token)\n",
-	       model_flop / 1e12);
+	printf("model FLOPs per block step: %.3f TFLOP conventional (6 params + 12 H Q T per token, "
+	       "attention non-causal), %.3f TFLOP causal (6 params + 6 H Q (T + 1))\n",
+	       model_flop / 1e12, causal_flop / 1e12);
+	const char *peak_source = o.peak_tflops > 0.0 ? "--peak-tflops" : entry ? entry : "unknown";
 	if (peak > 0.0)
-		printf("MFU %.1f%% of %.0f TFLOP/s dense bf16 (%s)\n", 100.0 * mfu, peak,
-		       o.peak_tflops > 0.0 ? "--peak-tflops" : entry);
+		printf("MFU %.1f%% of %.0f TFLOP/s dense bf16 (%s), conventional count; %.1f%% counting "
+		       "causal attention FLOPs\n",
+		       100.0 * mfu, peak, peak_source, 100.0 * mfu_causal);
 	else
 		printf("MFU: unknown peak for '%s'; give --peak-tflops\n", prop.name);
 
 	struct run_info ri = { &o, prop.name, driver, cuda_driver, cuda_runtime, cublas, date,
-			       fwd_ms, bwd_ms, block_ms, model_flop / 1e12, peak, mfu };
+			       peak_source, fwd_ms, bwd_ms, block_ms, model_flop / 1e12,
+			       causal_flop / 1e12, peak, mfu, mfu_causal };
 	write_h5(o.out, &ri, rows, nks);
 
 	cudaCheck(cudaEventDestroy(e2));

@@ -18,7 +18,7 @@
 
 #define GEMM_WORKSPACE_BYTES (32u << 20) /* what cuBLAS asks for on Hopper */
 #define GEMM_PLANS_MAX 128               /* distinct GEMM shapes of a run: a few dozen */
-#define PROF_MAX 512                     /* timed kernels between two reads */
+#define PROF_FIRST 512                   /* timing entries made at first; more on demand */
 
 /* Everything that identifies a cuBLASLt plan; compared with memcmp. */
 struct gemm_key {
@@ -51,8 +51,9 @@ struct cuda_ctx {
 	void *scratch;                 /* device scratch, scratch_bytes */
 	size_t scratch_bytes;
 	int prof_on;
-	int nprof;
-	struct prof_entry prof[PROF_MAX];
+	int nprof;                     /* entries recorded since the last read */
+	int prof_cap;                  /* entries with events made; grows by doubling */
+	struct prof_entry *prof;
 };
 
 /* The first bytes of ctx scratch; aborts with a message when it is too small. */
