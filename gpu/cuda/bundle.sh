@@ -15,14 +15,21 @@
 #            system's Open MPI, PMIx and every bundled library hidden, run
 #            `mpirun -np 2 hostname` and ldd the binaries from the bundle alone
 # Then, on the GPU host, from the repository root:
-#   source gpu/bundle/env.sh
+#   source gpu/bundle/env.sh        # PATH (mpirun) and Open MPI's relocation only
 #   ./gpu_test; ./gpu_bench; mpirun --allow-run-as-root -np 2 ./gpu_run ...
+# Nothing goes on LD_LIBRARY_PATH for the shell: gpu_run, gpu_test and
+# gpu_bench find DIR/lib through their rpath ($ORIGIN/gpu/bundle/lib, set by
+# the Makefile, so the default DIR), and the Open MPI programs of the bundle
+# (mpirun, orted, ompi_info) are small scripts that put DIR/lib on the
+# library path of the real program alone (and of the job mpirun starts).
 #
 # Layout:
 #   DIR/lib/           every bundled shared library, flat
-#   DIR/openmpi/       an Open MPI prefix: bin/, the component and help
-#                      directories at the paths Debian configured relative
-#                      to /usr, etc/ (OPAL_PREFIX relocates it)
+#   DIR/openmpi/       an Open MPI prefix: bin/ (the wrapper scripts),
+#                      libexec/ (the real orterun, orted, ompi_info), the
+#                      component and help directories at the paths Debian
+#                      configured relative to /usr, etc/ (OPAL_PREFIX
+#                      relocates it)
 #   DIR/pmix/          PMIx plugins, help files, config
 #   DIR/env.sh         the one file to source
 #   DIR/MANIFEST       each bundled file and the Debian package it came from
@@ -41,8 +48,18 @@ command -v ldd >/dev/null || die "ldd not found"
 # sanitizer runtimes (a sanitizer build is not for the GPU host).
 skip_re='^(linux-vdso|ld-linux|libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libanl|libnsl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnccl|libnvidia-[a-z-]*|libnvrtc[a-z-]*|libnvJitLink|libasan|libubsan|liblsan|libtsan)\.so'
 
+# The linker cache, read once. No pipeline below ends early on a reader
+# that exits (head, awk's exit): under pipefail the writer's SIGPIPE would
+# fail the script. Each command's output is captured whole, then parsed.
+ldcache=$(ldconfig -p)
+first_line() { sed -n '1{p;q}'; }
+
 # Open MPI's configured directories, to rebuild its prefix inside the bundle.
-ompi_path() { ompi_info --path "$1" --parsable | sed -n 's/^path:[a-z_]*:\(.*\)$/\1/p' | head -1; }
+ompi_path() {
+	local all
+	all=$(ompi_info --path "$1" --parsable)
+	sed -n 's/^path:[a-z_]*:\(.*\)$/\1/p' <<<"$all" | first_line
+}
 ompi_prefix=$(ompi_path prefix)
 ompi_pkglibdir=$(ompi_path pkglibdir)
 ompi_pkgdatadir=$(ompi_path pkgdatadir)
@@ -54,7 +71,7 @@ fi
 rel() { case "$1" in "$ompi_prefix"/*) echo "${1#"$ompi_prefix"/}" ;; *) die "$1 is not under $ompi_prefix" ;; esac; }
 
 # PMIx (external to Debian's Open MPI): its plugin and help directories.
-pmix_lib=$(ldconfig -p | sed -n 's/.*libpmix\.so\.2 (.*) => \(.*\)/\1/p' | head -1)
+pmix_lib=$(sed -n 's/.*libpmix\.so\.2 (.*) => \(.*\)/\1/p' <<<"$ldcache" | first_line)
 pmix_home=""
 if [ -n "$pmix_lib" ]; then
 	real=$(readlink -f "$pmix_lib")
@@ -62,13 +79,22 @@ if [ -n "$pmix_lib" ]; then
 fi
 
 rm -rf "$out"
-mkdir -p "$out/lib" "$out/openmpi/bin" "$out/openmpi/etc" "$out/pmix"
+mkdir -p "$out/lib" "$out/openmpi/bin" "$out/openmpi/libexec" "$out/openmpi/etc" "$out/pmix"
 om="$out/openmpi"
 
 # --- Open MPI: binaries, components, help files, config --------------------------
-cp -L "$ompi_bindir/orterun" "$om/bin/orterun"
-cp -L "$ompi_bindir/orted" "$om/bin/orted"
-cp -L "$ompi_bindir/ompi_info" "$om/bin/ompi_info"
+# The real programs go to libexec/; bin/ holds scripts that give them, and
+# only them (and the processes mpirun starts), the bundle's libraries.
+for b in orterun orted ompi_info; do
+	cp -L "$ompi_bindir/$b" "$om/libexec/$b"
+	cat > "$om/bin/$b" <<EOF
+#!/bin/sh
+# written by gpu/cuda/bundle.sh: run the bundled $b with the bundle's libraries
+_b=\$(cd "\$(dirname "\$0")/../.." && pwd)
+LD_LIBRARY_PATH="\$_b/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$_b/openmpi/libexec/$b" "\$@"
+EOF
+	chmod +x "$om/bin/$b"
+done
 ln -s orterun "$om/bin/mpirun"
 ln -s orterun "$om/bin/mpiexec"
 mkdir -p "$om/$(rel "$ompi_pkglibdir")" "$om/$(rel "$ompi_pkgdatadir")"
@@ -92,13 +118,13 @@ for b in gpu_run gpu_test gpu_bench; do
 	[ -x "$b" ] && elfs+=("$b")
 done
 [ ${#elfs[@]} -gt 0 ] || echo "bundle.sh: note: no gpu_run/gpu_test/gpu_bench built yet; bundling the libraries by name only" >&2
-elfs+=("$om/bin/orterun" "$om/bin/orted" "$om/bin/ompi_info")
+elfs+=("$om/libexec/orterun" "$om/libexec/orted" "$om/libexec/ompi_info")
 elfs+=("$om/$(rel "$ompi_pkglibdir")"/*.so)
 [ -d "$out/pmix/lib/pmix" ] && elfs+=("$out"/pmix/lib/pmix/*.so)
 # the libraries the project links, by soname, whether or not a binary is built
 for so in libhdf5_serial.so.103 libhdf5_serial_hl.so.100 libgsl.so.27 libgslcblas.so.0 \
 	  libinih.so.1 libcunit.so.1 libmpi.so.40; do
-	p=$(ldconfig -p | awk -v s="$so" '$1 == s && /x86-64/ { print $NF; exit }')
+	p=$(awk -v s="$so" '$1 == s && /x86-64/ { print $NF; exit }' <<<"$ldcache")
 	if [ -n "$p" ]; then elfs+=("$p"); else echo "bundle.sh: note: $so not installed here" >&2; fi
 done
 
@@ -129,11 +155,13 @@ done
 pkglib_rel=$(rel "$ompi_pkglibdir")
 pkgdata_rel=$(rel "$ompi_pkgdatadir")
 cat > "$out/env.sh" <<EOF
-# env.sh - source this (bash) to run gpu_run, gpu_test, gpu_bench and Open
-# MPI from this bundle on a host without those Debian packages; written by
-# gpu/cuda/bundle.sh. CUDA, cuBLAS and NCCL come from the host.
+# env.sh - source this (bash) to run Open MPI from this bundle on a host
+# without the Debian packages; written by gpu/cuda/bundle.sh. It sets no
+# LD_LIBRARY_PATH: gpu_run, gpu_test and gpu_bench find the bundle's
+# libraries through their rpath, and mpirun, orted and ompi_info here are
+# scripts that give the bundle's libraries to themselves alone. CUDA,
+# cuBLAS, NCCL and cuDNN come from the host.
 _bundle="\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
-export LD_LIBRARY_PATH="\$_bundle/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export PATH="\$_bundle/openmpi/bin\${PATH:+:\$PATH}"
 # Open MPI relocated: every directory it derives from its prefix, and sysconf
 export OPAL_PREFIX="\$_bundle/openmpi"
@@ -187,8 +215,9 @@ unshare -m bash -eu -c '
 		done
 	done
 	for b in orterun orted ompi_info; do mount --bind /dev/null "$OMPI_BINDIR/$b"; done
-	env -i SKIP_RE="$SKIP_RE" bash -c "
+	env -i SKIP_RE="$SKIP_RE" PATH=/usr/bin:/bin bash -c "
 		source \"$BUNDLE_DIR/env.sh\"
+		[ -z \"\${LD_LIBRARY_PATH:-}\" ] || { echo \"check: env.sh set LD_LIBRARY_PATH\"; exit 1; }
 		echo \"check: mpirun is \$(command -v mpirun)\"
 		mpirun --allow-run-as-root -np 2 hostname | sed \"s/^/check: rank on /\"
 		for b in gpu_run gpu_test gpu_bench; do

@@ -19,8 +19,16 @@
  * guarantees it, core/alloc.h).
  *
  * Backends: backend_cpu.c (threads for streams, the fp32 reference
- * kernels, MPI for collectives: runs everywhere); a CUDA backend (CUDA
- * streams and events, the CUDA model, NCCL) plugs in behind the same table.
+ * kernels, MPI for collectives: runs everywhere) and backend_cuda.c (CUDA
+ * streams and events, the bf16 CUDA model of gpu/cuda, NCCL; built where
+ * CUDA is). A collective whose communicator is emulated (comm.h,
+ * --emulate-world) is device traffic of the bytes one rank of the ring
+ * would move, paced to the emulated link, in either backend.
+ *
+ * Element types travel with the memory wherever the two sides of an
+ * operation may differ (an fp32 master shard gathered into bf16 full
+ * parameters, an unsharded bf16 gradient packed into an fp32 reduction
+ * input): a backend converts, or refuses the schedule when created.
  */
 #ifndef GPU_RUN_BACKEND_H
 #define GPU_RUN_BACKEND_H
@@ -47,6 +55,8 @@ struct seg_args {
 	void *recomputed;       /* what recompute rebuilds (BUF_RECOMPUTED), or NULL */
 	void *scratch;          /* the op's transient memory (BUF_TRANSIENT), or NULL */
 	void *resid;            /* forward: the residual stream (in and out); backward: its gradient */
+	enum elem param_elem;   /* of params and out_params */
+	enum elem grad_elem;    /* of grads and out_grads */
 };
 
 /* One tensor of an optimizer step: parameters, gradient, both moments (m then v). */
@@ -93,9 +103,13 @@ struct backend_ops {
 	void (*forward)(struct backend *b, int stream, const struct seg_args *a);
 	void (*recompute)(struct backend *b, int stream, const struct seg_args *a);
 	void (*backward)(struct backend *b, int stream, const struct seg_args *a);
-	/* collectives of `count` elements per rank; reductions average over the group */
-	void (*all_gather)(struct backend *b, int stream, struct comm_handle *h, void *out, const void *in,
-			   size_t count, enum elem e);
+	/*
+	 * Collectives of `count` elements per rank; reductions average over the
+	 * group. all_gather: out (count x group size, type oe) gets every rank's
+	 * in (type ie, converted).
+	 */
+	void (*all_gather)(struct backend *b, int stream, struct comm_handle *h, void *out, enum elem oe,
+			   const void *in, enum elem ie, size_t count);
 	void (*reduce_scatter)(struct backend *b, int stream, struct comm_handle *h, void *out, const void *in,
 			       size_t count, enum elem e);
 	void (*all_reduce)(struct backend *b, int stream, struct comm_handle *h, void *buf, size_t count,
@@ -105,11 +119,21 @@ struct backend_ops {
 	/* bytes from src to dst, converting when the element types differ */
 	void (*copy)(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
 		     size_t count);
-	/* per-tensor shards: a gather's output to the flat layout, and a flat gradient to a reduction's input */
+	/*
+	 * Per-tensor shards: a gather's output to the flat layout (one type e),
+	 * and a flat gradient (type fe) to a reduction's input (type pe).
+	 */
 	void (*unpack)(struct backend *b, int stream, const struct unit_layout *u, void *flat, const void *gathered,
-		       int n);
-	void (*pack)(struct backend *b, int stream, const struct unit_layout *u, void *packed, const void *flat,
-		     int n);
+		       enum elem e, int n);
+	void (*pack)(struct backend *b, int stream, const struct unit_layout *u, void *packed, enum elem pe,
+		     const void *flat, enum elem fe, int n);
+	/*
+	 * Optional (NULL): what the run is on, as key = value pairs (the device,
+	 * library versions, the communication setup, memory the backend holds
+	 * outside the allocator), for the summary and the results file. Once,
+	 * after a step.
+	 */
+	void (*describe)(struct backend *b, void (*put)(void *ctx, const char *key, const char *value), void *ctx);
 };
 
 struct backend {
@@ -122,6 +146,22 @@ struct backend {
  * types other than fp32).
  */
 struct backend *backend_cpu_new(const struct schedule *s, struct comm *c, char *err, int errlen);
+
+/*
+ * The CUDA backend (backend_cuda.c, built only where CUDA is: GPU_RUN_CUDA)
+ * for schedule s on the current device (the caller selects it) and this
+ * rank's communicators, whose NCCL communicators comm_nccl_init has made
+ * (unless every collective is emulated). NULL with a message in err when
+ * the schedule asks for what it cannot do (fp32 activations, shapes the
+ * kernels do not support). Options: struct cuda_opts.
+ */
+struct cuda_opts {
+	int attention;        /* 0: the mma.sync flash kernel; 1: cuDNN's fused SDPA where it builds */
+	int gemm_autotune;    /* 1: time cuBLASLt's top heuristic candidates once per shape */
+	double watchdog_s;    /* a step not done after this long ends the job (0: never) */
+};
+struct backend *backend_cuda_new(const struct schedule *s, struct comm *c, const struct cuda_opts *o, char *err,
+				 int errlen);
 
 /* Events of op i: its start and its end. */
 static inline int event_start(int op)

@@ -389,11 +389,12 @@ static void fp32_only(enum elem e)
 	(void)e;
 }
 
-static void cpu_all_gather(struct backend *b, int stream, struct comm_handle *h, void *out, const void *in,
-			   size_t count, enum elem e)
+static void cpu_all_gather(struct backend *b, int stream, struct comm_handle *h, void *out, enum elem oe,
+			   const void *in, enum elem ie, size_t count)
 {
 	struct cmd k = { .a.coll = { h, out, in, count } };
-	fp32_only(e);
+	fp32_only(oe);
+	fp32_only(ie);
 	launch(b, stream, run_all_gather, &k);
 }
 
@@ -489,16 +490,19 @@ static void run_pack(struct cpu *c, const struct cmd *k)
 }
 
 static void cpu_unpack(struct backend *b, int stream, const struct unit_layout *u, void *flat,
-		       const void *gathered, int n)
+		       const void *gathered, enum elem e, int n)
 {
 	struct cmd k = { .a.pack = { u, flat, gathered, n } };
+	fp32_only(e);
 	launch(b, stream, run_unpack, &k);
 }
 
-static void cpu_pack(struct backend *b, int stream, const struct unit_layout *u, void *packed, const void *flat,
-		     int n)
+static void cpu_pack(struct backend *b, int stream, const struct unit_layout *u, void *packed, enum elem pe,
+		     const void *flat, enum elem fe, int n)
 {
 	struct cmd k = { .a.pack = { u, packed, flat, n } };
+	fp32_only(pe);
+	fp32_only(fe);
 	launch(b, stream, run_pack, &k);
 }
 

@@ -17,18 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_rng.h>
-
 #include "data.h"
 #include "layout.h"
-#include "ref.h"
-#include "ref_init.h"
 #include "xalloc.h"
 
 #define ADAM_BETA1 0.9f
 #define ADAM_BETA2 0.95f
 #define ADAM_EPS 1e-8f
-#define INIT_GAIN 1.0f
 
 struct exec {
 	const struct schedule *s;
@@ -133,51 +128,66 @@ static void *at(void *base, size_t elems, enum elem e)
 
 /* ---- setup -------------------------------------------------------------------- */
 
-/* The full model from run.seed, identically on every rank (model_total_params floats). */
-static float *model_init(const struct experiment *e)
+/* bf16 bits of f, rounded to nearest even (NaN kept a NaN) */
+static uint16_t bf16_of(float f)
 {
-	const struct model_shape *m = &e->model;
-	float *params = xcalloc(ref_model_floats(m), sizeof(float));
-	struct ref_model model;
-	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	uint32_t u;
 
-	if (!r || ref_model_init(&model, m, params, NULL) != 0) {
-		fprintf(stderr, "gpu_run: out of memory initialising the model\n");
-		exit(1);
-	}
-	gsl_rng_set(r, e->run.seed);
-	ref_init_params(&model, INIT_GAIN, r);
-	ref_model_release(&model);
-	gsl_rng_free(r);
-	return params;
+	memcpy(&u, &f, sizeof(u));
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)(u >> 16 | 0x40);
+	return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
 }
 
-/* Initial contents of the persistent buffers: this rank's shards of the model, zero state. */
+static float float_of_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/*
+ * Initial contents of the persistent buffers: this rank's shards of the
+ * parameters, made from run.seed shard by shard (layout_shard_init: the
+ * rest of the model never exists here), in the buffer's element type;
+ * zero optimizer state and host gradients.
+ */
 static void fill_persistent(struct exec *x)
 {
 	const struct schedule *s = x->s;
-	float *model = model_init(x->e), *shard = NULL;
+	float *shard = NULL;
 	size_t most = 0;
 
 	for (int i = 0; i < s->nbufs; i++)
 		if (s->bufs[i].alloc_op < 0 && s->bufs[i].alias_of < 0 && s->bufs[i].bytes > most)
 			most = s->bufs[i].bytes;
-	shard = xcalloc(most / sizeof(float) + 1, sizeof(float));
+	shard = xcalloc(most / sizeof(uint16_t) + 1, sizeof(float)); /* room for bf16 buffers' elements as floats */
 	for (int i = 0; i < s->nbufs; i++) {
 		const struct buffer *b = &s->bufs[i];
 		if (b->alloc_op >= 0 || b->alias_of >= 0)
 			continue;
-		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER)
-			layout_shard_from_model(&x->lay->units[b->unit], shard, model, x->c->shard_rank);
-		else
+		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER) {
+			const struct unit_layout *u = &x->lay->units[b->unit];
+			assert(elems_of(b) == u->shard_floats);
+			layout_shard_init(u, shard, x->c->shard_rank, x->e->run.seed);
+			if (b->elem == ELEM_BF16) {
+				uint16_t *h = (uint16_t *)shard; /* in place, front to back */
+				for (size_t k = 0; k < u->shard_floats; k++)
+					h[k] = bf16_of(shard[k]);
+			} else {
+				assert(b->elem == ELEM_FP32);
+			}
+		} else {
 			memset(shard, 0, b->bytes); /* optimizer state, host gradients */
+		}
 		if (b->host)
 			memcpy(x->host[i], shard, b->bytes);
 		else
 			ops_of(x)->upload(x->be, ptr_of(x, i), shard, b->bytes);
 	}
 	free(shard);
-	free(model);
 }
 
 struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, int serialize, char *err,
@@ -265,6 +275,8 @@ static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 	enum elem pe = s->bufs[pb].elem, ge = gb >= 0 ? s->bufs[gb].elem : pe;
 
 	memset(a, 0, sizeof(*a));
+	a->param_elem = pe;
+	a->grad_elem = ge;
 	a->seg = o->seg;
 	a->micro = o->micro;
 	a->params = at(params, sp->off, pe);
@@ -360,12 +372,15 @@ static void launch_op(struct exec *x, int i, int step)
 	case OP_ALLGATHER:
 		in = opd_either(x, i, BUF_SHARD_PARAM, BUF_HOST_STAGE, OPD_IN);
 		out = opd_either(x, i, BUF_FULL_PARAM, BUF_GATHER_OUT, OPD_OUT);
-		b->all_gather(x->be, st, comm_handle_of(x->c, o->group, st), ptr_of(x, out), ptr_of(x, in),
-			      s->units[o->unit].shard_elems, s->bufs[out].elem);
+		b->all_gather(x->be, st, comm_handle_of(x->c, o->group, st), ptr_of(x, out), s->bufs[out].elem,
+			      ptr_of(x, in), s->bufs[in].elem, s->units[o->unit].shard_elems);
 		break;
 	case OP_COPY_OUT:
-		b->unpack(x->be, st, &x->lay->units[o->unit], opd_ptr(x, i, BUF_FULL_PARAM, OPD_OUT),
-			  opd_ptr(x, i, BUF_GATHER_OUT, OPD_IN), s->shard_n);
+		out = op_operand(s, i, BUF_FULL_PARAM, OPD_OUT);
+		in = op_operand(s, i, BUF_GATHER_OUT, OPD_IN);
+		assert(s->bufs[out].elem == s->bufs[in].elem);
+		b->unpack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), ptr_of(x, in), s->bufs[out].elem,
+			  s->shard_n);
 		break;
 	case OP_FORWARD:
 		seg_args_of(x, i, &a);
@@ -401,7 +416,8 @@ static void launch_op(struct exec *x, int i, int step)
 		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
 		out = op_operand(s, i, BUF_RS_IN, OPD_OUT);
 		if (s->per_tensor_shards)
-			b->pack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), ptr_of(x, in), s->shard_n);
+			b->pack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in),
+				s->bufs[in].elem, s->shard_n);
 		else /* a cast to the reduce dtype */
 			b->copy(x->be, st, ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in), s->bufs[in].elem,
 				elems_of(&s->bufs[out]));
@@ -503,16 +519,19 @@ void exec_param_sums(const struct exec *x, double *sum, double *sumsq)
 	for (int u = 0; u < s->nunits; u++) {
 		int id = x->master[u];
 		const struct buffer *b = &s->bufs[id];
-		float *p = xmalloc(b->bytes + 1);
+		size_t n = elems_of(b);
+		void *raw = xmalloc(b->bytes + 1);
 		if (b->host)
-			memcpy(p, x->host[id], b->bytes);
+			memcpy(raw, x->host[id], b->bytes);
 		else
-			ops_of(x)->download(x->be, p, ptr_of(x, id), b->bytes);
-		for (size_t i = 0; i < b->bytes / sizeof(float); i++) {
-			v[0] += p[i];
-			v[1] += (double)p[i] * p[i];
+			ops_of(x)->download(x->be, raw, ptr_of(x, id), b->bytes);
+		for (size_t i = 0; i < n; i++) {
+			double p = b->elem == ELEM_BF16 ? float_of_bf16(((const uint16_t *)raw)[i])
+							: ((const float *)raw)[i];
+			v[0] += p;
+			v[1] += p * p;
 		}
-		free(p);
+		free(raw);
 	}
 	mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, x->c->group[GRP_SHARD]));
 	*sum = v[0];

@@ -36,9 +36,10 @@
 struct exec;
 
 /*
- * Set up the walker for schedule s on backend b: the full model is
- * initialised from run.seed identically on every rank and each rank keeps
- * its shards. s, c and b must outlive it. serialize: wait for each op to
+ * Set up the walker for schedule s on backend b: each rank makes its own
+ * shards of the parameters from run.seed (layout_shard_init: the same
+ * values as the slice of the whole model, whatever the sharding), with
+ * zero optimizer state. s, c and b must outlive it. serialize: wait for each op to
  * finish before issuing the next (one op at a time, in issue order: the
  * blocking execution the streams must agree with). NULL with a message in
  * err when the device has too little memory for the persistent state.

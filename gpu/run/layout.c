@@ -8,6 +8,7 @@
 #include "layout.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,20 @@ static int seg_modules(enum segment_kind k, enum module_kind out[2])
 	case SEG_BLOCK: out[0] = MOD_BLOCK; return 1;
 	case SEG_HEAD: out[0] = MOD_FINAL_NORM; out[1] = MOD_OUTPUT; return 2;
 	default: assert(!"bad segment kind"); return 0;
+	}
+}
+
+/* Initial values of a tensor (ref_init_params's rule, gain 1): norms 1, the embedding N(0, 1), weights N(0, 1/fan_in). */
+static void init_rule(struct layout_tensor *t, enum module_kind k, const struct tensor_desc *td)
+{
+	t->init_mean = 0.0f;
+	if (td->rows == 1) {
+		t->init_mean = 1.0f; /* a norm weight */
+		t->init_std = 0.0f;
+	} else if (k == MOD_EMBED) {
+		t->init_std = 1.0f;
+	} else {
+		t->init_std = 1.0f / sqrtf((float)td->cols);
 	}
 }
 
@@ -46,6 +61,7 @@ static void add_module(struct layout *l, struct unit_layout *u, const struct mod
 		t->flat_off = u->full_floats;
 		t->shard_off = u->shard_floats;
 		t->model_off = moff;
+		init_rule(t, k, &td[i]);
 		u->full_floats += (size_t)(t->rows * t->cols);
 		u->shard_floats += (size_t)(t->rows_per_rank * t->cols);
 		moff += (size_t)(t->rows * t->cols);
@@ -124,6 +140,59 @@ void layout_shard_from_model(const struct unit_layout *u, float *shard, const fl
 				b = hi;
 			if (a < b)
 				memcpy(shard + (a - lo), model + t->model_off + (a - t->flat_off), sizeof(float) * (b - a));
+		}
+	}
+}
+
+/* splitmix64's finaliser: a well-mixed 64-bit value from x */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* sqrt(3) / 65536: the sum of four uniforms on 0..65535 has standard deviation 65536 / sqrt(3) */
+#define INIT_UNIT 2.6428998e-05f
+
+/* Approximately N(0, 1) from (key, k) alone: integers, then one rounding; the same bits everywhere. */
+static float init_normal(uint64_t key, uint64_t k)
+{
+	uint64_t h = mix64(key ^ mix64(k));
+	int32_t sum = (int32_t)(h & 0xffff) + (int32_t)(h >> 16 & 0xffff) + (int32_t)(h >> 32 & 0xffff) +
+		      (int32_t)(h >> 48);
+	return (float)(sum - 131070) * INIT_UNIT;
+}
+
+/* n initial values of tensor t from its model element k0 on */
+static void init_values(const struct layout_tensor *t, float *out, uint64_t key, uint64_t k0, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = t->init_std == 0.0f ? t->init_mean
+					     : t->init_mean + t->init_std * init_normal(key, k0 + i);
+}
+
+void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigned long seed)
+{
+	uint64_t key = mix64((uint64_t)seed);
+
+	memset(shard, 0, sizeof(float) * u->shard_floats);
+	for (int i = 0; i < u->ntensors; i++) {
+		const struct layout_tensor *t = &u->t[i];
+		if (u->per_tensor) {
+			int64_t first, n = rank_rows(t, r, &first);
+			init_values(t, shard + t->shard_off, key, t->model_off + (uint64_t)(first * t->cols),
+				    (size_t)(n * t->cols));
+		} else {
+			size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
+			size_t a = t->flat_off, b = a + (size_t)(t->rows * t->cols);
+			if (a < lo)
+				a = lo;
+			if (b > hi)
+				b = hi;
+			if (a < b)
+				init_values(t, shard + (a - lo), key, t->model_off + (a - t->flat_off), b - a);
 		}
 	}
 }

@@ -37,6 +37,7 @@ struct layout_tensor {
 	int64_t rows;      /* dim-0 rows (a norm weight: its D elements) */
 	int64_t cols;      /* elements per row (a norm weight: 1) */
 	int64_t rows_per_rank; /* per tensor: ceil(rows / n) */
+	float init_mean, init_std; /* initial values: norm weights 1; the embedding N(0, 1); weights N(0, 1/fan_in) */
 };
 
 struct unit_layout {
@@ -66,6 +67,18 @@ void layout_free(struct layout *l);
 
 /* Rank r's shard (shard_floats) of a unit, from the whole-model buffer (model_total_params). */
 void layout_shard_from_model(const struct unit_layout *u, float *shard, const float *model, int r);
+/*
+ * Rank r's shard (shard_floats) of a unit's initial parameters, computed
+ * from the seed alone, without the rest of the model: element k of the
+ * whole model (its model_total_params layout) is its tensor's init_mean +
+ * init_std z(seed, k), z a counter-based approximately standard normal
+ * (the centred sum of four 16-bit uniforms of one 64-bit hash of (seed, k),
+ * scaled to unit variance; |z| <= 3.47). So a shard holds exactly the
+ * values of its slice of the model whatever the world size, wrapping or
+ * shard layout, each rank makes only its shards (a 70B model never exists
+ * whole on one rank), and the cost is O(shard). Pads are zero.
+ */
+void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigned long seed);
 /* Per tensor: the whole unit, flat, from the n shards one after the other (an all-gather's output). */
 void layout_unpack(const struct unit_layout *u, float *flat, const float *gathered, int n);
 /* Per tensor: the n shards one after the other (a reduce-scatter's input), pads zeroed, from flat. */
