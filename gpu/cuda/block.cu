@@ -28,7 +28,53 @@
 /* ---- forward, recompute, backward ------------------------------------------------------- */
 
 #define W(t) (params + cuda_block_offset(m, (t)))
-#define DW(t) (dparams + cuda_block_offset(m, (t)))
+#define DW(t) ((char *)dparams + cuda_block_offset(m, (t)) * grad_bytes(ctx)) /* the ctx's gradient type */
+
+void norm_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout, const bf16 *dres,
+		   const bf16 *x, const bf16 *w, const float *rstd, int N, int C, cudaStream_t st)
+{
+	if (!ctx->grad_bf16) {
+		rmsnorm_backward_add(dx, (float *)dw, dout, dres, x, w, rstd, N, C, st);
+		return;
+	}
+	float *acc = (float *)ctx_scratch(ctx, (size_t)C * sizeof(float));
+	cudaCheck(cudaMemsetAsync(acc, 0, (size_t)C * sizeof(float), st));
+	rmsnorm_backward_add(dx, acc, dout, dres, x, w, rstd, N, C, st);
+	add_f32_to_bf16((bf16 *)dw, acc, C, st);
+}
+
+void attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
+			   int T, int H, int KV, int Q, cudaStream_t st)
+{
+	const char *why = NULL;
+	if (ctx->attention == CUDA_ATTN_CUDNN
+	    && cudnn_sdpa_forward(&ctx->sdpa, out, lse, qkv, B, T, H, KV, Q, ctx->scratch,
+				  ctx->scratch_bytes, st, &why) == 0) {
+		ctx->attention_used = CUDA_ATTN_CUDNN;
+		ctx->attention_msg = NULL;
+		return;
+	}
+	ctx->attention_used = CUDA_ATTN_MMA;
+	ctx->attention_msg = why;
+	cuda_attention_forward(out, lse, qkv, B, T, H, KV, Q, st);
+}
+
+void attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+			    const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
+			    cudaStream_t st)
+{
+	const char *why = NULL;
+	if (ctx->attention == CUDA_ATTN_CUDNN
+	    && cudnn_sdpa_backward(&ctx->sdpa, dqkv, dout, qkv, out, lse, B, T, H, KV, Q,
+				   ctx->scratch, ctx->scratch_bytes, st, &why) == 0) {
+		ctx->attention_used = CUDA_ATTN_CUDNN;
+		ctx->attention_msg = NULL;
+		return;
+	}
+	ctx->attention_used = CUDA_ATTN_MMA;
+	ctx->attention_msg = why;
+	cuda_attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, H, KV, Q, st);
+}
 
 /*
  * attn_norm: s->x -> xn1, rstd1; with gemms also QKV, rope in place and
@@ -51,7 +97,7 @@ static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, con
 	cuda_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, CUDA_ROPE_THETA, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attention");
-	cuda_attention_forward(s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q, st);
+	attention_forward_ctx(ctx, s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q, st);
 	prof_end(ctx, st);
 }
 
@@ -124,7 +170,7 @@ void cuda_block_recompute(struct cuda_ctx *ctx, struct cuda_block_store *s, cons
  * The forward in reverse. dout is last read by the mlp_norm backward (as
  * the residual gradient), before dx is first written, so dx may alias dout.
  */
-void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const bf16 *dout,
+void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, void *dparams, const bf16 *dout,
 			 struct cuda_block_store *s, const bf16 *params, void *scratch,
 			 const struct model_shape *m, int B, cudaStream_t st)
 {
@@ -140,8 +186,8 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 		0.0f, NULL);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "down_wgrad");
-	gemm_rm(ctx, st, 1, 0, d.D, d.F, d.N, dout, d.D, s->h, d.F, DW(BT_W_DOWN), CUDA_R_32F, d.F,
-		1.0f, DW(BT_W_DOWN));
+	gemm_rm(ctx, st, 1, 0, d.D, d.F, d.N, dout, d.D, s->h, d.F, DW(BT_W_DOWN), grad_dtype(ctx),
+		d.F, 1.0f, DW(BT_W_DOWN));
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "swiglu_bwd");
 	cuda_swiglu_backward(g.dgu, g.dh, s->gateup, d.N, d.F, st);
@@ -152,11 +198,11 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "gate_up_wgrad");
 	gemm_rm(ctx, st, 1, 0, 2 * d.F, d.D, d.N, g.dgu, 2 * d.F, s->xn2, d.D, DW(BT_W_GATE),
-		CUDA_R_32F, d.D, 1.0f, DW(BT_W_GATE));
+		grad_dtype(ctx), d.D, 1.0f, DW(BT_W_GATE));
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "mlp_norm_bwd"); /* + dout: g.dxn becomes dx1 */
-	rmsnorm_backward_add(g.dxn, DW(BT_MLP_NORM), g.dxn, dout, s->x1, W(BT_MLP_NORM), s->rstd2,
-			     d.N, d.D, st);
+	norm_backward(ctx, g.dxn, DW(BT_MLP_NORM), g.dxn, dout, s->x1, W(BT_MLP_NORM), s->rstd2, d.N,
+		      d.D, st);
 	prof_end(ctx, st);
 
 	/* attention: x1 = x + Wo attn(rope(QKV(norm1(x)))) */
@@ -165,12 +211,12 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 		d.hq, 0.0f, NULL);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "wo_wgrad");
-	gemm_rm(ctx, st, 1, 0, d.D, d.hq, d.N, g.dxn, d.D, s->att, d.hq, DW(BT_WO), CUDA_R_32F,
+	gemm_rm(ctx, st, 1, 0, d.D, d.hq, d.N, g.dxn, d.D, s->att, d.hq, DW(BT_WO), grad_dtype(ctx),
 		d.hq, 1.0f, DW(BT_WO));
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attention_bwd");
-	cuda_attention_backward(ctx, g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV,
-				d.Q, st);
+	attention_backward_ctx(ctx, g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV,
+			       d.Q, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "rope_bwd");
 	cuda_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, CUDA_ROPE_THETA, st);
@@ -180,12 +226,12 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 		0.0f, NULL);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "qkv_wgrad");
-	gemm_rm(ctx, st, 1, 0, d.qkv, d.D, d.N, g.dqkv, d.qkv, s->xn1, d.D, DW(BT_WQ), CUDA_R_32F,
-		d.D, 1.0f, DW(BT_WQ));
+	gemm_rm(ctx, st, 1, 0, d.qkv, d.D, d.N, g.dqkv, d.qkv, s->xn1, d.D, DW(BT_WQ),
+		grad_dtype(ctx), d.D, 1.0f, DW(BT_WQ));
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attn_norm_bwd"); /* + dx1 */
-	rmsnorm_backward_add(dx, DW(BT_ATTN_NORM), dx, g.dxn, s->x, W(BT_ATTN_NORM), s->rstd1, d.N,
-			     d.D, st);
+	norm_backward(ctx, dx, DW(BT_ATTN_NORM), dx, g.dxn, s->x, W(BT_ATTN_NORM), s->rstd1, d.N, d.D,
+		      st);
 	prof_end(ctx, st);
 
 	if (s->mode != AC_NONE)
@@ -209,7 +255,7 @@ void cuda_head_forward(struct cuda_ctx *ctx, float *loss, struct cuda_head_store
 			     m->vocab, s->loss, s->chunk, st);
 }
 
-void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, float *dnorm_w, float *dw_out,
+void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, void *dnorm_w, void *dw_out,
 			struct cuda_head_store *s, const bf16 *norm_w, const bf16 *w_out,
 			const int *targets, const struct model_shape *m, int B, cudaStream_t st)
 {
@@ -217,7 +263,7 @@ void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, float *dnorm_w, float *d
 	cuda_lm_loss_backward(ctx, dx, dw_out, s->logits, s->xn, w_out, s->lse, targets, N,
 			      m->hidden, m->vocab, s->loss, s->chunk, st);
 	prof_begin(ctx, st, "final_norm_bwd");
-	cuda_rmsnorm_backward(dx, dnorm_w, dx, s->x, norm_w, s->rstd, N, m->hidden, st);
+	norm_backward(ctx, dx, dnorm_w, dx, NULL, s->x, norm_w, s->rstd, N, m->hidden, st);
 	prof_end(ctx, st);
 }
 
@@ -276,7 +322,7 @@ void cuda_model_backward(struct cuda_ctx *ctx, const struct cuda_model *model,
 {
 	const struct model_shape *m = &model->shape;
 	int N = a->B * m->seq;
-	cuda_assert(model->d_embed != NULL);
+	cuda_assert(model->d_embed != NULL && !ctx->grad_bf16); /* the model's gradients are fp32 */
 	cuda_head_backward(ctx, a->dres, model->d_final_norm, model->d_w_out, &a->head,
 			   model->final_norm, model->w_out, targets, m, a->B, st);
 	for (int l = m->layers - 1; l >= 0; l--)

@@ -71,6 +71,7 @@ void cuda_ctx_free(struct cuda_ctx *ctx)
 	if (!ctx)
 		return;
 	cudaCheck(cudaDeviceSynchronize());
+	cudnn_sdpa_free(ctx->sdpa);
 	for (int i = 0; i < ctx->nplans; i++)
 		gemm_plan_destroy(&ctx->plans[i]);
 	for (int i = 0; i < ctx->prof_cap; i++) {
@@ -95,6 +96,28 @@ void cuda_ctx_reserve(struct cuda_ctx *ctx, size_t bytes)
 	ctx->scratch_bytes = bytes;
 }
 
+void cuda_ctx_grad_bf16(struct cuda_ctx *ctx, int on)
+{
+	ctx->grad_bf16 = on != 0;
+}
+
+void cuda_ctx_attention(struct cuda_ctx *ctx, enum cuda_attention a)
+{
+	ctx->attention = a;
+}
+
+enum cuda_attention cuda_ctx_attention_used(const struct cuda_ctx *ctx, const char **msg)
+{
+	if (msg)
+		*msg = ctx->attention_msg;
+	return (enum cuda_attention)ctx->attention_used;
+}
+
+void cuda_ctx_gemm_autotune(struct cuda_ctx *ctx, int on)
+{
+	ctx->autotune = on != 0;
+}
+
 void *ctx_scratch(struct cuda_ctx *ctx, size_t bytes)
 {
 	if (bytes > ctx->scratch_bytes) {
@@ -116,7 +139,9 @@ size_t cuda_scratch_bytes(const struct model_shape *m, int B)
 {
 	size_t attn = cuda_attention_scratch_bytes(B, m->seq, m->heads, model_head_dim(m));
 	size_t loss = align256((size_t)B * m->seq * sizeof(float)); /* per-row losses */
-	return attn > loss ? attn : loss;
+	size_t norm = align256((size_t)m->hidden * sizeof(float));  /* a norm weight's fp32 gradient */
+	size_t most = attn > loss ? attn : loss;
+	return most > norm ? most : norm;
 }
 
 /* ---- profiling ----------------------------------------------------------------- */

@@ -20,7 +20,7 @@ CUDA_HOST_OBJ := $(BUILD)/gpu/cuda/layout.o
 
 ifeq ($(HAVE_CUDA),yes)
 
-CUDA_MODEL_SRC := $(addprefix gpu/cuda/,ctx.cu gemm.cu layers.cu attention.cu adamw.cu block.cu)
+CUDA_MODEL_SRC := $(addprefix gpu/cuda/,ctx.cu gemm.cu layers.cu attention.cu attention_cudnn.cu adamw.cu block.cu)
 CUDA_RUN_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_MODEL_SRC)) $(CUDA_HOST_OBJ)
 CUDA_RUN_LIBS := $(CUDA_LIBS) -lstdc++ -lm
 CUDA_CFLAGS := -I$(CUDA_HOME)/include -Igpu/cuda

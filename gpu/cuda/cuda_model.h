@@ -8,10 +8,15 @@
  *   - Pointers are device pointers. Activations and parameters are bf16;
  *     statistics (rstd, lse), logits and the loss are fp32.
  *   - Parameter gradients are fp32 accumulation buffers (same flat layout
- *     as the parameters, 4 bytes an element): the wgrad GEMMs accumulate
- *     into them with beta = 1 and the norm / embedding gradients with fp32
- *     atomics, so microbatches add up without bf16 rounding. A bf16 reduce
- *     dtype is a cast before the reduce-scatter, not a different backward.
+ *     as the parameters, 4 bytes an element) by default: the wgrad GEMMs
+ *     accumulate into them with beta = 1 and the norm / embedding gradients
+ *     with fp32 atomics, so microbatches add up without bf16 rounding. A
+ *     bf16 reduce dtype is a cast before the reduce-scatter, not a
+ *     different backward. A context can switch them to bf16
+ *     (cuda_ctx_grad_bf16: the unsharded gradient of mixed precision as
+ *     PyTorch keeps it, which gpu_run's schedules hold); the functions
+ *     that take a context then read their gradient pointers (void *) as
+ *     bf16.
  *   - Every launch goes to the cudaStream_t passed last; nothing
  *     synchronizes the host unless its comment says so. The loss is written
  *     to a device float instead of being returned.
@@ -59,6 +64,38 @@ void cuda_ctx_free(struct cuda_ctx *ctx);
 /* Grow the scratch to at least bytes (synchronizes the device when it grows). */
 void cuda_ctx_reserve(struct cuda_ctx *ctx, size_t bytes);
 
+/*
+ * Parameter gradients of the backward functions that take ctx: fp32 (0,
+ * the default) or bf16 (1). With bf16 the wgrad GEMMs accumulate into a
+ * bf16 C = D (fp32 inside the GEMM, one rounding per call), a norm
+ * weight's gradient is summed in fp32 context scratch and added to the
+ * bf16 buffer once, and the embedding's is cuda_embedding_backward_bf16.
+ * Host-side state: it applies to the launches that follow.
+ */
+void cuda_ctx_grad_bf16(struct cuda_ctx *ctx, int on);
+
+/*
+ * The attention kernels a context's block functions launch: the mma.sync
+ * flash kernels of attention.cu (the default, and the oracle), or cuDNN's
+ * fused scaled-dot-product attention through its graph API
+ * (attention_cudnn.c) where cuDNN 9 is loadable and builds a plan for the
+ * shape; otherwise the mma kernels run and cuda_ctx_attention_used says
+ * so. Host-side state.
+ */
+enum cuda_attention { CUDA_ATTN_MMA, CUDA_ATTN_CUDNN };
+void cuda_ctx_attention(struct cuda_ctx *ctx, enum cuda_attention a);
+/* What the last attention launch used, and why not cuDNN when asked for (msg, may be NULL). */
+enum cuda_attention cuda_ctx_attention_used(const struct cuda_ctx *ctx, const char **msg);
+
+/*
+ * cuBLASLt algorithm selection: 0 (the default until measured) takes the
+ * heuristic's first algorithm; 1 times the heuristic's top candidates
+ * (up to 8) once per GEMM shape, on the shape's own operands, and keeps
+ * the fastest. The timing synchronizes the stream once per new shape:
+ * warm up before a timed step. Host-side state.
+ */
+void cuda_ctx_gemm_autotune(struct cuda_ctx *ctx, int on);
+
 /* Scratch the attention backward needs: dq accumulator (N, H Q) and delta (B, H, T), fp32. */
 size_t cuda_attention_scratch_bytes(int B, int T, int H, int Q);
 /* Scratch every function below needs for a model shape and B sequences. */
@@ -94,6 +131,13 @@ void cuda_embedding_forward(bf16 *out, const int *tokens, const bf16 *wte, int N
 /* dwte (V, D) += dout scattered by token (fp32 atomics). */
 void cuda_embedding_backward(float *dwte, const bf16 *dout, const int *tokens, int N, int D,
 			     cudaStream_t st);
+/*
+ * The same into a bf16 dwte: each distinct token's rows of dout are summed
+ * in fp32 in a fixed order and added to its row once (one rounding,
+ * deterministic). O(N^2) token comparisons: about 10^8 for N = 8192.
+ */
+void cuda_embedding_backward_bf16(bf16 *dwte, const bf16 *dout, const int *tokens, int N, int D,
+				  cudaStream_t st);
 
 /* out (N, C) = x * rstd * w, rstd (N) = 1 / sqrt(mean(x^2) + eps). */
 void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *w, int N, int C,
@@ -105,8 +149,8 @@ void cuda_rmsnorm_backward(bf16 *dx, float *dw, const bf16 *dout, const bf16 *x,
 /* out (N, OC) = x (N, C) w^T, w (OC, C). */
 void cuda_linear_forward(struct cuda_ctx *ctx, bf16 *out, const bf16 *x, const bf16 *w, int N,
 			 int C, int OC, cudaStream_t st);
-/* dx (N, C) = dout w (skipped when dx is NULL); dw (OC, C) += dout^T x. */
-void cuda_linear_backward(struct cuda_ctx *ctx, bf16 *dx, float *dw, const bf16 *dout,
+/* dx (N, C) = dout w (skipped when dx is NULL); dw (OC, C) += dout^T x (ctx's gradient type). */
+void cuda_linear_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout,
 			  const bf16 *x, const bf16 *w, int N, int C, int OC, cudaStream_t st);
 
 /* Rotary embedding in place on the query and key heads of qkv (N, (H + 2 KV) Q). */
@@ -153,12 +197,13 @@ void cuda_cross_entropy_backward(bf16 *dlogits, int64_t ldd, const float *logits
  * Output projection and loss, as ref_lm_loss_*: logits is fp32 (N, V) for
  * LOSS_FULL or (chunk, V) scratch for LOSS_CHUNKED, which never holds the
  * full (N, V). Backward turns each logits row into its bf16 dlogits in
- * place (row stride 2V), then dxn (N, D) = (written), dw_out (V, D) +=.
+ * place (row stride 2V), then dxn (N, D) = (written), dw_out (V, D) += (ctx's
+ * gradient type).
  */
 void cuda_lm_loss_forward(struct cuda_ctx *ctx, float *loss, float *lse, float *logits,
 			  const bf16 *xn, const bf16 *w_out, const int *targets, int N, int D,
 			  int V, enum loss_mode mode, int chunk, cudaStream_t st);
-void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, float *dw_out, float *logits,
+void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, void *dw_out, float *logits,
 			   const bf16 *xn, const bf16 *w_out, const float *lse, const int *targets,
 			   int N, int D, int V, enum loss_mode mode, int chunk, cudaStream_t st);
 
@@ -173,11 +218,11 @@ void cuda_block_forward(struct cuda_ctx *ctx, bf16 *out, struct cuda_block_store
 void cuda_block_recompute(struct cuda_ctx *ctx, struct cuda_block_store *s, const bf16 *params,
 			  const struct model_shape *m, int B, cudaStream_t st);
 /*
- * dx (N, D) = (written), dparams (fp32, block flat layout) +=, from dout.
- * Recomputes first unless s->complete. scratch holds
+ * dx (N, D) = (written), dparams (block flat layout, ctx's gradient type)
+ * +=, from dout. Recomputes first unless s->complete. scratch holds
  * cuda_block_scratch_bytes. dx may alias dout.
  */
-void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const bf16 *dout,
+void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, void *dparams, const bf16 *dout,
 			 struct cuda_block_store *s, const bf16 *params, void *scratch,
 			 const struct model_shape *m, int B, cudaStream_t st);
 
@@ -189,8 +234,8 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, float *dparams, const b
 void cuda_head_forward(struct cuda_ctx *ctx, float *loss, struct cuda_head_store *s,
 		       const bf16 *norm_w, const bf16 *w_out, const int *targets,
 		       const struct model_shape *m, int B, cudaStream_t st);
-/* dx (N, D) = (written); dnorm_w (D) +=, dw_out (V, D) +=. Once per forward. */
-void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, float *dnorm_w, float *dw_out,
+/* dx (N, D) = (written); dnorm_w (D) +=, dw_out (V, D) += (ctx's gradient type). Once per forward. */
+void cuda_head_backward(struct cuda_ctx *ctx, bf16 *dx, void *dnorm_w, void *dw_out,
 			struct cuda_head_store *s, const bf16 *norm_w, const bf16 *w_out,
 			const int *targets, const struct model_shape *m, int B, cudaStream_t st);
 

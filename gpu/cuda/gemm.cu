@@ -22,11 +22,29 @@
  * step then issues cublasLtMatmul with no setup. Plans are found by a
  * linear scan: a model has a few dozen shapes and the scan costs far less
  * than the launch.
+ *
+ * With autotuning on (cuda_ctx_gemm_autotune) a new plan instead times
+ * the heuristic's top GEMM_TUNE_CANDIDATES algorithms on the call's own
+ * A and B, writing a scratch D (so an accumulating call's output is not
+ * touched), GEMM_TUNE_REPEATS launches each after one warm-up, and keeps
+ * the fastest. It synchronizes the stream and allocates the scratch D
+ * (cudaMalloc) once per new shape; when that memory is not there the
+ * heuristic's first choice stands.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
+
+#define GEMM_TUNE_CANDIDATES 8
+#define GEMM_TUNE_REPEATS 5
+
+/* The operands of the call a new plan is made for: what autotuning times. */
+struct gemm_operands {
+	const void *A, *B;
+	size_t d_bytes;
+	cudaStream_t st;
+};
 
 /* Largest power of two up to 256 that divides every address and row pitch. */
 static int common_alignment(const void *const ptrs[4], const int64_t pitches[3])
@@ -39,7 +57,54 @@ static int common_alignment(const void *const ptrs[4], const int64_t pitches[3])
 	return (int)(bits & (~bits + 1)); /* lowest set bit */
 }
 
-static void plan_make(struct cuda_ctx *ctx, struct gemm_plan *p, const struct gemm_key *k)
+/*
+ * The fastest of the n candidates res[] for plan p on the operands,
+ * timed on a scratch D; 0 (the heuristic's first) when the scratch cannot
+ * be had or a candidate fails to run.
+ */
+static int tune(struct cuda_ctx *ctx, const struct gemm_plan *p, const cublasLtMatmulHeuristicResult_t *res,
+		int n, const struct gemm_operands *o)
+{
+	void *d = NULL;
+	cudaEvent_t e0, e1;
+	const float alpha = 1.0f, beta = 0.0f;
+	int best = 0;
+	float best_ms = -1.0f;
+
+	if (n <= 1 || cudaMalloc(&d, o->d_bytes) != cudaSuccess) {
+		(void)cudaGetLastError(); /* out of memory for the scratch: no tuning for this shape */
+		return 0;
+	}
+	cudaCheck(cudaEventCreate(&e0));
+	cudaCheck(cudaEventCreate(&e1));
+	for (int i = 0; i < n; i++) {
+		float ms = 0.0f;
+		int ok = 1;
+		for (int r = 0; r <= GEMM_TUNE_REPEATS && ok; r++) {
+			if (r == 1)
+				cudaCheck(cudaEventRecord(e0, o->st));
+			ok = cublasLtMatmul(ctx->lt, p->desc, &alpha, o->B, p->a, o->A, p->b, &beta, d, p->d,
+					    d, p->d, &res[i].algo, ctx->workspace, GEMM_WORKSPACE_BYTES,
+					    o->st) == CUBLAS_STATUS_SUCCESS;
+		}
+		cudaCheck(cudaEventRecord(e1, o->st));
+		cudaCheck(cudaEventSynchronize(e1));
+		if (!ok)
+			continue;
+		cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+		if (best_ms < 0.0f || ms < best_ms) {
+			best_ms = ms;
+			best = i;
+		}
+	}
+	cudaCheck(cudaEventDestroy(e1));
+	cudaCheck(cudaEventDestroy(e0));
+	cudaCheck(cudaFree(d));
+	return best;
+}
+
+static void plan_make(struct cuda_ctx *ctx, struct gemm_plan *p, const struct gemm_key *k,
+		      const struct gemm_operands *o)
 {
 	const cublasOperation_t op_n = CUBLAS_OP_N, op_t = CUBLAS_OP_T;
 	/* column-major view: A' = our B, B' = our A */
@@ -73,10 +138,11 @@ static void plan_make(struct cuda_ctx *ctx, struct gemm_plan *p, const struct ge
 		cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align,
 								 sizeof(align)));
 
-	cublasLtMatmulHeuristicResult_t res;
+	cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_CANDIDATES];
 	int found = 0;
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->a, p->b, p->d, p->d,
-							  pref, 1, &res, &found);
+							  pref, ctx->autotune ? GEMM_TUNE_CANDIDATES : 1,
+							  res, &found);
 	cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
 	if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
 		char msg[256];
@@ -88,7 +154,7 @@ static void plan_make(struct cuda_ctx *ctx, struct gemm_plan *p, const struct ge
 						    : cublasLtGetStatusString(s));
 		cuda_fail("cuBLAS", "cublasLtMatmulAlgoGetHeuristic", msg, __FILE__, __LINE__);
 	}
-	p->algo = res.algo;
+	p->algo = res[ctx->autotune ? tune(ctx, p, res, found, o) : 0].algo;
 }
 
 void gemm_plan_destroy(struct gemm_plan *p)
@@ -100,7 +166,8 @@ void gemm_plan_destroy(struct gemm_plan *p)
 }
 
 /* The cached plan for k, made on a miss; a full cache replaces its oldest plan. */
-static struct gemm_plan *plan_get(struct cuda_ctx *ctx, const struct gemm_key *k)
+static struct gemm_plan *plan_get(struct cuda_ctx *ctx, const struct gemm_key *k,
+				  const struct gemm_operands *o)
 {
 	for (int i = 0; i < ctx->nplans; i++)
 		if (memcmp(&ctx->plans[i].key, k, sizeof(*k)) == 0)
@@ -113,7 +180,7 @@ static struct gemm_plan *plan_get(struct cuda_ctx *ctx, const struct gemm_key *k
 		ctx->plan_next = (ctx->plan_next + 1) % GEMM_PLANS_MAX;
 		gemm_plan_destroy(p); /* cublasLtMatmul keeps no reference to a descriptor */
 	}
-	plan_make(ctx, p, k);
+	plan_make(ctx, p, k, o);
 	return p;
 }
 
@@ -147,7 +214,8 @@ void gemm_rm(struct cuda_ctx *ctx, cudaStream_t st, int ta, int tb, int M, int N
 	k.align = common_alignment(ptrs, pitches);
 	cuda_assert(k.align >= 2);
 
-	struct gemm_plan *p = plan_get(ctx, &k);
+	struct gemm_operands ops = { A, B, (size_t)M * (size_t)ldd * esize, st };
+	struct gemm_plan *p = plan_get(ctx, &k, &ops);
 	const float alpha = 1.0f;
 	cublasCheck(cublasLtMatmul(ctx->lt, p->desc, &alpha, B, p->a, A, p->b, &beta, C, p->d, D,
 				   p->d, &p->algo, ctx->workspace, GEMM_WORKSPACE_BYTES, st));

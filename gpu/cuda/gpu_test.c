@@ -291,6 +291,13 @@ static void test_embedding(void)
 	check("embedding forward", down_bf16(d_out, (size_t)N * D), out_ref, (size_t)N * D, 1e-6);
 	check("embedding backward (dwte +=)", minus(down_f32(d_dw, (size_t)V * D), dw0, (size_t)V * D),
 	      minus(dw_ref, dw0, (size_t)V * D), (size_t)V * D, 1e-5);
+
+	/* bf16 gradient (tokens repeat: V < N): from zero, so the result is the increment, one rounding */
+	float *zero = hnew((size_t)V * D), *dw16_ref = hnew((size_t)V * D);
+	ref_embedding_backward(dw16_ref, dout, tokens, N, D);
+	bf16 *d_dw16 = dev_bf16(zero, (size_t)V * D);
+	cuda_embedding_backward_bf16(d_dw16, d_dout, d_tok, N, D, stream);
+	check("embedding backward, bf16 dwte", down_bf16(d_dw16, (size_t)V * D), dw16_ref, (size_t)V * D, 1e-2);
 }
 
 static void test_rmsnorm(void)
@@ -671,6 +678,19 @@ static void block_case(enum ac_mode ac)
 	check(name, down_bf16(d_dx, nd), dx_ref, nd, 2e-2);
 	snprintf(name, sizeof(name), "block ac=%s backward dparams (+=)", ac_str(ac));
 	check_block_grads(name, &m, minus(down_f32(d_dp, P), dp0, P), minus(dp_ref, dp0, P), 2e-2);
+
+	/* again with bf16 gradients (from zero): forward anew, the same backward into a bf16 buffer */
+	if (ac != AC_NONE)
+		poison(d_trans, cuda_block_transient_bytes(&m, B, ac));
+	up_bf16(cs.x, x, nd);
+	cuda_block_forward(ctx, d_out, &cs, d_params, &m, B, stream);
+	float *zero = hnew(P), *dp16_ref = minus(dp_ref, dp0, P);
+	bf16 *d_dp16 = dev_bf16(zero, P);
+	cuda_ctx_grad_bf16(ctx, 1);
+	cuda_block_backward(ctx, d_dx, d_dp16, d_dout, &cs, d_params, d_scratch, &m, B, stream);
+	cuda_ctx_grad_bf16(ctx, 0);
+	snprintf(name, sizeof(name), "block ac=%s backward, bf16 dparams", ac_str(ac));
+	check_block_grads(name, &m, down_bf16(d_dp16, P), dp16_ref, 3e-2);
 }
 
 static void test_block(void)

@@ -50,6 +50,12 @@ struct cuda_ctx {
 	int plan_next;                 /* the plan a full cache replaces next */
 	void *scratch;                 /* device scratch, scratch_bytes */
 	size_t scratch_bytes;
+	int grad_bf16;                 /* parameter gradients are bf16 (cuda_ctx_grad_bf16) */
+	int attention;                 /* enum cuda_attention asked for */
+	int attention_used;            /* what the last attention launch used */
+	const char *attention_msg;     /* why cuDNN was not used, when asked for */
+	struct cudnn_sdpa *sdpa;       /* cuDNN's plans and handle (attention_cudnn.c), NULL until used */
+	int autotune;                  /* time the heuristic's candidates per GEMM shape */
 	int prof_on;
 	int nprof;                     /* entries recorded since the last read */
 	int prof_cap;                  /* entries with events made; grows by doubling */
@@ -79,6 +85,53 @@ void gemm_rm(struct cuda_ctx *ctx, cudaStream_t st, int ta, int tb, int M, int N
 	     cudaDataType_t dtype, int64_t ldd, float beta, const void *C);
 
 /* ---- kernels the block code uses beyond the public API ----------------------- */
+
+/* The cuBLASLt type of the context's parameter gradients, and their element size. */
+static inline cudaDataType_t grad_dtype(const struct cuda_ctx *ctx)
+{
+	return ctx->grad_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static inline size_t grad_bytes(const struct cuda_ctx *ctx)
+{
+	return ctx->grad_bf16 ? 2 : 4;
+}
+
+/* dst (n, bf16) += src (n, fp32), rounded once. */
+void add_f32_to_bf16(bf16 *dst, const float *src, int n, cudaStream_t st);
+
+/*
+ * A norm weight's gradient in the context's type: dx as
+ * rmsnorm_backward_add; dw (C) += in fp32, or, for bf16 gradients, summed
+ * in fp32 context scratch (C floats) and added once.
+ */
+void norm_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout, const bf16 *dres,
+		   const bf16 *x, const bf16 *w, const float *rstd, int N, int C, cudaStream_t st);
+
+/*
+ * Attention through the context's choice (cuda_ctx_attention): cuDNN's
+ * fused SDPA when asked for and it builds, else the mma.sync kernels.
+ */
+void attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
+			   int T, int H, int KV, int Q, cudaStream_t st);
+void attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+			    const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
+			    cudaStream_t st);
+
+/*
+ * cuDNN's SDPA (attention_cudnn.c, plain C on cuDNN's backend API, loaded
+ * with dlopen): 0 when the launch was made, -1 (with *why set) when cuDNN
+ * is not there or builds no plan for the shape; nothing was launched then.
+ * cudnn_sdpa_free releases the plans and handle (NULL is a no-op).
+ */
+struct cudnn_sdpa;
+int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T,
+		       int H, int KV, int Q, void *workspace, size_t workspace_bytes, cudaStream_t st,
+		       const char **why);
+int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+			const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
+			void *workspace, size_t workspace_bytes, cudaStream_t st, const char **why);
+void cudnn_sdpa_free(struct cudnn_sdpa *s);
 
 /* dx = rmsnorm backward + dres (dres may be NULL); dx may alias dout or dres. */
 void rmsnorm_backward_add(bf16 *dx, float *dw, const bf16 *dout, const bf16 *dres,

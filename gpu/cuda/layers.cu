@@ -105,6 +105,71 @@ void cuda_embedding_backward(float *dwte, const bf16 *dout, const int *tokens, i
 	cudaCheck(cudaGetLastError());
 }
 
+/*
+ * One CTA per position n: if tokens[n] occurs at an earlier position the
+ * CTA has nothing to do; else it owns that token and sums, column by
+ * column in fp32, the dout rows of every position from n on that holds
+ * it, in position order, and adds the sum to the bf16 row once. The
+ * duplicate scan reads the token list through L1/L2: N^2 / 2 comparisons.
+ */
+#define EMB_BWD_THREADS 128
+static __global__ void embedding_bwd_bf16_kernel(bf16 *dwte, const bf16 *dout, const int *tokens,
+						 int N, int D)
+{
+	__shared__ int earlier;
+	int n = blockIdx.x, tok = tokens[n];
+	if (threadIdx.x == 0)
+		earlier = 0;
+	__syncthreads();
+	for (int j = threadIdx.x; j < n; j += blockDim.x)
+		if (tokens[j] == tok)
+			earlier = 1; /* a benign race: every writer writes 1 */
+	__syncthreads();
+	if (earlier)
+		return;
+	for (int c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+		f8 acc;
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			acc.v[k] = 0.0f;
+		for (int j = n; j < N; j++) {
+			if (tokens[j] != tok)
+				continue;
+			f8 g = load8(dout + (int64_t)j * D + c);
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				acc.v[k] += g.v[k];
+		}
+		bf16 *row = dwte + (int64_t)tok * D + c;
+		f8 old = load8(row);
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			acc.v[k] += old.v[k];
+		store8(row, acc);
+	}
+}
+
+void cuda_embedding_backward_bf16(bf16 *dwte, const bf16 *dout, const int *tokens, int N, int D,
+				  cudaStream_t st)
+{
+	cuda_assert(D % 8 == 0);
+	embedding_bwd_bf16_kernel<<<N, EMB_BWD_THREADS, 0, st>>>(dwte, dout, tokens, N, D);
+	cudaCheck(cudaGetLastError());
+}
+
+static __global__ void add_f32_to_bf16_kernel(bf16 *dst, const float *src, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		dst[i] = __float2bfloat16(__bfloat162float(dst[i]) + src[i]);
+}
+
+void add_f32_to_bf16(bf16 *dst, const float *src, int n, cudaStream_t st)
+{
+	add_f32_to_bf16_kernel<<<cdiv(n, 256), 256, 0, st>>>(dst, src, n);
+	cudaCheck(cudaGetLastError());
+}
+
 /* ---- RMSNorm ------------------------------------------------------------------- */
 
 /* One warp per row; the second pass re-reads the row from L1. */
@@ -225,12 +290,12 @@ void cuda_linear_forward(struct cuda_ctx *ctx, bf16 *out, const bf16 *x, const b
 	gemm_rm(ctx, st, 0, 1, N, OC, C, x, C, w, C, out, CUDA_R_16BF, OC, 0.0f, NULL);
 }
 
-void cuda_linear_backward(struct cuda_ctx *ctx, bf16 *dx, float *dw, const bf16 *dout,
+void cuda_linear_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout,
 			  const bf16 *x, const bf16 *w, int N, int C, int OC, cudaStream_t st)
 {
 	if (dx)
 		gemm_rm(ctx, st, 0, 0, N, C, OC, dout, OC, w, C, dx, CUDA_R_16BF, C, 0.0f, NULL);
-	gemm_rm(ctx, st, 1, 0, OC, C, N, dout, OC, x, C, dw, CUDA_R_32F, C, 1.0f, dw);
+	gemm_rm(ctx, st, 1, 0, OC, C, N, dout, OC, x, C, dw, grad_dtype(ctx), C, 1.0f, dw);
 }
 
 /* ---- rotary embedding ------------------------------------------------------------- */
@@ -518,7 +583,7 @@ void cuda_lm_loss_forward(struct cuda_ctx *ctx, float *loss, float *lse, float *
 	loss_sum(loss, row_loss, N, st);
 }
 
-void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, float *dw_out, float *logits,
+void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, void *dw_out, float *logits,
 			   const bf16 *xn, const bf16 *w_out, const float *lse, const int *targets,
 			   int N, int D, int V, enum loss_mode mode, int chunk, cudaStream_t st)
 {
@@ -545,8 +610,8 @@ void cuda_lm_loss_backward(struct cuda_ctx *ctx, bf16 *dxn, float *dw_out, float
 			CUDA_R_16BF, D, 0.0f, NULL);
 		prof_end(ctx, st);
 		prof_begin(ctx, st, "output_wgrad");
-		gemm_rm(ctx, st, 1, 0, V, D, rows, dlogits, ldd, x, D, dw_out, CUDA_R_32F, D, 1.0f,
-			dw_out);
+		gemm_rm(ctx, st, 1, 0, V, D, rows, dlogits, ldd, x, D, dw_out, grad_dtype(ctx), D,
+			1.0f, dw_out);
 		prof_end(ctx, st);
 	}
 }

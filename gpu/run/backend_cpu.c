@@ -13,7 +13,9 @@
  * (comm.h), which needs MPI_THREAD_MULTIPLE.
  *
  * Memory is host memory standing for device memory: segments come from
- * aligned_alloc and the walker places buffers in them (core/alloc.h). The
+ * aligned_alloc and the walker places buffers in them (core/alloc.h). On an
+ * emulated fabric (comm.h) a collective is the ring's copies of the bytes
+ * rank 0 would move, paced to the emulated link, on its stream's thread. The
  * reference kernels compute in fp32, so every buffer must be fp32 (or the
  * int32 token ids): backend_cpu_new refuses other schedules, and checks
  * that every buffer holds what the kernels need.
@@ -365,22 +367,32 @@ static void cpu_backward(struct backend *b, int stream, const struct seg_args *a
 	launch(b, stream, run_backward, &k);
 }
 
+/* Collectives: MPI, or on an emulated communicator the ring's paced copies on this stream's thread. */
 static void run_all_gather(struct cpu *c, const struct cmd *k)
 {
 	(void)c;
-	comm_all_gather(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
+	if (k->a.coll.h->emulated)
+		comm_emu_all_gather(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count, sizeof(float));
+	else
+		comm_all_gather(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
 }
 
 static void run_reduce_scatter(struct cpu *c, const struct cmd *k)
 {
 	(void)c;
-	comm_reduce_scatter_mean(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
+	if (k->a.coll.h->emulated)
+		comm_emu_reduce_scatter(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
+	else
+		comm_reduce_scatter_mean(k->a.coll.h, k->a.coll.out, k->a.coll.in, k->a.coll.count);
 }
 
 static void run_all_reduce(struct cpu *c, const struct cmd *k)
 {
 	(void)c;
-	comm_all_reduce_mean(k->a.coll.h, k->a.coll.out, k->a.coll.count);
+	if (k->a.coll.h->emulated)
+		comm_emu_all_reduce(k->a.coll.h, k->a.coll.out, k->a.coll.count);
+	else
+		comm_all_reduce_mean(k->a.coll.h, k->a.coll.out, k->a.coll.count);
 }
 
 static void fp32_only(enum elem e)
