@@ -46,6 +46,11 @@ endif
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
 	-Xcompiler -Wall,-Wextra -Icore -Igpu -Igpu/ref -Igpu/cuda
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lnccl
+# The binaries find gpu/bundle/lib (gpu/cuda/bundle.sh) beside them without
+# LD_LIBRARY_PATH: an old-style RPATH (DT_RPATH), which the loader also
+# searches for the dependencies of their libraries (libmpi's) and for what
+# those dlopen (Open MPI's components).
+BUNDLE_RPATH := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/gpu/bundle/lib'
 
 .PHONY: all run test check bench asan plots deps gpu-test gpu-bench clean features
 all: features sim gpu_run
@@ -58,7 +63,7 @@ CORE_SRC := $(wildcard core/*.c)
 SIMLIB_SRC := $(filter-out simulator/main.c,$(wildcard simulator/*.c))
 REF_SRC := $(wildcard gpu/ref/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-RUN_SRC := $(wildcard gpu/run/*.c)
+RUN_SRC := $(filter-out gpu/run/backend_cuda%.c,$(wildcard gpu/run/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC)) $(BUILD)/catalog_data.o
@@ -89,10 +94,11 @@ $(BUILD)/libcore.a: $(CORE_OBJ)
 sim: $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
-# gpu_run runs schedules on its CPU backend; the CUDA model (gpu/cuda, built
-# by gpu-test and gpu-bench) is not launched by it yet.
-gpu_run: $(RUN_OBJ) $(REF_OBJ) $(BUILD)/libcore.a
-	$(CC) -pthread -o $@ $^ $(LDLIBS) $(MPI_LIBS)
+# gpu_run: the CPU backend everywhere; with CUDA also the CUDA backend
+# (gpu/run/backend_cuda*, the CUDA model of gpu/cuda, NCCL): cuda.mk sets
+# GPU_RUN_CUDA_OBJ and GPU_RUN_CUDA_LIBS.
+gpu_run: $(RUN_OBJ) $(REF_OBJ) $(GPU_RUN_CUDA_OBJ) $(BUILD)/libcore.a
+	$(CC) -pthread -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(GPU_RUN_CUDA_LIBS) $(BUNDLE_RPATH)
 
 # One CUnit runner holds every suite; suites register themselves through
 # suite_<name>() functions listed from tests/test_<name>.c.

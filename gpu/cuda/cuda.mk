@@ -10,9 +10,13 @@
 #   CUDA_RUN_OBJ           the model objects gpu_run links (CUDA_HOST_OBJ included)
 #   CUDA_RUN_LIBS          the libraries they need
 #   CUDA_CFLAGS            what a C file including cuda_model.h needs
+#   GPU_RUN_CUDA_OBJ       what gpu_run adds for its CUDA backend (the
+#                          backend, its kernels, the model); gpu/run's C
+#                          files are compiled with -DGPU_RUN_CUDA
+#   GPU_RUN_CUDA_LIBS      the libraries those need
 #   gpu_test_bin           builds ./gpu_test (checks against gpu/ref)
 #   gpu_bench_bin          builds ./gpu_bench
-# Without CUDA the two targets only say so, and CUDA_RUN_OBJ is empty.
+# Without CUDA the two targets only say so, and the CUDA variables are empty.
 
 .PHONY: gpu_test_bin gpu_bench_bin
 
@@ -32,11 +36,16 @@ $(BUILD)/%.o: %.cu
 $(BUILD)/gpu/cuda/gpu_test.o: CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/gpu/cuda/gpu_bench.o: NVCCFLAGS += $(PKG_CFLAGS)
 
+GPU_RUN_CUDA_OBJ := $(BUILD)/gpu/run/backend_cuda.o $(BUILD)/gpu/run/backend_cuda_kernels.o $(CUDA_RUN_OBJ)
+GPU_RUN_CUDA_LIBS := $(CUDA_RUN_LIBS) -ldl
+$(RUN_OBJ) $(BUILD)/gpu/run/backend_cuda.o: CFLAGS += -DGPU_RUN_CUDA $(CUDA_CFLAGS)
+$(BUILD)/gpu/run/backend_cuda_kernels.o: NVCCFLAGS += -Igpu/run
+
 gpu_test: $(BUILD)/gpu/cuda/gpu_test.o $(CUDA_RUN_OBJ) $(REF_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_RUN_LIBS)
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_RUN_LIBS) $(BUNDLE_RPATH)
 
 gpu_bench: $(BUILD)/gpu/cuda/gpu_bench.o $(CUDA_RUN_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_RUN_LIBS)
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_RUN_LIBS) $(BUNDLE_RPATH)
 
 gpu_test_bin: gpu_test
 gpu_bench_bin: gpu_bench
@@ -46,6 +55,8 @@ else
 CUDA_RUN_OBJ :=
 CUDA_RUN_LIBS :=
 CUDA_CFLAGS :=
+GPU_RUN_CUDA_OBJ :=
+GPU_RUN_CUDA_LIBS :=
 
 gpu_test_bin gpu_bench_bin:
 	@echo "$@: CUDA not found (nvcc, nccl.h or libnccl): nothing to build"

@@ -66,6 +66,7 @@ struct optim_tensor {
 	void *moments;
 	size_t n;               /* elements */
 	enum elem p_elem, g_elem, state_elem;
+	int unit;               /* whose shard: the model tensors inside it are layout.h's */
 };
 
 struct optim_args {
@@ -162,6 +163,15 @@ struct cuda_opts {
 };
 struct backend *backend_cuda_new(const struct schedule *s, struct comm *c, const struct cuda_opts *o, char *err,
 				 int errlen);
+/*
+ * One GPU per rank: the local_rank-th device of this node (local_size
+ * ranks share it), made current. -1 with a message in err when the node
+ * has fewer GPUs than ranks (NCCL refuses two ranks on one GPU: run one
+ * rank of the job with --emulate-world) or none at all.
+ */
+int backend_cuda_select(int local_rank, int local_size, char *err, int errlen);
+/* The failure hook of the CUDA check macros: the message is printed; abort the job (every rank). */
+void backend_cuda_on_failure(struct comm *c);
 
 /* Events of op i: its start and its end. */
 static inline int event_start(int op)

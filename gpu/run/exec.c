@@ -316,6 +316,7 @@ static int optim_tensors(struct exec *x, int i)
 		x->ot[n++] = (struct optim_tensor){
 			.p = ptr_of(x, p), .g = ptr_of(x, g), .moments = ptr_of(x, st), .n = elems_of(&s->bufs[p]),
 			.p_elem = s->bufs[p].elem, .g_elem = s->bufs[g].elem, .state_elem = s->bufs[st].elem,
+			.unit = u,
 		};
 	}
 	return n;

@@ -12,9 +12,19 @@
  * results file in the simulator's schema (source "gpu_run", the op timings
  * of the last measured step, its memory timeline).
  *
+ * Backends: `cpu` (backend_cpu.c) everywhere; `cuda` (backend_cuda.c)
+ * where the build has CUDA: one rank per GPU (the node's local rank picks
+ * it), NCCL communicators made from an id rank 0 broadcasts over MPI.
+ * --emulate-world N runs this one process as rank 0 of an N-rank job on
+ * an emulated fabric (comm.h), on either backend. What the run was on
+ * (device, library versions, NCCL configuration, the emulated fabric's
+ * parameters) is printed and added to the run's attributes in the results
+ * file (runinfo.h).
+ *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
  * input and fail alike; only rank 0 prints; nothing is written), 1 when
- * the results could not be written. A failed MPI call aborts the job.
+ * the results could not be written. A failed MPI, CUDA, cuBLAS or NCCL
+ * call aborts the job.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -27,18 +37,50 @@
 #include "config.h"
 #include "exec.h"
 #include "results.h"
+#include "runinfo.h"
 #include "schedule.h"
 #include "summary.h"
 #include "xalloc.h"
 
+/* The options gpu_run takes itself (the experiment's keys are config's). */
+struct run_opts {
+	int serialize;
+	struct comm_emu_opts emu;        /* emu.world > 0: --emulate-world */
+	struct comm_nccl_opts nccl;
+	struct cuda_opts cuda;
+	int cuda_flag;                   /* a flag only the cuda backend reads was given: its name */
+	const char *cuda_flag_name;
+};
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mpirun -np N ./gpu_run [EXPERIMENT.ini] [flags] [--serialize]\n"
-		   "  N must be cluster.nodes * cluster.gpus_per_node; run.device = cpu\n"
-		   "  runs the fp32 reference kernels over MPI, a thread per stream. run.out\n"
-		   "  appends the run to an HDF5 results file.\n"
-		   "  --serialize  run one op at a time in issue order (no overlap): the\n"
-		   "               blocking execution, to compare the streams' results with\n");
+	fprintf(f, "usage: mpirun -np N ./gpu_run [EXPERIMENT.ini] [flags] [gpu_run's flags]\n"
+		   "  N must be cluster.nodes * cluster.gpus_per_node (1 with --emulate-world).\n"
+		   "  run.device = cpu runs the fp32 reference kernels over MPI, a thread per\n"
+		   "  stream; cuda (builds with CUDA) the bf16 CUDA model on one GPU per rank,\n"
+		   "  NCCL for the collectives. run.out appends the run to an HDF5 results file.\n"
+		   "  --serialize            one op at a time in issue order (no overlap): the\n"
+		   "                         blocking execution, to compare the streams' results with\n"
+		   "  --emulate-world N      this one process is rank 0 of an N-rank job (N =\n"
+		   "                         nodes * gpus_per_node); every collective is the bytes\n"
+		   "                         that rank moves in a ring, paced to the emulated link\n"
+		   "  --emulate-gbps X       the emulated link's bandwidth, GB/s, for every group\n"
+		   "                         (default: the cluster's, as ./sim prices each group)\n"
+		   "  --emulate-lat-us X     latency of one ring step (default: the cluster's)\n"
+		   "  --emulate-engine E     cuda: sm (a kernel holding --emulate-ctas SMs, the\n"
+		   "                         default) or ce (all-gathers on the copy engine)\n"
+		   "  --emulate-ctas N       cuda: SMs the emulated traffic holds (default: the\n"
+		   "                         GPU's nccl_sms from the catalog)\n"
+		   "  --nccl-min-ctas N, --nccl-max-ctas N, --nccl-cga N\n"
+		   "                         NCCL communicator config: CTAs (SMs) a collective may\n"
+		   "                         use, CGA cluster size (default: NCCL's)\n"
+		   "  --nccl-cta-policy P    default, efficiency or zero (NCCL 2.28: copy-engine\n"
+		   "                         collectives on symmetric windows where it can)\n"
+		   "  --attention A          cuda: mma (the mma.sync flash kernels, the default) or\n"
+		   "                         cudnn (cuDNN's fused SDPA, falling back to mma)\n"
+		   "  --gemm-autotune        cuda: time cuBLASLt's top 8 algorithms once per shape\n"
+		   "  --watchdog S           cuda: end the job when a step is not done after S\n"
+		   "                         seconds (default 300; 0: never)\n");
 	config_usage(f);
 }
 
@@ -62,27 +104,118 @@ static void say0(int rank, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Flags gpu_run handles itself: --help, --serialize. Returns 1 when help was asked for. */
-static int take_own_flags(int argc, char **argv, int *serialize)
+/* A number from flag's value, in [lo, hi]; bad input exits 2 on every rank. */
+static double flag_number(int rank, const char *flag, const char *v, double lo, double hi, int integer)
 {
+	char *end = NULL;
+	double x = v ? strtod(v, &end) : 0;
+
+	if (!v || end == v || *end != '\0' || x < lo || x > hi || (integer && x != (double)(long long)x)) {
+		say0(rank, "gpu_run: %s wants %s in [%g, %g], not '%s'\n", flag, integer ? "an integer" : "a number",
+		     lo, hi, v ? v : "(nothing)");
+		finish(2);
+	}
+	return x;
+}
+
+/* flag's value among names[] (n of them): its index; bad input exits 2. */
+static int flag_name(int rank, const char *flag, const char *v, const char *const *names, int n)
+{
+	for (int i = 0; v && i < n; i++)
+		if (!strcmp(v, names[i]))
+			return i;
+	say0(rank, "gpu_run: %s is one of", flag);
+	for (int i = 0; i < n; i++)
+		say0(rank, "%s %s", i ? "," : "", names[i]);
+	say0(rank, ", not '%s'\n", v ? v : "(nothing)");
+	finish(2);
+	return -1;
+}
+
+/*
+ * Flags gpu_run handles itself (usage()); they are removed from argv for
+ * config's parser. Returns 1 when help was asked for.
+ */
+static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
+{
+	static const char *const engines[] = { "sm", "ce" };
+	static const char *const policies[] = { "default", "efficiency", "zero" };
+	static const char *const attention[] = { "mma", "cudnn" };
 	int help = 0;
 
+	memset(o, 0, sizeof(*o));
+	o->emu.lat_us = -1;
+	o->nccl = (struct comm_nccl_opts){ -1, -1, -1, -1 };
+	o->cuda.watchdog_s = 300;
 	for (int i = 1; i < argc; i++) {
-		if (argv[i] && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = 1, cuda_only = 0;
+		if (!a)
+			continue;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			help = 1;
-			argv[i] = NULL;
-		} else if (argv[i] && !strcmp(argv[i], "--serialize")) {
-			*serialize = 1;
-			argv[i] = NULL;
+			takes = 0;
+		} else if (!strcmp(a, "--serialize")) {
+			o->serialize = 1;
+			takes = 0;
+		} else if (!strcmp(a, "--emulate-world")) {
+			o->emu.world = (int)flag_number(rank, a, v, 1, 1 << 20, 1);
+		} else if (!strcmp(a, "--emulate-gbps")) {
+			o->emu.gbps = flag_number(rank, a, v, 1e-3, 1e6, 0);
+		} else if (!strcmp(a, "--emulate-lat-us")) {
+			o->emu.lat_us = flag_number(rank, a, v, 0, 1e6, 0);
+		} else if (!strcmp(a, "--emulate-engine")) {
+			o->emu.engine = flag_name(rank, a, v, engines, 2);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--emulate-ctas")) {
+			o->emu.ctas = (int)flag_number(rank, a, v, 1, 1024, 1);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--nccl-min-ctas")) {
+			o->nccl.min_ctas = (int)flag_number(rank, a, v, 1, 64, 1);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--nccl-max-ctas")) {
+			o->nccl.max_ctas = (int)flag_number(rank, a, v, 1, 64, 1);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--nccl-cga")) {
+			o->nccl.cga_cluster = (int)flag_number(rank, a, v, 0, 8, 1);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--nccl-cta-policy")) {
+			o->nccl.cta_policy = flag_name(rank, a, v, policies, 3);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--attention")) {
+			o->cuda.attention = flag_name(rank, a, v, attention, 2);
+			cuda_only = 1;
+		} else if (!strcmp(a, "--gemm-autotune")) {
+			o->cuda.gemm_autotune = 1;
+			takes = 0;
+			cuda_only = 1;
+		} else if (!strcmp(a, "--watchdog")) {
+			o->cuda.watchdog_s = flag_number(rank, a, v, 0, 1e7, 0);
+			cuda_only = 1;
+		} else {
+			continue;
 		}
+		if (cuda_only && !o->cuda_flag) {
+			o->cuda_flag = 1;
+			o->cuda_flag_name = a;
+		}
+		argv[i] = NULL;
+		if (takes)
+			argv[++i] = NULL;
+	}
+	if (o->nccl.min_ctas > 0 && o->nccl.max_ctas > 0 && o->nccl.min_ctas > o->nccl.max_ctas) {
+		say0(rank, "gpu_run: --nccl-min-ctas %d is more than --nccl-max-ctas %d\n", o->nccl.min_ctas,
+		     o->nccl.max_ctas);
+		finish(2);
 	}
 	return help;
 }
 
 /* Parse and check everything; on bad input every rank exits 2. */
-static void setup(struct experiment *e, int rank, int world, int argc, char **argv)
+static void setup(struct experiment *e, struct run_opts *o, int rank, int world, int argc, char **argv)
 {
 	const char *where;
+	int cuda;
 
 	config_init(e);
 	if (config_parse_args(e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./gpu_run") != 0 ||
@@ -91,9 +224,43 @@ static void setup(struct experiment *e, int rank, int world, int argc, char **ar
 		finish(2);
 	}
 	where = e->path[0] ? e->path : "gpu_run";
-	if (strcmp(e->run.device, "cpu") != 0) {
-		say0(rank, "%s: run.device = %s: this build of gpu_run has no CUDA backend; use --device cpu\n",
-		     where, e->run.device);
+	cuda = !strcmp(e->run.device, "cuda");
+#ifndef GPU_RUN_CUDA
+	if (cuda) {
+		say0(rank, "%s: run.device = cuda: this build of gpu_run has no CUDA backend (CUDA was not found "
+			   "when it was built: nvcc, nccl.h, libnccl); use --device cpu\n", where);
+		config_release(e);
+		finish(2);
+	}
+#endif
+	if (!cuda && o->cuda_flag) {
+		say0(rank, "%s: %s is an option of the cuda backend; this run's device is %s\n", where,
+		     o->cuda_flag_name, e->run.device);
+		config_release(e);
+		finish(2);
+	}
+	if (o->emu.world > 0) {
+		if (o->emu.world != cluster_world(&e->cluster)) {
+			say0(rank, "%s: --emulate-world %d: the job it emulates has cluster.nodes * "
+				   "cluster.gpus_per_node = %d * %d = %d ranks; the two must agree\n",
+			     where, o->emu.world, e->cluster.nodes, e->cluster.gpus_per_node,
+			     cluster_world(&e->cluster));
+			config_release(e);
+			finish(2);
+		}
+		if (world != 1) {
+			say0(rank, "%s: --emulate-world runs one process as rank 0 of the job: start it with "
+				   "mpirun -np 1 (it has %d ranks)\n", where, world);
+			config_release(e);
+			finish(2);
+		}
+		if (o->emu.ctas == 0)
+			o->emu.ctas = e->cluster.gpu.nccl_sms > 0 ? e->cluster.gpu.nccl_sms : 16;
+		return;
+	}
+	if (o->emu.gbps > 0 || o->emu.lat_us >= 0 || o->emu.ctas || o->emu.engine) {
+		say0(rank, "%s: --emulate-gbps, --emulate-lat-us, --emulate-engine and --emulate-ctas need "
+			   "--emulate-world N\n", where);
 		config_release(e);
 		finish(2);
 	}
@@ -151,6 +318,54 @@ static void abort_job(void)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* The node's ranks: this rank's index among them and their number. */
+static void local_rank(int *lrank, int *lsize)
+{
+	MPI_Comm node;
+
+	mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+	mpi_check(MPI_Comm_rank(node, lrank));
+	mpi_check(MPI_Comm_size(node, lsize));
+	mpi_check(MPI_Comm_free(&node));
+}
+
+/*
+ * The backend of run.device. The CUDA one needs a GPU per rank and, unless
+ * emulated, NCCL communicators; a failure on any rank (no GPU, too few)
+ * is bad input on every rank: exit 2 together.
+ */
+static struct backend *backend_new(const struct experiment *e, const struct schedule *s, struct comm *c,
+				   const struct run_opts *o, char *err, int errlen)
+{
+	if (strcmp(e->run.device, "cuda") != 0)
+		return backend_cpu_new(s, c, err, errlen);
+#ifdef GPU_RUN_CUDA
+	{
+		int lrank = 0, lsize = 1, bad, any = 0;
+		struct backend *be = NULL;
+		if (!c->emulated)
+			local_rank(&lrank, &lsize);
+		bad = backend_cuda_select(lrank, lsize, err, errlen) < 0;
+		mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+		if (any) {
+			if (!bad)
+				snprintf(err, errlen, "another rank has no GPU of its own");
+			return NULL;
+		}
+		backend_cuda_on_failure(c);
+		comm_nccl_init(c, s, &o->nccl);
+		be = backend_cuda_new(s, c, &o->cuda, err, errlen);
+		bad = be == NULL;
+		mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+		return any ? NULL : be;
+	}
+#else
+	(void)o;
+	snprintf(err, errlen, "no CUDA backend in this build");
+	return NULL;
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	struct experiment e;
@@ -160,7 +375,9 @@ int main(int argc, char **argv)
 	struct exec *x;
 	struct op_timing *t;
 	struct summary sum;
-	int rank, world, rc = 0, total, serialize = 0;
+	struct run_opts opts;
+	struct runinfo info;
+	int rank, world, rc = 0, total;
 	double psum, psq, step_s = 0, compute_s = 0, exposed_s = 0;
 	char err[512], accum[32], wrap[32];
 	FILE *quiet = NULL;
@@ -173,25 +390,29 @@ int main(int argc, char **argv)
 		quiet = fopen("/dev/null", "w");
 		config_errfile = quiet;
 	}
-	if (take_own_flags(argc, argv, &serialize)) {
+	if (take_own_flags(rank, argc, argv, &opts)) {
 		if (rank == 0)
 			usage(stdout);
 		finish(0);
 	}
-	setup(&e, rank, world, argc, argv);
+	setup(&e, &opts, rank, world, argc, argv);
 	s = schedule_new(&e, err, sizeof(err));
 	if (!s) {
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
 		config_release(&e);
 		finish(2);
 	}
-	comm_init(&c, s);
-	be = backend_cpu_new(s, &c, err, sizeof(err));
+	if (opts.emu.world > 0)
+		comm_init_emulated(&c, s, &opts.emu);
+	else
+		comm_init(&c, s);
+	be = backend_new(&e, s, &c, &opts, err, sizeof(err));
 	if (!be) {
+		/* every rank fails alike; rank 0 says why (its own reason, or that another rank failed) */
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
 		finish(2);
 	}
-	x = exec_new(s, &c, be, serialize, err, sizeof(err));
+	x = exec_new(s, &c, be, opts.serialize, err, sizeof(err));
 	if (!x) {
 		fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
 		MPI_Abort(MPI_COMM_WORLD, 1);
@@ -199,10 +420,10 @@ int main(int argc, char **argv)
 	t = xcalloc((size_t)s->nops, sizeof(*t));
 	total = e.run.warmup + e.run.steps;
 	if (rank == 0)
-		printf("gpu_run: %s on %d x %d %s (%s backend%s), %s, accum %s x %d, wrap %s, "
+		printf("gpu_run: %s on %d x %d %s (%s backend%s%s), %s, accum %s x %d, wrap %s, "
 		       "ac %s: %d ops per step, %d warmup + %d steps\n",
 		       e.model.name, e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.gpu.name, be->ops->name,
-		       serialize ? ", serialized" : "",
+		       opts.serialize ? ", serialized" : "", c.emulated ? ", rank 0 of an emulated fabric" : "",
 		       sharding_names[e.policy.sharding], policy_accum_str(&e.policy, accum, sizeof(accum)),
 		       e.policy.microbatches, policy_wrap_str(&e.policy, wrap, sizeof(wrap)),
 		       ac_names[e.policy.ac], s->nops, e.run.warmup, e.run.steps);
@@ -232,9 +453,15 @@ int main(int argc, char **argv)
 	sum.compute_s = compute_s;
 	sum.exposed_comm_s = exposed_s;
 	exec_param_sums(x, &psum, &psq);
+	runinfo_init(&info);
+	runinfo_put(&info, "backend", be->ops->name);
+	comm_describe(&c, runinfo_put, &info);
+	if (be->ops->describe)
+		be->ops->describe(be, runinfo_put, &info);
 	if (rank == 0) {
-		printf("params sum %.9e sumsq %.9e\n", psum, psq);
+		printf("params sum %.9e sumsq %.9e%s\n", psum, psq, c.emulated ? " (this rank's shards)" : "");
 		print_summary(s, &sum);
+		runinfo_print(&info, stdout);
 		if (e.run.out[0]) {
 			const struct memory *mem = exec_memory(x);
 			struct run_result rr = {
@@ -246,15 +473,20 @@ int main(int argc, char **argv)
 				.mem = mem->samples,
 				.sum = sum,
 			};
-			if (results_append(e.run.out, &rr) != 0)
+			if (results_append(e.run.out, &rr) != 0 || runinfo_append(e.run.out, &info) != 0)
 				rc = 1;
 		}
 		fflush(stdout);
 	}
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+	runinfo_release(&info);
 	free(t);
 	exec_free(x);
 	be->ops->release(be);
+#ifdef GPU_RUN_CUDA
+	if (!strcmp(e.run.device, "cuda"))
+		comm_nccl_release(&c);
+#endif
 	comm_release(&c);
 	schedule_free(s);
 	config_release(&e);

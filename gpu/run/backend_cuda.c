@@ -1,0 +1,1367 @@
+/*
+ * backend_cuda.c - the CUDA backend (see backend.h): CUDA streams and
+ * events, the bf16 CUDA model of gpu/cuda, NCCL collectives, the host
+ * optimizer on a thread, the emulated fabric as paced device traffic.
+ *
+ * Plain C over the CUDA runtime API; its own kernels (conversions,
+ * accumulation, pack/unpack, mixed-type AdamW, emulated traffic) are in
+ * backend_cuda_kernels.cu. Built only where CUDA is (GPU_RUN_CUDA).
+ *
+ * Streams. One CUDA stream per schedule stream, non-blocking, the
+ * communication streams (all-gather, reduce-scatter, all-reduce) at the
+ * device's highest priority. ST_HOST, the host optimizer's stream, is a
+ * thread draining an in-order queue, as in the CPU backend. Every op has
+ * two events (start, end). A wait between two CUDA streams is
+ * cudaStreamWaitEvent; a host-stream op waiting for a CUDA op blocks its
+ * thread in cudaEventSynchronize (the host optimizer "gated by events");
+ * a CUDA stream waiting for a host-stream op waits on a flag in mapped
+ * pinned memory that the host thread sets (cuStreamWaitValue32 through
+ * the runtime's driver entry point; failing that, a host function on the
+ * stream that polls the flag). The walker's thread never waits inside a
+ * step: sync, at its end, polls the streams, checks NCCL's asynchronous
+ * errors every millisecond, and ends the job when the step outlives the
+ * watchdog (a dead or stalled peer).
+ *
+ * Times. step_begin records an event on the idle device, waits for it and
+ * reads the host clock at once: a CUDA op's times are
+ * cudaEventElapsedTime from that event, a host op's the host clock from
+ * that moment (the two clocks agree to some microseconds).
+ *
+ * Memory. Device segments are cudaMalloc'ed (ncclMemAlloc'ed and
+ * registered as symmetric NCCL windows under NCCL's zero-CTA policy,
+ * which its copy-engine collectives need), host buffers pinned
+ * (cudaMallocHost), so copies to and from the host are asynchronous and a
+ * conversion kernel can read or write them directly. What the backend
+ * holds outside the walker's allocator (the model context's scratch and
+ * cuBLASLt workspace, the bf16 staging of fp32 parameters, tokens, losses,
+ * layout tables) is counted and reported as backend.workspace_bytes.
+ *
+ * The work. Segments run the CUDA model on the compute stream (one model
+ * context serves it): activations bf16, the stores laid out by
+ * cuda_layout.h over the buffers the walker gives, gradients accumulated
+ * by the model's kernels in the gradient buffer's type (fp32, or bf16:
+ * cuda_ctx_grad_bf16). Parameters that are fp32 (ddp under mixed
+ * precision: the full parameters are the fp32 replica) are cast to a bf16
+ * staging copy first, as autocast does. All-gather: this rank's shard is
+ * cast (or copied) into its slot of the output, then an in-place
+ * ncclAllGather; reductions are ncclReduceScatter / ncclAllReduce with
+ * ncclAvg in the buffer's type. The optimizer: the CUDA model's AdamW
+ * forms as the policy names them (fused: one launch per unit shard;
+ * foreach: one multi-tensor launch per 192 model tensors; per-param: one
+ * launch per model tensor), after scaling the gradient by 1/M when M > 1;
+ * a mixed-type AdamW kernel where an operand is bf16; on the host thread,
+ * ref_adamw. Every CUDA, cuBLAS and NCCL call is checked (gpu/cuda/check.h:
+ * the call, file:line and the library's message, then MPI_Abort).
+ */
+#include <assert.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h> /* driver types only: cuStreamWaitValue32 comes through cudaGetDriverEntryPointByVersion */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "check.h"
+#include "comm.h"
+#include "cuda_model.h"
+#include "layout.h"
+#include "ref.h"
+#include "xalloc.h"
+
+#define SYNC_POLL_NS 50000       /* between polls of the streams at the end of a step */
+#define ASYNC_CHECK_NS 1000000   /* between checks of NCCL's asynchronous errors */
+#define COMM_STREAM_ELEMS_MAX (1ull << 62)
+
+typedef CUresult (*wait_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef ncclResult_t (*nccl_mem_alloc_fn)(void **, size_t);
+typedef ncclResult_t (*nccl_mem_free_fn)(void *);
+typedef ncclResult_t (*nccl_win_reg_fn)(ncclComm_t, void *, size_t, void **, int);
+typedef ncclResult_t (*nccl_win_dereg_fn)(ncclComm_t, void *);
+
+/* ---- the host stream: a thread and its queue --------------------------------------- */
+
+enum hcmd_type { H_RECORD, H_WAIT_DEVICE, H_OPTIM, H_ZERO };
+
+struct hcmd {
+	enum hcmd_type type;
+	int event;
+	void *p;                      /* H_ZERO */
+	uint64_t bytes;
+	struct optim_tensor *t;       /* H_OPTIM: owned, freed once run */
+	int count;
+	struct ref_adamw_hparams hp;
+	int step;
+	float scale;
+};
+
+struct hostq {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct hcmd *k;
+	int n, cap, head;
+	int stop;
+};
+
+/* A device segment registered as NCCL windows (zero-CTA policy). */
+struct window_seg {
+	void *p;
+	int nwin;
+	void *win[GRP_COUNT * ST_COUNT];
+	ncclComm_t comm[GRP_COUNT * ST_COUNT];
+};
+
+struct cu {
+	struct backend base;
+	const struct schedule *s;
+	const struct model_shape *m;
+	struct comm *comm;
+	struct cuda_opts opt;
+	int device;
+	struct cudaDeviceProp prop;
+	int B, N, D, V, M;
+	/* streams and events */
+	cudaStream_t cs[ST_COUNT];    /* NULL for ST_HOST */
+	int nevents;
+	cudaEvent_t *ev;
+	uint8_t *ev_host;             /* event recorded by the host stream this step */
+	uint64_t *host_ns;
+	volatile uint32_t *hflag;     /* mapped pinned memory: host event done */
+	CUdeviceptr hflag_dev;
+	wait_value_fn wait_value;     /* NULL: a polling host function instead */
+	cudaEvent_t t0;
+	struct timespec t0_host;
+	struct hostq hq;
+	/* the model */
+	struct cuda_ctx *ctx;
+	struct cuda_block_store *stores;  /* per segment, host-side */
+	struct cuda_head_store head;
+	int *d_tokens, *d_targets;        /* (M, N) */
+	float *d_loss;                    /* (M): each microbatch's mean loss */
+	bf16 *stage;                      /* fp32 parameters' bf16 copy, the largest segment's */
+	size_t stage_elems;
+	/* per-tensor layouts on the device */
+	struct layout *lay;
+	struct bcu_tensor **tdev;
+	int64_t *most;
+	/* emulated fabric on the copy engine: a clock word per stream */
+	uint64_t *emu_t0;
+	/* NCCL zero-CTA policy: segments registered as windows */
+	int windows;
+	nccl_mem_alloc_fn mem_alloc;
+	nccl_mem_free_fn mem_free;
+	nccl_win_reg_fn win_reg;
+	nccl_win_dereg_fn win_dereg;
+	struct window_seg *wsegs;
+	int nwsegs;
+	uint64_t workspace_bytes;
+};
+
+static struct cu *cu_of(struct backend *b)
+{
+	return (struct cu *)b;
+}
+
+static uint64_t host_clock_ns(const struct timespec *t0)
+{
+	struct timespec t;
+	int64_t d;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	d = (int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec);
+	return d > 0 ? (uint64_t)d : 0;
+}
+
+static size_t ebytes(enum elem e)
+{
+	return (size_t)elem_bytes(e);
+}
+
+static ncclDataType_t nccl_type(enum elem e)
+{
+	switch (e) {
+	case ELEM_FP32:
+		return ncclFloat32;
+	case ELEM_BF16:
+		return ncclBfloat16;
+	default:
+		cuda_assert(!"a collective of neither fp32 nor bf16");
+		return ncclFloat32;
+	}
+}
+
+/* ---- the host thread ------------------------------------------------------------------- */
+
+static float bf2f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* bf16 bits of a finite f, rounded to nearest even */
+static uint16_t f2bf(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+static float get(const void *p, size_t i, enum elem e)
+{
+	return e == ELEM_BF16 ? bf2f(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void set(void *p, size_t i, enum elem e, float v)
+{
+	if (e == ELEM_BF16)
+		((uint16_t *)p)[i] = f2bf(v);
+	else
+		((float *)p)[i] = v;
+}
+
+/* The host optimizer: ref_adamw where everything is fp32 (the CPU backend's numbers), else converted. */
+static void host_adamw(const struct hcmd *k)
+{
+	for (int i = 0; i < k->count; i++) {
+		const struct optim_tensor *t = &k->t[i];
+		float c1 = 1.0f - powf(k->hp.beta1, (float)k->step), c2 = 1.0f - powf(k->hp.beta2, (float)k->step);
+		if (t->p_elem == ELEM_FP32 && t->g_elem == ELEM_FP32 && t->state_elem == ELEM_FP32) {
+			float *g = t->g, *m = t->moments;
+			for (size_t j = 0; j < t->n; j++)
+				g[j] *= k->scale;
+			ref_adamw(t->p, g, m, m + t->n, t->n, &k->hp, k->step);
+			continue;
+		}
+		/* bf16 somewhere: element by element through fp32, ref_adamw's arithmetic */
+		for (size_t j = 0; j < t->n; j++) {
+			float g = get(t->g, j, t->g_elem) * k->scale, p = get(t->p, j, t->p_elem);
+			float m = get(t->moments, j, t->state_elem), v = get(t->moments, t->n + j, t->state_elem);
+			m = k->hp.beta1 * m + (1.0f - k->hp.beta1) * g;
+			v = k->hp.beta2 * v + (1.0f - k->hp.beta2) * g * g;
+			p -= k->hp.lr * ((m / c1) / (sqrtf(v / c2) + k->hp.eps) + k->hp.weight_decay * p);
+			set(t->p, j, t->p_elem, p);
+			set(t->moments, j, t->state_elem, m);
+			set(t->moments, t->n + j, t->state_elem, v);
+		}
+	}
+}
+
+static void *host_main(void *arg)
+{
+	struct cu *c = arg;
+	struct hostq *q = &c->hq;
+
+	cudaCheck(cudaSetDevice(c->device));
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		struct hcmd k;
+		while (!q->stop && q->head == q->n)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (q->head == q->n)
+			break;
+		k = q->k[q->head];
+		pthread_mutex_unlock(&q->mu);
+		switch (k.type) {
+		case H_RECORD:
+			c->host_ns[k.event] = host_clock_ns(&c->t0_host);
+			__atomic_store_n(&c->hflag[k.event], 1u, __ATOMIC_SEQ_CST);
+			break;
+		case H_WAIT_DEVICE:
+			cudaCheck(cudaEventSynchronize(c->ev[k.event]));
+			break;
+		case H_OPTIM:
+			host_adamw(&k);
+			free(k.t);
+			break;
+		case H_ZERO:
+			cudaCheck(cudaMemset(k.p, 0, k.bytes));
+			break;
+		}
+		pthread_mutex_lock(&q->mu);
+		q->head++;
+		pthread_cond_broadcast(&q->cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+static void host_push(struct cu *c, const struct hcmd *k)
+{
+	struct hostq *q = &c->hq;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->n == q->cap) {
+		q->cap = q->cap ? 2 * q->cap : 256;
+		q->k = xrealloc(q->k, sizeof(*q->k) * (size_t)q->cap);
+	}
+	q->k[q->n++] = *k;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+static int host_idle(struct cu *c)
+{
+	int idle;
+
+	pthread_mutex_lock(&c->hq.mu);
+	idle = c->hq.head == c->hq.n;
+	pthread_mutex_unlock(&c->hq.mu);
+	return idle;
+}
+
+/* ---- streams and events ------------------------------------------------------------------ */
+
+static cudaStream_t dev_stream(const struct cu *c, int stream)
+{
+	assert(stream >= 0 && stream < ST_COUNT && stream != ST_HOST && "device work on the host stream");
+	return c->cs[stream];
+}
+
+static void cu_record(struct backend *b, int stream, int event)
+{
+	struct cu *c = cu_of(b);
+
+	assert(event >= 0 && event < c->nevents);
+	c->ev_host[event] = stream == ST_HOST;
+	if (stream == ST_HOST) {
+		struct hcmd k = { .type = H_RECORD, .event = event };
+		host_push(c, &k);
+	} else {
+		cudaCheck(cudaEventRecord(c->ev[event], c->cs[stream]));
+	}
+}
+
+/* The host function a stream runs when cuStreamWaitValue32 is not there: poll the flag. */
+static void CUDART_CB poll_flag(void *flag)
+{
+	const struct timespec nap = { 0, 20000 };
+
+	while (__atomic_load_n((volatile uint32_t *)flag, __ATOMIC_SEQ_CST) == 0)
+		nanosleep(&nap, NULL);
+}
+
+static void cu_wait(struct backend *b, int stream, int event)
+{
+	struct cu *c = cu_of(b);
+
+	if (stream == ST_HOST) {
+		if (!c->ev_host[event]) { /* a host event is earlier on this very queue */
+			struct hcmd k = { .type = H_WAIT_DEVICE, .event = event };
+			host_push(c, &k);
+		}
+	} else if (c->ev_host[event]) {
+		if (c->wait_value) {
+			CUresult r = c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event,
+						   1, CU_STREAM_WAIT_VALUE_GEQ);
+			if (r != CUDA_SUCCESS) {
+				char msg[64];
+				snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
+				cuda_fail("CUDA driver", "cuStreamWaitValue32", msg, __FILE__, __LINE__);
+			}
+		} else {
+			cudaCheck(cudaLaunchHostFunc(c->cs[stream], poll_flag, (void *)&c->hflag[event]));
+		}
+	} else {
+		cudaCheck(cudaStreamWaitEvent(c->cs[stream], c->ev[event], 0));
+	}
+}
+
+/* 1 when every CUDA stream has run everything queued on it. */
+static int streams_idle(struct cu *c)
+{
+	for (int st = 0; st < ST_COUNT; st++) {
+		cudaError_t e;
+		if (!c->cs[st])
+			continue;
+		e = cudaStreamQuery(c->cs[st]);
+		if (e == cudaErrorNotReady)
+			return 0;
+		cudaCheck(e);
+	}
+	return 1;
+}
+
+/*
+ * Wait for every stream without blocking in CUDA: poll, check NCCL's
+ * asynchronous errors, and end the job when the step outlives the watchdog.
+ */
+static void cu_sync(struct backend *b)
+{
+	struct cu *c = cu_of(b);
+	const struct timespec nap = { 0, SYNC_POLL_NS };
+	struct timespec start;
+	uint64_t last_check = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!(host_idle(c) && streams_idle(c))) {
+		uint64_t waited = host_clock_ns(&start);
+		if (!c->comm->emulated && waited - last_check >= ASYNC_CHECK_NS) {
+			comm_nccl_check_async(c->comm);
+			last_check = waited;
+		}
+		if (c->opt.watchdog_s > 0 && (double)waited > c->opt.watchdog_s * 1e9) {
+			fprintf(stderr, "gpu_run: rank %d: the step has not finished after %.0f s (--watchdog): a rank "
+					"died or stalls; ending the job\n", c->comm->rank, c->opt.watchdog_s);
+			fflush(stderr);
+			comm_nccl_abort(c->comm);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		nanosleep(&nap, NULL);
+	}
+	cudaCheck(cudaGetLastError());
+	if (!c->comm->emulated)
+		comm_nccl_check_async(c->comm);
+}
+
+static void cu_step_begin(struct backend *b)
+{
+	struct cu *c = cu_of(b);
+
+	cu_sync(b);
+	pthread_mutex_lock(&c->hq.mu);
+	c->hq.n = c->hq.head = 0;
+	pthread_mutex_unlock(&c->hq.mu);
+	memset(c->ev_host, 0, (size_t)c->nevents);
+	memset((void *)c->hflag, 0, sizeof(uint32_t) * (size_t)c->nevents);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	cudaCheck(cudaEventRecord(c->t0, c->cs[ST_COMPUTE]));
+	cudaCheck(cudaEventSynchronize(c->t0));
+	clock_gettime(CLOCK_MONOTONIC, &c->t0_host);
+}
+
+static uint64_t cu_now_ns(struct backend *b)
+{
+	return host_clock_ns(&cu_of(b)->t0_host);
+}
+
+static uint64_t cu_event_ns(struct backend *b, int event)
+{
+	struct cu *c = cu_of(b);
+	float ms = 0;
+
+	assert(event >= 0 && event < c->nevents);
+	if (c->ev_host[event])
+		return c->host_ns[event];
+	cudaCheck(cudaEventElapsedTime(&ms, c->t0, c->ev[event]));
+	return ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;
+}
+
+static double cu_loss(struct backend *b)
+{
+	struct cu *c = cu_of(b);
+	float *l = xmalloc(sizeof(float) * (size_t)c->M);
+	double sum = 0;
+
+	cudaCheck(cudaMemcpy(l, c->d_loss, sizeof(float) * (size_t)c->M, cudaMemcpyDeviceToHost));
+	for (int i = 0; i < c->M; i++)
+		sum += l[i];
+	free(l);
+	return sum;
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+/* Every NCCL communicator of this rank (zero-CTA windows are registered with each). */
+static int all_nccl(struct cu *c, ncclComm_t out[GRP_COUNT * ST_COUNT])
+{
+	int n = 0;
+
+	for (int g = 0; g < GRP_COUNT; g++)
+		for (int st = 0; st < ST_COUNT; st++)
+			if (c->comm->handle[g][st].nccl)
+				out[n++] = (ncclComm_t)c->comm->handle[g][st].nccl;
+	return n;
+}
+
+static void *cu_dev_alloc(struct backend *b, uint64_t bytes)
+{
+	struct cu *c = cu_of(b);
+	void *p = NULL;
+
+	if (!c->windows) {
+		if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+			(void)cudaGetLastError(); /* out of memory: the walker reports it */
+			return NULL;
+		}
+		return p;
+	}
+	/* zero-CTA policy: NCCL's copy-engine collectives need symmetric windows on NCCL memory */
+	if (c->mem_alloc(&p, bytes ? bytes : 1) != ncclSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	c->wsegs = xrealloc(c->wsegs, sizeof(*c->wsegs) * (size_t)(c->nwsegs + 1));
+	{
+		struct window_seg *w = &c->wsegs[c->nwsegs++];
+		memset(w, 0, sizeof(*w));
+		w->p = p;
+		w->nwin = all_nccl(c, w->comm);
+		for (int i = 0; i < w->nwin; i++)
+			ncclCheck(c->win_reg(w->comm[i], p, bytes, &w->win[i], NCCL_WIN_COLL_SYMMETRIC));
+	}
+	return p;
+}
+
+static void cu_dev_free(struct backend *b, void *p)
+{
+	struct cu *c = cu_of(b);
+
+	if (!c->windows) {
+		cudaCheck(cudaFree(p));
+		return;
+	}
+	for (int i = 0; i < c->nwsegs; i++) {
+		struct window_seg *w = &c->wsegs[i];
+		if (w->p != p)
+			continue;
+		for (int k = 0; k < w->nwin; k++)
+			ncclCheck(c->win_dereg(w->comm[k], w->win[k]));
+		ncclCheck(c->mem_free(p));
+		w->p = NULL;
+		return;
+	}
+	cuda_assert(!"freeing a segment the backend did not allocate");
+}
+
+static void *cu_host_alloc(struct backend *b, uint64_t bytes)
+{
+	void *p = NULL;
+
+	(void)b;
+	if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void cu_host_free(struct backend *b, void *p)
+{
+	(void)b;
+	cudaCheck(cudaFreeHost(p));
+}
+
+static void cu_upload(struct backend *b, void *dev, const void *host, uint64_t bytes)
+{
+	(void)b;
+	cudaCheck(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+}
+
+static void cu_download(struct backend *b, void *host, const void *dev, uint64_t bytes)
+{
+	(void)b;
+	cudaCheck(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void cu_set_batch(struct backend *b, int micro, const int *tokens, const int *targets)
+{
+	struct cu *c = cu_of(b);
+	size_t n = sizeof(int) * (size_t)c->N;
+
+	cudaCheck(cudaMemcpy(c->d_tokens + (size_t)micro * c->N, tokens, n, cudaMemcpyHostToDevice));
+	cudaCheck(cudaMemcpy(c->d_targets + (size_t)micro * c->N, targets, n, cudaMemcpyHostToDevice));
+}
+
+/* ---- work: the model --------------------------------------------------------------------- */
+
+static void cu_zero(struct backend *b, int stream, void *p, uint64_t bytes)
+{
+	struct cu *c = cu_of(b);
+
+	if (stream == ST_HOST) {
+		struct hcmd k = { .type = H_ZERO, .p = p, .bytes = bytes };
+		host_push(c, &k);
+		return;
+	}
+	cudaCheck(cudaMemsetAsync(p, 0, bytes, c->cs[stream]));
+}
+
+/* Elements of a segment's parameters: its flat block, the embedding, or the head's norm and output. */
+static size_t seg_param_elems(const struct cu *c, int seg, size_t *out_elems)
+{
+	*out_elems = 0;
+	switch (c->s->segs[seg].kind) {
+	case SEG_EMBED:
+		return (size_t)c->V * c->D;
+	case SEG_BLOCK:
+		return cuda_block_elems(c->m);
+	case SEG_HEAD:
+		*out_elems = (size_t)c->V * c->D;
+		return (size_t)c->D;
+	default:
+		assert(!"bad segment kind");
+		return 0;
+	}
+}
+
+/* The segment's parameters in bf16: themselves, or (fp32: ddp's replica) a staging copy. */
+static void seg_params(struct cu *c, const struct seg_args *a, cudaStream_t st, const bf16 **p, const bf16 **out)
+{
+	size_t n, nout;
+
+	if (a->param_elem == ELEM_BF16) {
+		*p = a->params;
+		*out = a->out_params;
+		return;
+	}
+	cuda_assert(a->param_elem == ELEM_FP32);
+	n = seg_param_elems(c, a->seg, &nout);
+	cuda_assert(n + nout <= c->stage_elems);
+	bcu_convert(c->stage, ELEM_BF16, a->params, ELEM_FP32, n, st);
+	if (nout)
+		bcu_convert(c->stage + n, ELEM_BF16, a->out_params, ELEM_FP32, nout, st);
+	*p = c->stage;
+	*out = nout ? c->stage + n : NULL;
+}
+
+static const int *micro_tokens(const struct cu *c, int micro)
+{
+	return c->d_tokens + (size_t)micro * c->N;
+}
+
+static const int *micro_targets(const struct cu *c, int micro)
+{
+	return c->d_targets + (size_t)micro * c->N;
+}
+
+static void cu_forward(struct backend *b, int stream, const struct seg_args *a)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+	size_t nd = (size_t)c->N * c->D * sizeof(bf16);
+	const bf16 *p, *pout;
+
+	assert(stream == ST_COMPUTE && "the model context serves the compute stream");
+	seg_params(c, a, st, &p, &pout);
+	switch (c->s->segs[a->seg].kind) {
+	case SEG_EMBED:
+		/* the backward reads the tokens here */
+		cudaCheck(cudaMemcpyAsync(a->saved, micro_tokens(c, a->micro), sizeof(int) * (size_t)c->N,
+					  cudaMemcpyDeviceToDevice, st));
+		cuda_embedding_forward(a->resid, micro_tokens(c, a->micro), p, c->N, c->D, st);
+		break;
+	case SEG_BLOCK: {
+		struct cuda_block_store *bs = &c->stores[a->seg];
+		/* every field is computed: the ones the mode does not keep land in the scratch */
+		cuda_block_store_init(bs, a->saved, c->s->ac == AC_NONE ? NULL : a->scratch, c->m, c->B, c->s->ac);
+		cudaCheck(cudaMemcpyAsync(bs->x, a->resid, nd, cudaMemcpyDeviceToDevice, st));
+		cuda_block_forward(c->ctx, a->resid, bs, p, c->m, c->B, st);
+		break;
+	}
+	case SEG_HEAD:
+		cuda_head_store_init_split(&c->head, a->saved, a->scratch, c->m, c->B, c->s->loss,
+					   c->s->loss_chunk_rows);
+		cudaCheck(cudaMemcpyAsync(c->head.x, a->resid, nd, cudaMemcpyDeviceToDevice, st));
+		cuda_head_forward(c->ctx, c->d_loss + a->micro, &c->head, p, pout, micro_targets(c, a->micro), c->m,
+				  c->B, st);
+		break;
+	default:
+		assert(!"bad segment kind");
+	}
+}
+
+static void cu_recompute(struct backend *b, int stream, const struct seg_args *a)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+	struct cuda_block_store *bs = &c->stores[a->seg];
+	const bf16 *p, *pout;
+
+	assert(stream == ST_COMPUTE && c->s->segs[a->seg].kind == SEG_BLOCK);
+	seg_params(c, a, st, &p, &pout);
+	/* the same saved memory, so the same field layout; the rest now in the recomputed buffer */
+	cuda_block_store_init(bs, a->saved, a->recomputed, c->m, c->B, c->s->ac);
+	cuda_block_recompute(c->ctx, bs, p, c->m, c->B, st);
+}
+
+static void cu_backward(struct backend *b, int stream, const struct seg_args *a)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+	const bf16 *p, *pout;
+	int gbf = a->grad_elem == ELEM_BF16;
+
+	assert(stream == ST_COMPUTE);
+	cuda_assert(a->grad_elem == ELEM_FP32 || a->grad_elem == ELEM_BF16);
+	seg_params(c, a, st, &p, &pout);
+	cuda_ctx_grad_bf16(c->ctx, gbf);
+	switch (c->s->segs[a->seg].kind) {
+	case SEG_EMBED:
+		if (gbf)
+			cuda_embedding_backward_bf16(a->grads, a->resid, a->saved, c->N, c->D, st);
+		else
+			cuda_embedding_backward(a->grads, a->resid, a->saved, c->N, c->D, st);
+		break;
+	case SEG_BLOCK: {
+		struct cuda_block_store *bs = &c->stores[a->seg];
+		if (c->s->ac == AC_NONE)
+			cuda_block_store_init(bs, a->saved, NULL, c->m, c->B, AC_NONE);
+		cuda_block_backward(c->ctx, a->resid, a->grads, a->resid, bs, p, a->scratch, c->m, c->B, st);
+		break;
+	}
+	case SEG_HEAD:
+		cuda_head_store_init_split(&c->head, a->saved, a->scratch, c->m, c->B, c->s->loss,
+					   c->s->loss_chunk_rows);
+		cuda_head_backward(c->ctx, a->resid, a->grads, a->out_grads, &c->head, p, pout,
+				   micro_targets(c, a->micro), c->m, c->B, st);
+		break;
+	default:
+		assert(!"bad segment kind");
+	}
+}
+
+/* ---- work: collectives -------------------------------------------------------------------- */
+
+static void emu_of(const struct comm_handle *h, enum op_kind k, uint64_t S, struct bcu_emu *e)
+{
+	struct comm_emu_plan p;
+
+	comm_emu_plan(h, k, S, &p);
+	e->steps = p.steps;
+	e->reduce_steps = p.reduce_steps;
+	e->q = p.steps ? p.wire_bytes / (uint64_t)p.steps : 0;
+	e->r = p.steps ? p.wire_bytes % (uint64_t)p.steps : 0;
+	e->bytes_per_ns = p.bytes_per_ns;
+	e->lat_ns = p.step_lat_ns;
+}
+
+static void cu_all_gather(struct backend *b, int stream, struct comm_handle *h, void *out, enum elem oe,
+			  const void *in, enum elem ie, size_t count)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+	size_t slot_bytes = count * ebytes(oe);
+	char *slot = (char *)out + (size_t)h->rank * slot_bytes;
+
+	/* this rank's shard into its slot of the output, in the output's type */
+	if (ie != oe)
+		bcu_convert(slot, oe, in, ie, count, st);
+	else if ((const void *)slot != in)
+		cudaCheck(cudaMemcpyAsync(slot, in, slot_bytes, cudaMemcpyDefault, st));
+	if (h->emulated) {
+		struct bcu_emu e;
+		emu_of(h, OP_ALLGATHER, (uint64_t)slot_bytes * (uint64_t)h->size, &e);
+		h->wire_bytes += e.q * (uint64_t)e.steps + e.r;
+		if (c->comm->emu.engine == 1) {
+			/* the copy engine: one copy per ring step, each step's end paced by one warp */
+			double deadline = 0;
+			bcu_emu_stamp(&c->emu_t0[stream], st);
+			for (int i = 0; i < e.steps; i++) {
+				uint64_t n = e.q + ((uint64_t)i < e.r);
+				int dst = (h->rank + i + 1) % h->size;
+				cudaCheck(cudaMemcpyAsync((char *)out + (size_t)dst * slot_bytes, slot,
+							  n < slot_bytes ? n : slot_bytes, cudaMemcpyDeviceToDevice, st));
+				deadline += (double)n / e.bytes_per_ns + e.lat_ns;
+				bcu_emu_wait(&c->emu_t0[stream], deadline, st);
+			}
+		} else {
+			bcu_emu_all_gather(out, slot_bytes, h->rank, h->size, &e, c->comm->emu.ctas, st);
+		}
+		return;
+	}
+	ncclCheck(ncclAllGather(slot, out, count, nccl_type(oe), (ncclComm_t)h->nccl, st));
+}
+
+static void cu_reduce_scatter(struct backend *b, int stream, struct comm_handle *h, void *out, const void *in,
+			      size_t count, enum elem e)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+
+	if (h->emulated) {
+		struct bcu_emu em;
+		size_t bytes = count * ebytes(e);
+		emu_of(h, OP_REDUCE_SCATTER, (uint64_t)bytes * (uint64_t)h->size, &em);
+		h->wire_bytes += em.q * (uint64_t)em.steps + em.r;
+		cudaCheck(cudaMemcpyAsync(out, (const char *)in + (size_t)h->rank * bytes, bytes,
+					  cudaMemcpyDeviceToDevice, st));
+		/* reductions need the SMs: no copy-engine form, as with NCCL's */
+		bcu_emu_reduce_scatter(out, in, count, e, h->rank, h->size, &em, c->comm->emu.ctas, st);
+		return;
+	}
+	ncclCheck(ncclReduceScatter(in, out, count, nccl_type(e), ncclAvg, (ncclComm_t)h->nccl, st));
+}
+
+static void cu_all_reduce(struct backend *b, int stream, struct comm_handle *h, void *buf, size_t count,
+			  enum elem e)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+
+	if (h->emulated) {
+		struct bcu_emu em;
+		emu_of(h, OP_ALLREDUCE, (uint64_t)count * ebytes(e), &em);
+		h->wire_bytes += em.q * (uint64_t)em.steps + em.r;
+		bcu_emu_all_reduce(buf, count, e, h->size, &em, c->comm->emu.ctas, st);
+		return;
+	}
+	ncclCheck(ncclAllReduce(buf, buf, count, nccl_type(e), ncclAvg, (ncclComm_t)h->nccl, st));
+}
+
+/* ---- work: element-wise, copies, layouts ----------------------------------------------------- */
+
+static void cu_accumulate(struct backend *b, int stream, void *dst, const void *src, size_t count, enum elem e)
+{
+	struct cu *c = cu_of(b);
+	bcu_accumulate(dst, src, count, e, dev_stream(c, stream));
+}
+
+static void cu_copy(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
+		    size_t count)
+{
+	struct cu *c = cu_of(b);
+	cudaStream_t st = dev_stream(c, stream);
+
+	if (de == se)
+		cudaCheck(cudaMemcpyAsync(dst, src, count * ebytes(de), cudaMemcpyDefault, st));
+	else
+		bcu_convert(dst, de, src, se, count, st); /* host memory too: it is mapped */
+}
+
+/* The backend's copy of a unit's layout: units are told apart by their first tensor's place in the model. */
+static int unit_of(const struct cu *c, const struct unit_layout *u)
+{
+	for (int i = 0; i < c->lay->nunits; i++)
+		if (c->lay->units[i].ntensors == u->ntensors && c->lay->units[i].t[0].model_off == u->t[0].model_off)
+			return i;
+	cuda_assert(!"a unit layout the backend does not know");
+	return -1;
+}
+
+static void cu_unpack(struct backend *b, int stream, const struct unit_layout *u, void *flat, const void *gathered,
+		      enum elem e, int n)
+{
+	struct cu *c = cu_of(b);
+	int k = unit_of(c, u);
+
+	bcu_unpack(flat, gathered, e, c->tdev[k], u->ntensors, u->shard_floats, n, c->most[k], dev_stream(c, stream));
+}
+
+static void cu_pack(struct backend *b, int stream, const struct unit_layout *u, void *packed, enum elem pe,
+		    const void *flat, enum elem fe, int n)
+{
+	struct cu *c = cu_of(b);
+	int k = unit_of(c, u);
+
+	bcu_pack(packed, pe, flat, fe, c->tdev[k], u->ntensors, u->shard_floats, n, c->most[k],
+		 dev_stream(c, stream));
+}
+
+/* ---- work: the optimizer ------------------------------------------------------------------- */
+
+/*
+ * The model tensors inside unit k's shard on this rank, as [offset, offset
+ * + n) ranges of the shard: the launches a per-parameter or foreach step
+ * makes (the shard's padding is zero and stays zero, so it is left out).
+ */
+static int shard_pieces(const struct cu *c, int k, size_t *off, size_t *len, int max)
+{
+	const struct unit_layout *u = &c->lay->units[k];
+	int r = c->comm->shard_rank, n = 0;
+
+	for (int i = 0; i < u->ntensors && n < max; i++) {
+		const struct layout_tensor *t = &u->t[i];
+		if (u->per_tensor) {
+			int64_t first = (int64_t)r * t->rows_per_rank, last = first + t->rows_per_rank;
+			if (last > t->rows)
+				last = t->rows;
+			if (last <= first)
+				continue;
+			off[n] = t->shard_off;
+			len[n++] = (size_t)((last - first) * t->cols);
+		} else {
+			size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
+			size_t a = t->flat_off, bnd = a + (size_t)(t->rows * t->cols);
+			if (a < lo)
+				a = lo;
+			if (bnd > hi)
+				bnd = hi;
+			if (a >= bnd)
+				continue;
+			off[n] = a - lo;
+			len[n++] = bnd - a;
+		}
+	}
+	return n;
+}
+
+static void device_optimizer(struct cu *c, cudaStream_t st, const struct optim_args *a)
+{
+	const struct cuda_adamw_hparams hp = { a->lr, a->beta1, a->beta2, a->eps, a->weight_decay };
+	enum optim form = c->s->exp->policy.optim;
+	struct cuda_adamw_tensor *list = NULL;
+	int nlist = 0, cap = 0;
+
+	for (int i = 0; i < a->count; i++) {
+		const struct optim_tensor *t = &a->t[i];
+		float *p = t->p, *g = t->g, *m = t->moments, *v = m + t->n;
+		if (t->p_elem != ELEM_FP32 || t->g_elem != ELEM_FP32 || t->state_elem != ELEM_FP32) {
+			/* bf16 somewhere: one mixed-type launch over the shard, the 1/M folded in */
+			struct bcu_adam k = { a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+					      1.0f - powf(a->beta1, (float)a->step), 1.0f - powf(a->beta2, (float)a->step),
+					      a->grad_scale };
+			bcu_adamw(t->p, t->p_elem, t->g, t->g_elem, t->moments,
+				  (char *)t->moments + t->n * ebytes(t->state_elem), t->state_elem, t->n, &k, st);
+			continue;
+		}
+		if (a->grad_scale != 1.0f)
+			bcu_scale(g, t->n, ELEM_FP32, a->grad_scale, st);
+		if (form == OPT_FUSED) {
+			cuda_adamw_fused(p, NULL, g, m, v, t->n, &hp, a->step, 0, st);
+		} else {
+			const struct unit_layout *u = &c->lay->units[t->unit];
+			size_t *off = xmalloc(sizeof(size_t) * (size_t)(u->ntensors + 1));
+			size_t *len = xmalloc(sizeof(size_t) * (size_t)(u->ntensors + 1));
+			int np = shard_pieces(c, t->unit, off, len, u->ntensors);
+			for (int j = 0; j < np; j++) {
+				if (form == OPT_PER_PARAM) {
+					cuda_adamw(p + off[j], g + off[j], m + off[j], v + off[j], len[j], &hp, a->step, st);
+					continue;
+				}
+				if (nlist == cap) {
+					cap = cap ? 2 * cap : 64;
+					list = xrealloc(list, sizeof(*list) * (size_t)cap);
+				}
+				list[nlist++] = (struct cuda_adamw_tensor){ p + off[j], g + off[j], m + off[j], v + off[j],
+									    len[j] };
+			}
+			free(off);
+			free(len);
+		}
+	}
+	if (nlist)
+		cuda_adamw_multi(list, nlist, &hp, a->step, st); /* ceil(nlist / 192) launches */
+	free(list);
+}
+
+static void cu_optimizer(struct backend *b, int stream, const struct optim_args *a)
+{
+	struct cu *c = cu_of(b);
+
+	if (stream == ST_HOST) {
+		struct hcmd k = { .type = H_OPTIM };
+		k.t = xmalloc(sizeof(*a->t) * (size_t)(a->count > 0 ? a->count : 1));
+		memcpy(k.t, a->t, sizeof(*a->t) * (size_t)a->count);
+		k.count = a->count;
+		k.hp = (struct ref_adamw_hparams){ a->lr, a->beta1, a->beta2, a->eps, a->weight_decay };
+		k.step = a->step;
+		k.scale = a->grad_scale;
+		host_push(c, &k);
+		return;
+	}
+	device_optimizer(c, dev_stream(c, stream), a);
+}
+
+/* ---- what the run is on ---------------------------------------------------------------------- */
+
+static void put_int(void (*put)(void *, const char *, const char *), void *ctx, const char *key, long long v)
+{
+	char s[32];
+	snprintf(s, sizeof(s), "%lld", v);
+	put(ctx, key, s);
+}
+
+static void driver_version(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/driver/nvidia/version", "r");
+	char line[256];
+
+	snprintf(out, len, "unknown");
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "Module");
+		if (p) {
+			p += strlen("Module");
+			while (*p == ' ')
+				p++;
+			snprintf(out, len, "%.*s", (int)strcspn(p, " \n"), p);
+		}
+	}
+	fclose(f);
+}
+
+static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *key, const char *value), void *ctx)
+{
+	struct cu *c = cu_of(b);
+	char s[128];
+	int v = 0;
+	size_t blas = cublasLtGetVersion();
+	const char *why = NULL;
+	enum cuda_attention used = cuda_ctx_attention_used(c->ctx, &why);
+	static const char *const policy[] = { "default", "efficiency", "zero" };
+	const struct comm_nccl_opts *no = &c->comm->nccl_opts;
+
+	put(ctx, "device.name", c->prop.name);
+	snprintf(s, sizeof(s), "sm_%d%d", c->prop.major, c->prop.minor);
+	put(ctx, "device.arch", s);
+	put_int(put, ctx, "device.sms", c->prop.multiProcessorCount);
+	put_int(put, ctx, "device.memory_bytes", (long long)c->prop.totalGlobalMem);
+	driver_version(s, sizeof(s));
+	put(ctx, "device.driver", s);
+	cudaCheck(cudaDriverGetVersion(&v));
+	snprintf(s, sizeof(s), "%d.%d", v / 1000, v % 1000 / 10);
+	put(ctx, "cuda.driver_api", s);
+	cudaCheck(cudaRuntimeGetVersion(&v));
+	snprintf(s, sizeof(s), "%d.%d", v / 1000, v % 1000 / 10);
+	put(ctx, "cuda.runtime", s);
+	snprintf(s, sizeof(s), "%zu.%zu.%zu", blas / 10000, blas / 100 % 100, blas % 100);
+	put(ctx, "cuda.cublaslt", s);
+	v = c->comm->nccl_version;
+	snprintf(s, sizeof(s), "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+	put(ctx, "nccl.version", s);
+	if (!c->comm->emulated) {
+		put_int(put, ctx, "nccl.min_ctas", no->min_ctas);
+		put_int(put, ctx, "nccl.max_ctas", no->max_ctas);
+		put_int(put, ctx, "nccl.cga_cluster_size", no->cga_cluster);
+		put(ctx, "nccl.cta_policy", no->cta_policy >= 0 && no->cta_policy <= 2 ? policy[no->cta_policy] : "nccl");
+		put(ctx, "nccl.symmetric_windows", c->windows ? "yes" : "no");
+	} else {
+		put(ctx, "fabric.engine", c->comm->emu.engine ? "copy-engine (all-gather; reductions on SMs)" : "sm");
+		put_int(put, ctx, "fabric.ctas", c->comm->emu.ctas);
+	}
+	put(ctx, "model.attention_asked", c->opt.attention ? "cudnn" : "mma");
+	put(ctx, "model.attention_used", used == CUDA_ATTN_CUDNN ? "cudnn" : "mma");
+	if (c->opt.attention && used != CUDA_ATTN_CUDNN && why)
+		put(ctx, "model.attention_fallback", why);
+	put(ctx, "model.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
+	put(ctx, "backend.host_waits", c->wait_value ? "cuStreamWaitValue32" : "host function polling");
+	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
+}
+
+/* ---- setup ------------------------------------------------------------------------------------- */
+
+static void cu_release(struct backend *b)
+{
+	struct cu *c = cu_of(b);
+
+	if (!c)
+		return;
+	cu_sync(b);
+	pthread_mutex_lock(&c->hq.mu);
+	c->hq.stop = 1;
+	pthread_cond_broadcast(&c->hq.cv);
+	pthread_mutex_unlock(&c->hq.mu);
+	pthread_join(c->hq.thread, NULL);
+	pthread_mutex_destroy(&c->hq.mu);
+	pthread_cond_destroy(&c->hq.cv);
+	free(c->hq.k);
+	for (int i = 0; i < c->nevents; i++)
+		cudaCheck(cudaEventDestroy(c->ev[i]));
+	cudaCheck(cudaEventDestroy(c->t0));
+	for (int st = 0; st < ST_COUNT; st++)
+		if (c->cs[st])
+			cudaCheck(cudaStreamDestroy(c->cs[st]));
+	cuda_ctx_free(c->ctx);
+	for (int k = 0; c->lay && k < c->lay->nunits; k++)
+		cudaCheck(cudaFree(c->tdev[k]));
+	layout_free(c->lay);
+	cudaCheck(cudaFree(c->d_tokens));
+	cudaCheck(cudaFree(c->d_targets));
+	cudaCheck(cudaFree(c->d_loss));
+	cudaCheck(cudaFree(c->stage));
+	cudaCheck(cudaFree(c->emu_t0));
+	cudaCheck(cudaFreeHost((void *)c->hflag));
+	free(c->ev);
+	free(c->ev_host);
+	free(c->host_ns);
+	free(c->stores);
+	free(c->tdev);
+	free(c->most);
+	free(c->wsegs);
+	free(c);
+}
+
+static const struct backend_ops cuda_ops = {
+	.name = "cuda",
+	.release = cu_release,
+	.dev_alloc = cu_dev_alloc,
+	.dev_free = cu_dev_free,
+	.host_alloc = cu_host_alloc,
+	.host_free = cu_host_free,
+	.upload = cu_upload,
+	.download = cu_download,
+	.set_batch = cu_set_batch,
+	.step_begin = cu_step_begin,
+	.now_ns = cu_now_ns,
+	.record = cu_record,
+	.wait = cu_wait,
+	.sync = cu_sync,
+	.event_ns = cu_event_ns,
+	.loss = cu_loss,
+	.zero = cu_zero,
+	.forward = cu_forward,
+	.recompute = cu_recompute,
+	.backward = cu_backward,
+	.all_gather = cu_all_gather,
+	.reduce_scatter = cu_reduce_scatter,
+	.all_reduce = cu_all_reduce,
+	.accumulate = cu_accumulate,
+	.optimizer = cu_optimizer,
+	.copy = cu_copy,
+	.unpack = cu_unpack,
+	.pack = cu_pack,
+	.describe = cu_describe,
+};
+
+/* Bytes the CUDA model needs in buffer b (0: nothing beyond what the schedule says). */
+static uint64_t need_bytes(const struct cu *c, const struct buffer *b)
+{
+	const struct schedule *s = c->s;
+	enum segment_kind sk = b->seg >= 0 ? s->segs[b->seg].kind : SEG_KIND_COUNT;
+	int phase = b->alloc_op >= 0 ? s->ops[b->alloc_op].kind : -1;
+
+	switch (b->kind) {
+	case BUF_ACTS:
+		if (sk == SEG_BLOCK)
+			return cuda_block_saved_bytes(c->m, c->B, s->ac);
+		if (sk == SEG_HEAD)
+			return cuda_head_saved_bytes(c->m, c->B, s->loss);
+		return 0;
+	case BUF_RECOMPUTED:
+		return cuda_block_transient_bytes(c->m, c->B, s->ac);
+	case BUF_TRANSIENT:
+		if (sk == SEG_BLOCK && phase == OP_FORWARD)
+			return cuda_block_transient_bytes(c->m, c->B, s->ac);
+		if (sk == SEG_BLOCK && phase == OP_BACKWARD)
+			return cuda_block_scratch_bytes(c->m, c->B);
+		if (sk == SEG_HEAD)
+			return cuda_head_transient_bytes(c->m, c->B, s->loss, s->loss_chunk_rows);
+		return 0;
+	case BUF_RESIDUAL:
+	case BUF_RESIDUAL_GRAD:
+		return (uint64_t)c->N * c->D * sizeof(bf16);
+	case BUF_TOKENS:
+		return (uint64_t)c->N * sizeof(int);
+	default:
+		return 0;
+	}
+}
+
+/* Refuse what the CUDA model cannot compute: 0, or -1 with the reason in err. */
+static int check_schedule(const struct schedule *s, char *err, int errlen)
+{
+	if (s->act_elem != ELEM_BF16) {
+		snprintf(err, errlen, "the cuda backend computes in bf16, but the schedule's activations are %s: "
+				      "set precision = mixed or pure-bf16 in [policy]", elem_name(s->act_elem));
+		return -1;
+	}
+	if (cuda_shape_check(&s->exp->model, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < s->nbufs; i++) {
+		const struct buffer *b = &s->bufs[i];
+		if (b->elem != ELEM_FP32 && b->elem != ELEM_BF16 && b->elem != ELEM_I32) {
+			snprintf(err, errlen, "a %s buffer of element type %s: the cuda backend has fp32 and bf16",
+				 buf_kind_name(b->kind), elem_name(b->elem));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* cuStreamWaitValue32 from the driver, through the runtime (no link against libcuda); NULL if absent. */
+static wait_value_fn find_wait_value(void)
+{
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+
+	if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return (wait_value_fn)fn;
+}
+
+/* The per-tensor layout of every unit in device memory, for pack and unpack. */
+static void layout_tables(struct cu *c)
+{
+	c->lay = layout_new(c->s);
+	c->tdev = xcalloc((size_t)c->lay->nunits, sizeof(*c->tdev));
+	c->most = xcalloc((size_t)c->lay->nunits, sizeof(*c->most));
+	for (int k = 0; k < c->lay->nunits; k++) {
+		const struct unit_layout *u = &c->lay->units[k];
+		struct bcu_tensor *t = xcalloc((size_t)u->ntensors + 1, sizeof(*t));
+		for (int i = 0; i < u->ntensors; i++) {
+			const struct layout_tensor *x = &u->t[i];
+			t[i] = (struct bcu_tensor){ (int64_t)x->flat_off, (int64_t)x->shard_off, x->rows, x->cols,
+						    x->rows_per_rank };
+			if (x->rows_per_rank * x->cols > c->most[k])
+				c->most[k] = x->rows_per_rank * x->cols;
+		}
+		cudaCheck(cudaMalloc((void **)&c->tdev[k], sizeof(*t) * (size_t)(u->ntensors + 1)));
+		cudaCheck(cudaMemcpy(c->tdev[k], t, sizeof(*t) * (size_t)u->ntensors, cudaMemcpyHostToDevice));
+		c->workspace_bytes += sizeof(*t) * (size_t)(u->ntensors + 1);
+		free(t);
+	}
+}
+
+/* The largest segment's parameters, when some are fp32 (ddp's replica under mixed precision): the staging. */
+static size_t staging_elems(const struct cu *c)
+{
+	size_t most = 0;
+
+	for (int i = 0; i < c->s->nbufs; i++) {
+		const struct buffer *b = &c->s->bufs[i];
+		if (b->kind == BUF_FULL_PARAM && b->elem == ELEM_FP32)
+			for (int g = 0; g < c->s->nsegs; g++) {
+				size_t nout, n = seg_param_elems(c, g, &nout);
+				if (n + nout > most)
+					most = n + nout;
+			}
+	}
+	return most;
+}
+
+/* NCCL's zero-CTA policy: segments from ncclMemAlloc, registered as symmetric windows (when the library has them). */
+static void windows_setup(struct cu *c)
+{
+	if (c->comm->emulated || c->comm->nccl_opts.cta_policy != 2)
+		return;
+	c->mem_alloc = (nccl_mem_alloc_fn)dlsym(RTLD_DEFAULT, "ncclMemAlloc");
+	c->mem_free = (nccl_mem_free_fn)dlsym(RTLD_DEFAULT, "ncclMemFree");
+	c->win_reg = (nccl_win_reg_fn)dlsym(RTLD_DEFAULT, "ncclCommWindowRegister");
+	c->win_dereg = (nccl_win_dereg_fn)dlsym(RTLD_DEFAULT, "ncclCommWindowDeregister");
+	c->windows = c->mem_alloc && c->mem_free && c->win_reg && c->win_dereg;
+	if (!c->windows && c->comm->rank == 0)
+		fprintf(stderr, "gpu_run: this NCCL (%d) has no symmetric windows: the zero-CTA policy runs on "
+				"plain memory (NCCL may then use CTAs)\n", c->comm->nccl_version);
+}
+
+int backend_cuda_select(int local_rank, int local_size, char *err, int errlen)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess || n == 0) {
+		snprintf(err, errlen, "--device cuda: no CUDA device here (%s)",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+		(void)cudaGetLastError();
+		return -1;
+	}
+	if (local_size > n) {
+		snprintf(err, errlen, "%d ranks on this node but %d GPU%s: NCCL cannot put two ranks on one GPU; "
+				      "run one rank of the job with --emulate-world N (mpirun -np 1)",
+			 local_size, n, n == 1 ? "" : "s");
+		return -1;
+	}
+	cudaCheck(cudaSetDevice(local_rank));
+	return local_rank;
+}
+
+static struct comm *failing_comm;
+
+static void abort_job(int code)
+{
+	(void)code;
+	if (failing_comm)
+		comm_nccl_abort(failing_comm); /* collectives in flight must not hang the exit */
+	MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void backend_cuda_on_failure(struct comm *c)
+{
+	failing_comm = c;
+	cuda_set_abort(abort_job);
+}
+
+struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, const struct cuda_opts *o, char *err,
+				 int errlen)
+{
+	struct cu *c;
+	int lo = 0, hi = 0;
+	size_t scratch;
+
+	if (check_schedule(s, err, errlen) != 0)
+		return NULL;
+	c = xcalloc(1, sizeof(*c));
+	c->base.ops = &cuda_ops;
+	c->s = s;
+	c->m = &s->exp->model;
+	c->comm = comm;
+	c->opt = *o;
+	c->B = s->batch;
+	c->N = s->batch * c->m->seq;
+	c->D = c->m->hidden;
+	c->V = c->m->vocab;
+	c->M = s->microbatches;
+	cudaCheck(cudaGetDevice(&c->device));
+	cudaCheck(cudaGetDeviceProperties(&c->prop, c->device));
+	for (int i = 0; i < s->nbufs; i++) {
+		uint64_t need = need_bytes(c, &s->bufs[i]);
+		if (need > s->bufs[i].bytes) {
+			/* the schedule and the CUDA model disagree on a size: a bug, not an input error */
+			fprintf(stderr, "gpu_run: a %s buffer of %llu bytes is too small for the cuda backend's %llu\n",
+				buf_kind_name(s->bufs[i].kind), (unsigned long long)s->bufs[i].bytes,
+				(unsigned long long)need);
+			abort();
+		}
+	}
+
+	/* streams: communication first in line */
+	cudaCheck(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+	for (int st = 0; st < ST_COUNT; st++) {
+		int comm_stream = st == ST_ALLGATHER || st == ST_REDUCE_SCATTER || st == ST_ALLREDUCE;
+		if (st == ST_HOST)
+			continue;
+		cudaCheck(cudaStreamCreateWithPriority(&c->cs[st], cudaStreamNonBlocking, comm_stream ? hi : lo));
+	}
+	c->nevents = 2 * s->nops;
+	c->ev = xcalloc((size_t)c->nevents + 1, sizeof(*c->ev));
+	for (int i = 0; i < c->nevents; i++)
+		cudaCheck(cudaEventCreate(&c->ev[i]));
+	cudaCheck(cudaEventCreate(&c->t0));
+	c->ev_host = xcalloc((size_t)c->nevents + 1, 1);
+	c->host_ns = xcalloc((size_t)c->nevents + 1, sizeof(uint64_t));
+	{
+		void *flags = NULL, *dflags = NULL;
+		cudaCheck(cudaHostAlloc(&flags, sizeof(uint32_t) * (size_t)(c->nevents + 1), cudaHostAllocMapped));
+		memset(flags, 0, sizeof(uint32_t) * (size_t)(c->nevents + 1));
+		cudaCheck(cudaHostGetDevicePointer(&dflags, flags, 0));
+		c->hflag = flags;
+		c->hflag_dev = (CUdeviceptr)(uintptr_t)dflags;
+	}
+	c->wait_value = find_wait_value();
+
+	/* the model: its context (cuBLASLt, scratch), the step's data, stores, staging */
+	scratch = cuda_scratch_bytes(c->m, c->B);
+	c->ctx = cuda_ctx_new(scratch);
+	cuda_ctx_attention(c->ctx, o->attention ? CUDA_ATTN_CUDNN : CUDA_ATTN_MMA);
+	cuda_ctx_gemm_autotune(c->ctx, o->gemm_autotune);
+	c->workspace_bytes = scratch + (32u << 20); /* + cuBLASLt's workspace (gpu/cuda/internal.h) */
+	cudaCheck(cudaMalloc((void **)&c->d_tokens, sizeof(int) * (size_t)c->M * c->N));
+	cudaCheck(cudaMalloc((void **)&c->d_targets, sizeof(int) * (size_t)c->M * c->N));
+	cudaCheck(cudaMalloc((void **)&c->d_loss, sizeof(float) * (size_t)c->M));
+	cudaCheck(cudaMemset(c->d_loss, 0, sizeof(float) * (size_t)c->M));
+	c->workspace_bytes += 2 * sizeof(int) * (size_t)c->M * c->N + sizeof(float) * (size_t)c->M;
+	c->stores = xcalloc((size_t)s->nsegs, sizeof(*c->stores));
+	c->stage_elems = staging_elems(c);
+	if (c->stage_elems) {
+		cudaCheck(cudaMalloc((void **)&c->stage, sizeof(bf16) * c->stage_elems));
+		c->workspace_bytes += sizeof(bf16) * c->stage_elems;
+	}
+	cudaCheck(cudaMalloc((void **)&c->emu_t0, sizeof(uint64_t) * ST_COUNT));
+	layout_tables(c);
+	windows_setup(c);
+
+	pthread_mutex_init(&c->hq.mu, NULL);
+	pthread_cond_init(&c->hq.cv, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &c->t0_host);
+	if (pthread_create(&c->hq.thread, NULL, host_main, c) != 0) {
+		fprintf(stderr, "gpu_run: cannot start the host stream's thread\n");
+		abort();
+	}
+	cudaCheck(cudaDeviceSynchronize());
+	return &c->base;
+}

@@ -1,0 +1,38 @@
+/*
+ * runinfo.h - what a gpu_run run was on, as key = value pairs: the
+ * backend, the device and library versions, the NCCL configuration, the
+ * fabric (real, or emulated with its parameters), memory the backend holds
+ * outside the allocator. gpu_run prints them and adds them to the run's
+ * group in the results file as string attributes, one per key (names like
+ * `fabric`, `fabric.shard.link_gbps`, `device.name`, `nccl.max_ctas`:
+ * none starts with a config section's name, so they never meet the
+ * `section.key` attributes results_append writes). The keys each backend
+ * gives are listed in gpu/run/README.md.
+ */
+#ifndef GPU_RUN_RUNINFO_H
+#define GPU_RUN_RUNINFO_H
+
+#include <stdio.h>
+
+struct runinfo {
+	int n, cap;
+	char (*key)[64];
+	char (*value)[192];
+};
+
+void runinfo_init(struct runinfo *ri);
+void runinfo_release(struct runinfo *ri);
+/* Add key = value (ctx is a struct runinfo *: the callback backends and comm_describe call). */
+void runinfo_put(void *ctx, const char *key, const char *value);
+/* One line per pair: "run: key = value". */
+void runinfo_print(const struct runinfo *ri, FILE *f);
+/*
+ * Add the pairs as attributes of the last run group of the results file at
+ * path (the one results_append has just written: the highest /runs/NNNNNN,
+ * which must have source "gpu_run" and no `backend` attribute yet), through
+ * h5file_append (the file is never written in place). 0, or -1 after a
+ * message.
+ */
+int runinfo_append(const char *path, const struct runinfo *ri);
+
+#endif
