@@ -19,7 +19,13 @@
 #   4. run.out appends one run per invocation (/runs/000000, /runs/000001)
 #      with its ops and memory datasets, and the ops show a collective
 #      overlapping compute;
-#   5. a world size that is not nodes x gpus_per_node exits 2 with a message.
+#   5. a world size that is not nodes x gpus_per_node exits 2 with a message;
+#   6. the emulated fabric (--emulate-world N: one process as rank 0 of an
+#      N-rank job): its peak memory is ./sim's for the N-rank job, it puts
+#      exactly the schedule's wire bytes on the emulated wire, every
+#      collective lasts at least its ring time on the emulated link, HSDP's
+#      replica ring gets a link of its own, the facts land in the results
+#      file; wrong uses of the gpu_run flags exit 2 with a message.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -228,6 +234,91 @@ if [ "$rc" -eq 2 ] && grep -q "started with 2 MPI ranks.*= 4 GPUs" "$tmp/world.e
 else
 	bad "world size" "exit status $rc, stderr: $(head -2 "$tmp/world.err")"
 fi
+
+# 6. the emulated fabric: one process, rank 0 of a 4-rank job
+emu() { # NAME ARGS...: like run, with one process
+	local name=$1
+	shift
+	printf '%s\n' "$@" >"$tmp/$name.args"
+	"${MPIRUN[@]}" -np 1 ./gpu_run "$EXP" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
+}
+EMU=(--set run.warmup=0 --set run.steps=2 --set cluster.gpus_per_node=4)
+out=$tmp/emu.h5
+if emu emu4 "${EMU[@]}" --emulate-world 4 --emulate-gbps 0.5 --emulate-lat-us 50 --set "run.out=$out"; then
+	got=$(awk '/^summary: peak memory/{ print $4, $9 }' "$tmp/emu4.out")
+	sim=$(./sim "$EXP" "${EMU[@]}" --json | /usr/bin/python3 -c \
+		'import json, sys; j = json.load(sys.stdin); print(j["peak_alloc_bytes"], j["peak_reserved_bytes"])')
+	if [ -n "$got" ] && [ "$got" = "$sim" ]; then
+		ok "emulated 4-rank fsdp: peak memory = ./sim's for 4 ranks ($got)"
+	else
+		bad "emulated memory" "run $got, sim $sim"
+	fi
+	wire=$(awk '/wire bytes per rank/{ print $(NF - 4) }' "$tmp/emu4.out")
+	total=$(awk '/^run: fabric.wire_bytes_total = /{ print $4 }' "$tmp/emu4.out")
+	if [ -n "$wire" ] && [ "$total" = "$((2 * wire))" ]; then
+		ok "emulated wire bytes = the schedule's, 2 steps x $wire"
+	else
+		bad "emulated wire bytes" "fabric.wire_bytes_total $total, summary's $wire per step"
+	fi
+	if msg=$(/usr/bin/python3 - "$out" <<'PY'
+import h5py, sys
+run = h5py.File(sys.argv[1], "r")["runs/000000"]
+a = run.attrs
+assert a["fabric"] == "emulated" and a["fabric.world"] == "4", dict(a)
+gbps, lat = float(a["fabric.shard.link_gbps"]), float(a["fabric.shard.step_latency_us"]) * 1e3
+assert gbps == 0.5 and lat == 50e3, (gbps, lat)
+n, worst, count = 4, 1e9, 0
+for o in run["ops"][:]:
+    if o["kind"] not in (0, 8, 9):             # allgather, reduce_scatter, allreduce
+        continue
+    steps = 2 * (n - 1) if o["kind"] == 9 else n - 1
+    wire = (o["bytes"] // n) * (n - 1) * (2 if o["kind"] == 9 else 1)
+    need = wire / gbps + steps * lat
+    worst = min(worst, (o["end_ns"] - o["start_ns"]) / need)
+    count += 1
+assert count > 0 and worst >= 1.0, (count, worst)
+print(f"{count} collectives, the shortest {worst:.2f} x its ring time")
+PY
+); then
+		ok "emulated collectives last their ring time on the link: $msg"
+	else
+		bad "emulated collective times" "$msg"
+	fi
+	if awk '/^step [0-9]+ loss /{ if ($4 != $4 + 0 || $4 == "nan" || $4 == "inf") exit 1; n++ } END { exit n != 2 }' \
+		"$tmp/emu4.out"; then
+		ok "emulated run: finite losses"
+	else
+		bad "emulated losses" "$(grep '^step' "$tmp/emu4.out" | tr '\n' ' ')"
+	fi
+else
+	bad "emulated 4-rank fsdp" "exit status $?: $(tail -3 "$tmp/emu4.err")"
+fi
+if emu emuhsdp --set run.warmup=0 --set run.steps=1 --set cluster.nodes=2 --set policy.sharding=hsdp \
+	--emulate-world 4 && grep -q '^run: fabric.replica.ranks = 2' "$tmp/emuhsdp.out" &&
+	grep -q '^run: fabric.shard.ranks = 2' "$tmp/emuhsdp.out"; then
+	ok "emulated hsdp 2 x 2: shard and replica rings ($(awk '/fabric.replica.link_gbps/{ print $4 }' \
+		"$tmp/emuhsdp.out") GB/s across nodes)"
+else
+	bad "emulated hsdp" "$(tail -3 "$tmp/emuhsdp.err") $(grep '^run: fabric' "$tmp/emuhsdp.out" | tr '\n' ' ')"
+fi
+# wrong uses: exit 2 with a message naming what is wrong
+two() { # NP PATTERN ARGS...
+	local np=$1 pat=$2 rc
+	shift 2
+	"${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" "$@" >"$tmp/two.out" 2>"$tmp/two.err" </dev/null
+	rc=$?
+	if [ "$rc" -eq 2 ] && grep -q -- "$pat" "$tmp/two.err"; then
+		ok "$* (np $np): exit 2, '$pat'"
+	else
+		bad "$*" "exit status $rc, stderr: $(grep -v '^-\|^ \|^$\|mpirun\|Primary\|a non-zero' "$tmp/two.err" | head -2)"
+	fi
+}
+two 1 "agree" --emulate-world 3
+two 2 "mpirun -np 1" --emulate-world 2
+two 1 "need --emulate-world" --emulate-gbps 3
+two 1 "one of sm, ce" --emulate-world 2 --emulate-engine xx
+two 1 "option of the cuda backend" --nccl-max-ctas 4
+two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-ctas 4
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

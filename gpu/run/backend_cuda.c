@@ -29,8 +29,8 @@
  *
  * Memory. Device segments are cudaMalloc'ed (ncclMemAlloc'ed and
  * registered as symmetric NCCL windows under NCCL's zero-CTA policy,
- * which its copy-engine collectives need), host buffers pinned
- * (cudaMallocHost), so copies to and from the host are asynchronous and a
+ * which its copy-engine collectives need), host buffers pinned and mapped
+ * (cudaHostAlloc), so copies to and from the host are asynchronous and a
  * conversion kernel can read or write them directly. What the backend
  * holds outside the walker's allocator (the model context's scratch and
  * cuBLASLt workspace, the bf16 staging of fp32 parameters, tokens, losses,
@@ -539,7 +539,8 @@ static void *cu_host_alloc(struct backend *b, uint64_t bytes)
 	void *p = NULL;
 
 	(void)b;
-	if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+	/* mapped: a conversion kernel reads or writes it directly (offload's casts across PCIe) */
+	if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return NULL;
 	}
