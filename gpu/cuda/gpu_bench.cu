@@ -7,6 +7,7 @@
  *
  *   gpu_bench [--model NAME] [--seq T] [--batch B] [--blocks L] [--ac none|full|selective]
  *             [--warmup W] [--repeats R] [--peak-tflops P] [--out FILE]
+ *             [--attention mma|cudnn] [--gemm-autotune]
  *
  * HDF5 layout, one group per run, /bench/NNNNNN (six digits, the next index;
  * written to a copy renamed over the file, so earlier runs are never touched):
@@ -15,7 +16,8 @@
  *               blocks, warmup, repeats (int), block_fwd_ms, block_bwd_ms,
  *               block_ms, model_tflop_per_block, causal_tflop_per_block,
  *               peak_tflops, mfu, mfu_causal (double), mfu_counts,
- *               peak_source (strings)
+ *               peak_source, attention (what ran: mma or cudnn),
+ *               gemm_algorithms (strings)
  *   dataset kernels  compound {name char[24], phase char[8] ("fwd", "rec"
  *               for recompute in backward, "bwd"),
  *               ms double (per block, mean over repeats), calls int (per
@@ -54,6 +56,8 @@ struct options {
 	enum ac_mode ac;
 	double peak_tflops; /* 0: from the device name */
 	const char *out;
+	int cudnn;          /* --attention cudnn */
+	int autotune;       /* --gemm-autotune */
 };
 
 struct kstat {
@@ -70,7 +74,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: gpu_bench [--model NAME] [--seq T] [--batch B] [--blocks L]\n"
 		   "                 [--ac none|full|selective] [--warmup W] [--repeats R]\n"
-		   "                 [--peak-tflops P] [--out FILE]\n");
+		   "                 [--peak-tflops P] [--out FILE] [--attention mma|cudnn]\n"
+		   "                 [--gemm-autotune]\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo)
@@ -86,12 +91,16 @@ static int parse_int(const char *flag, const char *v, int lo)
 
 static struct options parse(int argc, char **argv)
 {
-	struct options o = { "llama3-8b", 0, 1, 4, 3, 10, AC_NONE, 0.0, "data/gpu_bench.h5" };
+	struct options o = { "llama3-8b", 0, 1, 4, 3, 10, AC_NONE, 0.0, "data/gpu_bench.h5", 0, 0 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			exit(0);
+		}
+		if (!strcmp(a, "--gemm-autotune")) {
+			o.autotune = 1;
+			continue;
 		}
 		if (i + 1 >= argc) {
 			fprintf(stderr, "gpu_bench: %s: unknown flag or missing value\n", a);
@@ -113,6 +122,13 @@ static struct options parse(int argc, char **argv)
 			o.repeats = parse_int(a, v, 1);
 		else if (!strcmp(a, "--out"))
 			o.out = v;
+		else if (!strcmp(a, "--attention")) {
+			if (strcmp(v, "mma") && strcmp(v, "cudnn")) {
+				fprintf(stderr, "gpu_bench: --attention is mma or cudnn, not '%s'\n", v);
+				exit(2);
+			}
+			o.cudnn = !strcmp(v, "cudnn");
+		}
 		else if (!strcmp(a, "--peak-tflops")) {
 			char *end;
 			o.peak_tflops = strtod(v, &end);
@@ -327,7 +343,7 @@ struct krow {
 struct run_info {
 	const struct options *o;
 	const char *gpu, *driver, *cuda_driver, *cuda_runtime, *cublas, *date;
-	const char *peak_source;
+	const char *peak_source, *attention, *gemm_algorithms;
 	double fwd_ms, bwd_ms, block_ms, model_tflop, causal_tflop, peak, mfu, mfu_causal;
 };
 
@@ -373,6 +389,8 @@ static int write_bench(struct h5file_session *session, hid_t f, void *ctx)
 	attr_str(g, "mfu_counts", "mfu: conventional count, 6 params + 12 H Q T per token (attention "
 				  "non-causal); mfu_causal: 6 params + 6 H Q (T + 1) per token");
 	attr_str(g, "peak_source", r->peak_source);
+	attr_str(g, "attention", r->attention);
+	attr_str(g, "gemm_algorithms", r->gemm_algorithms);
 
 	hid_t s24 = H5Tcopy(H5T_C_S1), s8 = H5Tcopy(H5T_C_S1);
 	h5check(H5Tset_size(s24, sizeof(rows[0].name)));
@@ -468,6 +486,8 @@ int main(int argc, char **argv)
 	cudaStream_t st;
 	cudaCheck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	struct cuda_ctx *ctx = cuda_ctx_new(cuda_scratch_bytes(&m, B));
+	cuda_ctx_attention(ctx, o.cudnn ? CUDA_ATTN_CUDNN : CUDA_ATTN_MMA);
+	cuda_ctx_gemm_autotune(ctx, o.autotune);
 
 	/* parameters, gradients, activations: one block store per block */
 	size_t saved = cuda_block_saved_bytes(&m, B, o.ac), trans = cuda_block_transient_bytes(&m, B, o.ac);
@@ -591,8 +611,13 @@ int main(int argc, char **argv)
 	else
 		printf("MFU: unknown peak for '%s'; give --peak-tflops\n", prop.name);
 
+	const char *why = NULL;
+	const char *attention = cuda_ctx_attention_used(ctx, &why) == CUDA_ATTN_CUDNN ? "cudnn" : "mma";
+	if (o.cudnn && why)
+		printf("attention: cuDNN was asked for, the mma kernels ran: %s\n", why);
 	struct run_info ri = { &o, prop.name, driver, cuda_driver, cuda_runtime, cublas, date,
-			       peak_source, fwd_ms, bwd_ms, block_ms, model_flop / 1e12,
+			       peak_source, attention,
+			       o.autotune ? "timed (top 8 of the heuristic)" : "heuristic's first", fwd_ms, bwd_ms, block_ms, model_flop / 1e12,
 			       causal_flop / 1e12, peak, mfu, mfu_causal };
 	write_h5(o.out, &ri, rows, nks);
 

@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# gpu/device_session.sh - every piece of GPU work of a session, in one
+# script that runs from the carried tree on a lent machine with one H100 or
+# H200 (the `run` tool: the command runs in the repository root, $OUT comes
+# back). Nothing is built there: the binaries are built on the build machine
+# and carried with the library bundle (gpu/cuda/bundle.sh), because the lent
+# machine has no MPI, HDF5 or GSL and may have cuBLAS, NCCL and cuDNN only
+# inside its Python environment (nvidia/*/lib).
+#
+#   bash gpu/device_session.sh [STEP...]       default: every step, in order
+#
+# Steps (each one's log is logs/STEP.log inside $OUT/logs.tar.gz):
+#   host       the machine: nvidia-smi, driver, the binaries' ldd, where
+#              cudart, cuBLAS(Lt), NCCL and cuDNN resolve and their versions
+#   test       ./gpu_test: every layer, block, head and the model against the
+#              C reference, outputs poisoned (make gpu-test's first half)
+#   memcheck   compute-sanitizer memcheck over ./gpu_test
+#   racecheck  compute-sanitizer racecheck over the shared-memory kernels
+#   bench      ./gpu_bench: per-kernel table, block time, MFU (both FLOP
+#              counts); ac none/selective, 32 blocks with full recomputation
+#              (more than 512 timed kernels), cuDNN attention, GEMM autotuning
+#   runs       ./gpu_run --device cuda: one real NCCL rank, then every policy
+#              family as rank 0 of a 2 x 8 job on the emulated fabric
+#              (--emulate-world 16; NCCL refuses two ranks on one GPU), then
+#              llama3-8b at full size, seq 8192, as one rank of 16
+#   hooks      gpu/device_steps.d/*.sh, in name order, if any (calibration,
+#              PyTorch reference runs of later issues); each gets $OUT and
+#              the library environment, and its own log
+#
+# A command of the `run` tool may last 10 minutes: the steps share a budget
+# (BUDGET_S, default 560 s); a step is started only when the budget still
+# holds its minimum, else it is listed as skipped, to be run by a second
+# call naming it (gpu/README.md gives the two calls that cover everything).
+# A failing step is reported and the next one runs. set -u, never set -e.
+#
+# $OUT receives four files (the tool brings back at most eight):
+#   summary.txt    one line per step (status, seconds, the figures), the
+#                  library paths and versions, what was skipped
+#   logs.tar.gz    logs/STEP.log of every step, refreshed after each step
+#   runs.h5        gpu_run's results (core/results.h schema, with the
+#                  device, library versions and fabric as run attributes)
+#   gpu_bench.h5   gpu_bench's runs
+set -u
+cd "$(dirname "$0")/.." || exit 1
+REPO=$PWD
+OUT=${OUT:-$REPO/device_out}
+mkdir -p "$OUT" || exit 1
+WORK=$(mktemp -d /tmp/device_session.XXXXXX) || exit 1
+LOGS=$WORK/logs
+mkdir -p "$LOGS"
+BUDGET_S=${BUDGET_S:-560}
+START=$(date +%s)
+SUMMARY=$OUT/summary.txt
+RUNS_H5=$OUT/runs.h5
+BENCH_H5=$OUT/gpu_bench.h5
+export REPO OUT WORK LOGS RUNS_H5 BENCH_H5
+export HDF5_USE_FILE_LOCKING=FALSE PYTHONUNBUFFERED=1
+
+ALL_STEPS=(host test memcheck racecheck bench runs hooks)
+declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [runs]=150 [hooks]=30)
+declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [runs]=450 [hooks]=300)
+
+say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+note() { echo "$*" >>"$SUMMARY"; }
+left() { echo $((BUDGET_S - ($(date +%s) - START))); }
+pack() {
+	tar -C "$WORK" -czf "$OUT/logs.tar.gz.part" logs 2>/dev/null && mv -f "$OUT/logs.tar.gz.part" "$OUT/logs.tar.gz"
+}
+
+# ---- the library environment, once -------------------------------------------------
+# Open MPI from the bundle (mpirun is a script giving the bundle's libraries to
+# itself and its job); the CUDA libraries from the toolkit where it has them,
+# else from the Python environment's nvidia/*/lib folders.
+find_python() {
+	local py
+	for py in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
+		if command -v "$py" >/dev/null 2>&1; then
+			command -v "$py"
+			return 0
+		fi
+	done
+	return 1
+}
+
+setup_libs() {
+	local dirs=() d p
+	if [ -f gpu/bundle/env.sh ]; then
+		# shellcheck disable=SC1091
+		source gpu/bundle/env.sh
+	else
+		note "WARN no gpu/bundle: carry it (gpu/cuda/bundle.sh); mpirun and the binaries' MPI, HDF5, GSL may be missing"
+	fi
+	for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+		[ -d "$d" ] && dirs+=("$d")
+	done
+	PY=$(find_python) || PY=""
+	if [ -n "$PY" ]; then
+		while read -r p; do
+			[ -d "$p" ] || continue
+			while read -r d; do
+				dirs+=("$d")
+			done < <(find "$p" -maxdepth 3 -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u)
+		done < <("$PY" -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
+	fi
+	if [ ${#dirs[@]} -gt 0 ]; then
+		LD_LIBRARY_PATH=$(IFS=:; echo "${dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+		export LD_LIBRARY_PATH
+	fi
+	export PY
+	SAN=$(command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+	export SAN
+}
+
+# One process under the bundle's mpirun (root, shared memory only); a word list, for timeout.
+MPI1="mpirun --allow-run-as-root --mca btl self,vader -np 1"
+export MPI1
+
+# The steps that need the GPU say so plainly when there is none (the binaries would exit 0).
+have_gpu() {
+	nvidia-smi -L 2>/dev/null | grep -q '^GPU' && return 0
+	echo "no GPU here (nvidia-smi -L lists none): nothing to run"
+	return 1
+}
+
+# ---- steps: each runs in its own bash, its output in logs/STEP.log -----------------------
+
+step_host() {
+	local rc=0 b lib
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "uname: $(uname -a)"
+	echo "commit: $(git rev-parse HEAD 2>/dev/null || cat .git/HEAD 2>/dev/null || echo unknown)"
+	nvidia-smi || rc=1
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv || rc=1
+	cat /proc/driver/nvidia/version 2>/dev/null
+	echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+	echo "compute-sanitizer: ${SAN:-none} $([ -n "$SAN" ] && "$SAN" --version 2>/dev/null | tail -1)"
+	echo "python: ${PY:-none}"
+	echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+	for b in gpu_run gpu_test gpu_bench; do
+		echo "== ldd $b"
+		if [ ! -x "$b" ]; then
+			echo "$b: not carried"
+			rc=1
+			continue
+		fi
+		ldd "$b"
+		if ldd "$b" | grep -q "not found"; then
+			echo "$b: LIBRARIES NOT FOUND"
+			rc=1
+		fi
+	done
+	echo "== where the CUDA libraries resolve (what gpu_run loads: ldd above; every copy here)"
+	for lib in libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9 \
+		libcudnn_graph.so.9; do
+		local found=""
+		for d in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/lib64; do
+			[ -e "$d/$lib" ] && found="$found $(readlink -f "$d/$lib")"
+		done
+		echo "$lib:${found:- not found}"
+	done
+	if [ -n "$PY" ]; then
+		echo "== the Python environment's view"
+		"$PY" - <<'PY' || true
+import importlib.metadata as md
+for p in ("torch", "nvidia-cuda-runtime", "nvidia-cublas", "nvidia-nccl-cu13", "nvidia-cudnn-cu13"):
+    try:
+        print(p, md.version(p))
+    except Exception as e:
+        print(p, "not installed")
+try:
+    import torch
+    print("torch cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(),
+          "nccl", ".".join(map(str, torch.cuda.nccl.version())), "device", torch.cuda.get_device_name(0))
+except Exception as e:
+    print("torch:", e)
+PY
+	fi
+	echo "== mpirun"
+	command -v mpirun
+	timeout 30 $MPI1 hostname || rc=1
+	echo "== gpu_run loads"
+	timeout 30 $MPI1 ./gpu_run --help >/dev/null || rc=1
+	return $rc
+}
+
+step_test() {
+	have_gpu || return 1
+	timeout -k 10 $((MAX_S_TEST - 5)) ./gpu_test
+}
+
+step_memcheck() {
+	have_gpu || return 1
+	[ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 1; }
+	timeout -k 10 $((MAX_S_MEMCHECK - 10)) "$SAN" --tool memcheck --error-exitcode 3 --print-limit 20 ./gpu_test
+}
+
+step_racecheck() {
+	local rc=0 g
+	have_gpu || return 1
+	[ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 1; }
+	for g in attention rmsnorm cross_entropy embedding; do
+		echo "== racecheck $g"
+		timeout -k 10 90 "$SAN" --tool racecheck --error-exitcode 3 --print-limit 20 ./gpu_test "$g" || rc=1
+	done
+	return $rc
+}
+
+step_bench() {
+	local rc=0
+	have_gpu || return 1
+	bench() { # NAME SECONDS ARGS...
+		local name=$1 s=$2 r
+		shift 2
+		echo "== gpu_bench $name: $*"
+		timeout -k 10 "$s" ./gpu_bench --out "$BENCH_H5" "$@" >"$WORK/bench.out" 2>&1
+		r=$?
+		cat "$WORK/bench.out"
+		[ $r -eq 0 ] || { echo "gpu_bench $name: FAILED ($r)"; rc=1; }
+		awk -v name="$name" -v rc="$r" '
+			/^block forward/ { b = $(NF - 7) " ms fwd+bwd per block" }
+			/^MFU/ { mfu = $2 " (conventional), " $(NF - 4) " causal" }
+			/^attention: cuDNN/ { att = "cudnn fell back" }
+			END { printf "  %-10s rc=%s  %s  MFU %s %s\n", name, rc, b, mfu, att }' \
+			"$WORK/bench.out" >>"$LOGS/bench.table"
+	}
+	bench default 60
+	bench selective 60 --ac selective
+	bench full32 80 --blocks 32 --ac full --warmup 1 --repeats 1
+	bench cudnn 45 --attention cudnn
+	bench autotune 60 --gemm-autotune
+	return $rc
+}
+
+step_runs() {
+	local rc=0 n=0 bad=0
+	have_gpu || return 1
+	local EXP=experiments/llama3.ini
+	local SMALL=(--device cuda --set "run.out=$RUNS_H5" --set run.warmup=1 --set run.steps=2
+		--set model.layers=4 --set model.seq=4096)
+	gpurun() { # NAME SECONDS ARGS...
+		local name=$1 s=$2 r
+		shift 2
+		echo "== gpu_run $name: $*"
+		timeout -k 15 "$s" $MPI1 ./gpu_run "$EXP" "$@" >"$WORK/run.out" 2>&1
+		r=$?
+		cat "$WORK/run.out"
+		n=$((n + 1))
+		if [ $r -ne 0 ]; then
+			echo "gpu_run $name: FAILED ($r)"
+			bad=$((bad + 1))
+			rc=1
+		fi
+		# one line for the summary: name, status, step time, MFU, peak memory, exposed communication
+		awk -v name="$name" -v rc="$r" '
+			/^summary: step time/ { t = $4 " ms"; mfu = $11 }
+			/^summary: compute/ { x = $8 " ms exposed" }
+			/^summary: peak memory/ { m = sprintf("%.2f GiB peak", $4 / 2^30) }
+			END { printf "  %-22s rc=%s  %s  MFU %s  %s  %s\n", name, rc, t, mfu, m, x }' \
+			"$WORK/run.out" >>"$LOGS/runs.table"
+	}
+	# one real rank: NCCL's communicators, splits and collectives over one GPU
+	gpurun nccl-1rank 60 "${SMALL[@]}" --set cluster.nodes=1 --set cluster.gpus_per_node=1
+	# every policy family as rank 0 of 2 x 8 (llama3-8b's shapes, 4 blocks, seq 4096)
+	local E=(--emulate-world 16)
+	gpurun fsdp 45 "${SMALL[@]}" "${E[@]}"
+	gpurun ddp 60 "${SMALL[@]}" "${E[@]}" --set policy.sharding=ddp
+	gpurun zero2 45 "${SMALL[@]}" "${E[@]}" --set policy.sharding=zero2
+	gpurun hsdp 45 "${SMALL[@]}" "${E[@]}" --set policy.sharding=hsdp --set policy.shard_group=8
+	gpurun no-sync 60 "${SMALL[@]}" "${E[@]}" --set policy.microbatches=2 --set policy.accum=no-sync
+	gpurun defer-replica 60 "${SMALL[@]}" "${E[@]}" --set policy.sharding=hsdp --set policy.shard_group=8 \
+		--set policy.microbatches=2 --set policy.accum=defer-replica
+	gpurun partial2 60 "${SMALL[@]}" "${E[@]}" --set policy.microbatches=2 --set policy.accum=partial:2
+	gpurun block+io 45 "${SMALL[@]}" "${E[@]}" --set policy.wrap=block+io
+	gpurun whole 45 "${SMALL[@]}" "${E[@]}" --set policy.wrap=whole
+	gpurun reshard-no 45 "${SMALL[@]}" "${E[@]}" --set policy.reshard=no
+	gpurun optim-in-bwd 45 "${SMALL[@]}" "${E[@]}" --set policy.optim_in_backward=true
+	gpurun fused 45 "${SMALL[@]}" "${E[@]}" --set policy.optim=fused
+	gpurun per-param 45 "${SMALL[@]}" "${E[@]}" --set policy.optim=per-param
+	gpurun ac-full 45 "${SMALL[@]}" "${E[@]}" --set policy.ac=full
+	gpurun ac-selective 45 "${SMALL[@]}" "${E[@]}" --set policy.ac=selective
+	gpurun offload-optim 60 "${SMALL[@]}" "${E[@]}" --set policy.offload=optim
+	gpurun offload-params 60 "${SMALL[@]}" "${E[@]}" --set policy.offload=params
+	gpurun pytorch 45 "${SMALL[@]}" "${E[@]}" --set policy.runtime=pytorch
+	gpurun pure-bf16 45 "${SMALL[@]}" "${E[@]}" --set policy.precision=pure-bf16
+	gpurun chunked-loss 45 "${SMALL[@]}" "${E[@]}" --set policy.loss=chunked
+	# the issue's step-level figure: llama3-8b as one rank of 16 (2 x 8 H100, fsdp, seq 8192)
+	gpurun llama3-8b-rank0of16 120 --device cuda --set "run.out=$RUNS_H5" --set run.warmup=1 \
+		--set run.steps=3 "${E[@]}"
+	echo "$n runs, $bad failed"
+	return $rc
+}
+
+step_hooks() {
+	local rc=0 f any=0
+	for f in gpu/device_steps.d/*.sh; do
+		[ -e "$f" ] || continue
+		any=1
+		echo "== hook $f"
+		OUT="$OUT" timeout -k 10 $((MAX_S_HOOKS - 10)) bash "$f" "$OUT" >"$LOGS/hook_$(basename "$f" .sh).log" 2>&1 ||
+			{ echo "hook $f: FAILED ($?)"; rc=1; }
+		tail -5 "$LOGS/hook_$(basename "$f" .sh).log"
+	done
+	[ $any = 1 ] || echo "no gpu/device_steps.d/*.sh: nothing to run"
+	return $rc
+}
+
+# The figures a step's log holds, one line for the summary.
+figures() {
+	local log=$LOGS/$1.log
+	case $1 in
+	host) grep -m1 -E '^NVIDIA|^name,' "$log" >/dev/null && sed -n '/^name, driver/{n;p;q}' "$log" ;;
+	test | memcheck) grep -E 'passed, [0-9]+ failed|ERROR SUMMARY' "$log" | tr '\n' ' ' ;;
+	racecheck) grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|passed, ' "$log" | tr '\n' ' ' ;;
+	bench) grep -c 'FAILED' "$log" | sed 's/$/ failed (table below)/' ;;
+	runs) grep -E 'runs, [0-9]+ failed' "$log" ;;
+	*) tail -1 "$log" ;;
+	esac
+}
+
+run_step() {
+	local name=$1 remain budget t0 rc
+	remain=$(left)
+	if [ -z "${MIN_S[$name]:-}" ]; then
+		note "SKIP $name: no such step (steps: ${ALL_STEPS[*]})"
+		return
+	fi
+	if [ "$remain" -lt "${MIN_S[$name]}" ]; then
+		note "SKIP $name: ${remain}s of the budget left, it needs at least ${MIN_S[$name]}s: run it in another call"
+		say "skip $name (budget)"
+		return
+	fi
+	budget=${MAX_S[$name]}
+	[ "$budget" -gt "$remain" ] && budget=$remain
+	say "== $name (at most ${budget}s)"
+	t0=$(date +%s)
+	MAX_S_TEST=$budget MAX_S_MEMCHECK=$budget MAX_S_HOOKS=$budget \
+		timeout -k 15 "$budget" bash -c "step_$name" >"$LOGS/$name.log" 2>&1
+	rc=$?
+	local secs=$(($(date +%s) - t0)) status=OK
+	[ $rc -eq 0 ] || status=FAIL
+	[ $rc -eq 124 ] || [ $rc -eq 137 ] && status="FAIL (timed out)"
+	note "$status $name rc=$rc ${secs}s: $(figures "$name" 2>/dev/null | cut -c1-600)"
+	[ -f "$LOGS/$name.table" ] && cat "$LOGS/$name.table" >>"$SUMMARY"
+	say "$status $name (${secs}s)"
+	tail -n 15 "$LOGS/$name.log"
+	pack
+}
+
+setup_libs
+export -f step_host step_test step_memcheck step_racecheck step_bench step_runs step_hooks have_gpu
+
+{
+	echo "device session $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), budget ${BUDGET_S}s"
+	echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+	echo "python: ${PY:-none}; compute-sanitizer: ${SAN:-none}; mpirun: $(command -v mpirun || echo none)"
+} >"$SUMMARY"
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
+for s in "${steps[@]}"; do
+	run_step "$s"
+done
+pack
+note "done in $(($(date +%s) - START))s; logs in logs.tar.gz; results in runs.h5, gpu_bench.h5"
+echo "======== summary ($SUMMARY)"
+cat "$SUMMARY"
+rm -rf "$WORK"
+exit 0
