@@ -43,7 +43,7 @@ void norm_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout, c
 	add_f32_to_bf16((bf16 *)dw, acc, C, st);
 }
 
-void attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
+void cuda_attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
 			   int T, int H, int KV, int Q, cudaStream_t st)
 {
 	const char *why = NULL;
@@ -59,7 +59,7 @@ void attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf
 	cuda_attention_forward(out, lse, qkv, B, T, H, KV, Q, st);
 }
 
-void attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+void cuda_attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
 			    const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
 			    cudaStream_t st)
 {
@@ -97,7 +97,7 @@ static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, con
 	cuda_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, CUDA_ROPE_THETA, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attention");
-	attention_forward_ctx(ctx, s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q, st);
+	cuda_attention_forward_ctx(ctx, s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q, st);
 	prof_end(ctx, st);
 }
 
@@ -215,7 +215,7 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, void *dparams, const bf
 		d.hq, 1.0f, DW(BT_WO));
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attention_bwd");
-	attention_backward_ctx(ctx, g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV,
+	cuda_attention_backward_ctx(ctx, g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV,
 			       d.Q, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "rope_bwd");

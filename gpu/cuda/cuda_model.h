@@ -170,6 +170,16 @@ void cuda_attention_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T
 void cuda_attention_backward(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
 			     const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
 			     cudaStream_t st);
+/*
+ * The same two through the context's choice (cuda_ctx_attention): cuDNN's
+ * fused SDPA when asked for and it builds a plan, else the mma.sync
+ * kernels above; the block functions call these.
+ */
+void cuda_attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv,
+				int B, int T, int H, int KV, int Q, cudaStream_t st);
+void cuda_attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout,
+				 const bf16 *qkv, const bf16 *out, const float *lse, int B, int T,
+				 int H, int KV, int Q, cudaStream_t st);
 
 /* h (N, F) = silu(gate) * up, gateup (N, 2F) = [gate | up]. */
 void cuda_swiglu_forward(bf16 *h, const bf16 *gateup, int N, int F, cudaStream_t st);

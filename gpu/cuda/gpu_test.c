@@ -369,10 +369,11 @@ static void test_rope(void)
 	check("rope backward (in place)", down_bf16(d2, (size_t)N * W), bwd_ref, (size_t)N * W, 1e-2);
 }
 
-static void attention_case(int B, int T, int H, int KV, int Q)
+/* cudnn: through the context with cuDNN asked for; returns without checks when it fell back. */
+static void attention_case_with(int B, int T, int H, int KV, int Q, int cudnn)
 {
-	char tag[64];
-	snprintf(tag, sizeof(tag), "B%d T%d H%d KV%d Q%d", B, T, H, KV, Q);
+	char tag[80];
+	snprintf(tag, sizeof(tag), "%sB%d T%d H%d KV%d Q%d", cudnn ? "cuDNN " : "", B, T, H, KV, Q);
 	size_t N = (size_t)B * T, W = (size_t)(H + 2 * KV) * Q, HQ = (size_t)H * Q;
 	size_t nl = (size_t)B * H * T;
 	float *qkv = randn(N * W, 1.0f), *dout = randn(N * HQ, 1.0f);
@@ -384,8 +385,26 @@ static void attention_case(int B, int T, int H, int KV, int Q)
 	bf16 *d_qkv = dev_bf16(qkv, N * W), *d_dout = dev_bf16(dout, N * HQ);
 	bf16 *d_out = dalloc(N * HQ * sizeof(bf16)), *d_dqkv = dalloc(N * W * sizeof(bf16));
 	float *d_lse = dalloc(nl * sizeof(float));
-	cuda_attention_forward(d_out, d_lse, d_qkv, B, T, H, KV, Q, stream);
-	cuda_attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, Q, stream);
+	if (cudnn) {
+		const char *why = NULL;
+		cuda_ctx_attention(ctx, CUDA_ATTN_CUDNN);
+		cuda_attention_forward_ctx(ctx, d_out, d_lse, d_qkv, B, T, H, KV, Q, stream);
+		int fwd = cuda_ctx_attention_used(ctx, &why) == CUDA_ATTN_CUDNN;
+		cuda_attention_backward_ctx(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, Q, stream);
+		int bwd = cuda_ctx_attention_used(ctx, why ? NULL : &why) == CUDA_ATTN_CUDNN;
+		cuda_ctx_attention(ctx, CUDA_ATTN_MMA);
+		if (!fwd || !bwd) {
+			/* not a failure: the mma kernels ran, and they are checked by the attention group */
+			printf("note attention %s: cuDNN %s%s%s: the mma kernels ran instead\n", tag,
+			       fwd ? "backward" : bwd ? "forward" : "forward and backward",
+			       why ? " fell back: " : "", why ? why : "");
+			if (!fwd && !bwd)
+				return;
+		}
+	} else {
+		cuda_attention_forward(d_out, d_lse, d_qkv, B, T, H, KV, Q, stream);
+		cuda_attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, Q, stream);
+	}
 	checkf("attention %s out", tag, down_bf16(d_out, N * HQ), out_ref, N * HQ, 1e-2);
 	checkf("attention %s lse", tag, down_f32(d_lse, nl), lse_ref, nl, 1e-4);
 	float *got = down_bf16(d_dqkv, N * W);
@@ -406,6 +425,11 @@ static void attention_case(int B, int T, int H, int KV, int Q)
 	checkf("attention %s dv", tag, parts[0][2], parts[1][2], N * widths[2], 2e-2);
 }
 
+static void attention_case(int B, int T, int H, int KV, int Q)
+{
+	attention_case_with(B, T, H, KV, Q, 0);
+}
+
 static void test_attention(void)
 {
 	attention_case(2, 100, 4, 2, 16);
@@ -414,6 +438,14 @@ static void test_attention(void)
 	attention_case(1, 300, 2, 1, 128);
 	attention_case(1, 64, 8, 2, 128);
 	attention_case(1, 9, 2, 2, 64); /* a short sequence: one tile, mostly padding */
+}
+
+/* cuDNN's fused attention against the same reference, where cuDNN builds plans (else notes) */
+static void test_cudnn(void)
+{
+	attention_case_with(2, 128, 4, 4, 64, 1);
+	attention_case_with(1, 256, 8, 2, 128, 1); /* GQA */
+	attention_case_with(1, 300, 4, 1, 64, 1);  /* T not a multiple of a tile */
 }
 
 static void test_swiglu(void)
@@ -811,6 +843,7 @@ int main(int argc, char **argv)
 		{ "swiglu", test_swiglu },       { "cross_entropy", test_cross_entropy },
 		{ "lm_loss", test_lm_loss },     { "adamw", test_adamw },
 		{ "block", test_block },         { "model", test_model },
+		{ "cudnn", test_cudnn },
 	};
 	const char *filter = argc > 1 ? argv[1] : NULL;
 	int ndevices = 0;

@@ -108,15 +108,6 @@ void add_f32_to_bf16(bf16 *dst, const float *src, int n, cudaStream_t st);
 void norm_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout, const bf16 *dres,
 		   const bf16 *x, const bf16 *w, const float *rstd, int N, int C, cudaStream_t st);
 
-/*
- * Attention through the context's choice (cuda_ctx_attention): cuDNN's
- * fused SDPA when asked for and it builds, else the mma.sync kernels.
- */
-void attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
-			   int T, int H, int KV, int Q, cudaStream_t st);
-void attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
-			    const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
-			    cudaStream_t st);
 
 /*
  * cuDNN's SDPA (attention_cudnn.c, plain C on cuDNN's backend API, loaded
