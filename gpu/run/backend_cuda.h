@@ -77,8 +77,8 @@ void bcu_emu_all_gather(void *out, size_t slot_bytes, int rank, int n, const str
 			cudaStream_t st);
 /*
  * out (count, type e) holds this rank's chunk of in already: each step
- * reads another chunk of in and out, and writes out unchanged (the mean
- * of identical contributions), fp32 arithmetic.
+ * adds another chunk of in (fp32 arithmetic, one rounding per step), the
+ * last one then divides by n: out = the mean of in's n chunks.
  */
 void bcu_emu_reduce_scatter(void *out, const void *in, size_t count, enum elem e, int rank, int n,
 			    const struct bcu_emu *p, int ctas, cudaStream_t st);

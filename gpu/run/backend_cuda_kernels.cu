@@ -254,17 +254,19 @@ void bcu_emu_all_gather(void *out, size_t slot_bytes, int rank, int n, const str
 }
 
 /*
- * acc[j] = fma(x[j], 0, acc[j]) over the CTA's slice of `elems`: reads
- * both, writes acc with its own value (finite x), which no compiler may
- * drop (0 * x is not 0 for every x).
+ * acc[j] = fma(x[j], w, acc[j]) over the CTA's slice of `elems`, then
+ * times `after`: reads both, writes acc. With w = 0 and after = 1 acc
+ * keeps its value (finite x), which no compiler may drop (0 * x is not 0
+ * for every x).
  */
 static __device__ __forceinline__ void fold(void *acc, size_t acc0, const void *x, size_t x0, uint64_t elems,
-					    int bf)
+					    int bf, float w, float after)
 {
 	uint64_t lo, hi;
 	cta_slice(elems, &lo, &hi);
 	for (uint64_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
-		st_(acc, acc0 + j, bf, __fmaf_rn(ld(x, x0 + j, bf), 0.0f, ld(acc, acc0 + j, bf)));
+		st_(acc, acc0 + j, bf,
+		    __fmul_rn(__fmaf_rn(ld(x, x0 + j, bf), w, ld(acc, acc0 + j, bf)), after));
 }
 
 static __global__ void emu_reduce_scatter_kernel(void *out, const void *in, uint64_t count, int bf, int rank,
@@ -279,7 +281,8 @@ static __global__ void emu_reduce_scatter_kernel(void *out, const void *in, uint
 	for (int i = 0; i < e.steps; i++) {
 		uint64_t elems = step_bytes(e, i) / (uint64_t)eb;
 		int c = (rank + i + 1) % n;
-		fold(out, 0, in, (size_t)c * count, elems < count ? elems : count, bf);
+		fold(out, 0, in, (size_t)c * count, elems < count ? elems : count, bf, 1.0f,
+		     i + 1 == e.steps ? 1.0f / (float)n : 1.0f);
 		deadline += step_ns(e, i);
 		pace(t0, deadline);
 	}
@@ -311,7 +314,7 @@ static __global__ void emu_all_reduce_kernel(void *buf, uint64_t count, int bf, 
 			elems = chunk;
 		if (elems > room)
 			elems = room;
-		fold(buf, (size_t)a, buf, (size_t)b, elems, bf);
+		fold(buf, (size_t)a, buf, (size_t)b, elems, bf, 0.0f, 1.0f);
 		deadline += step_ns(e, i);
 		pace(t0, deadline);
 	}

@@ -327,16 +327,16 @@ static void emu_step_add(const struct comm_emu_plan *p, int step, double t0, flo
 void comm_emu_reduce_scatter(struct comm_handle *h, float *out, const float *in, size_t count)
 {
 	struct comm_emu_plan p;
-	const float *mine = in + (size_t)h->rank * count;
 	double t0 = mono_ns();
 
 	assert(h->emulated);
 	comm_emu_plan(h, OP_REDUCE_SCATTER, (uint64_t)count * sizeof(float) * (uint64_t)h->size, &p);
-	memcpy(out, mine, count * sizeof(float));
-	/* every step adds one more rank's contribution: all of them equal to this rank's */
+	memcpy(out, in + (size_t)h->rank * count, count * sizeof(float));
+	/* step i adds another chunk of this rank's input, as the ring adds another rank's */
 	for (int i = 0; i < p.steps; i++) {
 		size_t n = comm_emu_step_bytes(&p, i);
-		emu_step_add(&p, i, t0, out, mine, n < count * sizeof(float) ? n : count * sizeof(float));
+		const float *chunk = in + (size_t)((h->rank + i + 1) % h->size) * count;
+		emu_step_add(&p, i, t0, out, chunk, n < count * sizeof(float) ? n : count * sizeof(float));
 	}
 	scale(out, count, 1.0f / (float)h->size);
 	h->wire_bytes += p.wire_bytes;

@@ -32,9 +32,13 @@
  * intra-node bus bandwidth inside a node, the per-GPU network bandwidth
  * across nodes, NVLink or network latency per step; flags override them.
  * What the data becomes: an all-gather fills every slot with this rank's
- * shard, a reduction leaves the mean of identical contributions (this
- * rank's own), so numbers stay finite and plausible, not those of the
- * N-rank job (whose equivalence the real multi-rank runs check).
+ * shard, so the full parameters repeat it; a reduce-scatter leaves the
+ * mean of the n chunks of this rank's gradient, which is the gradient of
+ * that repeated shard (it fills every slot) over n; an all-reduce leaves
+ * the mean of identical contributions, the buffer itself. The emulated
+ * model so trains, on this rank's data, and its numbers stay finite and
+ * plausible; they are not those of the N-rank job, whose equivalence the
+ * real multi-rank runs check.
  */
 #ifndef GPU_RUN_COMM_H
 #define GPU_RUN_COMM_H
@@ -138,8 +142,8 @@ double comm_emu_deadline_ns(const struct comm_emu_plan *p, int step);
 /*
  * The CPU backend's emulated collectives (bytes of any element type; the
  * reductions are fp32): the ring's copies and additions on this thread,
- * each step slept up to its deadline. See the file comment for what the
- * data becomes.
+ * each step slept up to its deadline (all-reduce's additions go to a
+ * scratch chunk). See the file comment for what the data becomes.
  */
 void comm_emu_all_gather(struct comm_handle *h, void *out, const void *in, size_t count, int elem_bytes);
 void comm_emu_reduce_scatter(struct comm_handle *h, float *out, const float *in, size_t count);
