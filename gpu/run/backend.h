@@ -110,6 +110,15 @@ struct backend_ops {
 		       int n);
 	void (*pack)(struct backend *b, int stream, const struct unit_layout *u, void *packed, const void *flat,
 		     int n);
+
+	/*
+	 * Calibration (gpu/run/calibrate.c): one kernel of the model's lists
+	 * (core/model.h; a GEMM of any shape) on its own, on scratch memory the
+	 * backend keeps; and the hardware's name for file names and run
+	 * attributes ("amd-epyc-7b13-2-cores").
+	 */
+	void (*kernel)(struct backend *b, int stream, const struct kernel *k, const struct model_shape *m, int batch);
+	void (*hardware)(struct backend *b, char *buf, int len);
 };
 
 struct backend {

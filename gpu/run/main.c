@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "calibrate.h"
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
@@ -38,7 +39,10 @@ static void usage(FILE *f)
 		   "  runs the fp32 reference kernels over MPI, a thread per stream. run.out\n"
 		   "  appends the run to an HDF5 results file.\n"
 		   "  --serialize  run one op at a time in issue order (no overlap): the\n"
-		   "               blocking execution, to compare the streams' results with\n");
+		   "               blocking execution, to compare the streams' results with\n"
+		   "  --calibrate [FILE.h5]  measure this machine's kernels, collectives and\n"
+		   "               overheads for ./sim --calibration (default file:\n"
+		   "               data/calibration/<hardware>-<backend>.h5); --quick: a few points\n");
 	config_usage(f);
 }
 
@@ -62,21 +66,36 @@ static void say0(int rank, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Flags gpu_run handles itself: --help, --serialize. Returns 1 when help was asked for. */
-static int take_own_flags(int argc, char **argv, int *serialize)
-{
-	int help = 0;
+struct opts {
+	int help, serialize, calibrate, quick;
+	const char *calibration; /* --calibrate FILE.h5, or NULL for the default */
+};
 
+/* Flags gpu_run handles itself (they become NULL in argv). */
+static void take_own_flags(int argc, char **argv, struct opts *o)
+{
 	for (int i = 1; i < argc; i++) {
-		if (argv[i] && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
-			help = 1;
-			argv[i] = NULL;
-		} else if (argv[i] && !strcmp(argv[i], "--serialize")) {
-			*serialize = 1;
-			argv[i] = NULL;
+		const char *a = argv[i];
+		if (!a)
+			continue;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			o->help = 1;
+		} else if (!strcmp(a, "--serialize")) {
+			o->serialize = 1;
+		} else if (!strcmp(a, "--quick")) {
+			o->quick = 1;
+		} else if (!strcmp(a, "--calibrate")) {
+			size_t n = i + 1 < argc && argv[i + 1] ? strlen(argv[i + 1]) : 0;
+			o->calibrate = 1;
+			if (n > 3 && !strcmp(argv[i + 1] + n - 3, ".h5")) {
+				o->calibration = argv[i + 1];
+				argv[i++] = NULL;
+			}
+		} else {
+			continue;
 		}
+		argv[i] = NULL;
 	}
-	return help;
 }
 
 /* Parse and check everything; on bad input every rank exits 2. */
@@ -160,7 +179,8 @@ int main(int argc, char **argv)
 	struct exec *x;
 	struct op_timing *t;
 	struct summary sum;
-	int rank, world, rc = 0, total, serialize = 0;
+	int rank, world, rc = 0, total;
+	struct opts o = { 0 };
 	double psum, psq, step_s = 0, compute_s = 0, exposed_s = 0;
 	char err[512], accum[32], wrap[32];
 	FILE *quiet = NULL;
@@ -173,7 +193,8 @@ int main(int argc, char **argv)
 		quiet = fopen("/dev/null", "w");
 		config_errfile = quiet;
 	}
-	if (take_own_flags(argc, argv, &serialize)) {
+	take_own_flags(argc, argv, &o);
+	if (o.help) {
 		if (rank == 0)
 			usage(stdout);
 		finish(0);
@@ -191,7 +212,16 @@ int main(int argc, char **argv)
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
 		finish(2);
 	}
-	x = exec_new(s, &c, be, serialize, err, sizeof(err));
+	if (o.calibrate) {
+		rc = calibrate(s, &c, be, o.calibration, o.quick) == 0 ? 0 : 1;
+		be->ops->release(be);
+		comm_release(&c);
+		schedule_free(s);
+		config_release(&e);
+		MPI_Finalize();
+		return rc;
+	}
+	x = exec_new(s, &c, be, o.serialize, err, sizeof(err));
 	if (!x) {
 		fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
 		MPI_Abort(MPI_COMM_WORLD, 1);
@@ -202,7 +232,7 @@ int main(int argc, char **argv)
 		printf("gpu_run: %s on %d x %d %s (%s backend%s), %s, accum %s x %d, wrap %s, "
 		       "ac %s: %d ops per step, %d warmup + %d steps\n",
 		       e.model.name, e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.gpu.name, be->ops->name,
-		       serialize ? ", serialized" : "",
+		       o.serialize ? ", serialized" : "",
 		       sharding_names[e.policy.sharding], policy_accum_str(&e.policy, accum, sizeof(accum)),
 		       e.policy.microbatches, policy_wrap_str(&e.policy, wrap, sizeof(wrap)),
 		       ac_names[e.policy.ac], s->nops, e.run.warmup, e.run.steps);
