@@ -85,6 +85,7 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_i32(s, g, "ranks", c->ranks);
 	h5file_attr_f64(s, g, "dispatch_ns", c->dispatch_ns);
 	h5file_attr_f64(s, g, "wake_ns", c->wake_ns);
+	h5file_attr_f64(s, g, "issue_ns", c->issue_ns);
 	h5file_attr_f64(s, g, "adamw_ns_per_elem", c->adamw_ns_per_elem);
 	h5file_attr_f64(s, g, "host_adamw_ns_per_elem", c->host_adamw_ns_per_elem);
 	kt = kernel_type();
@@ -166,6 +167,7 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	h5file_read_i32(&s, g, "ranks", &c->ranks);
 	h5file_read_f64(&s, g, "dispatch_ns", &c->dispatch_ns);
 	h5file_read_f64(&s, g, "wake_ns", &c->wake_ns);
+	h5file_read_f64(&s, g, "issue_ns", &c->issue_ns);
 	h5file_read_f64(&s, g, "adamw_ns_per_elem", &c->adamw_ns_per_elem);
 	h5file_read_f64(&s, g, "host_adamw_ns_per_elem", &c->host_adamw_ns_per_elem);
 	kt = kernel_type();

@@ -68,6 +68,7 @@ struct calibration {
 	struct cal_coll *colls;
 	int ncolls;
 	double dispatch_ns;        /* an op on a stream that does nothing: the runtime's own cost per op */
+	double issue_ns;           /* the host issuing one op (the walker's cost per op) */
 	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
 	double adamw_ns_per_elem;  /* the optimizer, per parameter element */
 	double host_adamw_ns_per_elem; /* the host optimizer (offload), per element */

@@ -95,7 +95,11 @@ static int run_one(const struct experiment *e, const struct opts *o)
 		fprintf(stderr, "%s: %s\n", e->path[0] ? e->path : "sim", err);
 		return 2;
 	}
-	engine_run(s, e->run.out[0] || o->trace, &r);
+	if (engine_run(s, e->run.out[0] || o->trace, &r, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s: %s\n", e->path[0] ? e->path : "sim", err);
+		schedule_free(s);
+		return 2;
+	}
 	memset(&rr, 0, sizeof(rr));
 	rr.source = "sim";
 	rr.exp = e;
@@ -137,7 +141,11 @@ static int run_bench(const struct experiment *e, int n)
 			fprintf(stderr, "%s\n", err);
 			return 2;
 		}
-		engine_run(sc, 0, &r);
+		if (engine_run(sc, 0, &r, err, sizeof(err)) != 0) {
+			fprintf(stderr, "%s\n", err);
+			schedule_free(sc);
+			return 2;
+		}
 		events += r.events;
 		nops = sc->nops;
 		sim_result_release(&r);
@@ -200,7 +208,12 @@ static int run_all(const struct experiment *base, const struct opts *o)
 			free(rk);
 			return 1;
 		}
-		engine_run(s, 0, &r);
+		if (engine_run(s, 0, &r, err, sizeof(err)) != 0) {
+			fprintf(stderr, "sim: %s\n", err);
+			schedule_free(s);
+			free(rk);
+			return 2;
+		}
 		report_summarize(s, &r, &sum);
 		sim_result_release(&r);
 		schedule_free(s);

@@ -198,19 +198,23 @@ static void run_zero(struct cal *k, int st, void *arg)
 static void overheads(struct cal *k, struct calibration *cal)
 {
 	double gaps[CHAIN], wakes[2 * CHAIN];
+	uint64_t issue;
 	int n = 0;
 
 	/* CHAIN empty ops on the compute stream, each between its start and end events, queued before they run */
 	mpi_check(MPI_Barrier(MPI_COMM_WORLD));
 	k->o->step_begin(k->b);
 	k->o->wait(k->b, ST_COMPUTE, GATE);
+	issue = k->o->now_ns(k->b);
 	for (int i = 0; i < CHAIN; i++) {
 		k->o->record(k->b, ST_COMPUTE, 2 * i);
 		run_zero(k, ST_COMPUTE, NULL);
 		k->o->record(k->b, ST_COMPUTE, 2 * i + 1);
 	}
+	issue = k->o->now_ns(k->b) - issue;
 	k->o->record(k->b, gate_stream(ST_COMPUTE), GATE);
 	k->o->sync(k->b);
+	cal->issue_ns = over_ranks(k, (double)issue / CHAIN);
 	for (int i = 1; i < CHAIN; i++)
 		gaps[i - 1] = (double)(k->o->event_ns(k->b, 2 * i + 1) - k->o->event_ns(k->b, 2 * i - 1));
 	cal->dispatch_ns = over_ranks(k, median(gaps, CHAIN - 1));
