@@ -137,6 +137,7 @@ static void run_kernel(struct cal *k, int st, void *arg)
 }
 
 struct coll_arg {
+	struct comm *c;  /* the communicators of the schedule it comes from */
 	enum op_kind kind;
 	int group;
 	int stream;
@@ -147,7 +148,7 @@ struct coll_arg {
 static void run_collective(struct cal *k, int st, void *arg)
 {
 	const struct coll_arg *a = arg;
-	struct comm_handle *h = comm_handle_of(k->c, a->group, a->stream);
+	struct comm_handle *h = comm_handle_of(a->c, a->group, a->stream);
 	size_t count = (size_t)(a->bytes / sizeof(float) / (uint64_t)h->size);
 
 	if (count < 1)
@@ -327,9 +328,10 @@ static int gemm_grid(const struct schedule *s, const struct cal_kernel *mk, int 
 }
 
 /* The collective each kernel is measured beside: the schedule's largest all-gather, on its group. */
-static int beside_collective(const struct schedule *s, struct coll_arg *a)
+static int beside_collective(const struct schedule *s, struct comm *c, struct coll_arg *a)
 {
 	memset(a, 0, sizeof(*a));
+	a->c = c;
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
 		if (op_is_collective(o->kind) && schedule_group_size(s, o->group) > 1 && o->bytes > a->bytes) {
@@ -346,7 +348,7 @@ static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *wha
 {
 	const struct schedule *s = k->s;
 	struct coll_arg beside;
-	int has = beside_collective(s, &beside);
+	int has = beside_collective(s, k->c, &beside);
 
 	for (int i = 0; i < n; i++) {
 		struct kernel kn = { .kind = (enum kernel_kind)ks[i].kind, .m = ks[i].m, .n = ks[i].n, .k = ks[i].k,
@@ -378,35 +380,97 @@ static void add_coll(struct cal_coll **v, int *n, int *cap, enum op_kind kind, i
 	(*v)[(*n)++] = (struct cal_coll){ (uint8_t)kind, ranks, bytes, 0, 0 };
 }
 
-/* The collectives of the schedule, per kind and group: sizes from 1 KiB to the largest, and its own. */
-static int collective_list(const struct schedule *s, int quick, struct cal_coll **out, struct coll_arg **how)
+/*
+ * The schedules whose collectives are measured: the run's own, and ddp,
+ * fsdp and hsdp on its cluster where the rules allow them, so that one
+ * calibration prices every sharding (each has its own collective kinds,
+ * groups and sizes). v[0] is the run's; the others are made here.
+ */
+struct variant {
+	struct experiment e;
+	struct schedule *s;
+	struct comm c;
+};
+
+static int variants(const struct schedule *s, struct comm *c, struct variant *v)
 {
-	int n = 0, cap = 0;
+	static const enum sharding others[] = { SHARD_DDP, SHARD_FSDP, SHARD_HSDP };
+	int n = 1;
+
+	v[0].s = (struct schedule *)s;
+	v[0].c = *c;
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+		struct variant *w = &v[n];
+		struct policy *p = &w->e.policy;
+		char err[256];
+
+		if (others[i] == s->exp->policy.sharding)
+			continue;
+		w->e = *s->exp; /* shares the run's strings: never released */
+		p->sharding = others[i];
+		p->shard_group = 0;
+		p->accum = ACC_SYNC_EACH;
+		p->reshard = RESHARD_YES;
+		p->optim_in_backward = 0;
+		policy_resolve(p, POLICY_ALL_FIELDS & ~(POLICY_BIT(PF_SHARD_GROUP) | POLICY_BIT(PF_RESHARD)),
+			       &w->e.cluster, &w->e.model);
+		if (policy_check(p, &w->e.cluster, &w->e.model, NULL, 0) != 0)
+			continue;
+		w->s = schedule_new(&w->e, err, sizeof err);
+		if (!w->s)
+			continue;
+		comm_init(&w->c, w->s);
+		n++;
+	}
+	return n;
+}
+
+static void variants_release(struct variant *v, int n)
+{
+	for (int i = 1; i < n; i++) {
+		comm_release(&v[i].c);
+		schedule_free(v[i].s);
+	}
+}
+
+/*
+ * The collectives of the schedules, per kind and group size: sizes from
+ * 1 KiB up to the largest, and each size the schedules use.
+ */
+static int collective_list(struct variant *v, int nv, int quick, struct cal_coll **out, struct coll_arg **how)
+{
+	int n = 0, cap = 0, have;
 
 	*out = NULL;
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		int ranks = schedule_group_size(s, o->group);
-		uint64_t largest = 0;
-		if (!op_is_collective(o->kind) || ranks < 2)
-			continue;
-		add_coll(out, &n, &cap, o->kind, ranks, o->bytes);
-		for (int j = 0; j < s->nops; j++)
-			if (s->ops[j].kind == o->kind && s->ops[j].group == o->group && s->ops[j].bytes > largest)
-				largest = s->ops[j].bytes;
-		for (uint64_t b = 1024; b < largest; b *= quick ? 64 : 4)
-			add_coll(out, &n, &cap, o->kind, ranks, b);
-	}
-	/* how to run each: the group and stream of the schedule's first op of that kind and size of group */
-	*how = xcalloc((size_t)n + 1, sizeof(**how));
-	for (int c = 0; c < n; c++)
+	for (int x = 0; x < nv; x++) {
+		const struct schedule *s = v[x].s;
 		for (int i = 0; i < s->nops; i++) {
 			const struct op *o = &s->ops[i];
-			if (o->kind == (*out)[c].kind && schedule_group_size(s, o->group) == (*out)[c].ranks) {
-				(*how)[c] = (struct coll_arg){ o->kind, o->group, o->stream, (*out)[c].bytes, 0 };
-				break;
-			}
+			int ranks = schedule_group_size(s, o->group);
+			uint64_t largest = 0;
+			if (!op_is_collective(o->kind) || ranks < 2)
+				continue;
+			add_coll(out, &n, &cap, o->kind, ranks, o->bytes);
+			for (int j = 0; j < s->nops; j++)
+				if (s->ops[j].kind == o->kind && s->ops[j].group == o->group && s->ops[j].bytes > largest)
+					largest = s->ops[j].bytes;
+			for (uint64_t b = 1024; b < largest; b *= quick ? 64 : 4)
+				add_coll(out, &n, &cap, o->kind, ranks, b);
 		}
+	}
+	/* how to run each: the group and stream of the first op of that kind and size of group */
+	*how = xcalloc((size_t)n + 1, sizeof(**how));
+	for (int c = 0; c < n; c++) {
+		have = 0;
+		for (int x = 0; x < nv && !have; x++)
+			for (int i = 0; i < v[x].s->nops && !have; i++) {
+				const struct op *o = &v[x].s->ops[i];
+				if (o->kind == (*out)[c].kind && schedule_group_size(v[x].s, o->group) == (*out)[c].ranks) {
+					(*how)[c] = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, (*out)[c].bytes, 0 };
+					have = 1;
+				}
+			}
+	}
 	return n;
 }
 
@@ -468,6 +532,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS };
 	struct calibration cal;
 	struct coll_arg *how = NULL;
+	struct variant v[4];
+	int nv;
 	char file[1024], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
 	int len = 0, rc = 0, busy = -1;
 	uint64_t most = 1 << 20;
@@ -483,7 +549,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 
 	cal.nkernels = model_kernels(s, &cal.kernels);
 	cal.ngemm = gemm_grid(s, cal.kernels, cal.nkernels, quick, &cal.gemm);
-	cal.ncolls = collective_list(s, quick, &cal.colls, &how);
+	nv = variants(s, c, v);
+	cal.ncolls = collective_list(v, nv, quick, &cal.colls, &how);
 	for (int i = 0; i < cal.ncolls; i++)
 		if (cal.colls[i].bytes > most)
 			most = cal.colls[i].bytes;
@@ -493,6 +560,9 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	if (!k.dev[0] || !k.dev[1]) {
 		if (c->rank == 0)
 			fprintf(stderr, "calibrate: no device memory for %llu-byte collectives\n", (unsigned long long)most);
+		free(how);
+		variants_release(v, nv);
+		calibration_release(&cal);
 		return -1;
 	}
 	k.o->step_begin(b);
@@ -511,7 +581,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	{
 		double coll_ns = 0;
 		struct coll_arg bc;
-		if (beside_collective(s, &bc))
+		if (beside_collective(s, c, &bc))
 			for (int i = 0; i < cal.ncolls; i++)
 				if (cal.colls[i].kind == bc.kind && cal.colls[i].bytes == bc.bytes)
 					coll_ns = cal.colls[i].ns;
@@ -541,6 +611,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	b->ops->dev_free(b, k.dev[0]);
 	b->ops->dev_free(b, k.dev[1]);
 	free(how);
+	variants_release(v, nv);
 	calibration_release(&cal);
 	return rc;
 }
