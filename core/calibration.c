@@ -107,9 +107,11 @@ int calibration_write(const char *path, const struct calibration *c)
 	return h5file_append("calibration", path, write_session, (void *)c);
 }
 
+/* The sessions measured with the ranks asked for, newest first. */
 struct pick {
 	int ranks;
-	char best[16];
+	char (*names)[16];
+	int n;
 	struct h5file_session *s;
 };
 
@@ -125,19 +127,74 @@ static herr_t pick_fn(hid_t g, const char *name, const H5L_info_t *info, void *c
 	sess = H5Gopen2(g, name, H5P_DEFAULT);
 	if (sess < 0)
 		return 0;
-	if (h5file_read_i32(p->s, sess, "ranks", &ranks) == 0 && (p->ranks == 0 || ranks == p->ranks) &&
-	    strcmp(name, p->best) > 0)
-		snprintf(p->best, sizeof p->best, "%s", name);
+	if (h5file_read_i32(p->s, sess, "ranks", &ranks) == 0 && (p->ranks == 0 || ranks == p->ranks)) {
+		/* names come in increasing order: each new one goes first */
+		p->names = xrealloc(p->names, sizeof(*p->names) * (size_t)(p->n + 1));
+		memmove(p->names + 1, p->names, sizeof(*p->names) * (size_t)p->n);
+		snprintf(p->names[0], 16, "%s", name);
+		p->n++;
+	}
 	H5Gclose(sess);
 	return 0;
+}
+
+static int same_kernel(const struct cal_kernel *a, const struct cal_kernel *b)
+{
+	return !strcmp(a->name, b->name) && a->kind == b->kind && a->m == b->m && a->n == b->n && a->k == b->k &&
+	       a->flops == b->flops && a->bytes == b->bytes;
+}
+
+/* Append to *v (n entries) those of w (m entries) that no entry of *v measures already. */
+#define MERGE(v, n, w, m, same)                                                         \
+	do {                                                                            \
+		int n0_ = (n);                                                          \
+		(v) = xrealloc((v), sizeof(*(v)) * (size_t)((n) + (m) + 1));            \
+		for (size_t i_ = 0; i_ < (size_t)(m); i_++) {                           \
+			int have_ = 0;                                                  \
+			for (int j_ = 0; j_ < n0_ && !have_; j_++)                      \
+				have_ = same(&(v)[j_], &(w)[i_]);                       \
+			if (!have_)                                                     \
+				(v)[(n)++] = (w)[i_];                                   \
+		}                                                                       \
+	} while (0)
+
+static int same_pass(const struct cal_pass *a, const struct cal_pass *b)
+{
+	return a->bytes == b->bytes;
+}
+
+static int same_coll(const struct cal_coll *a, const struct cal_coll *b)
+{
+	return a->kind == b->kind && a->ranks == b->ranks && a->bytes == b->bytes;
+}
+
+/* The tables of session g, added to c where c does not measure the same point. */
+static void read_tables(struct h5file_session *s, hid_t g, struct calibration *c, hid_t kt, hid_t ct, hid_t pt)
+{
+	size_t n;
+	struct cal_kernel *k;
+	struct cal_pass *p;
+	struct cal_coll *cc;
+
+	k = h5file_read_dataset(s, g, "kernels", kt, &n);
+	MERGE(c->kernels, c->nkernels, k, n, same_kernel);
+	free(k);
+	k = h5file_read_dataset(s, g, "gemm", kt, &n);
+	MERGE(c->gemm, c->ngemm, k, n, same_kernel);
+	free(k);
+	p = h5file_read_dataset(s, g, "passes", pt, &n);
+	MERGE(c->passes, c->npasses, p, n, same_pass);
+	free(p);
+	cc = h5file_read_dataset(s, g, "collectives", ct, &n);
+	MERGE(c->colls, c->ncolls, cc, n, same_coll);
+	free(cc);
 }
 
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
 {
 	struct h5file_session s;
-	struct pick p = { ranks, "", &s };
+	struct pick p = { ranks, NULL, 0, &s };
 	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1;
-	size_t n;
 	int rc = -1;
 
 	memset(c, 0, sizeof(*c));
@@ -153,13 +210,15 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 		goto out_file;
 	}
 	H5Literate(cal, H5_INDEX_NAME, H5_ITER_INC, NULL, pick_fn, &p);
-	if (!p.best[0]) {
+	if (!p.n) {
 		snprintf(err, errlen, "%s: no calibration measured with %d ranks", path, ranks);
 		goto out_file;
 	}
-	g = H5Gopen2(cal, p.best, H5P_DEFAULT);
+	/* the newest session's scalars; the tables of all, the newest measurement of a point kept */
+	g = H5Gopen2(cal, p.names[0], H5P_DEFAULT);
 	snprintf(c->path, sizeof c->path, "%s", path);
-	snprintf(c->session, sizeof c->session, "%s", p.best);
+	snprintf(c->session, sizeof c->session, "%s", p.names[0]);
+	c->sessions = p.n;
 	h5file_read_str(&s, g, "hardware", c->hardware, sizeof c->hardware);
 	h5file_read_str(&s, g, "backend", c->backend, sizeof c->backend);
 	h5file_read_str(&s, g, "date", c->date, sizeof c->date);
@@ -173,16 +232,17 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	kt = kernel_type();
 	ct = coll_type();
 	pt = pass_type();
-	c->kernels = h5file_read_dataset(&s, g, "kernels", kt, &n);
-	c->nkernels = (int)n;
-	c->gemm = h5file_read_dataset(&s, g, "gemm", kt, &n);
-	c->ngemm = (int)n;
-	c->passes = h5file_read_dataset(&s, g, "passes", pt, &n);
-	c->npasses = (int)n;
-	c->colls = h5file_read_dataset(&s, g, "collectives", ct, &n);
-	c->ncolls = (int)n;
+	read_tables(&s, g, c, kt, ct, pt);
+	H5Gclose(g);
+	for (int i = 1; i < p.n && !s.failed; i++) {
+		g = H5Gopen2(cal, p.names[i], H5P_DEFAULT);
+		if (h5file_check(&s, g, p.names[i]) < 0)
+			break;
+		read_tables(&s, g, c, kt, ct, pt);
+		H5Gclose(g);
+	}
 	if (s.failed) {
-		snprintf(err, errlen, "%s: /calibration/%s cannot be read (see above)", path, p.best);
+		snprintf(err, errlen, "%s: /calibration cannot be read (see above)", path);
 		calibration_release(c);
 	} else {
 		rc = 0;
@@ -190,12 +250,12 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	H5Tclose(kt);
 	H5Tclose(ct);
 	H5Tclose(pt);
-	H5Gclose(g);
 out_file:
 	if (cal >= 0)
 		H5Gclose(cal);
 	H5Fclose(file);
 out:
+	free(p.names);
 	h5file_end(&s);
 	return rc;
 }

@@ -53,7 +53,8 @@ struct cal_pass {
 
 struct calibration {
 	char path[512];            /* the file it was read from */
-	char session[16];          /* its group, "000003" */
+	char session[16];          /* its newest session, "000003" */
+	int sessions;              /* sessions merged (the tables of older ones fill in what newer ones lack) */
 	char hardware[64];         /* "amd-epyc-2-cores", "h100-sxm" */
 	char backend[16];          /* "cpu", "cuda" */
 	char date[32];
@@ -81,8 +82,12 @@ struct calibration {
 int calibration_write(const char *path, const struct calibration *c);
 
 /*
- * The latest session of the file at path measured with `ranks` processes
- * (0: the latest of any). 0, or -1 with a message in err.
+ * The sessions of the file at path measured with `ranks` processes (0:
+ * any), merged: the overheads and the optimizer of the newest; the tables
+ * of all, a point measured again (the same kernel and shape, GEMM, pass
+ * size, or collective, group size and bytes) taken from the newest session
+ * that measured it. So calibrating one model and then another gives the
+ * kernels of both. 0, or -1 with a message in err.
  */
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen);
 void calibration_release(struct calibration *c);

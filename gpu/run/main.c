@@ -45,7 +45,8 @@ static void usage(FILE *f)
 		   "               blocking execution, to compare the streams' results with\n"
 		   "  --calibrate [FILE.h5]  measure this machine's kernels, collectives and\n"
 		   "               overheads for ./sim --calibration (default file:\n"
-		   "               data/calibration/<hardware>-<backend>.h5); --quick: a few points\n");
+		   "               data/calibration/<hardware>-<backend>.h5); --quick: a few points\n"
+		   "  --hardware   print <hardware>-<backend>, the name of this machine's calibration\n");
 	config_usage(f);
 }
 
@@ -70,7 +71,7 @@ static void say0(int rank, const char *fmt, ...)
 }
 
 struct opts {
-	int help, serialize, calibrate, quick;
+	int help, serialize, calibrate, quick, hardware;
 	const char *calibration; /* --calibrate FILE.h5, or NULL for the default */
 };
 
@@ -87,6 +88,8 @@ static void take_own_flags(int argc, char **argv, struct opts *o)
 			o->serialize = 1;
 		} else if (!strcmp(a, "--quick")) {
 			o->quick = 1;
+		} else if (!strcmp(a, "--hardware")) {
+			o->hardware = 1;
 		} else if (!strcmp(a, "--calibrate")) {
 			size_t n = i + 1 < argc && argv[i + 1] ? strlen(argv[i + 1]) : 0;
 			o->calibrate = 1;
@@ -264,8 +267,14 @@ int main(int argc, char **argv)
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
 		finish(2);
 	}
-	if (o.calibrate) {
-		rc = calibrate(s, &c, be, o.calibration, o.quick) == 0 ? 0 : 1;
+	if (o.hardware || o.calibrate) {
+		if (o.hardware) {
+			be->ops->hardware(be, hw, sizeof hw);
+			if (rank == 0)
+				printf("%s-%s\n", hw, be->ops->name);
+		} else {
+			rc = calibrate(s, &c, be, o.calibration, o.quick) == 0 ? 0 : 1;
+		}
 		be->ops->release(be);
 		comm_release(&c);
 		schedule_free(s);
