@@ -141,7 +141,7 @@ validate: deps
 	bash gpu/run/validate.sh
 
 plots: deps
-	/usr/bin/python3 paper/plots.py data paper/figures
+	/usr/bin/python3 paper/plots.py data $(wildcard data/runs) paper/figures
 
 gpu-test: deps
 	@$(MAKE) --no-print-directory gpu_test_bin
