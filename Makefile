@@ -52,7 +52,7 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcubla
 # those dlopen (Open MPI's components).
 BUNDLE_RPATH := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/gpu/bundle/lib'
 
-.PHONY: all run test check bench asan plots deps gpu-test gpu-bench clean features
+.PHONY: all run test check bench asan validate plots deps gpu-test gpu-bench clean features
 all: features sim gpu_run
 
 features:
@@ -141,8 +141,13 @@ asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all tests/run_tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/run.sh; rc=$$?; rm -f sim gpu_run tests/run_tests; exit $$rc
 
+# Calibrate the CPU backend, run every policy family on it, compare (minutes).
+validate: deps
+	@$(MAKE) --no-print-directory all
+	bash gpu/run/validate.sh
+
 plots: deps
-	/usr/bin/python3 paper/plots.py data paper/figures
+	/usr/bin/python3 paper/plots.py data $(wildcard data/runs) paper/figures
 
 gpu-test: deps
 	@$(MAKE) --no-print-directory gpu_test_bin

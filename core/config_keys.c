@@ -66,6 +66,7 @@ static const struct key keys_head[] = {
 
 static const struct key keys_tail[] = {
 	DBL("cluster", "inter_gbps", cluster.inter_gbps, 0.001, 1e5),
+	{ "cluster", "calibration", KT_TEXT, OFF(calibration), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	{ "policy", "sharding", KT_ENUM, OFF(policy.sharding), 0, 0, 0, sharding_names,
 	  "sharding policy", "--sharding", "--policy" },
 	INT("policy", "shard_group", policy.shard_group, 0, 1 << 20),

@@ -8,6 +8,10 @@
  */
 #include "config_internal.h"
 
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
 #include <assert.h>
 #include <stddef.h>
 #include <string.h>
@@ -238,6 +242,12 @@ int config_resolve(struct experiment *e)
 
 	if (e->run.batch < 1) {
 		config_rule_error(e, config_key_id("run", "batch"), "must be at least 1", (int[]){ -1 });
+		errors++;
+	}
+	if (e->calibration[0] && access(e->calibration, R_OK) != 0) {
+		char what[CONFIG_PATH_MAX + 64];
+		snprintf(what, sizeof what, "cannot be read: %s (make one with gpu_run --calibrate)", strerror(errno));
+		config_rule_error(e, config_key_id("cluster", "calibration"), what, (int[]){ -1 });
 		errors++;
 	}
 	return errors ? -1 : 0;

@@ -36,6 +36,8 @@ struct experiment {
 	char gpu_name[HW_NAME_MAX];
 	struct model_shape model;    /* resolved */
 	struct cluster cluster;      /* resolved */
+	/* a calibration file (core/calibration.h) the simulator prices with instead of the catalog's constants, "" */
+	char calibration[CONFIG_PATH_MAX];
 	struct policy policy;
 	struct runtime_spec runtime; /* resolved from policy.runtime */
 	struct run_settings run;

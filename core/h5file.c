@@ -212,6 +212,84 @@ hid_t h5file_enum_type(struct h5file_session *s, const char *const *names, int n
 	return t;
 }
 
+/* ---- reading ------------------------------------------------------------------ */
+
+int h5file_has_attr(hid_t loc, const char *name)
+{
+	return H5Aexists(loc, name) > 0;
+}
+
+/* Read a scalar attribute as mem_type; 0, or -1 after reporting. */
+static int attr_read(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type, void *out)
+{
+	hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+	int rc;
+
+	if (h5file_check(s, a, name) < 0)
+		return -1;
+	rc = h5file_check(s, H5Aread(a, mem_type, out), name);
+	H5Aclose(a);
+	return rc;
+}
+
+int h5file_read_f64(struct h5file_session *s, hid_t loc, const char *name, double *v)
+{
+	return attr_read(s, loc, name, H5T_NATIVE_DOUBLE, v);
+}
+
+int h5file_read_i32(struct h5file_session *s, hid_t loc, const char *name, int32_t *v)
+{
+	return attr_read(s, loc, name, H5T_NATIVE_INT32, v);
+}
+
+int h5file_read_u64(struct h5file_session *s, hid_t loc, const char *name, uint64_t *v)
+{
+	return attr_read(s, loc, name, H5T_NATIVE_UINT64, v);
+}
+
+int h5file_read_str(struct h5file_session *s, hid_t loc, const char *name, char *buf, size_t len)
+{
+	hid_t t = vlen_str_type();
+	char *v = NULL;
+	int rc;
+
+	if (h5file_check(s, t, "H5Tcopy(string)") < 0)
+		return -1;
+	rc = attr_read(s, loc, name, t, &v);
+	if (rc == 0) {
+		snprintf(buf, len, "%s", v ? v : "");
+		H5free_memory(v);
+	}
+	H5Tclose(t);
+	return rc;
+}
+
+void *h5file_read_dataset(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type, size_t *n)
+{
+	hid_t d = H5Dopen2(loc, name, H5P_DEFAULT), space = -1;
+	hssize_t count;
+	void *rows = NULL;
+
+	*n = 0;
+	if (h5file_check(s, d, name) < 0)
+		return NULL;
+	space = H5Dget_space(d);
+	count = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+	if (h5file_check(s, space, "H5Dget_space") == 0 && h5file_check(s, count, "H5Sget_simple_extent_npoints") == 0) {
+		rows = xcalloc((size_t)count + 1, H5Tget_size(mem_type));
+		if (count > 0 && h5file_check(s, H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), name) < 0) {
+			free(rows);
+			rows = NULL;
+		} else {
+			*n = (size_t)count;
+		}
+	}
+	if (space >= 0)
+		H5Sclose(space);
+	H5Dclose(d);
+	return rows;
+}
+
 /* ---- groups -------------------------------------------------------------- */
 
 static herr_t max_index_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)

@@ -79,6 +79,19 @@ hid_t h5file_enum_type(struct h5file_session *s, const char *const *names, int n
 void h5file_dataset(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type, size_t n,
 		    const void *rows);
 
+/*
+ * Reading back: scalar attributes (0, or -1 after reporting), whether one
+ * exists, and a whole dataset converted to the compound mem_type (fields
+ * matched by name; a field the file lacks is left zero). The rows are
+ * malloc'ed (free them); NULL after reporting.
+ */
+int h5file_has_attr(hid_t loc, const char *name);
+int h5file_read_f64(struct h5file_session *s, hid_t loc, const char *name, double *v);
+int h5file_read_i32(struct h5file_session *s, hid_t loc, const char *name, int32_t *v);
+int h5file_read_u64(struct h5file_session *s, hid_t loc, const char *name, uint64_t *v);
+int h5file_read_str(struct h5file_session *s, hid_t loc, const char *name, char *buf, size_t len);
+void *h5file_read_dataset(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -190,6 +190,9 @@ static void write_summary(struct h5file_session *s, hid_t run, const struct summ
 	for (int i = 0; i < ncrit; i++)
 		crit[i] = m->crit_name[i];
 	h5file_attr_f64(s, g, "step_time_s", m->step_time_s);
+	h5file_attr_f64(s, g, "step_time_p10_s", m->steps > 1 ? m->step_time_p10_s : m->step_time_s);
+	h5file_attr_f64(s, g, "step_time_p90_s", m->steps > 1 ? m->step_time_p90_s : m->step_time_s);
+	h5file_attr_i32(s, g, "steps", m->steps > 0 ? m->steps : 1);
 	h5file_attr_f64(s, g, "tokens_per_s_per_gpu", m->tokens_per_s_per_gpu);
 	h5file_attr_f64(s, g, "mfu", m->mfu);
 	h5file_attr_f64(s, g, "compute_s", m->compute_s);
@@ -226,6 +229,10 @@ static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_str(s, run, "created", created);
 	h5file_attr_i32(s, run, "schema_version", SCHEMA_VERSION);
 	h5file_attr_str(s, run, "hostname", host);
+	if (r->hardware)
+		h5file_attr_str(s, run, "hardware", r->hardware);
+	if (r->compares)
+		h5file_attr_str(s, run, "compares", r->compares);
 	if (r->exp) {
 		struct config_ctx c = { s, run };
 		h5file_attr_str(s, run, "experiment", r->exp->path);
@@ -241,6 +248,26 @@ static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 int results_append(const char *path, const struct run_result *r)
 {
 	return h5file_append("results", path, write_run, (void *)r);
+}
+
+struct many {
+	const struct run_result *runs;
+	int n;
+};
+
+static int write_runs(struct h5file_session *s, hid_t file, void *ctx)
+{
+	const struct many *m = ctx;
+	for (int i = 0; i < m->n; i++)
+		if (write_run(s, file, (void *)&m->runs[i]) != 0)
+			return -1;
+	return 0;
+}
+
+int results_append_runs(const char *path, const struct run_result *runs, int n)
+{
+	struct many m = { runs, n };
+	return h5file_append("results", path, write_runs, &m);
 }
 
 int results_count(const char *path)
@@ -277,4 +304,185 @@ out_file:
 out:
 	h5file_end(&s);
 	return n;
+}
+
+/* ---- reading back ------------------------------------------------------------- */
+
+struct rebuild {
+	struct experiment *e;
+	FILE *err;
+	int failed;
+};
+
+/* A configuration attribute ("section.key", a string) back into the experiment through the parser. */
+static herr_t config_attr_read(hid_t loc, const char *name, const H5A_info_t *info, void *ctx)
+{
+	struct rebuild *rb = ctx;
+	struct h5file_session s;
+	char value[CONFIG_PATH_MAX + 8], assignment[CONFIG_PATH_MAX + 160];
+
+	(void)info;
+	if (!strchr(name, '.') || rb->failed)
+		return 0;
+	h5file_begin(&s, "results", "");
+	if (h5file_read_str(&s, loc, name, value, sizeof value) == 0) {
+		snprintf(assignment, sizeof assignment, "%s=%s", name, value);
+		if (config_set(rb->e, assignment, "the run's attributes") != 0)
+			rb->failed = 1;
+	}
+	h5file_end(&s);
+	return 0;
+}
+
+static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
+{
+	hid_t g = H5Gopen2(run, "summary", H5P_DEFAULT);
+	int32_t i;
+
+	if (h5file_check(s, g, "H5Gopen2(summary)") < 0)
+		return;
+	h5file_read_f64(s, g, "step_time_s", &m->step_time_s);
+	m->step_time_p10_s = m->step_time_p90_s = m->step_time_s;
+	m->steps = 1;
+	if (h5file_has_attr(g, "steps")) {
+		h5file_read_f64(s, g, "step_time_p10_s", &m->step_time_p10_s);
+		h5file_read_f64(s, g, "step_time_p90_s", &m->step_time_p90_s);
+		h5file_read_i32(s, g, "steps", &i);
+		m->steps = i;
+	}
+	h5file_read_f64(s, g, "tokens_per_s_per_gpu", &m->tokens_per_s_per_gpu);
+	h5file_read_f64(s, g, "mfu", &m->mfu);
+	h5file_read_f64(s, g, "compute_s", &m->compute_s);
+	h5file_read_f64(s, g, "exposed_comm_s", &m->exposed_comm_s);
+	h5file_read_u64(s, g, "comm_bytes_per_gpu", &m->comm_bytes_per_gpu);
+	h5file_read_u64(s, g, "peak_alloc_bytes", &m->peak_alloc_bytes);
+	h5file_read_u64(s, g, "peak_reserved_bytes", &m->peak_reserved_bytes);
+	h5file_read_u64(s, g, "gpu_bytes", &m->gpu_bytes);
+	h5file_read_i32(s, g, "fits", &i);
+	m->fits = i;
+	H5Gclose(g);
+}
+
+static void read_run(struct h5file_session *s, hid_t runs, const char *name, struct run_read *r)
+{
+	hid_t run = H5Gopen2(runs, name, H5P_DEFAULT), t;
+	struct rebuild rb = { &r->exp, NULL, 0 };
+	FILE *saved = config_errfile;
+	char *msg = NULL;
+	size_t msglen = 0, n;
+	struct op_row *rows;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->name, sizeof r->name, "%s", name);
+	if (h5file_check(s, run, name) < 0) {
+		snprintf(r->error, sizeof r->error, "cannot open /runs/%s", name);
+		return;
+	}
+	h5file_read_str(s, run, "source", r->source, sizeof r->source);
+	if (h5file_has_attr(run, "hardware"))
+		h5file_read_str(s, run, "hardware", r->hardware, sizeof r->hardware);
+	if (h5file_has_attr(run, "compares"))
+		h5file_read_str(s, run, "compares", r->compares, sizeof r->compares);
+
+	/* the configuration, through the parser; its messages become the run's error */
+	rb.err = open_memstream(&msg, &msglen);
+	config_errfile = rb.err;
+	config_init(&r->exp);
+	H5Aiterate2(run, H5_INDEX_NAME, H5_ITER_INC, NULL, config_attr_read, &rb);
+	if (!rb.failed && config_resolve(&r->exp) != 0)
+		rb.failed = 1;
+	config_errfile = saved;
+	fclose(rb.err);
+	if (rb.failed)
+		snprintf(r->error, sizeof r->error, "its configuration does not resolve: %.*s",
+			 (int)strcspn(msg ? msg : "", "\n"), msg ? msg : "");
+	free(msg);
+
+	t = op_row_type(s);
+	rows = t >= 0 ? h5file_read_dataset(s, run, "ops", t, &n) : NULL;
+	if (t >= 0)
+		H5Tclose(t);
+	if (rows) {
+		r->nops = (int)n;
+		r->ops = xcalloc(n + 1, sizeof(*r->ops));
+		r->kinds = xcalloc(n + 1, 1);
+		r->streams = xcalloc(n + 1, 1);
+		for (size_t i = 0; i < n; i++) {
+			r->ops[i] = (struct op_timing){ rows[i].start_ns, rows[i].end_ns };
+			r->kinds[i] = rows[i].kind;
+			r->streams[i] = rows[i].stream;
+		}
+		free(rows);
+	}
+	t = mem_row_type(s);
+	if (t >= 0) {
+		r->mem = h5file_read_dataset(s, run, "memory", t, &n);
+		r->nmem = (int)n;
+		H5Tclose(t);
+	}
+	read_summary(s, run, &r->sum);
+	H5Gclose(run);
+}
+
+static herr_t name_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
+{
+	char (**names)[16] = ctx;
+	size_t n = 0;
+
+	(void)g;
+	(void)info;
+	if (strlen(name) != 6)
+		return 0;
+	while ((*names)[n][0])
+		n++;
+	*names = xrealloc(*names, sizeof(**names) * (n + 2));
+	snprintf((*names)[n], 16, "%s", name);
+	(*names)[n + 1][0] = '\0';
+	return 0;
+}
+
+int results_read(const char *path, struct run_read **runs, int *n)
+{
+	struct h5file_session s;
+	char (*names)[16] = xcalloc(1, sizeof(*names));
+	hid_t file, rg;
+	int count = 0, rc = -1;
+
+	*runs = NULL;
+	*n = 0;
+	h5file_begin(&s, "results", path);
+	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (h5file_check(&s, file, "H5Fopen") < 0)
+		goto out;
+	rg = H5Gopen2(file, "runs", H5P_DEFAULT);
+	if (h5file_check(&s, rg, "H5Gopen2(/runs)") == 0) {
+		H5Literate(rg, H5_INDEX_NAME, H5_ITER_INC, NULL, name_fn, &names);
+		while (names[count][0])
+			count++;
+		*runs = xcalloc((size_t)count + 1, sizeof(**runs));
+		for (int i = 0; i < count; i++) {
+			s.failed = 0; /* a run that cannot be read does not stop the others */
+			read_run(&s, rg, names[i], &(*runs)[i]);
+		}
+		*n = count;
+		rc = 0;
+		H5Gclose(rg);
+	}
+	H5Fclose(file);
+out:
+	h5file_end(&s);
+	free(names);
+	return rc;
+}
+
+void results_read_free(struct run_read *runs, int n)
+{
+	for (int i = 0; runs && i < n; i++) {
+		config_release(&runs[i].exp);
+		free(runs[i].ops);
+		free(runs[i].kinds);
+		free(runs[i].streams);
+		free(runs[i].mem);
+	}
+	free(runs);
 }

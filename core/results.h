@@ -29,7 +29,10 @@ struct mem_sample {
 };
 
 struct summary {
-	double step_time_s;
+	double step_time_s;        /* measured runs: the median of the measured steps */
+	double step_time_p10_s;    /* measured runs: the 10th and 90th percentiles of the steps (a prediction: = step_time_s) */
+	double step_time_p90_s;
+	int steps;                 /* measured steps (1 for a prediction) */
 	double tokens_per_s_per_gpu;
 	double mfu;
 	double compute_s;          /* time the compute stream is busy */
@@ -46,7 +49,9 @@ struct summary {
 };
 
 struct run_result {
-	const char *source;               /* "sim" or "gpu_run" */
+	const char *source;               /* "sim", "gpu_run" or "pytorch" */
+	const char *hardware;             /* what ran or was priced: "amd-epyc-2-cores", "h100-sxm"; NULL for none */
+	const char *compares;             /* a prediction of a measured run of the same file: its name, "000003" */
 	const struct experiment *exp;
 	const struct schedule *sched;
 	const struct op_timing *ops;      /* sched->nops entries */
@@ -58,7 +63,35 @@ struct run_result {
 /* Append r to the HDF5 file at path (created if missing). 0, or -1 after a message on stderr. */
 int results_append(const char *path, const struct run_result *r);
 
+/* Append n runs at once (one copy of the file). 0, or -1 after a message. */
+int results_append_runs(const char *path, const struct run_result *runs, int n);
+
 /* Number of runs in a results file, or -1 when it cannot be read. */
 int results_count(const char *path);
+
+/* One run read back from a results file (results_read). */
+struct run_read {
+	char name[16];             /* "000003" */
+	char source[16];
+	char hardware[64];
+	char compares[16];
+	char error[256];           /* why it could not be rebuilt ("" when it could) */
+	struct experiment exp;     /* its configuration, resolved again from its attributes (config_release) */
+	struct op_timing *ops;     /* nops entries, in schedule order */
+	uint8_t *kinds, *streams;  /* per op, as recorded */
+	int nops;
+	struct mem_sample *mem;
+	int nmem;
+	struct summary sum;
+};
+
+/*
+ * Every run of a results file: configuration rebuilt through the config
+ * parser from its attributes, ops, memory timeline, summary. A run whose
+ * configuration cannot be rebuilt keeps its error in `error`. *runs is
+ * malloc'ed; results_read_free releases it. 0, or -1 after a message.
+ */
+int results_read(const char *path, struct run_read **runs, int *n);
+void results_read_free(struct run_read *runs, int n);
 
 #endif

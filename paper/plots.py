@@ -4,12 +4,21 @@
 Usage: plots.py DATA_DIR_OR_FILES... OUTDIR
 
 Every .h5 file given (or found directly in a given directory) is read, every
-run in it. For each run: a stream timeline and a memory timeline. Across all
-runs of all files: one policy comparison. Each figure is saved as PNG and PDF
-under OUTDIR with a stable name:
+run in it. A measured run that `./sim --compare` predicted (a simulated run
+of the same file names it in `compares`) is drawn beside its prediction:
+its measured and simulated stream timelines one above the other on one time
+axis, and its memory, measured and predicted; each file with such pairs
+gets one figure of predicted against measured step time per policy, with
+the error. Every other run gets a stream timeline and a memory timeline.
+Across the runs of all files that are not part of a comparison: one policy
+comparison. Each figure is saved as PNG and PDF under OUTDIR with a stable
+name:
 
     <file-stem>_run<N>_timeline.{png,pdf}
     <file-stem>_run<N>_memory.{png,pdf}
+    <file-stem>_run<N>_vs_sim_timeline.{png,pdf}   (N: the measured run)
+    <file-stem>_run<N>_vs_sim_memory.{png,pdf}
+    <file-stem>_predicted_vs_measured.{png,pdf}
     policies.{png,pdf}
 
 Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
@@ -104,11 +113,10 @@ def _save(fig, outdir, name):
     plt.close(fig)
 
 
-def plot_timeline(run, outdir):
-    """A Gantt chart per stream, ops colored by kind; time in ms."""
+def draw_timeline(ax, run, title):
+    """A Gantt chart per stream on ax, ops colored by kind; the kinds drawn."""
     ops = run.ops
     streams = sorted(set(int(s) for s in ops["stream"])) if len(ops) else []
-    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(len(streams), 1)))
     colors = _colors(max(run.kind_names) + 1 if run.kind_names else 1)
     kinds_seen = set()
     for row, st in enumerate(streams):
@@ -122,16 +130,124 @@ def plot_timeline(run, outdir):
             kinds_seen.add(kind)
     ax.set_yticks(range(len(streams)))
     ax.set_yticklabels([run.stream_names.get(s, str(s)) for s in streams])
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ms)")
-    ax.set_title(run.title() + ": streams")
+    ax.set_ylim(len(streams) - 0.5, -0.5)
+    ax.set_title(title)
     if not streams:
         ax.text(0.5, 0.5, "no ops", transform=ax.transAxes, ha="center")
-    handles = [matplotlib.patches.Patch(color=colors[k], label=run.kind_names.get(k, str(k)))
-               for k in sorted(kinds_seen)]
+    return [matplotlib.patches.Patch(color=colors[k], label=run.kind_names.get(k, str(k)))
+            for k in sorted(kinds_seen)]
+
+
+def plot_timeline(run, outdir):
+    """A Gantt chart per stream, ops colored by kind; time in ms."""
+    nstreams = len(set(int(s) for s in run.ops["stream"])) if len(run.ops) else 1
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(nstreams, 1)))
+    handles = draw_timeline(ax, run, run.title() + ": streams")
+    ax.set_xlabel("time (ms)")
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     _save(fig, outdir, "%s_run%d_timeline" % (run.stem, run.index))
+
+
+def plot_vs_sim_timeline(meas, pred, outdir):
+    """The measured step above its simulated prediction, on one time axis."""
+    nstreams = len(set(int(s) for s in meas.ops["stream"])) if len(meas.ops) else 1
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 2.0 + 1.2 * max(nstreams, 1)), sharex=True)
+    ms = float(meas.summary.get("step_time_s", 0)) * 1e3
+    ps = float(pred.summary.get("step_time_s", 0)) * 1e3
+    h1 = draw_timeline(top, meas, "%s: measured (%s), step %.2f ms" % (meas.title(), meas.attrs.get(
+        "hardware", "?"), ms))
+    h2 = draw_timeline(bottom, pred, "predicted by run %d, step %.2f ms (%+.1f%%)" % (
+        pred.index, ps, 100 * (ps - ms) / ms if ms else 0))
+    for ax, t in ((top, ms), (bottom, ps)):
+        ax.axvline(t, color="black", linestyle=":", linewidth=1)
+    bottom.set_xlabel("time from the step's start (ms)")
+    seen = {}
+    for h in h1 + h2:
+        seen.setdefault(h.get_label(), h)
+    top.legend(handles=list(seen.values()), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    _save(fig, outdir, "%s_run%d_vs_sim_timeline" % (meas.stem, meas.index))
+
+
+def plot_vs_sim_memory(meas, pred, outdir):
+    """Allocated and reserved memory after each op the host issues, measured and predicted."""
+    fig, ax = plt.subplots(figsize=(12, 4.0))
+    for run, style, what in ((meas, "-", "measured"), (pred, "--", "predicted")):
+        mem = run.memory[np.argsort(run.memory["t_ns"], kind="stable")]
+        alloc = sum(mem[c].astype(np.float64) for c in run.categories) / (1 << 20) if len(mem) else []
+        x = np.arange(len(mem))
+        ax.step(x, alloc, style, where="post", linewidth=1.4, label="%s allocated" % what)
+        ax.step(x, mem["reserved"].astype(np.float64) / (1 << 20), style, where="post", linewidth=1.0,
+                label="%s reserved" % what)
+    ax.set_xlabel("ops issued (the allocator runs in issue order)")
+    ax.set_ylabel("MiB")
+    ax.set_ylim(bottom=0)
+    ma = int(meas.summary.get("peak_alloc_bytes", 0))
+    pa = int(pred.summary.get("peak_alloc_bytes", 0))
+    ax.set_title("%s: memory, peak allocated %d B measured, %d B predicted" % (meas.title(), ma, pa))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    _save(fig, outdir, "%s_run%d_vs_sim_memory" % (meas.stem, meas.index))
+
+
+def _short_policy(run):
+    """The policy keys that differ from fsdp's defaults, compactly."""
+    c = run.config
+    parts = [c.get("policy.sharding", "?")]
+    defaults = {"policy.accum": "sync-each", "policy.wrap": "block", "policy.ac": "none",
+                "policy.optim": "foreach", "policy.optim_in_backward": "false", "policy.offload": "none",
+                "policy.runtime": "testbed", "policy.flat_params": "false", "policy.loss": "full"}
+    for k, d in defaults.items():
+        v = c.get(k, d)
+        if v != d:
+            parts.append(k.split(".", 1)[1].replace("optim_in_backward", "in-bwd") + "=" + v
+                         if v not in ("true",) else k.split(".", 1)[1].replace("optim_in_backward", "in-bwd"))
+    if c.get("policy.sharding") in ("fsdp", "hsdp") and c.get("policy.reshard", "yes") != "yes":
+        parts.append("reshard=" + c.get("policy.reshard"))
+    return " ".join(parts)
+
+
+def plot_predicted_vs_measured(pairs, outdir, stem):
+    """Per group of runs (model, ranks): measured step time with its spread beside the prediction."""
+    groups = {}
+    for m, p in pairs:
+        key = "%s, %s x %s ranks" % (m.config.get("model.name", "?"), m.config.get("cluster.nodes", "?"),
+                                     m.config.get("cluster.gpus_per_node", "?"))
+        groups.setdefault(key, []).append((m, p))
+    keys = sorted(groups)
+    fig, axes = plt.subplots(len(keys), 1, figsize=(max(8, 0.55 * max(len(g) for g in groups.values()) + 3),
+                                                     3.2 * len(keys)), squeeze=False)
+    for ax, key in zip(axes[:, 0], keys):
+        g = groups[key]
+        x = np.arange(len(g))
+        ms = np.array([float(m.summary["step_time_s"]) for m, _ in g]) * 1e3
+        lo = np.array([float(m.summary.get("step_time_p10_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
+        hi = np.array([float(m.summary.get("step_time_p90_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
+        ps = np.array([float(p.summary["step_time_s"]) for _, p in g]) * 1e3
+        ax.bar(x - 0.2, ms, 0.4, yerr=[ms - lo, hi - ms], capsize=2, label="measured (median, p10-p90)",
+               color="tab:blue")
+        ax.bar(x + 0.2, ps, 0.4, label="predicted", color="tab:orange")
+        for i in range(len(g)):
+            ax.annotate("%+.0f%%" % (100 * (ps[i] - ms[i]) / ms[i]), (x[i], max(hi[i], ps[i])),
+                        textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
+        ax.set_xticks(x)
+        ax.set_xticklabels([_short_policy(m) for m, _ in g], rotation=40, ha="right", fontsize=7)
+        ax.set_ylabel("step time (ms)")
+        ax.set_title(key)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.suptitle("%s: predicted vs measured step time" % stem)
+    fig.tight_layout()
+    _save(fig, outdir, "%s_predicted_vs_measured" % stem)
+
+
+def compared_pairs(file_runs):
+    """(measured, its latest prediction) for each measured run of a file that was compared."""
+    by_name = {"%06d" % r.index: r for r in file_runs}
+    latest = {}
+    for r in file_runs:
+        c = r.attrs.get("compares")
+        if r.attrs.get("source") == "sim" and c in by_name:
+            latest[c] = r
+    return [(by_name[c], p) for c, p in sorted(latest.items())]
 
 
 def _steps(t, y):
@@ -239,13 +355,23 @@ def main(argv):
             continue
         if not file_runs:
             sys.stderr.write("plots: %s: no runs\n" % path)
+        pairs = compared_pairs(file_runs)
+        paired = set()
+        for m, p in pairs:
+            plot_vs_sim_timeline(m, p, outdir)
+            plot_vs_sim_memory(m, p, outdir)
+            paired.update((m.index, p.index))
+        if pairs:
+            plot_predicted_vs_measured(pairs, outdir, file_runs[0].stem)
         for run in file_runs:
+            if run.index in paired or run.attrs.get("source") == "sim" and run.attrs.get("compares"):
+                continue
             plot_timeline(run, outdir)
             plot_memory(run, outdir)
-        runs += file_runs
+            runs.append(run)
     if runs:
         plot_policies(runs, outdir)
-    print("plots: %d runs from %d files into %s" % (len(runs), len(files), outdir))
+    print("plots: %d files into %s" % (len(files), outdir))
     return status
 
 

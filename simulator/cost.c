@@ -12,12 +12,47 @@
 
 #define MEMO_CAP 4096 /* a step has a handful of kernel lists and SM counts */
 
-void cost_init(struct cost *c, const struct schedule *s)
+/* The calibration last read (by path and world size): a --policy all reads it once. */
+static struct calibration cached;
+static char cached_path[CONFIG_PATH_MAX];
+static int cached_ranks = -1;
+
+static void release_cached(void)
+{
+	calibration_release(&cached);
+}
+
+static const struct calibration *calibration_of(const char *path, int ranks, char *err, int errlen)
+{
+	if (cached_ranks == ranks && !strcmp(cached_path, path))
+		return &cached;
+	if (cached_ranks < 0)
+		atexit(release_cached);
+	calibration_release(&cached);
+	cached_ranks = -2;
+	if (calibration_read(path, ranks, &cached, err, errlen) != 0)
+		return NULL;
+	snprintf(cached_path, sizeof cached_path, "%s", path);
+	cached_ranks = ranks;
+	return &cached;
+}
+
+int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 {
 	const struct experiment *e = s->exp;
 	const struct gpu_spec *g = &e->cluster.gpu;
 
 	memset(c, 0, sizeof(*c));
+	if (e->calibration[0]) {
+		c->cal = calibration_of(e->calibration, s->world, err, errlen);
+		if (!c->cal)
+			return -1;
+		for (int k = 0; k < 2; k++) {
+			c->cal_op_ns[k] = xmalloc(sizeof(double) * (size_t)(s->nops + 1));
+			for (int i = 0; i < s->nops; i++)
+				c->cal_op_ns[k][i] = -1;
+		}
+	}
 	c->s = s;
 	c->gpu = g;
 	/* 10^12 FLOP/s = 10^3 FLOP/ns; 1 GB/s = 1 byte/ns */
@@ -31,12 +66,16 @@ void cost_init(struct cost *c, const struct schedule *s)
 	c->memo = xmalloc(sizeof(*c->memo) * c->memo_cap);
 	for (int i = 0; i < c->memo_cap; i++)
 		c->memo[i].ktab = -1;
+	return 0;
 }
 
 void cost_release(struct cost *c)
 {
 	free(c->memo);
+	free(c->cal_op_ns[0]);
+	free(c->cal_op_ns[1]);
 	c->memo = NULL;
+	c->cal_op_ns[0] = c->cal_op_ns[1] = NULL;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -157,4 +196,54 @@ double cost_host_optim_ns(const struct cost *c, uint64_t params)
 {
 	/* 10^9 params/s = 1 param/ns */
 	return (double)params / c->gpu->cpu_adam_gparams;
+}
+
+/* ---- calibrated ------------------------------------------------------------- */
+
+/* Elements an optimizer op updates: its parameter operands. */
+static double optim_elems(const struct schedule *s, const struct op *o)
+{
+	double n = 0;
+
+	for (int i = 0; i < o->nopd; i++) {
+		const struct buffer *b = &s->bufs[s->opds[o->opd_first + i].buf];
+		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER)
+			n += (double)b->bytes / elem_bytes(b->elem);
+	}
+	return n;
+}
+
+double cost_cal_op_ns(struct cost *c, int op, int beside)
+{
+	const struct schedule *s = c->s;
+	const struct op *o = &s->ops[op];
+	double *memo = &c->cal_op_ns[beside != 0][op], ns = 0;
+
+	if (*memo >= 0)
+		return *memo;
+	if (o->ktab >= 0) {
+		const struct ktab *t = &s->ktabs[o->ktab];
+		for (uint32_t i = 0; i < t->count; i++) {
+			int exact;
+			ns += calibration_kernel_ns(c->cal, &s->kernels[t->first + i], beside, &exact);
+		}
+	} else if (o->kind == OP_OPTIM) {
+		ns = c->cal->adamw_ns_per_elem * optim_elems(s, o);
+	} else if (o->kind == OP_CPU_OPTIM) {
+		ns = c->cal->host_adamw_ns_per_elem * optim_elems(s, o);
+	} else if (o->bytes) {
+		ns = calibration_pass_ns(c->cal, o->bytes);
+	}
+	/* the runtime zero-fills the buffers the op accumulates into before it runs */
+	for (int i = 0; i < o->nalloc; i++) {
+		const struct buffer *b = &s->bufs[s->bufrefs[o->buf_first + i]];
+		if (b->zero)
+			ns += calibration_pass_ns(c->cal, b->bytes);
+	}
+	return *memo = ns;
+}
+
+double cost_cal_collective_ns(const struct cost *c, const struct op *o, int busy)
+{
+	return calibration_collective_ns(c->cal, o->kind, schedule_group_size(c->s, o->group), o->bytes, busy);
 }

@@ -18,6 +18,7 @@
 #define SIM_COST_H
 
 #include <stdint.h>
+#include "calibration.h"
 #include "schedule.h"
 
 /* Links a transfer can use; each is a rate shared by the transfers on it. */
@@ -32,9 +33,18 @@ struct cost {
 	/* cache of op times by (ktab, SMs, HBM share) */
 	struct cost_memo { int32_t ktab, sms; uint32_t hbm_key; double ns; } *memo;
 	int memo_cap;
+	/* with a calibration (cluster.calibration): measured prices instead of the catalog's */
+	const struct calibration *cal;
+	double *cal_op_ns[2];       /* per op: its work alone, and beside a collective; < 0 until asked */
 };
 
-void cost_init(struct cost *c, const struct schedule *s);
+/*
+ * Prices for schedule s. With cluster.calibration set, the calibration
+ * measured with the schedule's world size is read once per process (the
+ * last one read is kept). 0, or -1 with a message in err (a calibration
+ * that cannot be read, or none measured with this many ranks).
+ */
+int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen);
 void cost_release(struct cost *c);
 
 /* One kernel on `sms` SMs with `hbm` bytes/ns of HBM bandwidth. */
@@ -56,5 +66,15 @@ void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 
 /* Host optimizer time for `params` elements. */
 double cost_host_optim_ns(const struct cost *c, uint64_t params);
+
+/*
+ * Calibrated prices (c->cal set), in ns, of op `op` on its own: its
+ * kernels (beside: with a collective running beside it), or its
+ * memory-bound work, or the optimizer's per-element work, plus the
+ * zero-fill of the buffers it accumulates into; and of a collective
+ * (busy: with a kernel running beside it).
+ */
+double cost_cal_op_ns(struct cost *c, int op, int beside);
+double cost_cal_collective_ns(const struct cost *c, const struct op *o, int busy);
 
 #endif

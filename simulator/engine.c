@@ -94,9 +94,71 @@ static double time_left(const struct act *a)
 	return (a->type == ACT_COLL ? a->fixed_ns : 0) + a->remaining / a->rate;
 }
 
+/* Reschedule the finish events of the activities whose finish time changed. */
+static void reschedule(struct engine *g)
+{
+	for (int i = 0; i < g->nact; i++) {
+		struct act *a = &g->act[i];
+		uint64_t fin = g->now + (uint64_t)ceil(time_left(a));
+		if (fin < a->floor)
+			fin = a->floor;
+		if (fin != a->finish) {
+			a->finish = fin;
+			a->version = ++g->version[a->op];
+			eq_push(&g->q, fin, a->op, a->version);
+		}
+	}
+}
+
+/*
+ * Calibrated rates: each op's measured time, plus the runtime's dispatch
+ * cost per op. A kernel beside a running collective takes its time
+ * measured beside one; a collective beside a running kernel likewise;
+ * kernels of different streams running at once share the rank's
+ * processors equally.
+ */
+static void update_rates_calibrated(struct engine *g)
+{
+	const struct calibration *cal = g->cost.cal;
+	int ncoll = 0, nkern = 0;
+
+	for (int i = 0; i < g->nact; i++) {
+		progress(g, &g->act[i]);
+		ncoll += g->act[i].type == ACT_COLL;
+		nkern += g->act[i].type == ACT_KERNEL;
+	}
+	for (int i = 0; i < g->nact; i++) {
+		struct act *a = &g->act[i];
+		const struct op *o = &g->s->ops[a->op];
+		double ns = cal->dispatch_ns;
+		switch (a->type) {
+		case ACT_KERNEL:
+			ns += cost_cal_op_ns(&g->cost, a->op, ncoll > 0) * (nkern > 1 ? nkern : 1);
+			break;
+		case ACT_COLL:
+			ns += cost_cal_collective_ns(&g->cost, o, nkern > 0);
+			break;
+		case ACT_COPY:
+			ns += calibration_pass_ns(cal, o->bytes);
+			break;
+		default: /* host work: the host optimizer, or nothing but the runtime's cost */
+			if (o->kind == OP_CPU_OPTIM)
+				ns += cost_cal_op_ns(&g->cost, a->op, 0);
+			break;
+		}
+		a->rate = 1.0 / (ns > 1 ? ns : 1);
+	}
+	reschedule(g);
+}
+
 /* Recompute every activity's rate for the current set, and reschedule the changed ones. */
 static void update_rates(struct engine *g)
 {
+	if (g->cost.cal) {
+		update_rates_calibrated(g);
+		return;
+	}
+
 	const struct gpu_spec *gpu = g->cost.gpu;
 	int on_link[LINK_COUNT] = { 0 }, ncoll = 0, nside = 0, main = -1;
 	double coll_hbm = 0, hbm, free_sms;
@@ -169,17 +231,7 @@ static void update_rates(struct engine *g)
 		}
 		a->rate = 1.0 / ns;
 	}
-	for (int i = 0; i < g->nact; i++) {
-		struct act *a = &g->act[i];
-		uint64_t fin = g->now + (uint64_t)ceil(time_left(a));
-		if (fin < a->floor)
-			fin = a->floor;
-		if (fin != a->finish) {
-			a->finish = fin;
-			a->version = ++g->version[a->op];
-			eq_push(&g->q, fin, a->op, a->version);
-		}
-	}
+	reschedule(g);
 }
 
 /* ---- ops ------------------------------------------------------------------ */
@@ -187,8 +239,29 @@ static void update_rates(struct engine *g)
 static void start_op(struct engine *g, int op);
 static void finish_op(struct engine *g, int i);
 
+/*
+ * When op may start once its dependencies have ended: after its launch,
+ * and with a calibration, the calibrated wake after each dependency on
+ * another stream (a waiting stream is woken, not already running).
+ */
+static uint64_t ready_at(const struct engine *g, int op)
+{
+	const struct op *o = &g->s->ops[op];
+	uint64_t t = g->r->launch[op].end_ns;
+
+	if (g->cost.cal)
+		for (int d = g->pred_first[op]; d < g->pred_first[op + 1]; d++) {
+			int p = g->pred[d];
+			uint64_t w = g->r->ops[p].end_ns + (uint64_t)llround(g->cost.cal->wake_ns);
+			if (g->s->ops[p].stream != o->stream && w > t)
+				t = w;
+		}
+	return t;
+}
+
 static void try_stream(struct engine *g, int st)
 {
+	uint64_t t;
 	int op;
 
 	if (g->stream_busy[st] || g->stream_head[st] >= g->stream_n[st])
@@ -196,10 +269,11 @@ static void try_stream(struct engine *g, int st)
 	op = g->stream_ops[st][g->stream_head[st]];
 	if (g->deps_left[op] > 0)
 		return;
-	if (g->r->launch[op].end_ns > g->now) {
+	t = ready_at(g, op);
+	if (t > g->now) {
 		if (!g->launch_wait[op]) {
 			g->launch_wait[op] = 1;
-			eq_push(&g->q, g->r->launch[op].end_ns, op, 0);
+			eq_push(&g->q, t, op, 0);
 		}
 		return;
 	}
@@ -231,6 +305,23 @@ static void set_pred(struct engine *g, int op)
 	g->r->pred[op] = pred;
 }
 
+/*
+ * A calibrated activity: every op does its work at a rate of 1 / (its
+ * measured time), set in update_rates; what it shares is decided there.
+ */
+static void start_calibrated(struct engine *g, struct act *a, const struct op *o)
+{
+	if (op_is_collective(o->kind))
+		a->type = schedule_group_size(g->s, o->group) > 1 ? ACT_COLL : ACT_HOST;
+	else if (o->kind == OP_H2D || o->kind == OP_D2H)
+		a->type = ACT_COPY;
+	else if (op_is_kernel(o) || o->kind == OP_CPU_OPTIM)
+		a->type = o->kind == OP_CPU_OPTIM ? ACT_HOST : ACT_KERNEL;
+	else
+		a->type = ACT_HOST; /* frees: the runtime's own cost of an op */
+	a->remaining = 1.0;
+}
+
 static void start_op(struct engine *g, int op)
 {
 	const struct schedule *s = g->s;
@@ -248,6 +339,11 @@ static void start_op(struct engine *g, int op)
 	a->last_t = g->now;
 	a->finish = UINT64_MAX;
 	a->floor = g->r->launch[op].end_ns;
+	if (g->cost.cal) {
+		start_calibrated(g, a, o);
+		update_rates(g);
+		return;
+	}
 	if (op_is_collective(o->kind)) {
 		cost_collective(&g->cost, o, &a->coll);
 		if (a->coll.n <= 1) {
@@ -316,6 +412,11 @@ static void plan_launches(struct engine *g)
 	uint64_t t = 0, per_op = (uint64_t)llround(rt->op_overhead_us * 1e3);
 	uint64_t per_kernel = (uint64_t)llround(rt->launch_us * 1e3);
 
+	if (g->cost.cal) { /* the runtime's walker issues an op in the time it measured */
+		per_op = (uint64_t)llround(g->cost.cal->issue_ns);
+		per_kernel = 0;
+	}
+
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
 		g->r->launch[i].start_ns = t;
@@ -371,7 +472,7 @@ static void build_graph(struct engine *g, const struct memory *mem)
 	free(cnt);
 }
 
-void engine_run(const struct schedule *s, int record_memory, struct sim_result *r)
+int engine_run(const struct schedule *s, int record_memory, struct sim_result *r, char *err, int errlen)
 {
 	struct engine g;
 	struct event ev;
@@ -386,7 +487,10 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 	r->ops = xcalloc(s->nops, sizeof(*r->ops));
 	r->launch = xcalloc(s->nops, sizeof(*r->launch));
 	r->pred = xcalloc(s->nops, sizeof(*r->pred));
-	cost_init(&g.cost, s);
+	if (cost_init(&g.cost, s, err, errlen) != 0) {
+		sim_result_release(r);
+		return -1;
+	}
 	eq_init(&g.q);
 	plan_launches(&g);
 	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
@@ -439,6 +543,7 @@ void engine_run(const struct schedule *s, int record_memory, struct sim_result *
 	free(g.version);
 	for (int st = 0; st < ST_COUNT; st++)
 		free(g.stream_ops[st]);
+	return 0;
 }
 
 void sim_result_release(struct sim_result *r)

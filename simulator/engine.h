@@ -32,10 +32,13 @@ struct sim_result {
 
 /*
  * Simulate the schedule. Memory is the runtime's allocator (core/memory.h)
- * driven in issue order at the launch thread's times. record_memory: keep
- * the memory timeline (the peaks are always computed). Fills *r; release it with sim_result_release.
+ * driven in issue order at the launch thread's times. Prices are the
+ * catalog's, or with cluster.calibration the calibration's (cost.h).
+ * record_memory: keep the memory timeline (the peaks are always computed).
+ * Fills *r (release it with sim_result_release); 0, or -1 with a message
+ * in err when the calibration cannot be used.
  */
-void engine_run(const struct schedule *s, int record_memory, struct sim_result *r);
+int engine_run(const struct schedule *s, int record_memory, struct sim_result *r, char *err, int errlen);
 void sim_result_release(struct sim_result *r);
 
 #endif

@@ -3,16 +3,20 @@
  *
  *   ./sim [EXPERIMENT.ini] [experiment flags] [--schedule] [--json]
  *         [--out FILE.h5] [--trace FILE.json] [--policy all [--top N]]
+ *   ./sim --compare RUN.h5 [--calibration FILE] [--json]
  *
  * Exit status: 0 on success, 2 on bad input (nothing is written then),
  * 1 when a result could not be written.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "compare.h"
 #include "config.h"
 #include "engine.h"
 #include "report.h"
@@ -23,7 +27,7 @@
 
 struct opts {
 	int schedule, json, all, top, help, bench;
-	const char *trace;
+	const char *trace, *compare;
 };
 
 static void usage(FILE *f)
@@ -35,7 +39,10 @@ static void usage(FILE *f)
 		   "  --trace FILE.json   write a Chrome trace (open it in Perfetto)\n"
 		   "  --policy all        simulate every valid policy, ranked by step time\n"
 		   "  --top N             with --policy all: print the N fastest only\n"
-		   "  --bench N           build and simulate the step N times; print the speed\n");
+		   "  --bench N           build and simulate the step N times; print the speed\n"
+		   "  --compare RUN.h5 [--calibration FILE] [--json]\n"
+		   "                      predict every measured run of RUN.h5 and say how far each\n"
+		   "                      prediction is; the predictions are appended to RUN.h5\n");
 	config_usage(f);
 }
 
@@ -57,13 +64,16 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			o->all = 1;
 			if (!strcmp(a, "--policy"))
 				argv[i++] = NULL;
-		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top") || !strcmp(a, "--bench")) {
+		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top") || !strcmp(a, "--bench") ||
+			   !strcmp(a, "--compare")) {
 			if (i + 1 >= argc || !argv[i + 1]) {
 				fprintf(stderr, "%s: needs a value\n", a);
 				return -1;
 			}
 			if (!strcmp(a, "--trace")) {
 				o->trace = argv[i + 1];
+			} else if (!strcmp(a, "--compare")) {
+				o->compare = argv[i + 1];
 			} else {
 				char *end;
 				long v = strtol(argv[i + 1], &end, 10);
@@ -82,6 +92,39 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+/*
+ * --compare RUN.h5: every measured run rebuilds its own configuration, so
+ * the only other flags are --json and the calibration to price with.
+ */
+static int run_compare(int argc, char **argv, const struct opts *o)
+{
+	const char *cal = "";
+
+	for (int i = 1; i < argc; i++) {
+		if (!argv[i])
+			continue;
+		if (!strcmp(argv[i], "--calibration") && i + 1 < argc && argv[i + 1]) {
+			cal = argv[++i];
+		} else if (!strncmp(argv[i], "--calibration=", 14)) {
+			cal = argv[i] + 14;
+		} else {
+			fprintf(stderr, "--compare: '%s' is not allowed here: a measured run brings its own configuration "
+					"(allowed: --calibration FILE, --json)\n", argv[i]);
+			return 2;
+		}
+	}
+	if (cal[0] && access(cal, R_OK) != 0) {
+		fprintf(stderr, "--calibration: %s cannot be read: %s (make one with gpu_run --calibrate)\n", cal,
+			strerror(errno));
+		return 2;
+	}
+	if (access(o->compare, R_OK) != 0) {
+		fprintf(stderr, "--compare: %s cannot be read: %s\n", o->compare, strerror(errno));
+		return 2;
+	}
+	return compare_file(o->compare, cal, o->json, stdout);
+}
+
 /* Simulate one resolved experiment; prints and writes what the options ask for. */
 static int run_one(const struct experiment *e, const struct opts *o)
 {
@@ -95,7 +138,11 @@ static int run_one(const struct experiment *e, const struct opts *o)
 		fprintf(stderr, "%s: %s\n", e->path[0] ? e->path : "sim", err);
 		return 2;
 	}
-	engine_run(s, e->run.out[0] || o->trace, &r);
+	if (engine_run(s, e->run.out[0] || o->trace, &r, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s: %s\n", e->path[0] ? e->path : "sim", err);
+		schedule_free(s);
+		return 2;
+	}
 	memset(&rr, 0, sizeof(rr));
 	rr.source = "sim";
 	rr.exp = e;
@@ -137,7 +184,11 @@ static int run_bench(const struct experiment *e, int n)
 			fprintf(stderr, "%s\n", err);
 			return 2;
 		}
-		engine_run(sc, 0, &r);
+		if (engine_run(sc, 0, &r, err, sizeof(err)) != 0) {
+			fprintf(stderr, "%s\n", err);
+			schedule_free(sc);
+			return 2;
+		}
 		events += r.events;
 		nops = sc->nops;
 		sim_result_release(&r);
@@ -200,7 +251,12 @@ static int run_all(const struct experiment *base, const struct opts *o)
 			free(rk);
 			return 1;
 		}
-		engine_run(s, 0, &r);
+		if (engine_run(s, 0, &r, err, sizeof(err)) != 0) {
+			fprintf(stderr, "sim: %s\n", err);
+			schedule_free(s);
+			free(rk);
+			return 2;
+		}
 		report_summarize(s, &r, &sum);
 		sim_result_release(&r);
 		schedule_free(s);
@@ -263,6 +319,8 @@ int main(int argc, char **argv)
 			usage(stdout);
 		return rc;
 	}
+	if (o.compare)
+		return run_compare(argc, argv, &o);
 	config_init(&e);
 	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim") != 0 ||
 	    config_resolve(&e) != 0) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the end-to-end checks of ./sim and ./gpu_run (bad input,
-# golden runs, the runtime's equivalence checks), then the CUnit suites,
+# golden runs, the runtime's equivalence checks, the calibrate-run-compare
+# loop), then the CUnit suites,
 # whose summary closes the output. Exit status is non-zero when anything
 # failed.
 #
@@ -16,6 +17,7 @@ bash tests/e2e_bad_input.sh ./sim || fail=1
 "${mpi_env[@]}" bash tests/e2e_bad_input.sh ./gpu_run || fail=1
 bash tests/e2e_sim.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_gpu_run.sh || fail=1
+"${mpi_env[@]}" bash tests/e2e_validate.sh || fail=1
 
 ./tests/run_tests || fail=1
 exit $fail

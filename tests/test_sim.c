@@ -55,7 +55,7 @@ static void simulate(struct summary *sum, ...)
 	va_start(ap, sum);
 	s = test_schedulev(&e, ap);
 	va_end(ap);
-	engine_run(s, 0, &r);
+	CU_ASSERT_FATAL(engine_run(s, 0, &r, NULL, 0) == 0);
 	report_summarize(s, &r, sum);
 	last_backward_s = 0;
 	for (int i = 0; i < s->nops; i++)
@@ -82,7 +82,7 @@ static void test_wave_quantization(void)
 	CU_ASSERT_FATAL(config_resolve(&e) == 0);
 	s = schedule_new(&e, err, sizeof(err));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	cost_init(&c, s);
+	CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
 	CU_ASSERT_EQUAL(c.gpu->sms, 132);
 	t132 = cost_kernel_ns(&c, &k132, 132, c.hbm_bytes_per_ns);
 	t133 = cost_kernel_ns(&c, &k133, 132, c.hbm_bytes_per_ns);
@@ -117,7 +117,7 @@ static void test_collective_cost(void)
 	CU_ASSERT_FATAL(config_resolve(&e) == 0);
 	s = schedule_new(&e, err, sizeof(err));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	cost_init(&c, s);
+	CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
 	ag.kind = OP_ALLGATHER;
 	ag.group = GRP_SHARD;
 	ag.bytes = 800000000;
@@ -156,8 +156,8 @@ static void test_deterministic(void)
 	CU_ASSERT_FATAL(config_resolve(&e) == 0);
 	s = schedule_new(&e, err, sizeof(err));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	engine_run(s, 1, &a);
-	engine_run(s, 1, &b);
+	CU_ASSERT_FATAL(engine_run(s, 1, &a, NULL, 0) == 0);
+	CU_ASSERT_FATAL(engine_run(s, 1, &b, NULL, 0) == 0);
 	CU_ASSERT(a.step_ns > 0);
 	CU_ASSERT_EQUAL(a.step_ns, b.step_ns);
 	CU_ASSERT_EQUAL(a.nmem, b.nmem);

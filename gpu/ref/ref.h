@@ -48,6 +48,9 @@ void ref_linear_forward(float *out, const float *x, const float *w, int N, int C
 /* dx (N, C) = dout w (skipped when dx is NULL); dw (OC, C) += dout^T x. */
 void ref_linear_backward(float *dx, float *dw, const float *dout, const float *x,
 			 const float *w, int N, int C, int OC);
+/* Its two GEMMs on their own: dx = dout w (the dgrad), dw += dout^T x (the wgrad). */
+void ref_linear_backward_dx(float *dx, const float *dout, const float *w, int N, int C, int OC);
+void ref_linear_backward_dw(float *dw, const float *dout, const float *x, int N, int C, int OC);
 
 /*
  * Rotary embedding, in place on the query and key heads of qkv

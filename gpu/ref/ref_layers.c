@@ -88,22 +88,23 @@ void ref_linear_forward(float *out, const float *x, const float *w, int N, int C
 	}
 }
 
-void ref_linear_backward(float *dx, float *dw, const float *dout, const float *x,
-			 const float *w, int N, int C, int OC)
+void ref_linear_backward_dx(float *dx, const float *dout, const float *w, int N, int C, int OC)
 {
-	if (dx) {
-		for (int n = 0; n < N; n++) {
-			float *d = dx + (size_t)n * C;
-			const float *g = dout + (size_t)n * OC;
+	for (int n = 0; n < N; n++) {
+		float *d = dx + (size_t)n * C;
+		const float *g = dout + (size_t)n * OC;
+		for (int i = 0; i < C; i++)
+			d[i] = 0.0f;
+		for (int o = 0; o < OC; o++) {
+			const float *wr = w + (size_t)o * C;
 			for (int i = 0; i < C; i++)
-				d[i] = 0.0f;
-			for (int o = 0; o < OC; o++) {
-				const float *wr = w + (size_t)o * C;
-				for (int i = 0; i < C; i++)
-					d[i] += g[o] * wr[i];
-			}
+				d[i] += g[o] * wr[i];
 		}
 	}
+}
+
+void ref_linear_backward_dw(float *dw, const float *dout, const float *x, int N, int C, int OC)
+{
 	for (int n = 0; n < N; n++) {
 		const float *xr = x + (size_t)n * C;
 		const float *g = dout + (size_t)n * OC;
@@ -113,6 +114,14 @@ void ref_linear_backward(float *dx, float *dw, const float *dout, const float *x
 				dwr[i] += g[o] * xr[i];
 		}
 	}
+}
+
+void ref_linear_backward(float *dx, float *dw, const float *dout, const float *x,
+			 const float *w, int N, int C, int OC)
+{
+	if (dx)
+		ref_linear_backward_dx(dx, dout, w, N, C, OC);
+	ref_linear_backward_dw(dw, dout, x, N, C, OC);
 }
 
 /* ---- rotary embedding ---------------------------------------------------- */

@@ -135,6 +135,16 @@ struct backend_ops {
 	 * after a step.
 	 */
 	void (*describe)(struct backend *b, void (*put)(void *ctx, const char *key, const char *value), void *ctx);
+
+	/*
+	 * Calibration (gpu/run/calibrate.c): one kernel of the model's lists
+	 * (core/model.h; a GEMM of any shape) on its own, on scratch memory the
+	 * backend keeps (NULL: the backend cannot calibrate yet); and the
+	 * hardware's name for file names and run attributes
+	 * ("amd-epyc-7b13-2-cores", "nvidia-h100-80gb-hbm3").
+	 */
+	void (*kernel)(struct backend *b, int stream, const struct kernel *k, const struct model_shape *m, int batch);
+	void (*hardware)(struct backend *b, char *buf, int len);
 };
 
 struct backend {

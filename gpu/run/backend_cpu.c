@@ -7,8 +7,10 @@
  * wait for an event, or run a piece of work. So the ops of different
  * streams run at the same time exactly when the schedule lets them, and a
  * collective on its stream overlaps the compute of the compute stream, as
- * on a GPU. One mutex and one condition variable guard the queues and the
- * events; a thread holds the mutex only to take a command, never while it
+ * on a GPU. One mutex guards the queues and the events; each stream's
+ * thread sleeps on a condition variable of its own, woken when its queue
+ * gets a command or when the event it waits for is recorded (nobody else
+ * is woken), and holds the mutex only to take a command, never while it
  * works. Collectives run on communicators of their own per stream
  * (comm.h), which needs MPI_THREAD_MULTIPLE.
  *
@@ -22,6 +24,7 @@
  */
 #include <assert.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,8 @@
 #include "xalloc.h"
 
 enum cmd_type { CMD_RECORD, CMD_WAIT, CMD_RUN };
+
+#define CAL_EVENTS 1024 /* events beyond a step's two per op, for calibration's chains */
 
 struct cpu;
 
@@ -60,6 +65,11 @@ struct cmd {
 			int n;
 		} pack;
 		struct {
+			struct kernel k;
+			struct model_shape m;
+			int batch;
+		} bench;
+		struct {
 			struct optim_tensor *t; /* owned by the command, freed once run */
 			int count;
 			struct ref_adamw_hparams hp;
@@ -73,6 +83,8 @@ struct queue {
 	struct cpu *owner;
 	struct cmd *k;
 	int n, cap, head;
+	int waiting;          /* the event its thread waits for, -1 */
+	pthread_cond_t cv;    /* its thread waits here: for a command, or for `waiting` */
 	pthread_t thread;
 };
 
@@ -88,7 +100,7 @@ struct cpu {
 	double loss_sum;
 	/* streams and events */
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t idle;              /* sync waits here for outstanding to reach 0 */
 	struct queue q[ST_COUNT];
 	int nevents;
 	uint8_t *done;
@@ -96,6 +108,9 @@ struct cpu {
 	int outstanding;                  /* commands queued and not yet finished */
 	int stop;
 	struct timespec t0;
+	/* calibration: inputs and outputs of one kernel at a time, grown as needed, kept */
+	float *bench[4];
+	size_t bench_floats[4];
 };
 
 static struct cpu *cpu_of(struct backend *b)
@@ -120,16 +135,20 @@ static void *stream_main(void *arg)
 	struct queue *q = arg;
 	struct cpu *c = q->owner;
 
+	/* sleeps (a collective's polls) as short as asked: the default 50 us of slack is a collective's latency */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		struct cmd k;
 		while (!c->stop && q->head == q->n)
-			pthread_cond_wait(&c->cv, &c->mu);
+			pthread_cond_wait(&q->cv, &c->mu);
 		if (q->head == q->n)
 			break; /* stopped and drained */
 		k = q->k[q->head];
 		if (k.type == CMD_WAIT && !c->done[k.event]) {
-			pthread_cond_wait(&c->cv, &c->mu);
+			q->waiting = k.event;
+			pthread_cond_wait(&q->cv, &c->mu);
+			q->waiting = -1;
 			continue;
 		}
 		if (k.type == CMD_RUN) {
@@ -139,10 +158,14 @@ static void *stream_main(void *arg)
 		} else if (k.type == CMD_RECORD) {
 			c->ns[k.event] = clock_ns(c);
 			c->done[k.event] = 1;
+			/* wake only the streams waiting for this event */
+			for (int st = 0; st < ST_COUNT; st++)
+				if (c->q[st].waiting == k.event)
+					pthread_cond_signal(&c->q[st].cv);
 		}
 		q->head++;
-		c->outstanding--;
-		pthread_cond_broadcast(&c->cv);
+		if (--c->outstanding == 0)
+			pthread_cond_signal(&c->idle);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -159,7 +182,8 @@ static void push(struct cpu *c, int stream, const struct cmd *k)
 	}
 	q->k[q->n++] = *k;
 	c->outstanding++;
-	pthread_cond_broadcast(&c->cv);
+	if (q->head == q->n - 1)
+		pthread_cond_signal(&q->cv); /* its queue was empty: its thread may be asleep */
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -181,7 +205,7 @@ static void cpu_sync(struct backend *b)
 
 	pthread_mutex_lock(&c->mu);
 	while (c->outstanding > 0)
-		pthread_cond_wait(&c->cv, &c->mu);
+		pthread_cond_wait(&c->idle, &c->mu);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -518,6 +542,165 @@ static void cpu_pack(struct backend *b, int stream, const struct unit_layout *u,
 	launch(b, stream, run_pack, &k);
 }
 
+/* ---- calibration ------------------------------------------------------------------ */
+
+/* Scratch i of at least n floats (random-ish, finite contents); grown on the stream thread, kept. */
+static float *bench_buf(struct cpu *c, int i, size_t n)
+{
+	if (c->bench_floats[i] < n) {
+		free(c->bench[i]);
+		c->bench[i] = xmalloc(sizeof(float) * n);
+		for (size_t j = 0; j < n; j++)
+			c->bench[i][j] = (float)((j * 2654435761u) % 1000) * 1e-3f - 0.5f;
+		c->bench_floats[i] = n;
+	}
+	return c->bench[i];
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* dst += src over n floats: the residual adds of the reference block */
+static void add_into(float *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+/*
+ * One kernel of core/model.c's lists with the reference function that
+ * computes it in ref_block.c / ref_layers.c (the GEMMs by shape; the rest by
+ * name, with the model's dimensions).
+ */
+static void run_kernel(struct cpu *c, const struct cmd *k)
+{
+	const struct kernel *kn = &k->a.bench.k;
+	struct model_dims d = model_dims_of(&k->a.bench.m, k->a.bench.batch);
+	const char *name = kn->name;
+	int N = (int)d.N, D = (int)d.D, F = (int)d.F, V = (int)d.V;
+
+	if (kn->kind == K_GEMM) {
+		int m = (int)kn->m, n = (int)kn->n, kk = (int)kn->k;
+		float *a = bench_buf(c, 0, (size_t)m * kk + (size_t)kk * n), *w = bench_buf(c, 1, (size_t)n * kk + (size_t)m * kk);
+		float *out = bench_buf(c, 2, (size_t)m * n);
+		if (ends_with(name, "_dgrad")) /* dx (m, n) = dout (m, k) w (k, n) */
+			ref_linear_backward_dx(out, a, w, m, n, kk);
+		else if (ends_with(name, "_wgrad")) /* dw (m, n) += dout^T (m, k) x (k, n), over k tokens */
+			ref_linear_backward_dw(out, a, w, kk, n, m);
+		else /* out (m, n) = x (m, k) w^T (n, k) */
+			ref_linear_forward(out, a, w, m, kk, n);
+	} else if (kn->kind == K_ATTN) {
+		size_t qkv = (size_t)N * d.qkv, att = (size_t)N * d.hq, lse = (size_t)d.B * d.H * d.T;
+		float *q = bench_buf(c, 0, qkv), *o = bench_buf(c, 1, att + lse), *g = bench_buf(c, 2, att + qkv);
+		if (strstr(name, "bwd"))
+			ref_attention_backward(g + att, g, q, o, o + att, (int)d.B, (int)d.T, (int)d.H, (int)d.KV,
+					       (int)d.Q);
+		else
+			ref_attention_forward(o, o + att, q, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q);
+	} else {
+		size_t nd = (size_t)N * D;
+		float *x = bench_buf(c, 0, nd > (size_t)N * 2 * F ? nd : (size_t)N * 2 * F);
+		float *y = bench_buf(c, 1, nd > (size_t)N * 2 * F ? nd : (size_t)N * 2 * F);
+		float *z = bench_buf(c, 2, nd + (size_t)N * 2 * F);
+		if (!strcmp(name, "rope") || !strcmp(name, "rope_bwd")) {
+			float *qkv = bench_buf(c, 3, (size_t)N * d.qkv);
+			if (strstr(name, "bwd"))
+				ref_rope_backward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, REF_ROPE_THETA);
+			else
+				ref_rope_forward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, REF_ROPE_THETA);
+		} else if (strstr(name, "norm")) {
+			if (strstr(name, "bwd"))
+				ref_rmsnorm_backward(z, z + nd, y, x, y, z + nd + D, N, D);
+			else
+				ref_rmsnorm_forward(z, z + nd, x, y, N, D);
+		} else if (!strcmp(name, "swiglu")) {
+			ref_swiglu_forward(z, x, N, F);
+		} else if (!strcmp(name, "swiglu_bwd")) {
+			ref_swiglu_backward(z, y, x, N, F);
+		} else if (!strncmp(name, "residual", 8)) {
+			add_into(z, x, nd);
+		} else if (!strcmp(name, "embed") || !strcmp(name, "embed_bwd")) {
+			int *tok = (int *)bench_buf(c, 3, (size_t)N);
+			float *table = bench_buf(c, 2, (size_t)V * D + nd);
+			for (int i = 0; i < N; i++)
+				tok[i] = i % V;
+			if (!strcmp(name, "embed")) {
+				ref_embedding_forward(x, tok, table, N, D);
+			} else {
+				memset(table, 0, sizeof(float) * (size_t)V * D); /* the zeroed gradient */
+				ref_embedding_backward(table, x, tok, N, D);
+			}
+		} else if (!strncmp(name, "loss", 4)) {
+			float *logits = bench_buf(c, 3, (size_t)N * V + N);
+			int *tgt = (int *)bench_buf(c, 0, (size_t)N);
+			for (int i = 0; i < N; i++)
+				tgt[i] = i % V;
+			if (!strcmp(name, "loss_bwd"))
+				ref_cross_entropy_backward(logits, logits, logits + (size_t)N * V, tgt, N, V, 1.0f);
+			else
+				ref_cross_entropy_forward(logits + (size_t)N * V, logits, tgt, N, V);
+		} else if (!strcmp(name, "pass")) {
+			/* a memory-bound pass of kn->bytes: read and write half of it each */
+			size_t n = kn->bytes / (2 * sizeof(float));
+			float *src = bench_buf(c, 0, n), *dst = bench_buf(c, 1, n);
+			for (size_t i = 0; i < n; i++)
+				dst[i] = src[i] * 0.5f + dst[i];
+		} else if (!strcmp(name, "adamw")) {
+			size_t n = (size_t)kn->m;
+			struct ref_adamw_hparams hp = { 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f };
+			float *p = bench_buf(c, 0, n), *g = bench_buf(c, 1, n), *mv = bench_buf(c, 2, 2 * n);
+			ref_adamw(p, g, mv, mv + n, n, &hp, 1);
+		} else {
+			fprintf(stderr, "gpu_run: calibration: no reference for kernel '%s'\n", name);
+			abort(); /* a kernel list the runner does not know: a bug */
+		}
+	}
+}
+
+static void cpu_kernel(struct backend *b, int stream, const struct kernel *k, const struct model_shape *m, int batch)
+{
+	struct cmd c = { 0 };
+
+	c.a.bench.k = *k;
+	c.a.bench.m = *m;
+	c.a.bench.batch = batch;
+	launch(b, stream, run_kernel, &c);
+}
+
+static void cpu_hardware(struct backend *b, char *buf, int len)
+{
+	char model[128] = "cpu", line[256];
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	int n = 0, cores = 0;
+
+	(void)b;
+	while (f && fgets(line, sizeof line, f)) {
+		char *colon = strchr(line, ':');
+		if (!strncmp(line, "processor", 9))
+			cores++;
+		if (!strncmp(line, "model name", 10) && colon && !strcmp(model, "cpu"))
+			snprintf(model, sizeof model, "%s", colon + 1);
+	}
+	if (f)
+		fclose(f);
+	/* a file-name slug: lower case, runs of other characters to one '-' */
+	for (const char *p = model; *p && n < len - 16; p++) {
+		char ch = *p;
+		if (ch >= 'A' && ch <= 'Z')
+			ch = (char)(ch - 'A' + 'a');
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
+			buf[n++] = ch;
+		else if (n && buf[n - 1] != '-')
+			buf[n++] = '-';
+	}
+	while (n && buf[n - 1] == '-')
+		n--;
+	snprintf(buf + n, (size_t)(len - n), "-%d-cores", cores);
+}
+
 /* ---- setup ------------------------------------------------------------------------ */
 
 static void cpu_release(struct backend *b)
@@ -528,19 +711,23 @@ static void cpu_release(struct backend *b)
 		return;
 	pthread_mutex_lock(&c->mu);
 	c->stop = 1;
-	pthread_cond_broadcast(&c->cv);
+	for (int st = 0; st < ST_COUNT; st++)
+		pthread_cond_signal(&c->q[st].cv);
 	pthread_mutex_unlock(&c->mu);
 	for (int st = 0; st < ST_COUNT; st++) {
 		pthread_join(c->q[st].thread, NULL);
+		pthread_cond_destroy(&c->q[st].cv);
 		free(c->q[st].k);
 	}
 	pthread_mutex_destroy(&c->mu);
-	pthread_cond_destroy(&c->cv);
+	pthread_cond_destroy(&c->idle);
 	free(c->done);
 	free(c->ns);
 	free(c->tokens);
 	free(c->targets);
 	free(c->stores);
+	for (int i = 0; i < 4; i++)
+		free(c->bench[i]);
 	free(c);
 }
 
@@ -573,6 +760,8 @@ static const struct backend_ops cpu_ops = {
 	.copy = cpu_copy,
 	.unpack = cpu_unpack,
 	.pack = cpu_pack,
+	.kernel = cpu_kernel,
+	.hardware = cpu_hardware,
 };
 
 /* Bytes the reference kernels need in buffer b, or 0 when they need no more than the schedule says. */
@@ -650,14 +839,16 @@ struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, cha
 	c->tokens = xcalloc((size_t)s->microbatches * c->N, sizeof(int));
 	c->targets = xcalloc((size_t)s->microbatches * c->N, sizeof(int));
 	c->stores = xcalloc((size_t)s->nsegs, sizeof(*c->stores));
-	c->nevents = 2 * s->nops;
+	c->nevents = 2 * s->nops + CAL_EVENTS;
 	c->done = xcalloc((size_t)c->nevents + 1, 1);
 	c->ns = xcalloc((size_t)c->nevents + 1, sizeof(uint64_t));
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	pthread_cond_init(&c->idle, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &c->t0);
 	for (int st = 0; st < ST_COUNT; st++) {
 		c->q[st].owner = c;
+		c->q[st].waiting = -1;
+		pthread_cond_init(&c->q[st].cv, NULL);
 		if (pthread_create(&c->q[st].thread, NULL, stream_main, &c->q[st]) != 0) {
 			fprintf(stderr, "gpu_run: cannot start the thread of stream %s\n", stream_name(st));
 			abort();

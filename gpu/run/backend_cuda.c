@@ -1041,6 +1041,30 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
 
+/* The device's name as a file-name word: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3". */
+static void cu_hardware(struct backend *b, char *buf, int len)
+{
+	const char *n = cu_of(b)->prop.name;
+	int k = 0, dash = 0;
+
+	for (; *n && k < len - 1; n++) {
+		char ch = *n;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')) {
+			buf[k++] = ch;
+			dash = 0;
+		} else if (ch >= 'A' && ch <= 'Z') {
+			buf[k++] = (char)(ch - 'A' + 'a');
+			dash = 0;
+		} else if (!dash && k > 0) {
+			buf[k++] = '-';
+			dash = 1;
+		}
+	}
+	while (k > 0 && buf[k - 1] == '-')
+		k--;
+	buf[k] = '\0';
+}
+
 /* ---- setup ------------------------------------------------------------------------------------- */
 
 static void cu_release(struct backend *b)
@@ -1114,6 +1138,8 @@ static const struct backend_ops cuda_ops = {
 	.unpack = cu_unpack,
 	.pack = cu_pack,
 	.describe = cu_describe,
+	.kernel = NULL, /* calibration's microbenchmarks are the cpu backend's for now (calibrate.c's gates are host-side) */
+	.hardware = cu_hardware,
 };
 
 /* Bytes the CUDA model needs in buffer b (0: nothing beyond what the schedule says). */

@@ -28,11 +28,15 @@
  */
 #include <math.h>
 #include <stdarg.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "calibrate.h"
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
@@ -45,6 +49,8 @@
 /* The options gpu_run takes itself (the experiment's keys are config's). */
 struct run_opts {
 	int serialize;
+	int calibrate, quick, hardware;  /* --calibrate [FILE.h5] [--quick], --hardware */
+	const char *calibration;         /* --calibrate FILE.h5, or NULL for the default */
 	struct comm_emu_opts emu;        /* emu.world > 0: --emulate-world */
 	struct comm_nccl_opts nccl;
 	struct cuda_opts cuda;
@@ -80,7 +86,13 @@ static void usage(FILE *f)
 		   "                         cudnn (cuDNN's fused SDPA, falling back to mma)\n"
 		   "  --gemm-autotune        cuda: time cuBLASLt's top 8 algorithms once per shape\n"
 		   "  --watchdog S           cuda: end the job when a step is not done after S\n"
-		   "                         seconds (default 300; 0: never)\n");
+		   "                         seconds (default 300; 0: never)\n"
+		   "  --calibrate [FILE.h5]  measure this machine's kernels, collectives and\n"
+		   "                         overheads for ./sim --calibration (default file:\n"
+		   "                         data/calibration/<hardware>-<backend>.h5); --quick: a\n"
+		   "                         few points (the cpu backend)\n"
+		   "  --hardware             print <hardware>-<backend>, the name of this machine's\n"
+		   "                         calibration\n");
 	config_usage(f);
 }
 
@@ -158,6 +170,19 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--serialize")) {
 			o->serialize = 1;
 			takes = 0;
+		} else if (!strcmp(a, "--quick")) {
+			o->quick = 1;
+			takes = 0;
+		} else if (!strcmp(a, "--hardware")) {
+			o->hardware = 1;
+			takes = 0;
+		} else if (!strcmp(a, "--calibrate")) {
+			/* an optional FILE.h5 */
+			size_t n = v ? strlen(v) : 0;
+			o->calibrate = 1;
+			takes = n > 3 && !strcmp(v + n - 3, ".h5");
+			if (takes)
+				o->calibration = v;
 		} else if (!strcmp(a, "--emulate-world")) {
 			o->emu.world = (int)flag_number(rank, a, v, 1, 1 << 20, 1);
 		} else if (!strcmp(a, "--emulate-gbps")) {
@@ -298,6 +323,52 @@ static void print_summary(const struct schedule *s, const struct summary *m)
 	printf("\n");
 }
 
+/* The measured step whose time is closest to the median (the one whose ops a run records). */
+static int median_step(const double *step_s, int n)
+{
+	double *v = xmalloc(sizeof(double) * (size_t)n), med;
+	int best = 0;
+
+	memcpy(v, step_s, sizeof(double) * (size_t)n);
+	gsl_sort(v, 1, (size_t)n);
+	med = gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
+	for (int i = 1; i < n; i++)
+		if (fabs(step_s[i] - med) < fabs(step_s[best] - med))
+			best = i;
+	free(v);
+	return best;
+}
+
+static double sorted_stat(double *v, int n, double q)
+{
+	gsl_sort(v, 1, (size_t)n);
+	return q < 0 ? gsl_stats_median_from_sorted_data(v, 1, (size_t)n)
+		     : gsl_stats_quantile_from_sorted_data(v, 1, (size_t)n, q);
+}
+
+/*
+ * The summary of the measured steps: the median step time with its 10th
+ * and 90th percentiles, the median compute and exposed communication, the
+ * ops of the median step, the memory peaks of the run.
+ */
+static void measured_summary(const struct schedule *s, const struct op_timing *steps_t, double *step_s,
+			     double *compute_s, double *exposed_s, int n, const struct mem_peaks *peaks,
+			     struct summary *sum)
+{
+	double *v = xmalloc(sizeof(double) * (size_t)n), med;
+
+	memcpy(v, step_s, sizeof(double) * (size_t)n);
+	med = sorted_stat(v, n, -1);
+	summary_of_step(s, steps_t + (size_t)median_step(step_s, n) * s->nops, (uint64_t)(med * 1e9 + 0.5), peaks,
+			sum);
+	sum->step_time_p10_s = sorted_stat(v, n, 0.1);
+	sum->step_time_p90_s = sorted_stat(v, n, 0.9);
+	sum->steps = n;
+	sum->compute_s = sorted_stat(compute_s, n, -1);
+	sum->exposed_comm_s = sorted_stat(exposed_s, n, -1);
+	free(v);
+}
+
 /* MPI with every thread free to call it: each stream of the CPU backend runs its own collectives. */
 static void mpi_start(int *argc, char ***argv)
 {
@@ -378,7 +449,10 @@ int main(int argc, char **argv)
 	struct run_opts opts;
 	struct runinfo info;
 	int rank, world, rc = 0, total;
-	double psum, psq, step_s = 0, compute_s = 0, exposed_s = 0;
+	double psum, psq;
+	struct op_timing *steps_t;   /* the ops of every measured step */
+	double *step_s, *compute_s, *exposed_s;
+	char hw[64];
 	char err[512], accum[32], wrap[32];
 	FILE *quiet = NULL;
 
@@ -412,6 +486,29 @@ int main(int argc, char **argv)
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
 		finish(2);
 	}
+	if (opts.hardware || opts.calibrate) {
+		if (opts.hardware) {
+			be->ops->hardware(be, hw, sizeof hw);
+			if (rank == 0)
+				printf("%s-%s\n", hw, be->ops->name);
+		} else if (!be->ops->kernel) {
+			say0(rank, "gpu_run: --calibrate: the %s backend cannot calibrate yet (gpu/run/calibrate.c's "
+				   "microbenchmarks run on the cpu backend)\n", be->ops->name);
+			rc = 2;
+		} else {
+			rc = calibrate(s, &c, be, opts.calibration, opts.quick) == 0 ? 0 : 1;
+		}
+		be->ops->release(be);
+#ifdef GPU_RUN_CUDA
+		if (!strcmp(e.run.device, "cuda"))
+			comm_nccl_release(&c);
+#endif
+		comm_release(&c);
+		schedule_free(s);
+		config_release(&e);
+		MPI_Finalize();
+		return rc;
+	}
 	x = exec_new(s, &c, be, opts.serialize, err, sizeof(err));
 	if (!x) {
 		fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
@@ -427,6 +524,10 @@ int main(int argc, char **argv)
 		       sharding_names[e.policy.sharding], policy_accum_str(&e.policy, accum, sizeof(accum)),
 		       e.policy.microbatches, policy_wrap_str(&e.policy, wrap, sizeof(wrap)),
 		       ac_names[e.policy.ac], s->nops, e.run.warmup, e.run.steps);
+	steps_t = xcalloc((size_t)e.run.steps * (size_t)s->nops + 1, sizeof(*steps_t));
+	step_s = xcalloc((size_t)e.run.steps, sizeof(double));
+	compute_s = xcalloc((size_t)e.run.steps, sizeof(double));
+	exposed_s = xcalloc((size_t)e.run.steps, sizeof(double));
 	for (int step = 1; step <= total; step++) {
 		double v[2];
 		uint64_t step_ns = 0;
@@ -441,17 +542,14 @@ int main(int argc, char **argv)
 			printf("step %d loss %.9f time %.3f ms%s\n", step, v[0] / ((double)world * s->microbatches),
 			       v[1], step <= e.run.warmup ? " (warmup)" : "");
 		if (step > e.run.warmup) {
-			double cs, xs;
-			summary_overlap(s, t, &cs, &xs);
-			step_s += v[1] * 1e-3 / e.run.steps;
-			compute_s += cs / e.run.steps;
-			exposed_s += xs / e.run.steps;
+			int j = step - e.run.warmup - 1;
+			summary_overlap(s, t, &compute_s[j], &exposed_s[j]);
+			step_s[j] = v[1] * 1e-3;
+			memcpy(steps_t + (size_t)j * s->nops, t, sizeof(*t) * (size_t)s->nops);
 		}
 	}
-	/* the means of the measured steps; memory peaks over the run; ops of the last step */
-	summary_of_step(s, t, (uint64_t)(step_s * 1e9 + 0.5), &exec_memory(x)->peaks, &sum);
-	sum.compute_s = compute_s;
-	sum.exposed_comm_s = exposed_s;
+	measured_summary(s, steps_t, step_s, compute_s, exposed_s, e.run.steps, &exec_memory(x)->peaks, &sum);
+	be->ops->hardware(be, hw, sizeof hw);
 	exec_param_sums(x, &psum, &psq);
 	runinfo_init(&info);
 	runinfo_put(&info, "backend", be->ops->name);
@@ -466,9 +564,10 @@ int main(int argc, char **argv)
 			const struct memory *mem = exec_memory(x);
 			struct run_result rr = {
 				.source = "gpu_run",
+				.hardware = hw,
 				.exp = &e,
 				.sched = s,
-				.ops = t,
+				.ops = steps_t + (size_t)median_step(step_s, e.run.steps) * s->nops,
 				.nmem = mem->nsamples,
 				.mem = mem->samples,
 				.sum = sum,
@@ -481,6 +580,10 @@ int main(int argc, char **argv)
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	runinfo_release(&info);
 	free(t);
+	free(steps_t);
+	free(step_s);
+	free(compute_s);
+	free(exposed_s);
 	exec_free(x);
 	be->ops->release(be);
 #ifdef GPU_RUN_CUDA

@@ -1,0 +1,410 @@
+/*
+ * calibration.c - calibration files and the prices they give (see
+ * calibration.h).
+ *
+ * Interpolation is GSL's (gsl_interp, Steffen's monotone method) over
+ * log(size) against log(time), so a curve that is flat for latency-bound
+ * sizes and linear for bandwidth-bound ones stays so between the measured
+ * points. Beyond the largest point a price grows linearly with the size,
+ * at the rate of the largest point; below the smallest it stays at the
+ * smallest point's time (latency).
+ */
+#include "calibration.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_interp.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+#include <hdf5.h>
+
+#include "h5file.h"
+#include "xalloc.h"
+
+/* ---- file ---------------------------------------------------------------- */
+
+static hid_t kernel_type(void)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct cal_kernel)), s = H5Tcopy(H5T_C_S1);
+
+	H5Tset_size(s, CAL_NAME_MAX);
+	H5Tinsert(t, "name", HOFFSET(struct cal_kernel, name), s);
+	H5Tinsert(t, "kind", HOFFSET(struct cal_kernel, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "m", HOFFSET(struct cal_kernel, m), H5T_NATIVE_INT64);
+	H5Tinsert(t, "n", HOFFSET(struct cal_kernel, n), H5T_NATIVE_INT64);
+	H5Tinsert(t, "k", HOFFSET(struct cal_kernel, k), H5T_NATIVE_INT64);
+	H5Tinsert(t, "flops", HOFFSET(struct cal_kernel, flops), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "bytes", HOFFSET(struct cal_kernel, bytes), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "ns", HOFFSET(struct cal_kernel, ns), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "ns_comm", HOFFSET(struct cal_kernel, ns_comm), H5T_NATIVE_DOUBLE);
+	H5Tclose(s);
+	return t;
+}
+
+static hid_t coll_type(void)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct cal_coll));
+
+	H5Tinsert(t, "kind", HOFFSET(struct cal_coll, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "ranks", HOFFSET(struct cal_coll, ranks), H5T_NATIVE_INT32);
+	H5Tinsert(t, "bytes", HOFFSET(struct cal_coll, bytes), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "ns", HOFFSET(struct cal_coll, ns), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "ns_busy", HOFFSET(struct cal_coll, ns_busy), H5T_NATIVE_DOUBLE);
+	return t;
+}
+
+static hid_t pass_type(void)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct cal_pass));
+
+	H5Tinsert(t, "bytes", HOFFSET(struct cal_pass, bytes), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "ns", HOFFSET(struct cal_pass, ns), H5T_NATIVE_DOUBLE);
+	return t;
+}
+
+static int write_session(struct h5file_session *s, hid_t file, void *ctx)
+{
+	const struct calibration *c = ctx;
+	char name[16], date[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	hid_t g = h5file_next_group(s, file, "calibration", name), kt, ct, pt;
+
+	if (g < 0)
+		return -1;
+	gmtime_r(&now, &tm);
+	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	h5file_attr_str(s, g, "hardware", c->hardware);
+	h5file_attr_str(s, g, "backend", c->backend);
+	h5file_attr_str(s, g, "date", c->date[0] ? c->date : date);
+	h5file_attr_str(s, g, "versions", c->versions);
+	h5file_attr_i32(s, g, "ranks", c->ranks);
+	h5file_attr_f64(s, g, "dispatch_ns", c->dispatch_ns);
+	h5file_attr_f64(s, g, "wake_ns", c->wake_ns);
+	h5file_attr_f64(s, g, "issue_ns", c->issue_ns);
+	h5file_attr_f64(s, g, "adamw_ns_per_elem", c->adamw_ns_per_elem);
+	h5file_attr_f64(s, g, "host_adamw_ns_per_elem", c->host_adamw_ns_per_elem);
+	kt = kernel_type();
+	ct = coll_type();
+	pt = pass_type();
+	h5file_dataset(s, g, "kernels", kt, (size_t)c->nkernels, c->kernels);
+	h5file_dataset(s, g, "gemm", kt, (size_t)c->ngemm, c->gemm);
+	h5file_dataset(s, g, "passes", pt, (size_t)c->npasses, c->passes);
+	h5file_dataset(s, g, "collectives", ct, (size_t)c->ncolls, c->colls);
+	H5Tclose(kt);
+	H5Tclose(ct);
+	H5Tclose(pt);
+	H5Gclose(g);
+	return s->failed ? -1 : 0;
+}
+
+int calibration_write(const char *path, const struct calibration *c)
+{
+	return h5file_append("calibration", path, write_session, (void *)c);
+}
+
+/* The sessions measured with the ranks asked for, newest first. */
+struct pick {
+	int ranks;
+	char (*names)[16];
+	int n;
+	struct h5file_session *s;
+};
+
+static herr_t pick_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
+{
+	struct pick *p = ctx;
+	hid_t sess;
+	int32_t ranks = 0;
+
+	(void)info;
+	if (strlen(name) != 6)
+		return 0;
+	sess = H5Gopen2(g, name, H5P_DEFAULT);
+	if (sess < 0)
+		return 0;
+	if (h5file_read_i32(p->s, sess, "ranks", &ranks) == 0 && (p->ranks == 0 || ranks == p->ranks)) {
+		/* names come in increasing order: each new one goes first */
+		p->names = xrealloc(p->names, sizeof(*p->names) * (size_t)(p->n + 1));
+		memmove(p->names + 1, p->names, sizeof(*p->names) * (size_t)p->n);
+		snprintf(p->names[0], 16, "%s", name);
+		p->n++;
+	}
+	H5Gclose(sess);
+	return 0;
+}
+
+static int same_kernel(const struct cal_kernel *a, const struct cal_kernel *b)
+{
+	return !strcmp(a->name, b->name) && a->kind == b->kind && a->m == b->m && a->n == b->n && a->k == b->k &&
+	       a->flops == b->flops && a->bytes == b->bytes;
+}
+
+/* Append to *v (n entries) those of w (m entries) that no entry of *v measures already. */
+#define MERGE(v, n, w, m, same)                                                         \
+	do {                                                                            \
+		int n0_ = (n);                                                          \
+		(v) = xrealloc((v), sizeof(*(v)) * (size_t)((n) + (m) + 1));            \
+		for (size_t i_ = 0; i_ < (size_t)(m); i_++) {                           \
+			int have_ = 0;                                                  \
+			for (int j_ = 0; j_ < n0_ && !have_; j_++)                      \
+				have_ = same(&(v)[j_], &(w)[i_]);                       \
+			if (!have_)                                                     \
+				(v)[(n)++] = (w)[i_];                                   \
+		}                                                                       \
+	} while (0)
+
+static int same_pass(const struct cal_pass *a, const struct cal_pass *b)
+{
+	return a->bytes == b->bytes;
+}
+
+static int same_coll(const struct cal_coll *a, const struct cal_coll *b)
+{
+	return a->kind == b->kind && a->ranks == b->ranks && a->bytes == b->bytes;
+}
+
+/* The tables of session g, added to c where c does not measure the same point. */
+static void read_tables(struct h5file_session *s, hid_t g, struct calibration *c, hid_t kt, hid_t ct, hid_t pt)
+{
+	size_t n;
+	struct cal_kernel *k;
+	struct cal_pass *p;
+	struct cal_coll *cc;
+
+	k = h5file_read_dataset(s, g, "kernels", kt, &n);
+	MERGE(c->kernels, c->nkernels, k, n, same_kernel);
+	free(k);
+	k = h5file_read_dataset(s, g, "gemm", kt, &n);
+	MERGE(c->gemm, c->ngemm, k, n, same_kernel);
+	free(k);
+	p = h5file_read_dataset(s, g, "passes", pt, &n);
+	MERGE(c->passes, c->npasses, p, n, same_pass);
+	free(p);
+	cc = h5file_read_dataset(s, g, "collectives", ct, &n);
+	MERGE(c->colls, c->ncolls, cc, n, same_coll);
+	free(cc);
+}
+
+int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
+{
+	struct h5file_session s;
+	struct pick p = { ranks, NULL, 0, &s };
+	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1;
+	int rc = -1;
+
+	memset(c, 0, sizeof(*c));
+	h5file_begin(&s, "calibration", path);
+	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (file < 0) {
+		snprintf(err, errlen, "%s: cannot open as an HDF5 file", path);
+		goto out;
+	}
+	if (H5Lexists(file, "calibration", H5P_DEFAULT) <= 0 ||
+	    (cal = H5Gopen2(file, "calibration", H5P_DEFAULT)) < 0) {
+		snprintf(err, errlen, "%s: no /calibration group: not a calibration file", path);
+		goto out_file;
+	}
+	H5Literate(cal, H5_INDEX_NAME, H5_ITER_INC, NULL, pick_fn, &p);
+	if (!p.n) {
+		snprintf(err, errlen, "%s: no calibration measured with %d ranks", path, ranks);
+		goto out_file;
+	}
+	/* the newest session's scalars; the tables of all, the newest measurement of a point kept */
+	g = H5Gopen2(cal, p.names[0], H5P_DEFAULT);
+	snprintf(c->path, sizeof c->path, "%s", path);
+	snprintf(c->session, sizeof c->session, "%s", p.names[0]);
+	c->sessions = p.n;
+	h5file_read_str(&s, g, "hardware", c->hardware, sizeof c->hardware);
+	h5file_read_str(&s, g, "backend", c->backend, sizeof c->backend);
+	h5file_read_str(&s, g, "date", c->date, sizeof c->date);
+	h5file_read_str(&s, g, "versions", c->versions, sizeof c->versions);
+	h5file_read_i32(&s, g, "ranks", &c->ranks);
+	h5file_read_f64(&s, g, "dispatch_ns", &c->dispatch_ns);
+	h5file_read_f64(&s, g, "wake_ns", &c->wake_ns);
+	h5file_read_f64(&s, g, "issue_ns", &c->issue_ns);
+	h5file_read_f64(&s, g, "adamw_ns_per_elem", &c->adamw_ns_per_elem);
+	h5file_read_f64(&s, g, "host_adamw_ns_per_elem", &c->host_adamw_ns_per_elem);
+	kt = kernel_type();
+	ct = coll_type();
+	pt = pass_type();
+	read_tables(&s, g, c, kt, ct, pt);
+	H5Gclose(g);
+	for (int i = 1; i < p.n && !s.failed; i++) {
+		g = H5Gopen2(cal, p.names[i], H5P_DEFAULT);
+		if (h5file_check(&s, g, p.names[i]) < 0)
+			break;
+		read_tables(&s, g, c, kt, ct, pt);
+		H5Gclose(g);
+	}
+	if (s.failed) {
+		snprintf(err, errlen, "%s: /calibration cannot be read (see above)", path);
+		calibration_release(c);
+	} else {
+		rc = 0;
+	}
+	H5Tclose(kt);
+	H5Tclose(ct);
+	H5Tclose(pt);
+out_file:
+	if (cal >= 0)
+		H5Gclose(cal);
+	H5Fclose(file);
+out:
+	free(p.names);
+	h5file_end(&s);
+	return rc;
+}
+
+void calibration_release(struct calibration *c)
+{
+	free(c->kernels);
+	free(c->gemm);
+	free(c->passes);
+	free(c->colls);
+	memset(c, 0, sizeof(*c));
+}
+
+/* ---- prices -------------------------------------------------------------- */
+
+/*
+ * y at x from the points (xs, ys), n of them, sorted by x with equal x's
+ * averaged: log-log Steffen interpolation inside, the smallest point's y
+ * below, linear in x beyond (the largest point's y per x).
+ */
+static double interp(double *xs, double *ys, size_t n, double x)
+{
+	size_t m = 0;
+	double y;
+
+	gsl_sort2(xs, 1, ys, 1, n);
+	for (size_t i = 0; i < n; i++) { /* average equal x's, in place */
+		if (m && xs[m - 1] == xs[i]) {
+			ys[m - 1] = 0.5 * (ys[m - 1] + ys[i]);
+			continue;
+		}
+		xs[m] = xs[i];
+		ys[m++] = ys[i];
+	}
+	if (m == 0)
+		return 0;
+	if (x <= xs[0] || m == 1)
+		return x <= xs[0] ? ys[0] : ys[0] * x / xs[0];
+	if (x >= xs[m - 1])
+		return ys[m - 1] * x / xs[m - 1];
+	for (size_t i = 0; i < m; i++) {
+		xs[i] = log(xs[i]);
+		ys[i] = log(ys[i] > 0 ? ys[i] : 1e-3);
+	}
+	{
+		const gsl_interp_type *type = m >= 3 ? gsl_interp_steffen : gsl_interp_linear;
+		gsl_interp *it = gsl_interp_alloc(type, m);
+		gsl_interp_init(it, xs, ys, m);
+		y = exp(gsl_interp_eval(it, xs, ys, log(x), NULL));
+		gsl_interp_free(it);
+	}
+	return y;
+}
+
+/* The median of ns_comm / ns over the kernels measured: how much a running collective slows a kernel. */
+static double compute_slowdown(const struct calibration *c)
+{
+	double *r = xmalloc(sizeof(double) * (size_t)(c->nkernels + 1)), med = 1.0;
+	size_t n = 0;
+
+	for (int i = 0; i < c->nkernels; i++)
+		if (c->kernels[i].ns > 0 && c->kernels[i].ns_comm > 0)
+			r[n++] = c->kernels[i].ns_comm / c->kernels[i].ns;
+	if (n) {
+		gsl_sort(r, 1, n);
+		med = gsl_stats_median_from_sorted_data(r, 1, n);
+	}
+	free(r);
+	return med;
+}
+
+double calibration_pass_ns(const struct calibration *c, uint64_t bytes)
+{
+	double *xs = xmalloc(sizeof(double) * (size_t)(c->npasses + 1));
+	double *ys = xmalloc(sizeof(double) * (size_t)(c->npasses + 1)), ns;
+
+	for (int i = 0; i < c->npasses; i++) {
+		xs[i] = (double)c->passes[i].bytes;
+		ys[i] = c->passes[i].ns;
+	}
+	ns = interp(xs, ys, (size_t)c->npasses, (double)(bytes ? bytes : 1));
+	free(xs);
+	free(ys);
+	return ns;
+}
+
+/* A GEMM or attention kernel from the measured ones of its kind, at its FLOPs. */
+static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind, const char *prefix,
+		       const struct kernel *k, int beside)
+{
+	double *xs = xmalloc(sizeof(double) * (size_t)(n + 1)), *ys = xmalloc(sizeof(double) * (size_t)(n + 1)), ns;
+	size_t m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (ks[i].kind == kind && ks[i].flops > 0 && (!prefix || !strncmp(ks[i].name, prefix, strlen(prefix)))) {
+			xs[m] = (double)ks[i].flops;
+			ys[m++] = beside && ks[i].ns_comm > 0 ? ks[i].ns_comm : ks[i].ns;
+		}
+	ns = m ? interp(xs, ys, m, (double)k->flops) : -1;
+	free(xs);
+	free(ys);
+	return ns;
+}
+
+double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact)
+{
+	double ns = -1;
+
+	*exact = 0;
+	for (int i = 0; i < c->nkernels; i++) {
+		const struct cal_kernel *x = &c->kernels[i];
+		if (!strcmp(x->name, k->name) && x->m == k->m && x->n == k->n && x->k == k->k && x->bytes == k->bytes) {
+			*exact = 1;
+			return beside && x->ns_comm > 0 ? x->ns_comm : x->ns;
+		}
+	}
+	switch (k->kind) {
+	case K_GEMM:
+		ns = by_flops(c->gemm, c->ngemm, K_GEMM, NULL, k, 0);
+		if (ns < 0)
+			ns = by_flops(c->kernels, c->nkernels, K_GEMM, NULL, k, 0);
+		break;
+	case K_ATTN:
+		ns = by_flops(c->kernels, c->nkernels, K_ATTN, strstr(k->name, "bwd") ? "attention_bwd" : "attention",
+			      k, 0);
+		break;
+	default:
+		break;
+	}
+	if (ns < 0)
+		ns = calibration_pass_ns(c, k->bytes);
+	return beside ? ns * compute_slowdown(c) : ns;
+}
+
+double calibration_collective_ns(const struct calibration *c, enum op_kind k, int ranks, uint64_t bytes,
+				 int busy)
+{
+	double *xs = xmalloc(sizeof(double) * (size_t)(c->ncolls + 1));
+	double *ys = xmalloc(sizeof(double) * (size_t)(c->ncolls + 1)), ns = -1;
+	size_t m = 0;
+
+	for (int i = 0; i < c->ncolls; i++)
+		if (c->colls[i].kind == k && c->colls[i].ranks == ranks) {
+			xs[m] = (double)c->colls[i].bytes;
+			ys[m++] = busy && c->colls[i].ns_busy > 0 ? c->colls[i].ns_busy : c->colls[i].ns;
+		}
+	if (m)
+		ns = interp(xs, ys, m, (double)(bytes ? bytes : 1));
+	free(xs);
+	free(ys);
+	return ns;
+}

@@ -1,0 +1,109 @@
+/*
+ * calibration.h - what the machine a run executes on really costs, as
+ * microbenchmarks measured it (`gpu_run --calibrate`), for the simulator
+ * to price kernels, collectives and overheads with (`./sim --calibration`)
+ * instead of datasheet constants.
+ *
+ * A calibration is measured op kind by op kind, never from the end-to-end
+ * runs it is then used to predict: every kernel of the model's lists on
+ * its own (and beside a running collective), a grid of GEMMs, a
+ * memory-bound pass over sizes, each collective of the schedule's groups
+ * over message sizes (and beside a running kernel), the optimizer, and the
+ * runtime's per-op overheads. Everything is timed with all ranks of the
+ * job running the same microbenchmark at once, so a machine whose ranks
+ * share cores or memory bandwidth is measured as the runs use it.
+ *
+ * File: `data/calibration/<hardware>-<backend>.h5`, one group per session,
+ * /calibration/NNNNNN (appended, never rewritten; core/h5file.h). Its
+ * attributes and datasets are documented in data/README.md.
+ */
+#ifndef CORE_CALIBRATION_H
+#define CORE_CALIBRATION_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "schedule.h"
+
+#define CAL_NAME_MAX 24
+#define CAL_TEXT_MAX 160
+
+/* One kernel (or GEMM of the grid) measured: ns alone, and beside a running collective. */
+struct cal_kernel {
+	char name[CAL_NAME_MAX];
+	uint8_t kind;     /* enum kernel_kind */
+	int64_t m, n, k;
+	uint64_t flops, bytes;
+	double ns, ns_comm;
+};
+
+/* One collective of a group measured at one size: ns alone, and beside a running kernel. */
+struct cal_coll {
+	uint8_t kind;     /* enum op_kind: OP_ALLGATHER, OP_REDUCE_SCATTER, OP_ALLREDUCE */
+	int32_t ranks;    /* in the group */
+	uint64_t bytes;   /* S, the full buffer (the schedule's op bytes) */
+	double ns, ns_busy;
+};
+
+/* A memory-bound pass (read and write) over `bytes` of HBM traffic. */
+struct cal_pass {
+	uint64_t bytes;
+	double ns;
+};
+
+struct calibration {
+	char path[512];            /* the file it was read from */
+	char session[16];          /* its newest session, "000003" */
+	int sessions;              /* sessions merged (the tables of older ones fill in what newer ones lack) */
+	char hardware[64];         /* "amd-epyc-2-cores", "h100-sxm" */
+	char backend[16];          /* "cpu", "cuda" */
+	char date[32];
+	char versions[CAL_TEXT_MAX];
+	int ranks;                 /* processes measured at once: the world size the tables stand for */
+	struct cal_kernel *kernels; /* the model's kernels, by name and shape */
+	int nkernels;
+	struct cal_kernel *gemm;   /* a grid of GEMMs, for shapes not measured by name */
+	int ngemm;
+	struct cal_pass *passes;   /* memory-bound passes by size */
+	int npasses;
+	struct cal_coll *colls;
+	int ncolls;
+	double dispatch_ns;        /* an op on a stream that does nothing: the runtime's own cost per op */
+	double issue_ns;           /* the host issuing one op (the walker's cost per op) */
+	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
+	double adamw_ns_per_elem;  /* the optimizer, per parameter element */
+	double host_adamw_ns_per_elem; /* the host optimizer (offload), per element */
+};
+
+/*
+ * Append a session to the calibration file at path (created when missing).
+ * 0, or -1 after a message.
+ */
+int calibration_write(const char *path, const struct calibration *c);
+
+/*
+ * The sessions of the file at path measured with `ranks` processes (0:
+ * any), merged: the overheads and the optimizer of the newest; the tables
+ * of all, a point measured again (the same kernel and shape, GEMM, pass
+ * size, or collective, group size and bytes) taken from the newest session
+ * that measured it. So calibrating one model and then another gives the
+ * kernels of both. 0, or -1 with a message in err.
+ */
+int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen);
+void calibration_release(struct calibration *c);
+
+/*
+ * Prices, in ns, of one thing on its own. A kernel measured by name and
+ * shape is looked up; otherwise a GEMM or attention kernel is priced from
+ * the grid at its FLOP rate for the nearest work, a memory-bound one from
+ * the passes at its bytes (both interpolated in log-log with GSL); *exact
+ * says which. beside: the kernel runs beside a collective.
+ */
+double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact);
+/* A collective of S bytes over `ranks` (interpolated between sizes); busy: beside a kernel. */
+double calibration_collective_ns(const struct calibration *c, enum op_kind k, int ranks, uint64_t bytes,
+				 int busy);
+/* A memory-bound op moving `bytes`. */
+double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
+
+#endif

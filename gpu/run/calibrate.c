@@ -1,0 +1,617 @@
+/*
+ * calibrate.c - the microbenchmarks of `gpu_run --calibrate` (see
+ * calibrate.h).
+ *
+ * Every measurement has the same shape: all ranks meet at a barrier, start
+ * the backend's step clock, launch the work between two events on a
+ * stream, wait for the streams, and read the events; the per-call time is
+ * averaged over the ranks. Repetitions are chosen so that each measurement
+ * lasts about TARGET_NS (QUICK_NS in quick mode), and a measurement is
+ * repeated MEASURES times, keeping the median.
+ */
+#include "calibrate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "calibration.h"
+#include "xalloc.h"
+
+#define TARGET_NS 30e6     /* each measurement lasts about this long */
+#define QUICK_NS 2e6
+#define MEASURES 3         /* median of this many measurements */
+#define MAX_REPS 200
+#define CHAIN 64           /* empty ops or ping-pongs per overhead measurement */
+
+struct cal {
+	const struct schedule *s;
+	struct comm *c;
+	struct backend *b;
+	const struct backend_ops *o;
+	int quick;
+	double target_ns;
+	int done, total;       /* progress */
+	struct timespec t0;
+	void *dev[2];          /* collective buffers */
+	uint64_t dev_bytes;
+};
+
+static double median(double *v, size_t n)
+{
+	gsl_sort(v, 1, n);
+	return gsl_stats_median_from_sorted_data(v, 1, n);
+}
+
+/* The mean over the ranks of x. */
+static double over_ranks(struct cal *k, double x)
+{
+	mpi_check(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+	return x / k->c->world;
+}
+
+static void progress(struct cal *k, const char *what)
+{
+	struct timespec t;
+
+	int tty = isatty(2);
+
+	k->done++;
+	if (k->c->rank || (!tty && k->done * 10 / k->total == (k->done - 1) * 10 / k->total && k->done < k->total))
+		return; /* to a file: a line every tenth */
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	fprintf(stderr, "%scalibrate: %3d/%d %-28s %6.1f s%s", tty ? "\r" : "", k->done, k->total, what,
+		(double)(t.tv_sec - k->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - k->t0.tv_nsec),
+		tty && k->done < k->total ? "" : "\n");
+}
+
+/* The event that opens the gate, and a stream that is neither st nor one measured beside it. */
+#define GATE 1000
+
+static int gate_stream(int st)
+{
+	return st == ST_HOST ? ST_COPY : ST_HOST;
+}
+
+/* What a measurement launches: reps times, on stream st, between events 0 and 1. */
+typedef void (*work_fn)(struct cal *k, int st, void *arg);
+
+/*
+ * ns per call of fn, all ranks at once; `beside` runs before it (on another
+ * stream) when not NULL. The streams start only when all the work is
+ * queued (they wait for a gate event the host stream records last), so
+ * the calls run back to back, as a step's ops do once issued.
+ */
+static double measure_once(struct cal *k, int st, work_fn fn, void *arg, int reps, work_fn beside, void *barg)
+{
+	mpi_check(MPI_Barrier(MPI_COMM_WORLD));
+	k->o->step_begin(k->b);
+	k->o->wait(k->b, st, GATE);
+	if (beside)
+		beside(k, -1, barg);
+	k->o->record(k->b, st, 0);
+	for (int r = 0; r < reps; r++)
+		fn(k, st, arg);
+	k->o->record(k->b, st, 1);
+	k->o->record(k->b, gate_stream(st), GATE);
+	k->o->sync(k->b);
+	return over_ranks(k, (double)(k->o->event_ns(k->b, 1) - k->o->event_ns(k->b, 0)) / reps);
+}
+
+/* The median of MEASURES measurements, with repetitions for about target_ns each. */
+static double measure(struct cal *k, int st, work_fn fn, void *arg, work_fn beside, void *barg)
+{
+	double one = measure_once(k, st, fn, arg, 1, NULL, NULL), v[MEASURES];
+	int reps = one > 0 ? (int)(k->target_ns / one) : MAX_REPS;
+
+	if (reps < 1)
+		reps = 1;
+	if (reps > MAX_REPS)
+		reps = MAX_REPS;
+	for (int i = 0; i < MEASURES; i++)
+		v[i] = measure_once(k, st, fn, arg, reps, beside, barg);
+	return median(v, MEASURES);
+}
+
+/* ---- work ------------------------------------------------------------------------ */
+
+struct kernel_arg {
+	const struct kernel *kn;
+	const struct model_shape *m;
+	int batch;
+	int count;       /* when run beside other work */
+};
+
+static void run_kernel(struct cal *k, int st, void *arg)
+{
+	const struct kernel_arg *a = arg;
+	k->o->kernel(k->b, st, a->kn, a->m, a->batch);
+}
+
+struct coll_arg {
+	struct comm *c;  /* the communicators of the schedule it comes from */
+	enum op_kind kind;
+	int group;
+	int stream;
+	uint64_t bytes;  /* S */
+	int reps;        /* when run beside other work */
+};
+
+static void run_collective(struct cal *k, int st, void *arg)
+{
+	const struct coll_arg *a = arg;
+	struct comm_handle *h = comm_handle_of(a->c, a->group, a->stream);
+	size_t count = (size_t)(a->bytes / sizeof(float) / (uint64_t)h->size);
+
+	if (count < 1)
+		count = 1;
+	(void)st;
+	switch (a->kind) {
+	case OP_ALLGATHER:
+		k->o->all_gather(k->b, a->stream, h, k->dev[1], ELEM_FP32, k->dev[0], ELEM_FP32, count);
+		break;
+	case OP_REDUCE_SCATTER:
+		k->o->reduce_scatter(k->b, a->stream, h, k->dev[1], k->dev[0], count, ELEM_FP32);
+		break;
+	default:
+		k->o->all_reduce(k->b, a->stream, h, k->dev[0], count * (size_t)h->size, ELEM_FP32);
+		break;
+	}
+}
+
+/* a->reps collectives on their stream, started before the measured work */
+static void run_collectives_beside(struct cal *k, int st, void *arg)
+{
+	const struct coll_arg *a = arg;
+	(void)st;
+	k->o->wait(k->b, a->stream, GATE);
+	for (int i = 0; i < a->reps; i++)
+		run_collective(k, a->stream, (void *)a);
+}
+
+/* a->count kernels on the compute stream, started before the measured collectives */
+static void run_kernels_beside(struct cal *k, int st, void *arg)
+{
+	struct kernel_arg *a = arg;
+	(void)st;
+	k->o->wait(k->b, ST_COMPUTE, GATE);
+	for (int i = 0; i < a->count; i++)
+		k->o->kernel(k->b, ST_COMPUTE, a->kn, a->m, a->batch);
+}
+
+static void run_zero(struct cal *k, int st, void *arg)
+{
+	(void)arg;
+	k->o->zero(k->b, st, k->dev[0], 64);
+}
+
+/* ---- the tables ------------------------------------------------------------------ */
+
+/* Overheads: an empty op as the walker issues it, and the wake of a waiting stream. */
+static void overheads(struct cal *k, struct calibration *cal)
+{
+	double gaps[CHAIN], wakes[2 * CHAIN];
+	uint64_t issue;
+	int n = 0;
+
+	/* CHAIN empty ops on the compute stream, each between its start and end events, queued before they run */
+	mpi_check(MPI_Barrier(MPI_COMM_WORLD));
+	k->o->step_begin(k->b);
+	k->o->wait(k->b, ST_COMPUTE, GATE);
+	issue = k->o->now_ns(k->b);
+	for (int i = 0; i < CHAIN; i++) {
+		k->o->record(k->b, ST_COMPUTE, 2 * i);
+		run_zero(k, ST_COMPUTE, NULL);
+		k->o->record(k->b, ST_COMPUTE, 2 * i + 1);
+	}
+	issue = k->o->now_ns(k->b) - issue;
+	k->o->record(k->b, gate_stream(ST_COMPUTE), GATE);
+	k->o->sync(k->b);
+	cal->issue_ns = over_ranks(k, (double)issue / CHAIN);
+	for (int i = 1; i < CHAIN; i++)
+		gaps[i - 1] = (double)(k->o->event_ns(k->b, 2 * i + 1) - k->o->event_ns(k->b, 2 * i - 1));
+	cal->dispatch_ns = over_ranks(k, median(gaps, CHAIN - 1));
+	progress(k, "dispatch");
+
+	/* ping-pong between the compute and the all-gather streams */
+	mpi_check(MPI_Barrier(MPI_COMM_WORLD));
+	k->o->step_begin(k->b);
+	for (int i = 0; i < 2 * CHAIN; i++) {
+		int from = i % 2 ? ST_ALLGATHER : ST_COMPUTE, to = i % 2 ? ST_COMPUTE : ST_ALLGATHER;
+		if (i == 0)
+			k->o->record(k->b, from, 0);
+		k->o->wait(k->b, to, i);
+		k->o->record(k->b, to, i + 1);
+	}
+	k->o->sync(k->b);
+	for (int i = 0; i < 2 * CHAIN; i++)
+		wakes[n++] = (double)(k->o->event_ns(k->b, i + 1) - k->o->event_ns(k->b, i));
+	cal->wake_ns = over_ranks(k, median(wakes, (size_t)n));
+	progress(k, "wake");
+}
+
+static void add_kernel(struct cal_kernel **v, int *n, int *cap, const struct kernel *kn)
+{
+	struct cal_kernel *x;
+
+	for (int i = 0; i < *n; i++)
+		if (!strcmp((*v)[i].name, kn->name) && (*v)[i].m == kn->m && (*v)[i].n == kn->n && (*v)[i].k == kn->k &&
+		    (*v)[i].bytes == kn->bytes)
+			return;
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		*v = xrealloc(*v, sizeof(**v) * (size_t)*cap);
+	}
+	x = &(*v)[(*n)++];
+	memset(x, 0, sizeof(*x));
+	snprintf(x->name, sizeof x->name, "%s", kn->name);
+	x->kind = (uint8_t)kn->kind;
+	x->m = kn->m;
+	x->n = kn->n;
+	x->k = kn->k;
+	x->flops = kn->flops;
+	x->bytes = kn->bytes;
+}
+
+/* Every kernel the model's segments run, under every checkpointing and loss mode. */
+static int model_kernels(const struct schedule *s, struct cal_kernel **out)
+{
+	const struct model_shape *m = &s->exp->model;
+	struct kernel ks[MODEL_MAX_KERNELS];
+	int n = 0, cap = 0, act = elem_bytes(s->act_elem);
+
+	*out = NULL;
+	for (int sk = 0; sk < SEG_KIND_COUNT; sk++)
+		for (int ph = 0; ph < PH_COUNT; ph++)
+			for (int ac = 0; ac < AC_COUNT; ac++)
+				for (int loss = 0; loss < LOSS_COUNT; loss++) {
+					int nk = model_segment_kernels(m, s->batch, sk, ph, ac, loss, act, ks, MODEL_MAX_KERNELS);
+					for (int i = 0; i < nk; i++)
+						add_kernel(out, &n, &cap, &ks[i]);
+				}
+	return n;
+}
+
+/*
+ * GEMMs around the model's: each of its shapes with m and n halved and
+ * doubled, and m across the GPU's tile boundary (t tiles, and one row
+ * more), so that shapes the model does not have are priced from
+ * neighbours.
+ */
+static int gemm_grid(const struct schedule *s, const struct cal_kernel *mk, int nmk, int quick, struct cal_kernel **out)
+{
+	static const double scale[] = { 0.5, 1.0, 2.0 };
+	int tm = s->exp->cluster.gpu.gemm_tile_m, n = 0, cap = 0;
+
+	*out = NULL;
+	for (int i = 0; i < nmk; i++) {
+		if (mk[i].kind != K_GEMM)
+			continue;
+		for (int a = 0; a < 3; a++)
+			for (int b = 0; b < 3; b++) {
+				struct kernel kn = { .kind = K_GEMM };
+				snprintf(kn.name, sizeof kn.name, "gemm");
+				kn.m = (int64_t)(mk[i].m * scale[a]);
+				kn.n = (int64_t)(mk[i].n * scale[b]);
+				kn.k = mk[i].k;
+				if (kn.m < 1 || kn.n < 1)
+					continue;
+				kn.flops = 2ull * (uint64_t)kn.m * (uint64_t)kn.n * (uint64_t)kn.k;
+				kn.bytes = 4ull * ((uint64_t)kn.m * kn.k + (uint64_t)kn.k * kn.n + (uint64_t)kn.m * kn.n);
+				add_kernel(out, &n, &cap, &kn);
+				if (quick)
+					break;
+			}
+		if (tm > 1 && !quick) {
+			int64_t t = mk[i].m / tm > 0 ? mk[i].m / tm : 1;
+			for (int d = 0; d < 2; d++) {
+				struct kernel kn = { .kind = K_GEMM };
+				snprintf(kn.name, sizeof kn.name, "gemm");
+				kn.m = t * tm + d;
+				kn.n = mk[i].n;
+				kn.k = mk[i].k;
+				kn.flops = 2ull * (uint64_t)kn.m * (uint64_t)kn.n * (uint64_t)kn.k;
+				kn.bytes = 4ull * ((uint64_t)kn.m * kn.k + (uint64_t)kn.k * kn.n + (uint64_t)kn.m * kn.n);
+				add_kernel(out, &n, &cap, &kn);
+			}
+		}
+	}
+	return n;
+}
+
+/* The collective each kernel is measured beside: the schedule's largest all-gather, on its group. */
+static int beside_collective(const struct schedule *s, struct comm *c, struct coll_arg *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->c = c;
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		if (op_is_collective(o->kind) && schedule_group_size(s, o->group) > 1 && o->bytes > a->bytes) {
+			a->kind = o->kind;
+			a->group = o->group;
+			a->stream = o->stream;
+			a->bytes = o->bytes;
+		}
+	}
+	return a->bytes > 0;
+}
+
+static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *what, double coll_ns)
+{
+	const struct schedule *s = k->s;
+	struct coll_arg beside;
+	int has = beside_collective(s, k->c, &beside);
+
+	for (int i = 0; i < n; i++) {
+		struct kernel kn = { .kind = (enum kernel_kind)ks[i].kind, .m = ks[i].m, .n = ks[i].n, .k = ks[i].k,
+				     .flops = ks[i].flops, .bytes = ks[i].bytes };
+		struct kernel_arg a = { &kn, &s->exp->model, s->batch, 0 };
+		snprintf(kn.name, sizeof kn.name, "%s", ks[i].name);
+		ks[i].ns = measure(k, ST_COMPUTE, run_kernel, &a, NULL, NULL);
+		ks[i].ns_comm = ks[i].ns;
+		if (has && coll_ns > 0) {
+			/* enough collectives to cover the kernels' time, started first */
+			int reps = (int)(k->target_ns / (ks[i].ns > 0 ? ks[i].ns : 1));
+			reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+			beside.reps = (int)(1.2 * reps * ks[i].ns / coll_ns) + 1;
+			ks[i].ns_comm = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &beside);
+		}
+		progress(k, what);
+	}
+}
+
+static void add_coll(struct cal_coll **v, int *n, int *cap, enum op_kind kind, int ranks, uint64_t bytes)
+{
+	for (int i = 0; i < *n; i++)
+		if ((*v)[i].kind == kind && (*v)[i].ranks == ranks && (*v)[i].bytes == bytes)
+			return;
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		*v = xrealloc(*v, sizeof(**v) * (size_t)*cap);
+	}
+	(*v)[(*n)++] = (struct cal_coll){ (uint8_t)kind, ranks, bytes, 0, 0 };
+}
+
+/*
+ * The schedules whose collectives are measured: the run's own, and ddp,
+ * fsdp and hsdp on its cluster where the rules allow them, so that one
+ * calibration prices every sharding (each has its own collective kinds,
+ * groups and sizes). v[0] is the run's; the others are made here.
+ */
+struct variant {
+	struct experiment e;
+	struct schedule *s;
+	struct comm c;
+};
+
+static int variants(const struct schedule *s, struct comm *c, struct variant *v)
+{
+	static const enum sharding others[] = { SHARD_DDP, SHARD_FSDP, SHARD_HSDP };
+	int n = 1;
+
+	v[0].s = (struct schedule *)s;
+	v[0].c = *c;
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+		struct variant *w = &v[n];
+		struct policy *p = &w->e.policy;
+		char err[256];
+
+		if (others[i] == s->exp->policy.sharding)
+			continue;
+		w->e = *s->exp; /* shares the run's strings: never released */
+		p->sharding = others[i];
+		p->shard_group = 0;
+		p->accum = ACC_SYNC_EACH;
+		p->reshard = RESHARD_YES;
+		p->optim_in_backward = 0;
+		policy_resolve(p, POLICY_ALL_FIELDS & ~(POLICY_BIT(PF_SHARD_GROUP) | POLICY_BIT(PF_RESHARD)),
+			       &w->e.cluster, &w->e.model);
+		if (policy_check(p, &w->e.cluster, &w->e.model, NULL, 0) != 0)
+			continue;
+		w->s = schedule_new(&w->e, err, sizeof err);
+		if (!w->s)
+			continue;
+		comm_init(&w->c, w->s);
+		n++;
+	}
+	return n;
+}
+
+static void variants_release(struct variant *v, int n)
+{
+	for (int i = 1; i < n; i++) {
+		comm_release(&v[i].c);
+		schedule_free(v[i].s);
+	}
+}
+
+/*
+ * The collectives of the schedules, per kind and group size: sizes from
+ * 1 KiB up to the largest, and each size the schedules use.
+ */
+static int collective_list(struct variant *v, int nv, int quick, struct cal_coll **out, struct coll_arg **how)
+{
+	int n = 0, cap = 0, have;
+
+	*out = NULL;
+	for (int x = 0; x < nv; x++) {
+		const struct schedule *s = v[x].s;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			int ranks = schedule_group_size(s, o->group);
+			uint64_t largest = 0;
+			if (!op_is_collective(o->kind) || ranks < 2)
+				continue;
+			add_coll(out, &n, &cap, o->kind, ranks, o->bytes);
+			for (int j = 0; j < s->nops; j++)
+				if (s->ops[j].kind == o->kind && s->ops[j].group == o->group && s->ops[j].bytes > largest)
+					largest = s->ops[j].bytes;
+			for (uint64_t b = 1024; b < largest; b *= quick ? 64 : 4)
+				add_coll(out, &n, &cap, o->kind, ranks, b);
+		}
+	}
+	/* how to run each: the group and stream of the first op of that kind and size of group */
+	*how = xcalloc((size_t)n + 1, sizeof(**how));
+	for (int c = 0; c < n; c++) {
+		have = 0;
+		for (int x = 0; x < nv && !have; x++)
+			for (int i = 0; i < v[x].s->nops && !have; i++) {
+				const struct op *o = &v[x].s->ops[i];
+				if (o->kind == (*out)[c].kind && schedule_group_size(v[x].s, o->group) == (*out)[c].ranks) {
+					(*how)[c] = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, (*out)[c].bytes, 0 };
+					have = 1;
+				}
+			}
+	}
+	return n;
+}
+
+static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how, int n, const struct cal_kernel *busy)
+{
+	for (int i = 0; i < n; i++) {
+		cs[i].ns = measure(k, how[i].stream, run_collective, &how[i], NULL, NULL);
+		cs[i].ns_busy = cs[i].ns;
+		if (busy && busy->ns > 0) {
+			struct kernel kn = { .kind = (enum kernel_kind)busy->kind, .m = busy->m, .n = busy->n,
+					     .k = busy->k, .flops = busy->flops, .bytes = busy->bytes };
+			int reps = (int)(k->target_ns / (cs[i].ns > 0 ? cs[i].ns : 1));
+			struct kernel_arg a;
+			snprintf(kn.name, sizeof kn.name, "%s", busy->name);
+			reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+			a = (struct kernel_arg){ &kn, &k->s->exp->model, k->s->batch, (int)(1.2 * reps * cs[i].ns / busy->ns) + 1 };
+			cs[i].ns_busy = measure_once(k, how[i].stream, run_collective, &how[i], reps, run_kernels_beside, &a);
+		}
+		progress(k, "collectives");
+	}
+}
+
+static void passes(struct cal *k, struct calibration *cal)
+{
+	uint64_t top = k->quick ? (1u << 20) : (64u << 20);
+
+	for (uint64_t b = 4096; b <= top; b *= k->quick ? 16 : 4) {
+		struct kernel kn = { .kind = K_ELEMENTWISE, .bytes = b };
+		struct kernel_arg a = { &kn, &k->s->exp->model, k->s->batch, 0 };
+		snprintf(kn.name, sizeof kn.name, "pass");
+		cal->passes = xrealloc(cal->passes, sizeof(*cal->passes) * (size_t)(cal->npasses + 1));
+		cal->passes[cal->npasses].bytes = b;
+		cal->passes[cal->npasses++].ns = measure(k, ST_COMPUTE, run_kernel, &a, NULL, NULL);
+		progress(k, "memory passes");
+	}
+}
+
+static double adamw(struct cal *k, int stream)
+{
+	int64_t n = k->quick ? 1 << 14 : 1 << 20;
+	struct kernel kn = { .kind = K_ELEMENTWISE, .m = n };
+	struct kernel_arg a = { &kn, &k->s->exp->model, k->s->batch, 0 };
+
+	snprintf(kn.name, sizeof kn.name, "adamw");
+	progress(k, "optimizer");
+	return measure(k, stream, run_kernel, &a, NULL, NULL) / (double)n;
+}
+
+/* The default file: data/calibration/<hardware>-<backend>.h5, its folder made if missing. */
+static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
+{
+	mkdir("data", 0777);
+	mkdir("data/calibration", 0777);
+	snprintf(buf, len, "data/calibration/%s-%s.h5", hw, k->o->name);
+}
+
+int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, int quick)
+{
+	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS };
+	struct calibration cal;
+	struct coll_arg *how = NULL;
+	struct variant v[4];
+	int nv;
+	char file[1024], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+	int len = 0, rc = 0, busy = -1;
+	uint64_t most = 1 << 20;
+
+	memset(&cal, 0, sizeof(cal));
+	clock_gettime(CLOCK_MONOTONIC, &k.t0);
+	b->ops->hardware(b, cal.hardware, sizeof cal.hardware);
+	snprintf(cal.backend, sizeof cal.backend, "%s", b->ops->name);
+	MPI_Get_library_version(mpi, &len);
+	mpi[strcspn(mpi, "\n,")] = '\0';
+	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);
+	cal.ranks = c->world;
+
+	cal.nkernels = model_kernels(s, &cal.kernels);
+	cal.ngemm = gemm_grid(s, cal.kernels, cal.nkernels, quick, &cal.gemm);
+	nv = variants(s, c, v);
+	cal.ncolls = collective_list(v, nv, quick, &cal.colls, &how);
+	for (int i = 0; i < cal.ncolls; i++)
+		if (cal.colls[i].bytes > most)
+			most = cal.colls[i].bytes;
+	k.dev_bytes = most + 4096;
+	k.dev[0] = b->ops->dev_alloc(b, k.dev_bytes);
+	k.dev[1] = b->ops->dev_alloc(b, k.dev_bytes);
+	if (!k.dev[0] || !k.dev[1]) {
+		if (c->rank == 0)
+			fprintf(stderr, "calibrate: no device memory for %llu-byte collectives\n", (unsigned long long)most);
+		free(how);
+		variants_release(v, nv);
+		calibration_release(&cal);
+		return -1;
+	}
+	k.o->step_begin(b);
+	k.o->zero(b, ST_COMPUTE, k.dev[0], k.dev_bytes);
+	k.o->zero(b, ST_COMPUTE, k.dev[1], k.dev_bytes);
+	k.o->sync(b);
+	/* overheads, collectives alone and busy, kernels, the grid, passes, two optimizers, the end */
+	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 + 1;
+
+	overheads(&k, &cal);
+	collectives(&k, cal.colls, how, cal.ncolls, NULL);
+	/* the largest kernel of the model runs beside the collectives measured busy */
+	for (int i = 0; i < cal.nkernels; i++)
+		if (busy < 0 || cal.kernels[i].flops > cal.kernels[busy].flops)
+			busy = i;
+	{
+		double coll_ns = 0;
+		struct coll_arg bc;
+		if (beside_collective(s, c, &bc))
+			for (int i = 0; i < cal.ncolls; i++)
+				if (cal.colls[i].kind == bc.kind && cal.colls[i].bytes == bc.bytes)
+					coll_ns = cal.colls[i].ns;
+		kernels(&k, cal.kernels, cal.nkernels, "model kernels", coll_ns);
+		kernels(&k, cal.gemm, cal.ngemm, "gemm grid", 0);
+	}
+	/* the collectives again, beside that kernel */
+	collectives(&k, cal.colls, how, cal.ncolls, busy >= 0 ? &cal.kernels[busy] : NULL);
+	passes(&k, &cal);
+	cal.adamw_ns_per_elem = adamw(&k, ST_COMPUTE);
+	cal.host_adamw_ns_per_elem = adamw(&k, ST_HOST);
+	k.done = k.total - 1;
+	progress(&k, "done");
+
+	if (c->rank == 0) {
+		if (!path || !path[0]) {
+			default_path(&k, cal.hardware, file, sizeof file);
+			path = file;
+		}
+		rc = calibration_write(path, &cal);
+		if (rc == 0)
+			printf("calibration: %s (%d ranks, %d kernels, %d GEMMs, %d collective sizes, dispatch %.1f us, "
+			       "wake %.1f us) appended to %s\n", cal.hardware, cal.ranks, cal.nkernels, cal.ngemm,
+			       cal.ncolls, 1e-3 * cal.dispatch_ns, 1e-3 * cal.wake_ns, path);
+	}
+	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+	b->ops->dev_free(b, k.dev[0]);
+	b->ops->dev_free(b, k.dev[1]);
+	free(how);
+	variants_release(v, nv);
+	calibration_release(&cal);
+	return rc;
+}

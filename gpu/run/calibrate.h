@@ -1,0 +1,32 @@
+/*
+ * calibrate.h - `gpu_run --calibrate`: microbenchmarks of what a step is
+ * made of, on the backend and machine gpu_run runs on, written as a
+ * calibration session (core/calibration.h) for ./sim --calibration.
+ *
+ * All ranks run every microbenchmark at once, as they run a step; each
+ * times itself with its backend's events and the times are averaged over
+ * the ranks. Measured: the per-op overheads of the runtime (an empty op on
+ * a stream; the wake of an op waiting for another stream's), every kernel
+ * of the experiment's model lists on its own and beside a running
+ * collective, a grid of GEMMs around the model's shapes (and across the
+ * GPU's tile boundaries), memory-bound passes over sizes, the optimizer per
+ * element, and each collective the schedule uses, on its group and stream,
+ * from 1 KiB to the largest unit (and the schedule's own sizes), on its own
+ * and beside a running kernel. Nothing here runs a training step.
+ */
+#ifndef GPU_RUN_CALIBRATE_H
+#define GPU_RUN_CALIBRATE_H
+
+#include "backend.h"
+#include "comm.h"
+#include "schedule.h"
+
+/*
+ * Measure and (rank 0) append the session to path ("" for the default,
+ * data/calibration/<hardware>-<backend>.h5). quick: a few points of each
+ * table, for tests. Collective over MPI_COMM_WORLD. 0, or -1 after a
+ * message (rank 0).
+ */
+int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, int quick);
+
+#endif

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# make validate: close the loop on the CPU backend.
+#
+#   1. calibrate: gpu_run --calibrate measures kernels, GEMMs, memory
+#      passes, every sharding's collectives, the optimizer and the per-op
+#      overheads, with 2 and with 4 ranks, for each model below
+#      (data/calibration/<hardware>-cpu.h5, appended);
+#   2. run every policy family with gpu_run on the CPU backend, 2 and 4
+#      ranks, the tiny and the small model (data/runs/<hardware>-cpu-<date>.h5);
+#   3. ./sim --compare that file: each run predicted from its own
+#      configuration and the calibration, the predictions appended beside
+#      the measurements, the report kept as <file>.compare.txt and .json.
+#
+# The runs being predicted are never used to fit anything: the calibration
+# is made of microbenchmarks only, measured before the runs.
+#
+#   gpu/run/validate.sh [--quick] [--out DIR]
+#     --quick   one model (tiny), 2 ranks, four policies, quick calibration:
+#               the pipeline works and its output is well formed (CI)
+#     --out DIR where calibration/ and runs/ go (default data)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+quick=0
+dir=data
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) quick=1 ;;
+	--out) dir=$2; shift ;;
+	*) echo "validate.sh: unknown argument '$1' (allowed: --quick, --out DIR)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+EXP=experiments/tiny.ini
+mkdir -p "$dir/calibration" "$dir/runs"
+
+if [ $quick = 1 ]; then
+	models=(tiny)
+	worlds=(2)
+	steps=(--set run.warmup=1 --set run.steps=3)
+	families=("fsdp|" "ddp|--set policy.sharding=ddp" "zero2|--set policy.sharding=zero2"
+		"acfull|--set policy.ac=full")
+	calq=(--quick)
+else
+	models=(tiny small)
+	worlds=(2 4)
+	steps=(--set run.warmup=2 --set run.steps=10)
+	families=("fsdp|" "ddp|--set policy.sharding=ddp" "zero2|--set policy.sharding=zero2"
+		"ddp-nosync|--set policy.sharding=ddp --set policy.accum=no-sync"
+		"nosync|--set policy.accum=no-sync" "partial1|--set policy.accum=partial:1"
+		"blockio|--set policy.wrap=block+io" "whole|--set policy.wrap=whole"
+		"every2|--set policy.wrap=every:2"
+		"abl|--set policy.reshard=all-but-last"
+		"fused|--set policy.optim=fused" "perparam|--set policy.optim=per-param"
+		"oib|--set policy.optim_in_backward=true"
+		"acfull|--set policy.ac=full" "acsel|--set policy.ac=selective"
+		"offopt|--set policy.offload=optim" "offpar|--set policy.offload=params"
+		"flat|--set policy.flat_params=true --set policy.concat_last_only=true"
+		"pytorch|--set policy.runtime=pytorch" "chunked|--set policy.loss=chunked")
+	calq=()
+fi
+
+# The cluster of a world: 2 ranks are one node of two; 4 are two nodes of
+# two, so that hsdp has both a shard group and a replica group.
+cluster() {
+	if [ "$1" = 4 ]; then echo "--set cluster.nodes=2 --set cluster.gpus_per_node=2"
+	else echo "--set cluster.nodes=1 --set cluster.gpus_per_node=2"; fi
+}
+
+# 1. calibration
+hw=$("${MPIRUN[@]}" -np 2 ./gpu_run "$EXP" --hardware)
+cal=$dir/calibration/$hw.h5
+for np in "${worlds[@]}"; do
+	for m in "${models[@]}"; do
+		echo "validate: calibrating $m on $np ranks"
+		# shellcheck disable=SC2046
+		if ! "${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" $(cluster "$np") --set model.name="$m" \
+			--calibrate "$cal" "${calq[@]}" 2>"$cal.log.tmp" | sed 's/^/  /'; then
+			tail -5 "$cal.log.tmp" >&2
+			rm -f "$cal.log.tmp"
+			echo "validate: gpu_run --calibrate failed ($m, $np ranks)" >&2
+			exit 1
+		fi
+	done
+done
+rm -f "$cal.log.tmp"
+
+# 2. measured runs
+runs=$dir/runs/$hw-$(date -u +%Y%m%d-%H%M%S).h5
+n=0
+for np in "${worlds[@]}"; do
+	fams=("${families[@]}")
+	if [ "$np" = 4 ]; then
+		fams+=("hsdp|--set policy.sharding=hsdp" "hsdp-defer|--set policy.sharding=hsdp --set policy.accum=defer-replica")
+	fi
+	for m in "${models[@]}"; do
+		for fam in "${fams[@]}"; do
+			name=${fam%%|*}
+			read -r -a args <<<"${fam#*|}"
+			# shellcheck disable=SC2046
+			if ! "${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" $(cluster "$np") --set model.name="$m" "${steps[@]}" \
+				"${args[@]}" --set run.out="$runs" >"$runs.log.tmp" 2>&1; then
+				echo "validate: $name ($m, $np ranks) failed:" >&2
+				tail -5 "$runs.log.tmp" >&2
+				rm -f "$runs.log.tmp"
+				exit 1
+			fi
+			n=$((n + 1))
+			printf 'validate: %3d  %-11s %-6s %d ranks  %s\n' "$n" "$name" "$m" "$np" \
+				"$(grep -o 'step time [^,]*' "$runs.log.tmp" | head -1)"
+		done
+	done
+done
+rm -f "$runs.log.tmp"
+
+# 3. the comparison
+./sim --compare "$runs" --calibration "$cal" >"$runs.compare.txt"
+./sim --compare "$runs" --calibration "$cal" --json >"$runs.compare.json"
+tail -4 "$runs.compare.txt"
+echo "validate: $n runs in $runs; report in $runs.compare.txt"

@@ -1,0 +1,417 @@
+/*
+ * compare.c - ./sim --compare: every measured run of a results file set
+ * against the simulator's prediction of it (compare.h).
+ */
+#include "compare.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "engine.h"
+#include "report.h"
+#include "results.h"
+#include "schedule.h"
+#include "xalloc.h"
+
+/* What one comparison found. */
+struct cmp {
+	struct run_read *m;              /* the measured run; its experiment gets the calibration */
+	char policy[256];
+	char calibration[CONFIG_PATH_MAX];
+	char group[512];                 /* runs that differ only in policy share it (the ranking) */
+	struct summary pred;
+	double step_err, alloc_err, reserved_err;
+	int within_noise;
+	double kind_meas[OP_KIND_COUNT], kind_pred[OP_KIND_COUNT]; /* seconds of op time, summed */
+	int kind_n[OP_KIND_COUNT];
+	double stream_meas[ST_COUNT], stream_pred[ST_COUNT];
+	int stream_n[ST_COUNT];
+	struct schedule *s;
+	struct sim_result r;
+	int have;                        /* pred and r hold a prediction */
+	int appended;                    /* a run like it was already in the file */
+};
+
+static double rel(double pred, double meas)
+{
+	return meas != 0 ? (pred - meas) / meas : (pred == 0 ? 0 : INFINITY);
+}
+
+/* The calibration that prices a measured run: the one given, else its hardware's if there is one, else none. */
+static void pick_calibration(const char *given, const struct run_read *m, char *out, int len)
+{
+	char path[CONFIG_PATH_MAX];
+
+	out[0] = '\0';
+	if (given && given[0]) {
+		snprintf(out, len, "%s", given);
+		return;
+	}
+	if (!m->hardware[0])
+		return;
+	snprintf(path, sizeof path, "data/calibration/%s-%s.h5", m->hardware, m->exp.run.device);
+	if (access(path, R_OK) == 0)
+		snprintf(out, len, "%s", path);
+}
+
+struct key_ctx {
+	char *buf;
+	int len, n;
+};
+
+/* The model, cluster, batch and device enter the group key; the policy and the run's bookkeeping do not. */
+static void key_attr(void *ctx, const char *section, const char *key, const char *value)
+{
+	struct key_ctx *k = ctx;
+
+	if (strcmp(section, "model") && strcmp(section, "cluster") &&
+	    !(!strcmp(section, "run") && (!strcmp(key, "batch") || !strcmp(key, "device"))))
+		return;
+	if (!strcmp(key, "calibration"))
+		return;
+	if (k->n < k->len)
+		k->n += snprintf(k->buf + k->n, (size_t)(k->len - k->n), "%s.%s=%s;", section, key, value);
+}
+
+/* Per op kind and per stream: the time ops spend, measured and predicted. */
+static void tally(struct cmp *c)
+{
+	const struct schedule *s = c->s;
+
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		double dm = (double)(c->m->ops[i].end_ns - c->m->ops[i].start_ns) * 1e-9;
+		double dp = (double)(c->r.ops[i].end_ns - c->r.ops[i].start_ns) * 1e-9;
+		c->kind_meas[o->kind] += dm;
+		c->kind_pred[o->kind] += dp;
+		c->kind_n[o->kind]++;
+		c->stream_meas[o->stream] += dm;
+		c->stream_pred[o->stream] += dp;
+		c->stream_n[o->stream]++;
+	}
+}
+
+/* Predict measured run m. 0, or -1 with the reason in err. */
+static int predict(struct cmp *c, const char *calibration, char *err, int errlen)
+{
+	struct run_read *m = c->m;
+	struct experiment *e = &m->exp;
+	struct key_ctx k = { c->group, sizeof c->group, 0 };
+
+	if (m->error[0]) {
+		snprintf(err, errlen, "%s", m->error);
+		return -1;
+	}
+	pick_calibration(calibration, m, c->calibration, sizeof c->calibration);
+	snprintf(e->calibration, sizeof e->calibration, "%s", c->calibration);
+	report_policy_line(e, c->policy, sizeof c->policy);
+	config_each(e, key_attr, &k);
+	snprintf(c->group + (k.n < k.len ? k.n : k.len - 1), (size_t)(k.len - (k.n < k.len ? k.n : k.len - 1)),
+		 "hardware=%s", m->hardware);
+	c->s = schedule_new(e, err, errlen);
+	if (!c->s)
+		return -1;
+	if (c->s->nops != m->nops) {
+		snprintf(err, errlen, "the run has %d ops, its schedule today %d: it was measured with another schedule",
+			 m->nops, c->s->nops);
+		return -1;
+	}
+	for (int i = 0; i < m->nops; i++)
+		if (c->s->ops[i].kind != m->kinds[i] || c->s->ops[i].stream != m->streams[i]) {
+			snprintf(err, errlen, "op %d is a %s on %s in the run, a %s on %s in its schedule today", i,
+				 op_kind_name((enum op_kind)m->kinds[i]), stream_name((enum stream_id)m->streams[i]),
+				 op_kind_name(c->s->ops[i].kind), stream_name(c->s->ops[i].stream));
+			return -1;
+		}
+	if (engine_run(c->s, 1, &c->r, err, errlen) != 0)
+		return -1;
+	c->have = 1;
+	report_summarize(c->s, &c->r, &c->pred);
+	c->step_err = rel(c->pred.step_time_s, m->sum.step_time_s);
+	c->alloc_err = rel((double)c->pred.peak_alloc_bytes, (double)m->sum.peak_alloc_bytes);
+	c->reserved_err = rel((double)c->pred.peak_reserved_bytes, (double)m->sum.peak_reserved_bytes);
+	c->within_noise = c->pred.step_time_s >= m->sum.step_time_p10_s &&
+			  c->pred.step_time_s <= m->sum.step_time_p90_s;
+	tally(c);
+	return 0;
+}
+
+/*
+ * Kendall's tau-a between the measured and the predicted order by step
+ * time, over the pairs of runs in the same group (same model, cluster,
+ * batch and hardware: only the policy differs). GSL has Spearman's rho but
+ * not Kendall's tau, so the pairs are counted here. NAN with no pair.
+ */
+static double kendall_tau(const struct cmp *c, int n, int *pairs)
+{
+	long conc = 0, disc = 0, np = 0;
+
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++) {
+			double dm, dp;
+			if (!c[i].have || !c[j].have || strcmp(c[i].group, c[j].group))
+				continue;
+			dm = c[i].m->sum.step_time_s - c[j].m->sum.step_time_s;
+			dp = c[i].pred.step_time_s - c[j].pred.step_time_s;
+			np++;
+			if (dm * dp > 0)
+				conc++;
+			else if (dm * dp < 0)
+				disc++;
+		}
+	*pairs = (int)np;
+	return np ? (double)(conc - disc) / (double)np : NAN;
+}
+
+/* Whether the file already holds this prediction (a simulated run of the same run, calibration and step time). */
+static int already_there(const struct cmp *c, const struct run_read *all, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct run_read *p = &all[i];
+		if (strcmp(p->source, "sim") || strcmp(p->compares, c->m->name) || p->error[0])
+			continue;
+		if (!strcmp(p->exp.calibration, c->calibration) && p->sum.step_time_s == c->pred.step_time_s &&
+		    p->sum.peak_reserved_bytes == c->pred.peak_reserved_bytes)
+			return 1;
+	}
+	return 0;
+}
+
+static void print_ms_row(FILE *out, const char *what, double meas, double pred, int n)
+{
+	fprintf(out, "    %-22s %4d %11.3f %11.3f %+8.1f%%\n", what, n, meas * 1e3, pred * 1e3, 100 * rel(pred, meas));
+}
+
+/* The op kinds, heaviest absolute difference first. */
+static void kinds_by_error(const struct cmp *c, int *order, int *n)
+{
+	*n = 0;
+	for (int k = 0; k < OP_KIND_COUNT; k++)
+		if (c->kind_n[k])
+			order[(*n)++] = k;
+	for (int i = 1; i < *n; i++)
+		for (int j = i; j > 0; j--) {
+			double a = fabs(c->kind_pred[order[j]] - c->kind_meas[order[j]]);
+			double b = fabs(c->kind_pred[order[j - 1]] - c->kind_meas[order[j - 1]]);
+			if (a <= b)
+				break;
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+}
+
+static void print_text(FILE *out, const struct cmp *c)
+{
+	const struct run_read *m = c->m;
+	const struct summary *p = &c->pred;
+	int order[OP_KIND_COUNT], nk;
+	char b1[32], b2[32];
+
+	fprintf(out, "run %s  %s  (%s, %s)\n", m->name, c->policy, m->source, m->hardware[0] ? m->hardware : "?");
+	fprintf(out, "  calibration %s\n", c->calibration[0] ? c->calibration : "none (catalog constants)");
+	fprintf(out, "  step        measured %.3f ms (%d steps, p10-p90 %.3f-%.3f)  predicted %.3f ms  error %+.1f%%%s\n",
+		m->sum.step_time_s * 1e3, m->sum.steps, m->sum.step_time_p10_s * 1e3, m->sum.step_time_p90_s * 1e3,
+		p->step_time_s * 1e3, 100 * c->step_err, c->within_noise ? "  (inside the run's noise)" : "");
+	fprintf(out, "  compute     measured %.3f ms  predicted %.3f ms  error %+.1f%%\n", m->sum.compute_s * 1e3,
+		p->compute_s * 1e3, 100 * rel(p->compute_s, m->sum.compute_s));
+	fprintf(out, "  exposed comm measured %.3f ms  predicted %.3f ms\n", m->sum.exposed_comm_s * 1e3,
+		p->exposed_comm_s * 1e3);
+	fprintf(out, "  peak alloc  measured %s  predicted %s  error %+.2f%%\n",
+		report_bytes(m->sum.peak_alloc_bytes, b1, sizeof b1), report_bytes(p->peak_alloc_bytes, b2, sizeof b2),
+		100 * c->alloc_err);
+	fprintf(out, "  peak reserved measured %s  predicted %s  error %+.2f%%\n",
+		report_bytes(m->sum.peak_reserved_bytes, b1, sizeof b1),
+		report_bytes(p->peak_reserved_bytes, b2, sizeof b2), 100 * c->reserved_err);
+	fprintf(out, "    %-22s %4s %11s %11s %9s\n", "op kind (summed time)", "ops", "measured ms", "predicted ms",
+		"error");
+	kinds_by_error(c, order, &nk);
+	for (int i = 0; i < nk; i++)
+		print_ms_row(out, op_kind_name((enum op_kind)order[i]), c->kind_meas[order[i]], c->kind_pred[order[i]],
+			     c->kind_n[order[i]]);
+	fprintf(out, "    %-22s\n", "stream (busy time)");
+	for (int st = 0; st < ST_COUNT; st++)
+		if (c->stream_n[st])
+			print_ms_row(out, stream_name((enum stream_id)st), c->stream_meas[st], c->stream_pred[st],
+				     c->stream_n[st]);
+}
+
+/* A JSON string: the names here hold no quote or backslash, but a path could. */
+static void json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', out);
+		if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+/* A number, or null where JSON has none (an error against zero). */
+static void json_num(FILE *out, double v)
+{
+	if (isfinite(v))
+		fprintf(out, "%.9g", v);
+	else
+		fputs("null", out);
+}
+
+static void print_json_run(FILE *out, const struct cmp *c, int first)
+{
+	const struct run_read *m = c->m;
+	const struct summary *p = &c->pred;
+	int sep = 0;
+
+	fprintf(out, "%s\n  {\"run\": ", first ? "" : ",");
+	json_str(out, m->name);
+	fputs(", \"policy\": ", out);
+	json_str(out, c->policy);
+	fputs(", \"source\": ", out);
+	json_str(out, m->source);
+	fputs(", \"hardware\": ", out);
+	json_str(out, m->hardware);
+	fputs(", \"calibration\": ", out);
+	json_str(out, c->calibration);
+	fprintf(out, ", \"measured_step_s\": %.9g, \"measured_step_p10_s\": %.9g, \"measured_step_p90_s\": %.9g, "
+		     "\"measured_steps\": %d, \"predicted_step_s\": %.9g, \"step_err\": ",
+		m->sum.step_time_s, m->sum.step_time_p10_s, m->sum.step_time_p90_s, m->sum.steps, p->step_time_s);
+	json_num(out, c->step_err);
+	fprintf(out, ", \"within_noise\": %s, \"measured_compute_s\": %.9g, \"predicted_compute_s\": %.9g, "
+		     "\"measured_exposed_comm_s\": %.9g, \"predicted_exposed_comm_s\": %.9g, "
+		     "\"measured_peak_alloc_bytes\": %llu, \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ",
+		c->within_noise ? "true" : "false", m->sum.compute_s, p->compute_s, m->sum.exposed_comm_s,
+		p->exposed_comm_s, (unsigned long long)m->sum.peak_alloc_bytes,
+		(unsigned long long)p->peak_alloc_bytes);
+	json_num(out, c->alloc_err);
+	fprintf(out, ", \"measured_peak_reserved_bytes\": %llu, \"predicted_peak_reserved_bytes\": %llu, "
+		     "\"peak_reserved_err\": ",
+		(unsigned long long)m->sum.peak_reserved_bytes, (unsigned long long)p->peak_reserved_bytes);
+	json_num(out, c->reserved_err);
+	fputs(", \"by_kind\": {", out);
+	for (int k = 0; k < OP_KIND_COUNT; k++) {
+		if (!c->kind_n[k])
+			continue;
+		fprintf(out, "%s\"%s\": {\"ops\": %d, \"measured_s\": %.9g, \"predicted_s\": %.9g, \"err\": ",
+			sep++ ? ", " : "", op_kind_name((enum op_kind)k), c->kind_n[k], c->kind_meas[k], c->kind_pred[k]);
+		json_num(out, rel(c->kind_pred[k], c->kind_meas[k]));
+		fputc('}', out);
+	}
+	fputs("}, \"by_stream\": {", out);
+	sep = 0;
+	for (int st = 0; st < ST_COUNT; st++) {
+		if (!c->stream_n[st])
+			continue;
+		fprintf(out, "%s\"%s\": {\"ops\": %d, \"measured_s\": %.9g, \"predicted_s\": %.9g, \"err\": ",
+			sep++ ? ", " : "", stream_name((enum stream_id)st), c->stream_n[st], c->stream_meas[st],
+			c->stream_pred[st]);
+		json_num(out, rel(c->stream_pred[st], c->stream_meas[st]));
+		fputc('}', out);
+	}
+	fputs("}}", out);
+}
+
+int compare_file(const char *path, const char *calibration, int json, FILE *out)
+{
+	struct run_read *runs;
+	struct cmp *c;
+	struct run_result *app;
+	double *abserr, median = NAN, worst = NAN, tau;
+	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0;
+
+	if (results_read(path, &runs, &n) != 0)
+		return 2;
+	c = xcalloc((size_t)n + 1, sizeof(*c));
+	app = xcalloc((size_t)n + 1, sizeof(*app));
+	abserr = xcalloc((size_t)n + 1, sizeof(double));
+	if (json)
+		fputs("{\"file\": ", out), json_str(out, path), fputs(", \"runs\": [", out);
+	for (int i = 0; i < n; i++) {
+		char err[512];
+		struct cmp *x;
+
+		if (!strcmp(runs[i].source, "sim"))
+			continue;
+		x = &c[nc++];
+		x->m = &runs[i];
+		if (predict(x, calibration, err, sizeof err) != 0) {
+			fprintf(stderr, "sim --compare: %s: run %s: %s\n", path, runs[i].name, err);
+			rc = 1;
+			continue;
+		}
+		abserr[ok++] = fabs(x->step_err);
+		within += x->within_noise;
+		if (json) {
+			print_json_run(out, x, first);
+			first = 0;
+		} else {
+			print_text(out, x);
+		}
+		if (!already_there(x, runs, n)) {
+			struct run_result *a = &app[napp++];
+			a->source = "sim";
+			a->hardware = runs[i].hardware[0] ? runs[i].hardware : NULL;
+			a->compares = runs[i].name;
+			a->exp = &runs[i].exp;
+			a->sched = x->s;
+			a->ops = x->r.ops;
+			a->nmem = x->r.nmem;
+			a->mem = x->r.mem;
+			a->sum = x->pred;
+			x->appended = 1;
+		}
+	}
+	if (ok) {
+		gsl_sort(abserr, 1, (size_t)ok);
+		median = gsl_stats_median_from_sorted_data(abserr, 1, (size_t)ok);
+		worst = abserr[ok - 1];
+	}
+	tau = kendall_tau(c, nc, &pairs);
+	if (napp && results_append_runs(path, app, napp) != 0)
+		rc = 1;
+	if (json) {
+		fprintf(out, "%s], \"compared\": %d, \"failed\": %d, \"within_noise\": %d, \"median_abs_step_err\": ",
+			first ? "" : "\n", ok, nc - ok, within);
+		json_num(out, median);
+		fputs(", \"worst_abs_step_err\": ", out);
+		json_num(out, worst);
+		fprintf(out, ", \"ranked_pairs\": %d, \"kendall_tau\": ", pairs);
+		json_num(out, tau);
+		fprintf(out, ", \"appended\": %d}\n", napp);
+	} else {
+		fprintf(out, "%d measured run%s compared", ok, ok == 1 ? "" : "s");
+		if (nc > ok)
+			fprintf(out, ", %d could not be", nc - ok);
+		if (ok)
+			fprintf(out, ": step-time error median %.1f%%, worst %.1f%%; %d inside their run's noise", 100 * median,
+				100 * worst, within);
+		fputc('\n', out);
+		if (pairs)
+			fprintf(out, "policy ranking by step time: Kendall's tau %.3f over %d pairs of runs that differ "
+				     "only in policy%s\n",
+				tau, pairs, tau == 1 ? " (the same order)" : "");
+		fprintf(out, "%d prediction%s appended to %s", napp, napp == 1 ? "" : "s", path);
+		if (ok > napp)
+			fprintf(out, " (%d already there)", ok - napp);
+		fputc('\n', out);
+	}
+	for (int i = 0; i < nc; i++) {
+		if (c[i].have)
+			sim_result_release(&c[i].r);
+		if (c[i].s)
+			schedule_free(c[i].s);
+	}
+	free(c);
+	free(app);
+	free(abserr);
+	results_read_free(runs, n);
+	return rc;
+}

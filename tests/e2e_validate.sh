@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# e2e_validate.sh - the calibrate, run, compare loop, quickly (make validate
+# runs it whole; its accuracy is a benchmark figure, not a test):
+#
+#   1. gpu/run/validate.sh --quick calibrates a few points, runs four
+#      policies of the tiny model on 2 ranks and compares them;
+#   2. the calibration file has a session of 2 ranks with kernels, GEMMs,
+#      passes and collectives of every kind the shardings use;
+#   3. ./sim --compare --json is one well-formed object with a run per
+#      measured run and the fields the schema names; the predicted peak
+#      allocated and reserved memory equal the measured, byte for byte;
+#      the errors are what the step times say; Kendall's tau is in [-1, 1];
+#   4. the predictions were appended once, each naming the run it predicts,
+#      with the calibration it used; comparing again appends nothing and
+#      leaves every run as it was;
+#   5. --compare on a missing file, or with a configuration flag, exits 2.
+# One line per check, then `N passed, N failed`; non-zero exit on failure.
+set -u
+cd "$(dirname "$0")/.."
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+printf 'leak:%s\n' libmpi.so libopen-pal.so libopen-rte.so libpmix.so libhwloc.so libevent mca_ >"$tmp/lsan.supp"
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$tmp/lsan.supp"
+
+ok() { echo "ok   validate $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL validate $1: $2"; failed=$((failed + 1)); }
+
+if ! bash gpu/run/validate.sh --quick --out "$tmp" >"$tmp/log" 2>&1; then
+	bad "pipeline" "validate.sh --quick failed: $(tail -5 "$tmp/log")"
+	echo "$passed passed, $failed failed"
+	exit 1
+fi
+ok "pipeline: calibrate, 4 runs, compare"
+runs=$(ls "$tmp"/runs/*.h5)
+cal=$(ls "$tmp"/calibration/*.h5)
+
+# 2. the calibration
+if out=$(/usr/bin/python3 - "$cal" <<'EOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+s = f["calibration"]
+assert len(s) == 1, "%d sessions" % len(s)
+g = s[list(s)[0]]
+assert g.attrs["ranks"] == 2, g.attrs["ranks"]
+for d in ("kernels", "gemm", "passes", "collectives"):
+    assert len(g[d]) > 0, d + " is empty"
+seen = set(int(k) for k in g["collectives"]["kind"])
+assert len(seen) == 3, "collective kinds measured: %s (all-gather, reduce-scatter, all-reduce expected)" % seen
+assert all(v > 0 for v in g["kernels"]["ns"]), "a kernel of no time"
+assert g.attrs["dispatch_ns"] > 0 and g.attrs["wake_ns"] > 0
+print("%d kernels, %d GEMMs, %d collective points" % (len(g["kernels"]), len(g["gemm"]), len(g["collectives"])))
+EOF
+); then ok "calibration: $out"; else bad "calibration" "$out"; fi
+
+# 3. the comparison, as JSON
+./sim --compare "$runs" --calibration "$cal" --json >"$tmp/cmp.json" 2>"$tmp/cmp.err"
+rc=$?
+if [ $rc = 0 ] && out=$(/usr/bin/python3 - "$tmp/cmp.json" <<'EOF'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert len(runs) == 4, "%d runs" % len(runs)
+need = ["run", "policy", "measured_step_s", "predicted_step_s", "step_err", "measured_peak_alloc_bytes",
+        "predicted_peak_alloc_bytes", "peak_alloc_err", "by_kind", "by_stream", "within_noise"]
+errs = []
+for r in runs:
+    for k in need:
+        assert k in r, "run %s lacks %s" % (r.get("run"), k)
+    assert r["measured_step_s"] > 0 and r["predicted_step_s"] > 0
+    e = (r["predicted_step_s"] - r["measured_step_s"]) / r["measured_step_s"]
+    assert abs(e - r["step_err"]) < 1e-6, "step_err %g, the times say %g" % (r["step_err"], e)
+    assert r["predicted_peak_alloc_bytes"] == r["measured_peak_alloc_bytes"], "run %s: peak alloc %d vs %d" % (
+        r["run"], r["predicted_peak_alloc_bytes"], r["measured_peak_alloc_bytes"])
+    assert r["predicted_peak_reserved_bytes"] == r["measured_peak_reserved_bytes"], "run %s: reserved" % r["run"]
+    assert r["peak_alloc_err"] == 0
+    for k in ("forward", "backward", "allgather", "reduce_scatter"):
+        if "ddp" in r["policy"] and k in ("allgather", "reduce_scatter"):
+            continue
+        assert k in r["by_kind"], "run %s (%s) has no %s" % (r["run"], r["policy"], k)
+    assert r["measured_step_p10_s"] <= r["measured_step_s"] <= r["measured_step_p90_s"]
+    errs.append(abs(e))
+errs.sort()
+med = (errs[1] + errs[2]) / 2
+assert abs(med - d["median_abs_step_err"]) < 1e-9, "median %g, the runs say %g" % (d["median_abs_step_err"], med)
+assert abs(errs[-1] - d["worst_abs_step_err"]) < 1e-9
+assert d["ranked_pairs"] == 6, "%d ranked pairs (4 runs of one group: 6)" % d["ranked_pairs"]
+assert -1 <= d["kendall_tau"] <= 1
+assert d["compared"] == 4 and d["failed"] == 0
+print("4 runs, median |err| %.1f%%, tau %.2f" % (100 * med, d["kendall_tau"]))
+EOF
+); then ok "--json: $out"; else bad "--json" "rc $rc: $out $(head -3 "$tmp/cmp.err")"; fi
+
+# 4. what was appended
+if out=$(/usr/bin/python3 - "$runs" <<'EOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+r = f["runs"]
+names = sorted(r)
+assert len(names) == 8, "%d runs (4 measured + 4 predictions)" % len(names)
+measured = [n for n in names if r[n].attrs["source"] == "gpu_run"]
+sims = [n for n in names if r[n].attrs["source"] == "sim"]
+assert len(measured) == 4 and len(sims) == 4
+assert sorted(r[n].attrs["compares"] for n in sims) == measured
+for n in sims:
+    assert r[n].attrs["cluster.calibration"].endswith(".h5"), "prediction %s records no calibration" % n
+    m = r[r[n].attrs["compares"]]
+    assert r[n]["ops"].shape == m["ops"].shape, "ops of %s and %s" % (n, r[n].attrs["compares"])
+print("4 predictions, each naming its run")
+EOF
+); then ok "appended: $out"; else bad "appended" "$out"; fi
+sum1=$(md5sum <"$runs")
+./sim --compare "$runs" --calibration "$cal" >"$tmp/cmp2.txt" 2>&1
+if grep -q '^0 predictions appended' "$tmp/cmp2.txt" && [ "$(md5sum <"$runs")" = "$sum1" ]; then
+	ok "comparing again appends nothing and leaves the file as it was"
+else
+	bad "compare again" "$(tail -2 "$tmp/cmp2.txt")"
+fi
+if grep -q "^run 000000 .*fsdp" "$tmp/cmp2.txt" && grep -q "step-time error median" "$tmp/cmp2.txt"; then
+	ok "text report: per run and over the runs"
+else
+	bad "text report" "$(head -3 "$tmp/cmp2.txt")"
+fi
+
+# 5. bad input
+./sim --compare "$tmp/none.h5" >/dev/null 2>"$tmp/e1"
+rc1=$?
+./sim --compare "$runs" --layers 3 >/dev/null 2>"$tmp/e2"
+rc2=$?
+if [ $rc1 = 2 ] && grep -q "none.h5" "$tmp/e1" && [ $rc2 = 2 ] && grep -q "not allowed" "$tmp/e2"; then
+	ok "bad input exits 2 with a message"
+else
+	bad "bad input" "rc $rc1 $(cat "$tmp/e1"); rc $rc2 $(cat "$tmp/e2")"
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
