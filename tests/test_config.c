@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -407,12 +408,85 @@ static void test_file_structure_errors(void)
 	char *got = captured();
 	assert_text(got, "/nonexistent/x.ini: cannot open: No such file or directory\n");
 	free(got);
-	capture();
-	CU_ASSERT_EQUAL(config_load(&e, "/tmp"), -1);
-	got = captured();
-	assert_text(got, "/tmp: cannot read: Is a directory\n");
-	free(got);
 	config_release(&e);
+}
+
+/* config_load(path): -1 and exactly the message want ("@" for the path). */
+static void load_fails(const char *path, const char *want)
+{
+	struct experiment e;
+	char *got, *w = expand(want, path);
+
+	config_init(&e);
+	capture();
+	CU_ASSERT_EQUAL(config_load(&e, path), -1);
+	got = captured();
+	assert_text(got, w);
+	free(got);
+	free(w);
+	config_release(&e);
+}
+
+/*
+ * Only regular files are read, and only ones that set a key: a directory,
+ * a FIFO (which would block), a device (/dev/zero, /dev/urandom: endless),
+ * an empty or comment-only file (which would run the defaults), a huge
+ * file; a file full of errors prints the first hundred and a count.
+ */
+static void test_file_kinds(void)
+{
+	char path[64], fifo[64], *text;
+	size_t n;
+	FILE *f;
+
+	load_fails("/tmp", "@: is a directory: only a regular file is read as an experiment\n");
+	load_fails("/dev/null", "@: is a character device: only a regular file is read as an experiment\n");
+	load_fails("/dev/zero", "@: is a character device: only a regular file is read as an experiment\n");
+	load_fails("/dev/urandom", "@: is a character device: only a regular file is read as an experiment\n");
+	snprintf(fifo, sizeof fifo, "/tmp/test_config_fifo_%ld.ini", (long)getpid());
+	unlink(fifo);
+	CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+	load_fails(fifo, "@: is a FIFO: only a regular file is read as an experiment\n");
+	unlink(fifo);
+
+	static const char *const empty[] = { "", "\n\n", "# only a comment\n; and another\n",
+					     "[model]\n[run]\n" };
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		file_new(path, sizeof path, empty[i]);
+		load_fails(path, "@: has no 'key = value' line: an empty experiment file is refused (run "
+				 "without a file to use the defaults)\n");
+		unlink(path);
+	}
+
+	/* larger than an experiment file can be */
+	file_new(path, sizeof path, "");
+	CU_ASSERT_FATAL(truncate(path, (1 << 20) + 1) == 0);
+	load_fails(path, "@: is 1048577 bytes: an experiment file is at most 1048576\n");
+	unlink(path);
+
+	/* 150 bad lines: the first 100 messages, then the count */
+	f = open_memstream(&text, &n);
+	fputs("[model]\n", f);
+	for (int i = 0; i < 150; i++)
+		fprintf(f, "k%d = 1\n", i);
+	fclose(f);
+	file_new(path, sizeof path, text);
+	free(text);
+	struct experiment e;
+	config_init(&e);
+	capture();
+	CU_ASSERT_EQUAL(config_load(&e, path), -1);
+	text = captured();
+	int lines = 0;
+	for (const char *c = text; *c; c++)
+		lines += *c == '\n';
+	CU_ASSERT_EQUAL(lines, 101);
+	CU_ASSERT(strstr(text, ":101: unknown key 'k99' in [model]") != NULL);
+	CU_ASSERT(strstr(text, "k100") == NULL);
+	CU_ASSERT(strstr(text, ": 50 more errors not shown\n") != NULL);
+	free(text);
+	config_release(&e);
+	unlink(path);
 }
 
 /* ---- the command line ------------------------------------------------------ */
@@ -863,6 +937,7 @@ void suite_config(void)
 	CU_add_test(s, "every kind of value parsed", test_values_parsed);
 	CU_add_test(s, "all errors of a file, exact messages", test_file_errors);
 	CU_add_test(s, "sections, duplicates, long lines, missing files", test_file_structure_errors);
+	CU_add_test(s, "only regular files with keys: FIFO, devices, empty files", test_file_kinds);
 	CU_add_test(s, "--set messages", test_set_errors);
 	CU_add_test(s, "file < flag < later flag", test_precedence);
 	CU_add_test(s, "unknown flags left for the caller", test_args_left_for_caller);
