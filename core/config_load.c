@@ -100,7 +100,8 @@ static char *load_reader(char *str, int num, void *stream)
 		while ((c = fgetc(l->f)) != EOF && c != '\n')
 			more = 1;
 		if (more) {
-			load_error(l, l->line, "line is longer than %d characters", num - 3);
+			assert(num - 3 == LINE_MAX_CHARS);
+			load_error(l, l->line, "line is longer than %d characters", LINE_MAX_CHARS);
 			str[0] = '\0';
 			return str;
 		}
