@@ -58,6 +58,13 @@ struct run_result {
 /* Append r to the HDF5 file at path (created if missing). 0, or -1 after a message on stderr. */
 int results_append(const char *path, const struct run_result *r);
 
+/*
+ * Why the existing regular file at path is not one results_append() may
+ * add to (not HDF5; HDF5 with other contents than /runs), or NULL when it
+ * is: an outfile_refusal_fn (core/outfile.h), for the checks before a run.
+ */
+const char *results_refusal(const char *path);
+
 /* Number of runs in a results file, or -1 when it cannot be read. */
 int results_count(const char *path);
 

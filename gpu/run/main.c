@@ -13,8 +13,10 @@
  * of the last measured step, its memory timeline).
  *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
- * input and fail alike; only rank 0 prints; nothing is written), 1 when
- * the results could not be written. A failed MPI call aborts the job.
+ * input and fail alike; only rank 0 prints; nothing is written; run.out is
+ * checked by rank 0, which writes it, before the first step: see
+ * core/outfile.h), 1 when the results could not be written. A failed MPI
+ * call aborts the job.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
+#include "outfile.h"
 #include "results.h"
 #include "schedule.h"
 #include "summary.h"
@@ -108,6 +111,16 @@ static void setup(struct experiment *e, int rank, int world, int argc, char **ar
 	}
 }
 
+/* run.out breaks no rule of core/outfile.h: checked by rank 0, which writes it; 0 or -1 on every rank. */
+static int check_outputs(const struct experiment *e, int rank)
+{
+	const struct outfile out = { "run.out =", e->run.out, results_refusal };
+	int rc = rank == 0 ? outfile_check(&out, 1, (const char *const[]){ e->path, NULL }) : 0;
+
+	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+	return rc;
+}
+
 static const char *mib(uint64_t b, char *buf, int len)
 {
 	snprintf(buf, len, "%.2f MiB", b / 1048576.0);
@@ -179,6 +192,10 @@ int main(int argc, char **argv)
 		finish(0);
 	}
 	setup(&e, rank, world, argc, argv);
+	if (check_outputs(&e, rank) != 0) {
+		config_release(&e);
+		finish(2);
+	}
 	s = schedule_new(&e, err, sizeof(err));
 	if (!s) {
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
