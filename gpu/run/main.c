@@ -15,8 +15,10 @@
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
  * input and fail alike; only rank 0 prints; nothing is written; run.out is
  * checked by rank 0, which writes it, before the first step: see
- * core/outfile.h), 1 when the results could not be written. A failed MPI
- * call aborts the job.
+ * core/outfile.h), 1 when the results could not be written, 3 when
+ * training diverged: a loss (or, after the last step, a parameter) that is
+ * not finite stops the run on every rank at that step with a message, and
+ * nothing is appended to run.out. A failed MPI call aborts the job.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -119,6 +121,19 @@ static int check_outputs(const struct experiment *e, int rank)
 
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	return rc;
+}
+
+/* Training diverged at step (0: after the last step): say so on rank 0, and every rank exits 3. */
+static void diverged(const struct experiment *e, int rank, int step, const char *what, double v)
+{
+	char when[32];
+
+	snprintf(when, sizeof when, step ? "step %d" : "after the last step", step);
+	say0(rank, "gpu_run: %s: %s is %s: training diverged (run.lr = %g, run.weight_decay = %g); "
+		   "stopping%s%s\n", when, what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", e->run.lr, e->run.weight_decay,
+	     e->run.out[0] ? ", nothing appended to " : "", e->run.out);
+	fflush(stdout);
+	finish(3);
 }
 
 static const char *mib(uint64_t b, char *buf, int len)
@@ -228,11 +243,11 @@ int main(int argc, char **argv)
 		uint64_t step_ns = 0;
 		mpi_check(MPI_Barrier(MPI_COMM_WORLD));
 		v[0] = exec_step(x, step, t, &step_ns);
-		if (isnan(v[0]))
-			MPI_Abort(MPI_COMM_WORLD, 1);
 		v[1] = step_ns * 1e-6;
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+		if (!isfinite(v[0])) /* the same sum on every rank: they stop together */
+			diverged(&e, rank, step, "the loss", v[0]);
 		if (rank == 0)
 			printf("step %d loss %.9f time %.3f ms%s\n", step, v[0] / ((double)world * s->microbatches),
 			       v[1], step <= e.run.warmup ? " (warmup)" : "");
@@ -249,6 +264,8 @@ int main(int argc, char **argv)
 	sum.compute_s = compute_s;
 	sum.exposed_comm_s = exposed_s;
 	exec_param_sums(x, &psum, &psq);
+	if (!isfinite(psq)) /* the same over every shard group */
+		diverged(&e, rank, 0, "the sum of squares of the parameters", psq);
 	if (rank == 0) {
 		printf("params sum %.9e sumsq %.9e\n", psum, psq);
 		print_summary(s, &sum);
@@ -263,6 +280,7 @@ int main(int argc, char **argv)
 				.mem = mem->samples,
 				.sum = sum,
 			};
+			fflush(stdout); /* the report is out before the file is written */
 			if (results_append(e.run.out, &rr) != 0)
 				rc = 1;
 		}
