@@ -98,6 +98,7 @@ static const struct key keys_tail[] = {
 	{ "run", "out", KT_TEXT, OFF(run.out), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	DBL("run", "lr", run.lr, 0, 10),
 	DBL("run", "weight_decay", run.weight_decay, 0, 10),
+	DBL("run", "timeout_s", run.timeout_s, 0, 1e6),
 };
 
 /* The table, assembled once: keys_head, the GPU spec keys, keys_tail. */
@@ -635,6 +636,7 @@ void config_init(struct experiment *e)
 	e->run.out[0] = '\0';
 	e->run.lr = 3e-4;
 	e->run.weight_decay = 0.1;
+	e->run.timeout_s = 600;
 
 	/* the rest (model shape, GPU spec, runtime) comes from the catalog */
 	int rc = config_resolve(e);

@@ -177,6 +177,7 @@ static void test_defaults(void)
 	CU_ASSERT_STRING_EQUAL(e.run.out, "");
 	CU_ASSERT_DOUBLE_EQUAL(e.run.lr, 3e-4, 1e-15);
 	CU_ASSERT_DOUBLE_EQUAL(e.run.weight_decay, 0.1, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(e.run.timeout_s, 600, 0);
 	config_release(&e);
 	config_release(&e); /* a second release is harmless */
 	config_release(NULL);
@@ -403,7 +404,7 @@ static void test_file_structure_errors(void)
 	/* an unknown key with nothing close lists the section's keys */
 	load_expect(&e, "[run]\nzzzzzz = 1\n", -1,
 		    "@:2: unknown key 'zzzzzz' in [run] (keys: batch|steps|warmup|seed|device|out|lr|"
-		    "weight_decay)\n");
+		    "weight_decay|timeout_s)\n");
 
 	capture();
 	CU_ASSERT_EQUAL(config_load(&e, "/nonexistent/x.ini"), -1);

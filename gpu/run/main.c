@@ -18,7 +18,9 @@
  * core/outfile.h), 1 when the results could not be written, 3 when
  * training diverged: a loss (or, after the last step, a parameter) that is
  * not finite stops the run on every rank at that step with a message, and
- * nothing is appended to run.out. A failed MPI call aborts the job.
+ * nothing is appended to run.out; 4 when the watchdog aborts the job: a
+ * rank made no progress for run.timeout_s (watchdog.h). A failed MPI call
+ * aborts the job.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -34,6 +36,7 @@
 #include "results.h"
 #include "schedule.h"
 #include "summary.h"
+#include "watchdog.h"
 #include "xalloc.h"
 
 static void usage(FILE *f)
@@ -47,10 +50,19 @@ static void usage(FILE *f)
 	config_usage(f);
 }
 
+/* Leave MPI (the watchdog still watching) and stop the watchdog. */
+static void mpi_finish(void)
+{
+	watchdog_finalizing();
+	watchdog_waiting("MPI_Finalize");
+	MPI_Finalize();
+	watchdog_stop();
+}
+
 /* Leave MPI and exit with rc, on every rank. */
 static void finish(int rc)
 {
-	MPI_Finalize();
+	mpi_finish();
 	exit(rc);
 }
 
@@ -190,7 +202,7 @@ int main(int argc, char **argv)
 	struct summary sum;
 	int rank, world, rc = 0, total, serialize = 0;
 	double psum, psq, step_s = 0, compute_s = 0, exposed_s = 0;
-	char err[512], accum[32], wrap[32];
+	char err[512], accum[32], wrap[32], phase[64];
 	FILE *quiet = NULL;
 
 	mpi_start(&argc, &argv);
@@ -211,6 +223,8 @@ int main(int argc, char **argv)
 		config_release(&e);
 		finish(2);
 	}
+	watchdog_start(e.run.timeout_s, rank);
+	watchdog_waiting("the setup (communicators, memory, initial weights)");
 	s = schedule_new(&e, err, sizeof(err));
 	if (!s) {
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
@@ -241,9 +255,15 @@ int main(int argc, char **argv)
 	for (int step = 1; step <= total; step++) {
 		double v[2];
 		uint64_t step_ns = 0;
+		snprintf(phase, sizeof phase, "the barrier before step %d", step);
+		watchdog_waiting(phase);
 		mpi_check(MPI_Barrier(MPI_COMM_WORLD));
+		snprintf(phase, sizeof phase, "step %d", step);
+		watchdog_waiting(phase);
 		v[0] = exec_step(x, step, t, &step_ns);
 		v[1] = step_ns * 1e-6;
+		snprintf(phase, sizeof phase, "the all-reduce of the loss of step %d", step);
+		watchdog_waiting(phase);
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 		if (!isfinite(v[0])) /* the same sum on every rank: they stop together */
@@ -263,6 +283,7 @@ int main(int argc, char **argv)
 	summary_of_step(s, t, (uint64_t)(step_s * 1e9 + 0.5), &exec_memory(x)->peaks, &sum);
 	sum.compute_s = compute_s;
 	sum.exposed_comm_s = exposed_s;
+	watchdog_waiting("the all-reduce of the parameter sums");
 	exec_param_sums(x, &psum, &psq);
 	if (!isfinite(psq)) /* the same over every shard group */
 		diverged(&e, rank, 0, "the sum of squares of the parameters", psq);
@@ -286,6 +307,7 @@ int main(int argc, char **argv)
 		}
 		fflush(stdout);
 	}
+	watchdog_waiting("the broadcast of the exit status (rank 0 writes run.out)");
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	free(t);
 	exec_free(x);
@@ -295,6 +317,6 @@ int main(int argc, char **argv)
 	config_release(&e);
 	if (quiet)
 		fclose(quiet);
-	MPI_Finalize();
+	mpi_finish();
 	return rc;
 }
