@@ -1206,6 +1206,39 @@ static void test_random_configs_read_back(void)
 	CU_ASSERT(valid >= 1500);
 }
 
+/* The fuzzer's dictionary (tests/fuzz/config.dict) names every section, key and flag. */
+static void test_fuzz_dictionary(void)
+{
+	FILE *f = fopen("tests/fuzz/config.dict", "r");
+	char line[256], *words = NULL, want[64];
+	size_t len = 0;
+	FILE *w = open_memstream(&words, &len);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	while (fgets(line, sizeof line, f)) /* entries as "\n<word>\n" for exact look-ups */
+		if (line[0] == '"')
+			fprintf(w, "\n%.*s\n", (int)strcspn(line + 1, "\""), line + 1);
+	fclose(f);
+	fclose(w);
+	for (int i = 0; config_sections[i]; i++) {
+		snprintf(want, sizeof want, "\n[%s]\n", config_sections[i]);
+		CU_ASSERT_PTR_NOT_NULL(strstr(words, want));
+	}
+	for (int k = 0; k < config_key_count(); k++) {
+		const struct key *key = config_key(k);
+		const char *names[] = { key->name, key->flag, key->alias };
+		for (int j = 0; j < 3; j++) {
+			if (!names[j])
+				continue;
+			snprintf(want, sizeof want, "\n%s\n", names[j]);
+			if (!strstr(words, want))
+				fprintf(stderr, "\ntests/fuzz/config.dict lacks \"%s\"\n", names[j]);
+			CU_ASSERT_PTR_NOT_NULL(strstr(words, want));
+		}
+	}
+	free(words);
+}
+
 void suite_config(void)
 {
 	CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -1228,4 +1261,5 @@ void suite_config(void)
 	CU_add_test(s, "the largest cluster's derived values read back", test_largest_cluster_reads_back);
 	CU_add_test(s, "text values that would not read back are refused", test_text_values);
 	CU_add_test(s, "random valid configurations read back", test_random_configs_read_back);
+	CU_add_test(s, "the fuzz dictionary names every section, key and flag", test_fuzz_dictionary);
 }
