@@ -21,6 +21,7 @@ bash tests/e2e_bad_input.sh "$SIM" || fail=1
 "${mpi_env[@]}" bash tests/e2e_bad_input.sh "$GPU_RUN" || fail=1
 bash tests/e2e_sim.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_gpu_run.sh || fail=1
+"${mpi_env[@]}" bash tests/e2e_safety.sh || fail=1
 
 "$RUN_TESTS" || fail=1
 exit $fail
