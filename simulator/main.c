@@ -61,7 +61,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			if (!strcmp(a, "--policy"))
 				argv[i++] = NULL;
 		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top") || !strcmp(a, "--bench")) {
-			if (i + 1 >= argc || !argv[i + 1]) {
+			if (i + 1 >= argc || !argv[i + 1] || !argv[i + 1][0]) {
 				fprintf(stderr, "%s: needs a value\n", a);
 				return -1;
 			}

@@ -191,6 +191,7 @@ expect2 "8 --top without --policy all" "--top needs --policy all" "$SIM" v.ini -
 expect2 "8 --policy all --out" "--policy all and --out cannot be used together" "$SIM" v.ini --policy all --out x.h5
 expect2 "8 --bench --json" "--bench and --json cannot be used together" "$SIM" v.ini --bench 2 --json
 expect2 "8 --trace twice" "--trace: given twice" "$SIM" v.ini --trace a.json --trace b.json
+expect2 "8 --trace ''" "--trace: needs a value" "$SIM" v.ini --trace ""
 
 # ---- 9. output paths checked before the first step ----------------------------
 expect2 "9 ./sim --out in a missing directory" "run.out = /nonexistent/x.h5: directory /nonexistent does not exist" \
