@@ -22,7 +22,7 @@ static struct {
 	int running, stop;
 	double timeout_s;
 	int rank;
-	const char *waiting;
+	char waiting[128];      /* what the host waits on, "" for nothing */
 	void (*describe)(void *ctx, char *buf, size_t n);
 	void *ctx;
 	atomic_ulong progress;
@@ -47,7 +47,7 @@ static void fire(double idle_s)
 	fflush(stdout);
 	fprintf(stderr, "gpu_run: rank %d: no progress for %.0f s (run.timeout_s = %g): waiting on %s%s%s; a peer "
 			"rank is stopped, dead or stuck: aborting the job\n",
-		wd.rank, idle_s, wd.timeout_s, wd.waiting ? wd.waiting : "nothing the host knows of",
+		wd.rank, idle_s, wd.timeout_s, wd.waiting[0] ? wd.waiting : "nothing the host knows of",
 		streams[0] ? ": " : "", streams);
 	fflush(stderr);
 	if (atomic_load(&wd.finalizing))
@@ -128,7 +128,7 @@ void watchdog_progress(void)
 void watchdog_waiting(const char *what)
 {
 	pthread_mutex_lock(&wd.mu);
-	wd.waiting = what;
+	snprintf(wd.waiting, sizeof wd.waiting, "%s", what ? what : "");
 	pthread_mutex_unlock(&wd.mu);
 	watchdog_progress();
 }

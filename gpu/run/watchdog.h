@@ -42,8 +42,7 @@ void watchdog_progress(void);
 
 /*
  * The host now waits on `what` ("step 3", "the barrier before step 4"),
- * or on nothing (NULL); entering a phase is progress. what must stay valid
- * until the next call (a literal, or a buffer the caller keeps).
+ * or on nothing (NULL); entering a phase is progress. The text is copied.
  */
 void watchdog_waiting(const char *what);
 
