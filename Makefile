@@ -3,7 +3,8 @@
 #   make run     install missing packages, build, simulate experiments/llama3.ini
 #   make test    install missing packages, build, run every test
 #   make bench   simulator speed benchmark
-#   make asan    sanitizer build of everything, then the tests
+#   make asan    sanitizer build of everything in build-asan/, then the tests against it
+#   make fuzz    libFuzzer on the experiment parser and --set (FUZZ_SECONDS=60)
 #   make plots   figures from data/*.h5 into paper/figures
 #   make gpu-test / gpu-bench   CUDA model checks and benchmark (need a GPU)
 #
@@ -21,12 +22,24 @@ SAN ?=
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra $(WERROR) -MMD -MP $(SAN) -Icore -Isimulator -Igpu -Igpu/ref -I$(BUILD)
 DEPS_PKGS := libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libgsl-dev libcunit1-dev libinih-dev python3-matplotlib python3-h5py python3-numpy pkg-config
 
-# Libraries: found through pkg-config once the packages are installed.
-PKG_CFLAGS := $(shell pkg-config --cflags hdf5 inih gsl 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs hdf5 inih gsl 2>/dev/null)
-MPI_CFLAGS := $(shell pkg-config --cflags ompi 2>/dev/null)
-MPI_LIBS := $(shell pkg-config --libs ompi 2>/dev/null)
-CUNIT_LIBS := $(shell pkg-config --libs cunit 2>/dev/null || echo -lcunit)
+FUZZ_PKGS := clang
+
+# Libraries: found through pkg-config once the packages are installed; a
+# missing one stops the build before the compiler does, with the hint.
+PKG_CONFIG := pkg-config
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags hdf5 inih gsl 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs hdf5 inih gsl 2>/dev/null)
+MPI_CFLAGS := $(shell $(PKG_CONFIG) --cflags ompi 2>/dev/null)
+MPI_LIBS := $(shell $(PKG_CONFIG) --libs ompi 2>/dev/null)
+CUNIT_LIBS := $(shell $(PKG_CONFIG) --libs cunit 2>/dev/null || echo -lcunit)
+pkg_missing = $(shell for p in $(1); do $(PKG_CONFIG) --exists $$p 2>/dev/null || echo $$p; done)
+PKG_MISSING := $(call pkg_missing,hdf5 inih gsl ompi)
+PKG_MISSING_TESTS := $(call pkg_missing,cunit)
+
+# The binaries' names: make asan builds its own under build-asan/.
+SIM := sim
+GPU_RUN := gpu_run
+RUN_TESTS := tests/run_tests
 CFLAGS = $(CFLAGS_BASE) $(PKG_CFLAGS) $(MPI_CFLAGS)
 LDLIBS = $(PKG_LIBS) -lm $(SAN)
 
@@ -52,8 +65,8 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcubla
 # those dlopen (Open MPI's components).
 BUNDLE_RPATH := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/gpu/bundle/lib'
 
-.PHONY: all run test check bench asan validate plots deps gpu-test gpu-bench clean features
-all: features sim gpu_run
+.PHONY: all run test check bench asan fuzz validate plots deps gpu-test gpu-bench clean features pkg-check pkg-check-tests
+all: features $(SIM) $(GPU_RUN)
 
 features:
 	@echo "$(CUDA_STATUS)"
@@ -74,9 +87,23 @@ RUN_OBJ := $(call obj,$(RUN_SRC))
 
 -include gpu/cuda/cuda.mk
 
-$(BUILD)/%.o: %.c
+# Every object needs the libraries' headers: without them, say how to get them.
+pkg-check:
+ifneq ($(PKG_MISSING),)
+	@echo "missing build dependencies: $(PKG_CONFIG) cannot find $(PKG_MISSING)$(if $(shell command -v $(PKG_CONFIG)),, ($(PKG_CONFIG) itself is not installed))." >&2; \
+	echo "run 'make deps' to install the Debian packages ($(DEPS_PKGS)), then make again." >&2; exit 1
+endif
+
+pkg-check-tests: pkg-check
+ifneq ($(PKG_MISSING_TESTS),)
+	@echo "missing test dependencies: $(PKG_CONFIG) cannot find $(PKG_MISSING_TESTS): run 'make deps'." >&2; exit 1
+endif
+
+$(BUILD)/%.o: %.c | pkg-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(TEST_OBJ): | pkg-check-tests
 
 # The hardware and model catalog is data (core/catalog.ini); it is compiled
 # into the binaries as a string so they run from any directory.
@@ -91,13 +118,13 @@ $(BUILD)/catalog_data.o: $(BUILD)/catalog_data.c
 $(BUILD)/libcore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-sim: $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
+$(SIM): $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 # gpu_run: the CPU backend everywhere; with CUDA also the CUDA backend
 # (gpu/run/backend_cuda*, the CUDA model of gpu/cuda, NCCL): cuda.mk sets
 # GPU_RUN_CUDA_OBJ and GPU_RUN_CUDA_LIBS.
-gpu_run: $(RUN_OBJ) $(REF_OBJ) $(GPU_RUN_CUDA_OBJ) $(BUILD)/libcore.a
+$(GPU_RUN): $(RUN_OBJ) $(REF_OBJ) $(GPU_RUN_CUDA_OBJ) $(BUILD)/libcore.a
 	$(CC) -pthread -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(GPU_RUN_CUDA_LIBS) $(BUNDLE_RPATH)
 
 # One CUnit runner holds every suite; suites register themselves through
@@ -108,12 +135,16 @@ $(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
 
 $(BUILD)/tests/main.o: $(BUILD)/tests/suites.h
 
-tests/run_tests: $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
+$(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUNIT_LIBS)
+
+# The fuzz target (make fuzz builds it with clang, BUILD=build-fuzz).
+$(BUILD)/fuzz_config: $(BUILD)/tests/fuzz/fuzz_config.o $(BUILD)/libcore.a
+	$(CC) $(FUZZ_LINK) -o $@ $^ $(LDLIBS)
 
 # ---- user targets --------------------------------------------------------
 deps:
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEPS_PKGS) $(if $(filter fuzz,$(MAKECMDGOALS)),$(FUZZ_PKGS)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -125,7 +156,7 @@ run: deps
 	./sim experiments/llama3.ini
 
 test: deps
-	@$(MAKE) --no-print-directory all tests/run_tests
+	@$(MAKE) --no-print-directory all $(RUN_TESTS)
 	bash tests/run.sh
 
 check: test
@@ -134,12 +165,30 @@ bench: deps
 	@$(MAKE) --no-print-directory sim
 	bash simulator/bench.sh
 
-# The sanitizer build writes the same binaries; they are removed afterwards
-# so that the next plain `make` rebuilds them without sanitizers.
+# The sanitizer build and its binaries live in build-asan/; the tests run
+# against them (tests/run.sh reads SIM, GPU_RUN and RUN_TESTS), and the
+# normal ./sim and ./gpu_run stay as they are.
+ASAN_BIN := SIM=build-asan/sim GPU_RUN=build-asan/gpu_run RUN_TESTS=build-asan/run_tests
 asan: deps
-	rm -f sim gpu_run tests/run_tests
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all tests/run_tests
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 bash tests/run.sh; rc=$$?; rm -f sim gpu_run tests/run_tests; exit $$rc
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+		SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+		$(ASAN_BIN) build-asan/sim build-asan/gpu_run build-asan/run_tests
+	$(ASAN_BIN) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash tests/run.sh
+
+# libFuzzer (clang) under ASan and UBSan on the experiment parser and the
+# command line, FUZZ_SECONDS long, seeded with the experiment files and
+# tests/bad; what it finds accumulates in build-fuzz/corpus. A crash stops
+# it with the input saved as build-fuzz/crash-*.
+FUZZ_SECONDS ?= 60
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz: deps
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs $(FUZZ_CC) with libFuzzer: run 'make deps fuzz'" >&2; exit 1; }
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=build-fuzz OPT=-O1 SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+		FUZZ_LINK="-fsanitize=fuzzer $(FUZZ_SAN)" build-fuzz/fuzz_config
+	@mkdir -p build-fuzz/corpus build-fuzz/seeds && cp experiments/*.ini tests/bad/*.ini build-fuzz/seeds/
+	cd build-fuzz && ./fuzz_config -max_total_time=$(FUZZ_SECONDS) -dict=../tests/fuzz/config.dict \
+		-max_len=4096 -timeout=10 -print_final_stats=1 corpus seeds
 
 # Calibrate the CPU backend, run every policy family on it, compare (minutes).
 validate: deps
@@ -158,6 +207,6 @@ gpu-bench: deps
 	bash gpu/cuda/gpu_bench.sh
 
 clean:
-	rm -rf build build-asan sim gpu_run tests/run_tests gpu_test gpu_bench
+	rm -rf build build-asan build-fuzz sim gpu_run tests/run_tests gpu_test gpu_bench
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

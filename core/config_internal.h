@@ -31,6 +31,7 @@
 #define FLAG_MAX 40
 #define WHERE_MAX (CONFIG_PATH_MAX + 80)
 #define MSG_MAX 1024
+#define LINE_MAX_CHARS 197 /* the longest line of a file: inih's buffer, INI_MAX_LINE (200), less 3 */
 #define CUSTOM "custom" /* model.name or cluster.gpu given key by key, not from the catalog */
 
 /* ---- the key table (config_keys.c) ---------------------------------------- */

@@ -65,11 +65,13 @@ static const struct key keys_head[] = {
 };
 
 static const struct key keys_tail[] = {
-	DBL("cluster", "inter_gbps", cluster.inter_gbps, 0.001, 1e5),
+	/* the range holds every derived nics_per_node * nic_gbps / gpus_per_node */
+	DBL("cluster", "inter_gbps", cluster.inter_gbps, 1e-6, 1e7),
 	{ "cluster", "calibration", KT_TEXT, OFF(calibration), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	{ "policy", "sharding", KT_ENUM, OFF(policy.sharding), 0, 0, 0, sharding_names,
 	  "sharding policy", "--sharding", "--policy" },
-	INT("policy", "shard_group", policy.shard_group, 0, 1 << 20),
+	/* up to the largest world, 65536 nodes x 64 GPUs: what fsdp derives */
+	INT("policy", "shard_group", policy.shard_group, 0, 1 << 22),
 	{ "policy", "accum", KT_ACCUM, OFF(policy.accum), 0, 0, 0, accum_names,
 	  "gradient accumulation policy", NULL, NULL },
 	INT("policy", "microbatches", policy.microbatches, 1, 4096),
@@ -97,6 +99,7 @@ static const struct key keys_tail[] = {
 	{ "run", "out", KT_TEXT, OFF(run.out), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	DBL("run", "lr", run.lr, 0, 10),
 	DBL("run", "weight_decay", run.weight_decay, 0, 10),
+	DBL("run", "timeout_s", run.timeout_s, 0, 1e6),
 };
 
 /* The table, assembled once: keys_head, the GPU spec keys, keys_tail. */
@@ -287,6 +290,70 @@ static void double_text(double v, char *buf, size_t n)
 		if (strtod(buf, NULL) == v)
 			return;
 	}
+}
+
+/* The longest text key's value that fits on a `name = value` line. */
+static size_t text_max(const struct key *k)
+{
+	return LINE_MAX_CHARS - strlen(k->name) - 3;
+}
+
+/* Whether s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned c = s[i], need, cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			need = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			need = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			need = 3, cp = c & 0x07;
+		else
+			return 0;
+		if (n - i <= need)
+			return 0;
+		for (unsigned j = 1; j <= need; j++) {
+			if ((s[i + j] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (s[i + j] & 0x3f);
+		}
+		if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+		    (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			return 0;
+		i += need + 1;
+	}
+	return 1;
+}
+
+/*
+ * Why a text value (quotes already taken off) could not be written to an
+ * experiment file or a results file and read back as itself, or NULL when
+ * it can: what config_write_ini() writes must read back.
+ */
+static const char *text_unwritable(const char *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			return "holds a control character";
+	if (!utf8_valid((const unsigned char *)v, n))
+		return "is not valid UTF-8";
+	if (n && (v[0] == ' ' || v[n - 1] == ' '))
+		return "starts or ends with a space";
+	if (n >= 2 && v[0] == '"' && v[n - 1] == '"')
+		return "is quoted twice";
+	if (n && v[0] == ';')
+		return "starts with ';', which starts a comment in a file";
+	for (size_t i = 0; i + 1 < n; i++)
+		if (v[i] == ' ' && v[i + 1] == ';')
+			return "holds ' ;', which starts a comment in a file";
+	return NULL;
 }
 
 /* "1 to 1000" */
@@ -493,13 +560,20 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 	}
 	case KT_TEXT: {
 		size_t len = strlen(value);
+		const char *why;
 		if (len >= 2 && value[0] == '"' && value[len - 1] == '"') {
 			value++;
 			len -= 2;
 		}
-		if (len >= key->size) {
-			snprintf(err, errlen, "%s.%s is longer than %zu characters", key->section,
-				 key->name, key->size - 1);
+		if (len >= key->size || len > text_max(key)) {
+			snprintf(err, errlen, "%s.%s is longer than %zu characters (a `%s = ...` line of an "
+				 "experiment file holds at most %d)", key->section, key->name,
+				 len >= key->size ? key->size - 1 : text_max(key), key->name, LINE_MAX_CHARS);
+			return -1;
+		}
+		why = text_unwritable(value, len);
+		if (why) {
+			snprintf(err, errlen, "%s.%s = '%.*s' %s", key->section, key->name, (int)len, value, why);
 			return -1;
 		}
 		snprintf(p, key->size, "%.*s", (int)len, value);
@@ -563,6 +637,7 @@ void config_init(struct experiment *e)
 	e->run.out[0] = '\0';
 	e->run.lr = 3e-4;
 	e->run.weight_decay = 0.1;
+	e->run.timeout_s = 600;
 
 	/* the rest (model shape, GPU spec, runtime) comes from the catalog */
 	int rc = config_resolve(e);

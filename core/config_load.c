@@ -2,10 +2,17 @@
  * config_load.c - experiment files: INI text read with inih over the
  * current values of an experiment.
  *
- * Every error of a file is reported, in line order, as "path:line: ...";
- * a key set twice in one file is an error (a key set by an earlier file is
- * simply overridden). Each key read records its file and line as its
- * origin, for the messages of config_resolve().
+ * Every error of a file is reported, in line order, as "path:line: ..."
+ * (the first MESSAGES_MAX of them, then a count); a key set twice in one
+ * file is an error (a key set by an earlier file is simply overridden).
+ * Each key read records its file and line as its origin, for the messages
+ * of config_resolve().
+ *
+ * Only a regular file of at most EXPERIMENT_MAX_BYTES is read: a FIFO, a
+ * device (/dev/zero, /dev/urandom) or a directory is refused before it is
+ * opened for reading, so nothing can block or grow without bound; a file
+ * without a single `key = value` line (empty, or only comments) is an
+ * error too, since it would silently run the defaults.
  */
 #include "config_internal.h"
 
@@ -15,8 +22,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "xalloc.h"
+
+#define EXPERIMENT_MAX_BYTES (1 << 20) /* an experiment file is a few hundred bytes */
+#define MESSAGES_MAX 100               /* errors printed for one file; the rest are counted */
 
 struct message {
 	int line;
@@ -32,6 +45,8 @@ struct load {
 	int section_line;     /* of the last [section] header */
 	int reported_line;    /* the header whose unknown section was reported */
 	int load_id;
+	int nkeys;            /* `key = value` lines seen, valid or not */
+	int nlost;            /* errors past MESSAGES_MAX, counted only */
 	struct message *msgs;
 	int nmsgs, cap;
 };
@@ -47,6 +62,10 @@ static void load_error(struct load *l, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
+	if (l->nmsgs == MESSAGES_MAX) {
+		l->nlost++;
+		return;
+	}
 	if (l->nmsgs == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 16;
 		l->msgs = xrealloc(l->msgs, (size_t)l->cap * sizeof *l->msgs);
@@ -81,7 +100,8 @@ static char *load_reader(char *str, int num, void *stream)
 		while ((c = fgetc(l->f)) != EOF && c != '\n')
 			more = 1;
 		if (more) {
-			load_error(l, l->line, "line is longer than %d characters", num - 3);
+			assert(num - 3 == LINE_MAX_CHARS);
+			load_error(l, l->line, "line is longer than %d characters", LINE_MAX_CHARS);
 			str[0] = '\0';
 			return str;
 		}
@@ -101,6 +121,7 @@ static int load_handler(void *user, const char *section, const char *name, const
 	struct experiment *e = l->e;
 	char err[MSG_MAX];
 
+	l->nkeys++;
 	if (!*section) {
 		int k = -1;
 		for (int i = 0; i < config_key_count() && k < 0; i++)
@@ -142,6 +163,66 @@ static int load_handler(void *user, const char *section, const char *name, const
 	return 1;
 }
 
+/* "a directory", "a FIFO", ...: what a file that is not regular is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+/*
+ * The experiment file at path, open for reading, when it is a regular
+ * file of at most EXPERIMENT_MAX_BYTES; NULL after a message. It is
+ * checked before it is opened (opening a FIFO for reading blocks), opened
+ * without blocking, and checked again on the open descriptor.
+ */
+static FILE *open_experiment(const char *path)
+{
+	struct stat st;
+	FILE *f;
+	int fd;
+
+	if (stat(path, &st) < 0) {
+		config_say(path, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		config_say(path, "is %s: only a regular file is read as an experiment", file_kind(st.st_mode));
+		return NULL;
+	}
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		config_say(path, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		config_say(path, "is not a regular file any more: only a regular file is read as an experiment");
+		close(fd);
+		return NULL;
+	}
+	if (st.st_size > EXPERIMENT_MAX_BYTES) {
+		config_say(path, "is %lld bytes: an experiment file is at most %d", (long long)st.st_size,
+			   EXPERIMENT_MAX_BYTES);
+		close(fd);
+		return NULL;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		config_say(path, "cannot open: %s", strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
 int config_load(struct experiment *e, const char *path)
 {
 	struct origins *os = e->origins;
@@ -154,11 +235,9 @@ int config_load(struct experiment *e, const char *path)
 		return -1;
 	}
 	snprintf(e->path, sizeof e->path, "%s", path);
-	l.f = fopen(path, "r");
-	if (!l.f) {
-		config_say(path, "cannot open: %s", strerror(errno));
+	l.f = open_experiment(path);
+	if (!l.f)
 		return -1;
-	}
 	l.load_id = ++os->loads;
 	rc = ini_parse_stream(load_reader, &l, load_handler, &l);
 	if (ferror(l.f)) {
@@ -168,6 +247,10 @@ int config_load(struct experiment *e, const char *path)
 		load_error(&l, rc, "syntax error: expected '[section]' or 'key = value'");
 	} else if (rc < 0) {
 		config_say(path, "cannot parse (inih error %d)", rc);
+	} else if (l.nkeys == 0 && l.nmsgs == 0) {
+		config_say(path, "has no 'key = value' line: an empty experiment file is refused (run "
+				 "without a file to use the defaults)");
+		rc = -1;
 	}
 	fclose(l.f);
 
@@ -177,6 +260,8 @@ int config_load(struct experiment *e, const char *path)
 		fprintf(config_err(), "%s:%d: %s\n", path, l.msgs[i].line, l.msgs[i].text);
 		free(l.msgs[i].text);
 	}
+	if (l.nlost)
+		fprintf(config_err(), "%s: %d more error%s not shown\n", path, l.nlost, l.nlost == 1 ? "" : "s");
 	free(l.msgs);
 	return l.nmsgs || rc != 0 ? -1 : 0;
 }

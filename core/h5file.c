@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "xalloc.h"
 
 #define INDEX_MAX 999999
@@ -26,14 +28,23 @@ struct err_walk {
 	char inner[160];
 };
 
+/* s into buf with line breaks as spaces: a failed call is reported as one line. */
+static void one_line(char *buf, size_t n, const char *s)
+{
+	snprintf(buf, n, "%s", s ? s : "");
+	for (char *c = buf; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
+}
+
 static herr_t err_walk_fn(unsigned n, const H5E_error2_t *e, void *ctx)
 {
 	struct err_walk *w = ctx;
 	const char *desc = e->desc && e->desc[0] ? e->desc : e->func_name;
 
 	if (n == 0)
-		snprintf(w->outer, sizeof w->outer, "%s", desc ? desc : "");
-	snprintf(w->inner, sizeof w->inner, "%s", desc ? desc : "");
+		one_line(w->outer, sizeof w->outer, desc);
+	one_line(w->inner, sizeof w->inner, desc);
 	return 0;
 }
 
@@ -337,79 +348,81 @@ out:
 
 /* ---- files ----------------------------------------------------------- */
 
-/* Copy src to the new file dst (created, same mode). 0 or -1 after a message. */
-static int copy_file(const char *who, const char *src, const char *dst)
-{
-	enum { BUF_BYTES = 1 << 20 };
-	char *buf = xmalloc(BUF_BYTES);
-	struct stat st;
-	int in, out, rc = -1;
+#define CORE_INCREMENT (1 << 20) /* growth step of the in-memory file */
 
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0 || fstat(in, &st) < 0) {
-		fprintf(stderr, "%s: %s: cannot read: %s\n", who, src, strerror(errno));
-		if (in >= 0)
-			close(in);
-		free(buf);
+/* The whole file at fd into a new buffer (xmalloc), its size in *n. 0, or -1 with errno. */
+static int read_all(int fd, void **buf, size_t *n)
+{
+	struct stat st;
+	size_t done = 0;
+	char *b;
+
+	if (fstat(fd, &st) < 0)
 		return -1;
-	}
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 07777);
-	if (out < 0) {
-		fprintf(stderr, "%s: %s: cannot create: %s\n", who, dst, strerror(errno));
-		goto out_src;
-	}
-	for (;;) {
-		ssize_t n = read(in, buf, BUF_BYTES), done = 0;
-		if (n < 0 && errno == EINTR)
+	b = xmalloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+	while (done < (size_t)st.st_size) {
+		ssize_t r = read(fd, b + done, (size_t)st.st_size - done);
+		if (r < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			fprintf(stderr, "%s: %s: read failed: %s\n", who, src, strerror(errno));
-			goto out_dst;
+		if (r <= 0) {
+			if (r == 0)
+				errno = EIO; /* the file shrank under the lock: not ours to guess */
+			free(b);
+			return -1;
 		}
-		if (n == 0)
-			break;
-		while (done < n) {
-			ssize_t w = write(out, buf + done, (size_t)(n - done));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				fprintf(stderr, "%s: %s: write failed: %s\n", who, dst, strerror(errno));
-				goto out_dst;
-			}
-			done += w;
-		}
+		done += (size_t)r;
 	}
-	rc = 0;
-out_dst:
-	close(out);
-out_src:
-	close(in);
-	free(buf);
-	return rc;
+	*buf = b;
+	*n = done;
+	return 0;
 }
 
-static int fsync_path(const char *path)
+/* Write n bytes to the new file path (mode), fsync and close it. 0, or -1 after a message. */
+static int write_new(const char *who, const char *user_path, const char *path, const void *buf, size_t n,
+		     mode_t mode)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	size_t done = 0;
 
-	if (fd < 0)
+	if (fd < 0) {
+		fprintf(stderr, "%s: %s: cannot create %s: %s\n", who, user_path, path, strerror(errno));
 		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
+	}
+	if (mode != (mode_t)-1 && fchmod(fd, mode) < 0)
+		goto fail;
+	while (done < n) {
+		ssize_t w = write(fd, (const char *)buf + done, n - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			goto fail;
+		done += (size_t)w;
+	}
+	if (fsync(fd) < 0)
+		goto fail;
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "%s: %s: cannot write %s: %s\n", who, user_path, path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 /* Open the directory holding path with an exclusive flock on it; fd or -1. */
-static int lock_dir(const char *who, const char *path)
+static int lock_dir(const char *who, const char *user_path, const char *path)
 {
 	char *copy = xstrdup(path);
 	const char *dir = dirname(copy);
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		fprintf(stderr, "%s: %s: cannot open directory %s: %s\n", who, path, dir, strerror(errno));
+		fprintf(stderr, "%s: %s: cannot open directory %s: %s\n", who, user_path, dir, strerror(errno));
 	else if (flock(fd, LOCK_EX) < 0) {
-		fprintf(stderr, "%s: %s: cannot lock directory %s: %s\n", who, path, dir, strerror(errno));
+		fprintf(stderr, "%s: %s: cannot lock directory %s: %s\n", who, user_path, dir, strerror(errno));
 		close(fd);
 		fd = -1;
 	}
@@ -417,61 +430,119 @@ static int lock_dir(const char *who, const char *path)
 	return fd;
 }
 
+/*
+ * The file's current contents, under the directory lock: NULL image when
+ * it does not exist. 0, or -1 after a message (not a regular file, not
+ * HDF5, unreadable).
+ */
+static int load_original(struct h5file_session *s, const char *target, void **image, size_t *n, mode_t *mode)
+{
+	struct stat st;
+	htri_t is_hdf5;
+	int fd;
+
+	*image = NULL;
+	*n = 0;
+	*mode = (mode_t)-1;
+	if (stat(target, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "%s: %s: %s\n", s->who, s->path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "%s: %s: exists and is not a regular file; not touching it\n", s->who, s->path);
+		return -1;
+	}
+	is_hdf5 = H5Fis_hdf5(target);
+	if (h5file_check(s, is_hdf5, "H5Fis_hdf5") < 0)
+		return -1;
+	if (!is_hdf5) {
+		fprintf(stderr, "%s: %s: exists and is not an HDF5 file; not touching it\n", s->who, s->path);
+		return -1;
+	}
+	fd = open(target, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read_all(fd, image, n) < 0) {
+		fprintf(stderr, "%s: %s: cannot read: %s\n", s->who, s->path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	*mode = st.st_mode & 07777;
+	return 0;
+}
+
+/*
+ * The append happens in memory: HDF5's core driver without a backing
+ * store opens the original's image, the writer adds to it, and its final
+ * image is written to the temporary with plain write() calls. HDF5 never
+ * writes a file itself, so a full disk is a failed write() reported as one
+ * line, never a failed H5Fclose, whose half-closed file crashes HDF5's
+ * library shutdown at exit (HDF5 1.10).
+ */
 int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx)
 {
-	char tmp[4096];
-	struct stat st;
+	char target[PATH_MAX], tmp[PATH_MAX + 32];
 	struct h5file_session s;
 	hid_t fapl = -1, file = -1;
-	int dirfd, exists, rc = -1;
+	void *image = NULL;
+	size_t size = 0;
+	ssize_t got;
+	mode_t mode;
+	int dirfd, rc = -1;
 
-	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+	/* a symbolic link is followed: its target is replaced, the link stays (outfile.h) */
+	if (outfile_resolve(path, target, sizeof target) < 0) {
+		fprintf(stderr, "%s: %s: cannot follow the link: %s\n", who, path, strerror(errno));
+		return -1;
+	}
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", target, (long)getpid()) >= sizeof tmp) {
 		fprintf(stderr, "%s: %s: path too long\n", who, path);
 		return -1;
 	}
-	dirfd = lock_dir(who, path);
+	dirfd = lock_dir(who, path, target);
 	if (dirfd < 0)
 		return -1;
 	h5file_begin(&s, who, path);
-	exists = stat(path, &st) == 0;
-	if (!exists && errno != ENOENT) {
-		fprintf(stderr, "%s: %s: %s\n", who, path, strerror(errno));
-		goto out_unlock;
-	}
-	if (exists) {
-		htri_t is_hdf5 = H5Fis_hdf5(path);
-		if (h5file_check(&s, is_hdf5, "H5Fis_hdf5") < 0)
-			goto out_unlock;
-		if (!is_hdf5) {
-			fprintf(stderr, "%s: %s: exists and is not an HDF5 file; not touching it\n", who, path);
-			goto out_unlock;
-		}
-	}
-	/* We hold the directory lock, so a tmp with our pid is a dead writer's. */
+	/* under the lock no other writer is mid-append: temporaries of dead writers go */
+	outfile_remove_stale(who, target);
 	unlink(tmp);
-	if (exists && copy_file(who, path, tmp) < 0)
-		goto out_tmp;
+	if (load_original(&s, target, &image, &size, &mode) < 0)
+		goto out_unlock;
 
 	/* STRONG: close whatever is still open on the file when it closes. */
 	fapl = H5Pcreate(H5P_FILE_ACCESS);
 	if (h5file_check(&s, fapl, "H5Pcreate") < 0 ||
-	    h5file_check(&s, H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG), "H5Pset_fclose_degree") < 0)
-		goto out_tmp;
-	if (exists)
+	    h5file_check(&s, H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG), "H5Pset_fclose_degree") < 0 ||
+	    h5file_check(&s, H5Pset_fapl_core(fapl, CORE_INCREMENT, 0), "H5Pset_fapl_core") < 0)
+		goto out_unlock;
+	if (image && h5file_check(&s, H5Pset_file_image(fapl, image, size), "H5Pset_file_image") < 0)
+		goto out_unlock;
+	free(image);
+	image = NULL;
+	if (mode != (mode_t)-1)
 		file = H5Fopen(tmp, H5F_ACC_RDWR, fapl);
 	else
-		file = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
-	if (h5file_check(&s, file, exists ? "H5Fopen(copy)" : "H5Fcreate") < 0)
-		goto out_tmp;
+		file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+	if (h5file_check(&s, file, mode != (mode_t)-1 ? "H5Fopen(image)" : "H5Fcreate") < 0)
+		goto out_unlock;
 	if (fn(&s, file, ctx) != 0)
 		s.failed = 1;
-	if (h5file_check(&s, H5Fclose(file), "H5Fclose") < 0 || s.failed)
-		goto out_tmp;
-	if (fsync_path(tmp) < 0) {
-		fprintf(stderr, "%s: %s: fsync of %s failed: %s\n", who, path, tmp, strerror(errno));
-		goto out_tmp;
+	if (!s.failed && h5file_check(&s, H5Fflush(file, H5F_SCOPE_GLOBAL), "H5Fflush") == 0) {
+		got = H5Fget_file_image(file, NULL, 0);
+		if (h5file_check(&s, got, "H5Fget_file_image") == 0) {
+			size = (size_t)got;
+			image = xmalloc(size ? size : 1);
+			if (h5file_check(&s, H5Fget_file_image(file, image, size), "H5Fget_file_image") < 0)
+				size = 0;
+		}
 	}
-	if (rename(tmp, path) < 0) {
+	if (h5file_check(&s, H5Fclose(file), "H5Fclose") < 0 || s.failed)
+		goto out_unlock;
+	if (write_new(who, path, tmp, image, size, mode) < 0)
+		goto out_tmp;
+	if (rename(tmp, target) < 0) {
 		fprintf(stderr, "%s: %s: rename from %s failed: %s\n", who, path, tmp, strerror(errno));
 		goto out_tmp;
 	}
@@ -481,6 +552,7 @@ int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx
 out_tmp:
 	unlink(tmp);
 out_unlock:
+	free(image);
 	if (fapl >= 0)
 		H5Pclose(fapl);
 	h5file_end(&s);

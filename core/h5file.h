@@ -3,14 +3,21 @@
  * what a file holds, and failed library calls reported as one line.
  *
  * h5file_append() adds to a file without writing it in place: it holds an
- * exclusive flock on the file's directory, copies the file (if any) to
- * `path.tmp.<pid>` beside it, lets the caller's writer add to the copy,
- * closes and fsyncs it and renames it over the original. A failure at any
- * point removes the copy and leaves the original as it was; two writers
+ * exclusive flock on the file's directory, removes temporaries that dead
+ * writers left there (core/outfile.h), reads the file (if any) into
+ * memory, lets the caller's writer add to that in-memory image (HDF5's
+ * core driver, no backing store), writes the new image to
+ * `path.tmp.<pid>` beside it with plain write() calls, fsyncs it and
+ * renames it over the original. A failure at any point (a full disk
+ * included) removes the temporary, leaves the original as it was and is
+ * reported as one line; HDF5 itself never writes a file, so no failed
+ * H5Fclose is left for its library shutdown to crash on. A symbolic link
+ * is followed: its target is replaced and the link stays. Two writers
  * appending to the same file take turns and both additions land. An
- * append costs a copy of the file, fine for files of a few hundred runs.
- * Both the results files (core/results.c) and the GPU benchmark's file
- * (gpu/cuda/gpu_bench.cu) are written through it.
+ * append holds the file in memory twice and writes it whole, fine for
+ * files of a few hundred runs. Both the results files (core/results.c)
+ * and the GPU benchmark's file (gpu/cuda/gpu_bench.cu) are written
+ * through it.
  *
  * While a session is open HDF5's automatic error printing is off; a failed
  * call is reported once, as `who: path: call failed: messages` (the

@@ -211,6 +211,19 @@ static void write_summary(struct h5file_session *s, hid_t run, const struct summ
 	H5Gclose(g);
 }
 
+/* Whether an open HDF5 file is a results file: /runs, or nothing at all yet. 1, 0, or -1 on a failed call. */
+static int is_results(hid_t file)
+{
+	H5G_info_t info;
+	htri_t have = H5Lexists(file, "runs", H5P_DEFAULT);
+
+	if (have != 0)
+		return have > 0 ? 1 : -1;
+	if (H5Gget_info(file, &info) < 0)
+		return -1;
+	return info.nlinks == 0;
+}
+
 /* Write run r as the next group of /runs in file. 0 or -1 (reported). */
 static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 {
@@ -218,8 +231,17 @@ static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 	char name[16], created[32], host[256] = "";
 	time_t now = time(NULL);
 	struct tm tm;
-	hid_t run = h5file_next_group(s, file, "runs", name);
+	int ours = is_results(file);
+	hid_t run;
 
+	if (h5file_check(s, ours, "H5Lexists(/runs)") < 0)
+		return -1;
+	if (!ours) {
+		fprintf(stderr, "%s: %s: is an HDF5 file without /runs, not a results file; not touching it\n",
+			s->who, s->path);
+		return -1;
+	}
+	run = h5file_next_group(s, file, "runs", name);
 	if (run < 0)
 		return -1;
 	gmtime_r(&now, &tm);
@@ -268,6 +290,37 @@ int results_append_runs(const char *path, const struct run_result *runs, int n)
 {
 	struct many m = { runs, n };
 	return h5file_append("results", path, write_runs, &m);
+}
+
+const char *results_refusal(const char *path)
+{
+	struct h5file_session s;
+	const char *why = NULL;
+	htri_t is_hdf5;
+	hid_t file;
+	int ours;
+
+	h5file_begin(&s, "results", path); /* quiet: HDF5 prints nothing here */
+	is_hdf5 = H5Fis_hdf5(path);
+	if (is_hdf5 <= 0) {
+		why = "exists and is not an HDF5 file";
+		goto out;
+	}
+	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (file < 0) {
+		why = "is an HDF5 file that cannot be opened";
+		goto out;
+	}
+	ours = is_results(file);
+	if (ours < 0)
+		why = "is an HDF5 file that cannot be read";
+	else if (!ours)
+		why = "is an HDF5 file without /runs, not a results file";
+	H5Fclose(file);
+out:
+	H5Eclear2(H5E_DEFAULT);
+	h5file_end(&s);
+	return why;
 }
 
 int results_count(const char *path)

@@ -66,6 +66,13 @@ int results_append(const char *path, const struct run_result *r);
 /* Append n runs at once (one copy of the file). 0, or -1 after a message. */
 int results_append_runs(const char *path, const struct run_result *runs, int n);
 
+/*
+ * Why the existing regular file at path is not one results_append() may
+ * add to (not HDF5; HDF5 with other contents than /runs), or NULL when it
+ * is: an outfile_refusal_fn (core/outfile.h), for the checks before a run.
+ */
+const char *results_refusal(const char *path);
+
 /* Number of runs in a results file, or -1 when it cannot be read. */
 int results_count(const char *path);
 

@@ -14,12 +14,18 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h"
+
 #define TRACE_PID 1
+#define TRACE_HEAD "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n" /* how every trace begins */
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* s as a JSON string literal, quotes included. */
@@ -114,22 +120,60 @@ static void write_memory(FILE *f, const struct run_result *r)
 	}
 }
 
+const char *trace_refusal(const char *path)
+{
+	char head[sizeof TRACE_HEAD];
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return "cannot be read";
+	n = read(fd, head, sizeof TRACE_HEAD - 1);
+	close(fd);
+	if (n != (ssize_t)sizeof TRACE_HEAD - 1 || memcmp(head, TRACE_HEAD, sizeof TRACE_HEAD - 1) != 0)
+		return "exists and is not a Chrome trace this testbed wrote";
+	return NULL;
+}
+
 int trace_write(const char *path, const struct run_result *r)
 {
-	char tmp[4096];
+	char target[PATH_MAX], tmp[PATH_MAX + 32];
+	const char *why = NULL;
+	struct stat st;
 	FILE *f;
-	int err;
+	int fd, err, exists;
 
-	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+	/* a symbolic link is followed: its target is replaced, the link stays (outfile.h) */
+	if (outfile_resolve(path, target, sizeof target) < 0) {
+		fprintf(stderr, "trace: %s: cannot follow the link: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", target, (long)getpid()) >= sizeof tmp) {
 		fprintf(stderr, "trace: %s: path too long\n", path);
 		return -1;
 	}
-	f = fopen(tmp, "w");
-	if (!f) {
-		fprintf(stderr, "trace: %s: cannot create %s: %s\n", path, tmp, strerror(errno));
+	exists = stat(target, &st) == 0;
+	if (exists)
+		why = !S_ISREG(st.st_mode) ? "exists and is not a regular file" : trace_refusal(target);
+	if (why) {
+		fprintf(stderr, "trace: %s: %s; not overwriting it\n", path, why);
 		return -1;
 	}
-	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+	outfile_remove_stale("trace", target);
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd >= 0 && exists)
+		fchmod(fd, st.st_mode & 07777);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		fprintf(stderr, "trace: %s: cannot create %s: %s\n", path, tmp, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
+		return -1;
+	}
+	fputs(TRACE_HEAD, f);
 	write_metadata(f, r);
 	write_ops(f, r);
 	write_memory(f, r);
@@ -140,7 +184,7 @@ int trace_write(const char *path, const struct run_result *r)
 		unlink(tmp);
 		return -1;
 	}
-	if (rename(tmp, path) < 0) {
+	if (rename(tmp, target) < 0) {
 		fprintf(stderr, "trace: %s: rename from %s failed: %s\n", path, tmp, strerror(errno));
 		unlink(tmp);
 		return -1;

@@ -16,8 +16,17 @@
 /*
  * Write r as a trace file at path. The file is written beside path under a
  * temporary name and renamed when complete, so path is never half-written.
+ * A symbolic link is followed (its target is replaced); an existing file
+ * is replaced only when it is a trace this testbed wrote (core/outfile.h).
  * 0, or -1 after a message on stderr (the old file, if any, stays).
  */
 int trace_write(const char *path, const struct run_result *r);
+
+/*
+ * Why the existing regular file at path is not a trace trace_write() may
+ * replace (it does not begin as every trace it writes does), or NULL: an
+ * outfile_refusal_fn (core/outfile.h), for the checks before a run.
+ */
+const char *trace_refusal(const char *path);
 
 #endif

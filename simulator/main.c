@@ -5,8 +5,10 @@
  *         [--out FILE.h5] [--trace FILE.json] [--policy all [--top N]]
  *   ./sim --compare RUN.h5 [--calibration FILE] [--json]
  *
- * Exit status: 0 on success, 2 on bad input (nothing is written then),
- * 1 when a result could not be written.
+ * Exit status: 0 on success, 2 on bad input (nothing is written then):
+ * contradictory flags, or an output path that breaks a rule of
+ * core/outfile.h (checked before anything runs); 1 when a result could
+ * not be written.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "compare.h"
 #include "config.h"
 #include "engine.h"
+#include "outfile.h"
 #include "report.h"
 #include "results.h"
 #include "schedule.h"
@@ -66,8 +69,13 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				argv[i++] = NULL;
 		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top") || !strcmp(a, "--bench") ||
 			   !strcmp(a, "--compare")) {
-			if (i + 1 >= argc || !argv[i + 1]) {
+			if (i + 1 >= argc || !argv[i + 1] || !argv[i + 1][0]) {
 				fprintf(stderr, "%s: needs a value\n", a);
+				return -1;
+			}
+			if ((!strcmp(a, "--trace") && o->trace) || (!strcmp(a, "--top") && o->top) ||
+			    (!strcmp(a, "--bench") && o->bench) || (!strcmp(a, "--compare") && o->compare)) {
+				fprintf(stderr, "%s: given twice\n", a);
 				return -1;
 			}
 			if (!strcmp(a, "--trace")) {
@@ -99,7 +107,14 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 static int run_compare(int argc, char **argv, const struct opts *o)
 {
 	const char *cal = "";
+	const char *other = o->schedule ? "--schedule" : o->trace ? "--trace" : o->all ? "--policy all" :
+			    o->top ? "--top" : o->bench ? "--bench" : NULL;
 
+	if (other) {
+		fprintf(stderr, "--compare and %s cannot be used together: --compare predicts the runs of a file "
+				"(allowed with it: --calibration FILE, --json)\n", other);
+		return 2;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (!argv[i])
 			continue;
@@ -123,6 +138,46 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 		return 2;
 	}
 	return compare_file(o->compare, cal, o->json, stdout);
+}
+
+/*
+ * Flags that contradict each other, named both: 0, or -1 after a message.
+ * run.out counts as --out wherever it was set.
+ */
+static int check_flags(const struct opts *o, const struct experiment *e)
+{
+	const char *single[] = { e->run.out[0] ? "--out" : NULL, o->trace ? "--trace" : NULL,
+				 o->schedule ? "--schedule" : NULL };
+	const char *bench_not[] = { o->all ? "--policy all" : NULL, o->json ? "--json" : NULL,
+				    o->schedule ? "--schedule" : NULL, e->run.out[0] ? "--out" : NULL,
+				    o->trace ? "--trace" : NULL };
+
+	if (o->bench) {
+		for (size_t i = 0; i < sizeof bench_not / sizeof bench_not[0]; i++)
+			if (bench_not[i]) {
+				fprintf(stderr, "--bench and %s cannot be used together: --bench only times the "
+						"simulation\n", bench_not[i]);
+				return -1;
+			}
+	}
+	if (o->json && o->schedule) {
+		fprintf(stderr, "--json and --schedule cannot be used together: --json prints one JSON "
+				"object and nothing else\n");
+		return -1;
+	}
+	if (o->top && !o->all) {
+		fprintf(stderr, "--top needs --policy all: it keeps the N fastest of the ranking\n");
+		return -1;
+	}
+	if (o->all) {
+		for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
+			if (single[i]) {
+				fprintf(stderr, "--policy all and %s cannot be used together: %s needs a single "
+						"policy\n", single[i], single[i]);
+				return -1;
+			}
+	}
+	return 0;
 }
 
 /* Simulate one resolved experiment; prints and writes what the options ask for. */
@@ -157,6 +212,7 @@ static int run_one(const struct experiment *e, const struct opts *o)
 		report_json(stdout, e, &rr.sum);
 	else
 		report_print(stdout, s, &rr.sum);
+	fflush(stdout); /* the report is out before the files are written */
 	if (e->run.out[0] && results_append(e->run.out, &rr) != 0)
 		rc = 1;
 	if (o->trace && trace_write(o->trace, &rr) != 0)
@@ -327,15 +383,16 @@ int main(int argc, char **argv)
 		config_release(&e);
 		return 2;
 	}
+	const struct outfile outs[] = { { "run.out =", e.run.out, results_refusal },
+					{ "--trace", o.trace, trace_refusal } };
+	if (check_flags(&o, &e) != 0 || outfile_check(outs, 2, (const char *const[]){ e.path, NULL }) != 0) {
+		config_release(&e);
+		return 2;
+	}
 	if (o.bench) {
 		rc = run_bench(&e, o.bench);
 	} else if (o.all) {
-		if (e.run.out[0] || o.trace || o.schedule) {
-			fprintf(stderr, "--policy all: --out, --trace and --schedule need a single policy\n");
-			rc = 2;
-		} else {
-			rc = run_all(&e, &o);
-		}
+		rc = run_all(&e, &o);
 	} else {
 		rc = run_one(&e, &o);
 	}

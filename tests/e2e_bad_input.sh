@@ -2,8 +2,10 @@
 # e2e_bad_input.sh BINARY - bad experiments and flags fail cleanly.
 #
 # Runs BINARY (./sim or ./gpu_run) on every tests/bad/*.ini, whose first
-# line is `# expect: <part of the error message>`, then on a missing file
-# and on bad flags. Each case must exit with status 2, print the expected
+# line is `# expect: <part of the error message>`, then on a missing file,
+# on files that are not regular (a directory, devices that never end, a
+# FIFO that would block), an empty file, and on bad flags. Each case must
+# exit with status 2 within 20 seconds, print the expected
 # text on stderr, and write nothing: the results file named with
 # --set run.out is not created and the directory it runs in stays empty.
 # One line per case, then `N passed, N failed`; non-zero exit on failure.
@@ -26,7 +28,7 @@ check() {
 	local case=$1 expect=$2 why=""
 	shift 2
 	rm -rf "$tmp/run" && mkdir "$tmp/run"
-	(cd "$tmp/run" && "$bin" "$@" --set "run.out=$tmp/run/out.h5") >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
+	(cd "$tmp/run" && timeout 20 "$bin" "$@" --set "run.out=$tmp/run/out.h5") >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
 	local rc=$?
 	if [ "$rc" -ne 2 ]; then
 		why="exit status $rc, not 2"
@@ -58,6 +60,15 @@ for f in "$here"/bad/*.ini; do
 done
 
 check "missing file" "nosuch.ini: cannot open: No such file or directory" "$tmp/nosuch.ini"
+not_regular="only a regular file is read as an experiment"
+check "a directory" "$tmp: is a directory: $not_regular" "$tmp"
+check "/dev/null" "/dev/null: is a character device: $not_regular" /dev/null
+check "/dev/zero" "/dev/zero: is a character device: $not_regular" /dev/zero
+check "/dev/urandom" "/dev/urandom: is a character device: $not_regular" /dev/urandom
+mkfifo "$tmp/fifo.ini"
+check "a FIFO" "fifo.ini: is a FIFO: $not_regular" "$tmp/fifo.ini"
+: >"$tmp/empty.ini"
+check "an empty file" "empty.ini: has no 'key = value' line: an empty experiment file is refused" "$tmp/empty.ini"
 check "--layers abc" "--layers: model.layers = 'abc' is not an integer" --layers abc
 check "--layers (no value)" "--layers: missing value" --layers
 check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model] (did you mean 'layers'?)" \

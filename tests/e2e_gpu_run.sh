@@ -30,6 +30,8 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+SIM=${SIM:-./sim}             # the binaries under test (make asan: build-asan/)
+GPU_RUN=${GPU_RUN:-./gpu_run}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -45,7 +47,7 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$tmp/lsan.supp"
 ok() { echo "ok   gpu_run $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL gpu_run $1: $2"; failed=$((failed + 1)); }
 
-if [ ! -x ./gpu_run ] || ! command -v mpirun >/dev/null; then
+if [ ! -x "$GPU_RUN" ] || ! command -v mpirun >/dev/null; then
 	bad "setup" "needs ./gpu_run (make gpu_run) and mpirun"
 	echo "$passed passed, $failed failed"
 	exit 1
@@ -58,7 +60,7 @@ run() {
 	local name=$1 np=$2
 	shift 2
 	printf '%s\n' "$@" >"$tmp/$name.args"
-	"${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
+	"${MPIRUN[@]}" -np "$np" "$GPU_RUN" "$EXP" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
 	local rc=$?
 	awk '/^step [0-9]+ loss /{ print $4 } /^params sum /{ print $3; print $5 }' \
 		"$tmp/$name.out" >"$tmp/$name"
@@ -70,7 +72,7 @@ memory() {
 	local run sim args
 	run=$(awk '/^summary: peak memory/{ print $4, $9 }' "$tmp/$1.out")
 	mapfile -t args <"$tmp/$1.args"
-	sim=$(./sim "$EXP" "${args[@]}" --json | /usr/bin/python3 -c \
+	sim=$("$SIM" "$EXP" "${args[@]}" --json | /usr/bin/python3 -c \
 		'import json, sys; j = json.load(sys.stdin); print(j["peak_alloc_bytes"], j["peak_reserved_bytes"])')
 	[ -n "$run" ] && [ "$run" = "$sim" ] && echo "$run" && return 0
 	echo "run $run, sim $sim"

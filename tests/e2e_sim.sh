@@ -6,6 +6,7 @@
 # change with: tests/e2e_sim.sh --update
 set -u
 cd "$(dirname "$0")/.."
+export SIM=${SIM:-./sim} # the binary under test (make asan: build-asan/sim)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
@@ -22,10 +23,10 @@ goldens=(
 for g in "${goldens[@]}"; do
 	name=${g%%|*} args=${g#*|}
 	if [ "${1:-}" = --update ]; then
-		./sim $args > tests/golden/$name.txt
+		"$SIM" $args > tests/golden/$name.txt
 		continue
 	fi
-	if ./sim $args > "$tmp/$name.txt" && diff -u tests/golden/$name.txt "$tmp/$name.txt" > "$tmp/diff"; then
+	if "$SIM" $args > "$tmp/$name.txt" && diff -u tests/golden/$name.txt "$tmp/$name.txt" > "$tmp/diff"; then
 		ok "golden $name"
 	else
 		bad "golden $name"; cat "$tmp/diff"
@@ -34,16 +35,16 @@ done
 [ "${1:-}" = --update ] && { echo "goldens updated"; exit 0; }
 
 # --out appends: two runs, then a third after a failed (bad input) one
-./sim experiments/llama3.ini --out "$tmp/r.h5" > /dev/null
-./sim experiments/llama3.ini --policy hsdp --out "$tmp/r.h5" > /dev/null
-./sim experiments/llama3.ini --layers 0 --out "$tmp/r.h5" > /dev/null 2>&1
+"$SIM" experiments/llama3.ini --out "$tmp/r.h5" > /dev/null
+"$SIM" experiments/llama3.ini --policy hsdp --out "$tmp/r.h5" > /dev/null
+"$SIM" experiments/llama3.ini --layers 0 --out "$tmp/r.h5" > /dev/null 2>&1
 runs=$(h5ls "$tmp/r.h5/runs" 2>/dev/null | wc -l)
 [ "$runs" = 2 ] && ok "--out appends (2 runs, the bad input wrote nothing)" || bad "--out appends: $runs runs"
 h5dump -a /runs/000001/policy.sharding "$tmp/r.h5" 2>/dev/null | grep -q '"hsdp"' \
 	&& ok "--out records the resolved configuration" || bad "--out configuration attribute"
 
 # --json is one object with the summary fields
-if ./sim experiments/llama3.ini --json > "$tmp/j.json" && /usr/bin/python3 - "$tmp/j.json" <<'PY'
+if "$SIM" experiments/llama3.ini --json > "$tmp/j.json" && /usr/bin/python3 - "$tmp/j.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 need = ["step_time_s", "tokens_per_s_per_gpu", "mfu", "compute_s", "exposed_comm_s", "comm_bytes_per_gpu",
@@ -56,11 +57,11 @@ PY
 then ok "--json fields and resolved config"; else bad "--json"; fi
 
 # --trace: valid JSON, one complete event per op, a memory counter
-if ./sim experiments/llama3.ini --trace "$tmp/t.json" > /dev/null && /usr/bin/python3 - "$tmp/t.json" <<'PY'
-import json, subprocess, sys
+if "$SIM" experiments/llama3.ini --trace "$tmp/t.json" > /dev/null && /usr/bin/python3 - "$tmp/t.json" <<'PY'
+import json, os, subprocess, sys
 t = json.load(open(sys.argv[1]))
 ev = t["traceEvents"] if isinstance(t, dict) else t
-ops = subprocess.run(["./sim", "experiments/llama3.ini", "--schedule"], capture_output=True, text=True).stdout
+ops = subprocess.run([os.environ["SIM"], "experiments/llama3.ini", "--schedule"], capture_output=True, text=True).stdout
 nops = int(ops.split()[1])
 assert sum(e.get("ph") == "X" for e in ev) == nops, nops
 assert any(e.get("ph") == "C" and e.get("name") == "memory" for e in ev)
@@ -68,22 +69,22 @@ PY
 then ok "--trace is valid with one event per op"; else bad "--trace"; fi
 
 # --schedule lists ops in issue order, the first is the root gather
-./sim experiments/llama3.ini --schedule | sed -n 3p | grep -q "AG root m0" \
+"$SIM" experiments/llama3.ini --schedule | sed -n 3p | grep -q "AG root m0" \
 	&& ok "--schedule starts with the root all-gather" || bad "--schedule"
 
 # not fitting: still simulated, reported with what it needs
-out=$(./sim experiments/llama3.ini --policy ddp); rc=$?
+out=$("$SIM" experiments/llama3.ini --policy ddp); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "DOES NOT FIT" && echo "$out" | grep -q "more than the GPU" \
 	&& ok "ddp of 8b does not fit and says by how much" || bad "not fitting report"
 
 # --policy all ranks policies and names the fastest that fits; tiny's
 # policy space is counted by hand in tests/test_policy.c
-out=$(./sim experiments/tiny.ini --policy all --top 3)
+out=$("$SIM" experiments/tiny.ini --policy all --top 3)
 echo "$out" | grep -q "^   1 " && echo "$out" | grep -q "fastest that fits" \
 	&& ok "--policy all ranking" || bad "--policy all"
 echo "$out" | head -1 | grep -q ": 1728 policies$" && [ "$(echo "$out" | grep -c '^ *[0-9]')" = 3 ] \
 	&& ok "--policy all: 1728 policies for tiny, --top 3 prints 3" || bad "--policy all count: $(echo "$out" | head -1)"
-./sim experiments/tiny.ini --policy all --microbatches 1 --json | /usr/bin/python3 -c '
+"$SIM" experiments/tiny.ini --policy all --microbatches 1 --json | /usr/bin/python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 assert len(r) == 432 and [x["rank"] for x in r] == list(range(1, 433))
@@ -93,8 +94,8 @@ assert all(a["step_time_s"] <= b["step_time_s"] for a, b in zip(r, r[1:]))
 	|| bad "--policy all --json"
 
 # determinism: the same input gives the same bytes
-./sim experiments/llama3.ini --trace "$tmp/a.json" > /dev/null
-./sim experiments/llama3.ini --trace "$tmp/b.json" > /dev/null
+"$SIM" experiments/llama3.ini --trace "$tmp/a.json" > /dev/null
+"$SIM" experiments/llama3.ini --trace "$tmp/b.json" > /dev/null
 cmp -s "$tmp/a.json" "$tmp/b.json" && ok "bit-for-bit reproducible trace" || bad "determinism"
 
 echo "$pass passed, $fail failed"

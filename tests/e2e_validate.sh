@@ -6,7 +6,7 @@
 #      policies of the tiny model on 2 ranks and compares them;
 #   2. the calibration file has a session of 2 ranks with kernels, GEMMs,
 #      passes and collectives of every kind the shardings use;
-#   3. ./sim --compare --json is one well-formed object with a run per
+#   3. "$SIM" --compare --json is one well-formed object with a run per
 #      measured run and the fields the schema names; the predicted peak
 #      allocated and reserved memory equal the measured, byte for byte;
 #      the errors are what the step times say; Kendall's tau is in [-1, 1];
@@ -17,6 +17,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+SIM=${SIM:-./sim}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -56,7 +57,7 @@ EOF
 ); then ok "calibration: $out"; else bad "calibration" "$out"; fi
 
 # 3. the comparison, as JSON
-./sim --compare "$runs" --calibration "$cal" --json >"$tmp/cmp.json" 2>"$tmp/cmp.err"
+"$SIM" --compare "$runs" --calibration "$cal" --json >"$tmp/cmp.json" 2>"$tmp/cmp.err"
 rc=$?
 if [ $rc = 0 ] && out=$(/usr/bin/python3 - "$tmp/cmp.json" <<'EOF'
 import json, math, sys
@@ -112,7 +113,7 @@ print("4 predictions, each naming its run")
 EOF
 ); then ok "appended: $out"; else bad "appended" "$out"; fi
 sum1=$(md5sum <"$runs")
-./sim --compare "$runs" --calibration "$cal" >"$tmp/cmp2.txt" 2>&1
+"$SIM" --compare "$runs" --calibration "$cal" >"$tmp/cmp2.txt" 2>&1
 if grep -q '^0 predictions appended' "$tmp/cmp2.txt" && [ "$(md5sum <"$runs")" = "$sum1" ]; then
 	ok "comparing again appends nothing and leaves the file as it was"
 else
@@ -125,9 +126,9 @@ else
 fi
 
 # 5. bad input
-./sim --compare "$tmp/none.h5" >/dev/null 2>"$tmp/e1"
+"$SIM" --compare "$tmp/none.h5" >/dev/null 2>"$tmp/e1"
 rc1=$?
-./sim --compare "$runs" --layers 3 >/dev/null 2>"$tmp/e2"
+"$SIM" --compare "$runs" --layers 3 >/dev/null 2>"$tmp/e2"
 rc2=$?
 if [ $rc1 = 2 ] && grep -q "none.h5" "$tmp/e1" && [ $rc2 = 2 ] && grep -q "not allowed" "$tmp/e2"; then
 	ok "bad input exits 2 with a message"

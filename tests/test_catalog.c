@@ -118,7 +118,8 @@ static void test_models(void)
 	CU_ASSERT_STRING_EQUAL(n[2], "llama3-405b");
 	CU_ASSERT_STRING_EQUAL(n[3], "llama2-7b");
 	CU_ASSERT_STRING_EQUAL(n[4], "tiny");
-	CU_ASSERT_PTR_NULL(n[5]);
+	CU_ASSERT_STRING_EQUAL(n[5], "small");
+	CU_ASSERT_PTR_NULL(n[6]);
 	for (int i = 0; n[i]; i++) {
 		CU_ASSERT_FATAL(model_lookup(n[i], &m) == 0);
 		CU_ASSERT_STRING_EQUAL(m.name, n[i]);
@@ -158,6 +159,13 @@ static void test_models(void)
 	CU_ASSERT_EQUAL(m.vocab, 256);
 	CU_ASSERT_EQUAL(m.seq, 32);
 	CU_ASSERT_EQUAL(model_head_dim(&m), 16);
+
+	/* per block: q 128x128, k and v 128x64 (4 kv heads of 16), o 128x128,
+	   three 128x384 MLP weights, two norms; embedding and output 512x128; final norm */
+	CU_ASSERT_FATAL(model_lookup("small", &m) == 0);
+	CU_ASSERT_EQUAL(model_head_dim(&m), 16);
+	CU_ASSERT_EQUAL(model_total_params(&m),
+			4 * (2 * 128 * 128 + 2 * 128 * 64 + 3 * 128 * 384 + 2 * 128) + 2 * 512 * 128 + 128);
 
 	CU_ASSERT_EQUAL(model_lookup("llama3", &m), -1);
 }

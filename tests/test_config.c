@@ -13,11 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
 #include "config.h"
+#include "config_internal.h" /* the key table, to draw random values of every key */
+#include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -174,6 +177,7 @@ static void test_defaults(void)
 	CU_ASSERT_STRING_EQUAL(e.run.out, "");
 	CU_ASSERT_DOUBLE_EQUAL(e.run.lr, 3e-4, 1e-15);
 	CU_ASSERT_DOUBLE_EQUAL(e.run.weight_decay, 0.1, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(e.run.timeout_s, 600, 0);
 	config_release(&e);
 	config_release(&e); /* a second release is harmless */
 	config_release(NULL);
@@ -324,7 +328,7 @@ static void test_file_errors(void)
 		    "nodes = 1.5\n",                 /* 27 */
 		    -1,
 		    "@:2: model.name = 'llama3-8' is not a catalog model (allowed: llama3-8b|llama3-70b|"
-		    "llama3-405b|llama2-7b|tiny|custom; did you mean 'llama3-8b'?)\n"
+		    "llama3-405b|llama2-7b|tiny|small|custom; did you mean 'llama3-8b'?)\n"
 		    "@:3: unknown key 'layrs' in [model] (did you mean 'layers'?)\n"
 		    "@:4: model.layers = 'abc' is not an integer\n"
 		    "@:5: model.heads = 0 is out of range (1 to 4096)\n"
@@ -400,19 +404,92 @@ static void test_file_structure_errors(void)
 	/* an unknown key with nothing close lists the section's keys */
 	load_expect(&e, "[run]\nzzzzzz = 1\n", -1,
 		    "@:2: unknown key 'zzzzzz' in [run] (keys: batch|steps|warmup|seed|device|out|lr|"
-		    "weight_decay)\n");
+		    "weight_decay|timeout_s)\n");
 
 	capture();
 	CU_ASSERT_EQUAL(config_load(&e, "/nonexistent/x.ini"), -1);
 	char *got = captured();
 	assert_text(got, "/nonexistent/x.ini: cannot open: No such file or directory\n");
 	free(got);
-	capture();
-	CU_ASSERT_EQUAL(config_load(&e, "/tmp"), -1);
-	got = captured();
-	assert_text(got, "/tmp: cannot read: Is a directory\n");
-	free(got);
 	config_release(&e);
+}
+
+/* config_load(path): -1 and exactly the message want ("@" for the path). */
+static void load_fails(const char *path, const char *want)
+{
+	struct experiment e;
+	char *got, *w = expand(want, path);
+
+	config_init(&e);
+	capture();
+	CU_ASSERT_EQUAL(config_load(&e, path), -1);
+	got = captured();
+	assert_text(got, w);
+	free(got);
+	free(w);
+	config_release(&e);
+}
+
+/*
+ * Only regular files are read, and only ones that set a key: a directory,
+ * a FIFO (which would block), a device (/dev/zero, /dev/urandom: endless),
+ * an empty or comment-only file (which would run the defaults), a huge
+ * file; a file full of errors prints the first hundred and a count.
+ */
+static void test_file_kinds(void)
+{
+	char path[64], fifo[64], *text;
+	size_t n;
+	FILE *f;
+
+	load_fails("/tmp", "@: is a directory: only a regular file is read as an experiment\n");
+	load_fails("/dev/null", "@: is a character device: only a regular file is read as an experiment\n");
+	load_fails("/dev/zero", "@: is a character device: only a regular file is read as an experiment\n");
+	load_fails("/dev/urandom", "@: is a character device: only a regular file is read as an experiment\n");
+	snprintf(fifo, sizeof fifo, "/tmp/test_config_fifo_%ld.ini", (long)getpid());
+	unlink(fifo);
+	CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+	load_fails(fifo, "@: is a FIFO: only a regular file is read as an experiment\n");
+	unlink(fifo);
+
+	static const char *const empty[] = { "", "\n\n", "# only a comment\n; and another\n",
+					     "[model]\n[run]\n" };
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		file_new(path, sizeof path, empty[i]);
+		load_fails(path, "@: has no 'key = value' line: an empty experiment file is refused (run "
+				 "without a file to use the defaults)\n");
+		unlink(path);
+	}
+
+	/* larger than an experiment file can be */
+	file_new(path, sizeof path, "");
+	CU_ASSERT_FATAL(truncate(path, (1 << 20) + 1) == 0);
+	load_fails(path, "@: is 1048577 bytes: an experiment file is at most 1048576\n");
+	unlink(path);
+
+	/* 150 bad lines: the first 100 messages, then the count */
+	f = open_memstream(&text, &n);
+	fputs("[model]\n", f);
+	for (int i = 0; i < 150; i++)
+		fprintf(f, "k%d = 1\n", i);
+	fclose(f);
+	file_new(path, sizeof path, text);
+	free(text);
+	struct experiment e;
+	config_init(&e);
+	capture();
+	CU_ASSERT_EQUAL(config_load(&e, path), -1);
+	text = captured();
+	int lines = 0;
+	for (const char *c = text; *c; c++)
+		lines += *c == '\n';
+	CU_ASSERT_EQUAL(lines, 101);
+	CU_ASSERT(strstr(text, ":101: unknown key 'k99' in [model]") != NULL);
+	CU_ASSERT(strstr(text, "k100") == NULL);
+	CU_ASSERT(strstr(text, ": 50 more errors not shown\n") != NULL);
+	free(text);
+	config_release(&e);
+	unlink(path);
 }
 
 /* ---- the command line ------------------------------------------------------ */
@@ -855,6 +932,313 @@ static void test_write_read_back(void)
 	config_release(&b);
 }
 
+/* ---- every value written reads back --------------------------------------- */
+
+/* The experiment as config_write_ini writes it; the caller frees it. */
+static char *ini_text(const struct experiment *e)
+{
+	char *text = NULL;
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	config_write_ini(e, f);
+	fclose(f);
+	return text;
+}
+
+struct set_ctx {
+	struct experiment *e;
+	int errors;
+};
+
+static void set_each(void *ctx, const char *section, const char *key, const char *value)
+{
+	struct set_ctx *c = ctx;
+	char kv[1024];
+
+	snprintf(kv, sizeof kv, "%s.%s=%s", section, key, value);
+	c->errors += config_set(c->e, kv, "--set") != 0;
+}
+
+/*
+ * a's configuration, written as a results file records it, reads back to
+ * the same configuration both ways: config_write_ini's text through
+ * config_load, and config_each's values through --set. Returns 0, or -1
+ * with the messages printed to stderr.
+ */
+static int read_back(const struct experiment *a)
+{
+	struct experiment b, c;
+	struct set_ctx ctx = { &c, 0 };
+	char path[64], *want = ini_text(a), *msgs, *got_b = NULL, *got_c = NULL;
+	int ok;
+
+	file_new(path, sizeof path, want);
+	config_init(&b);
+	config_init(&c);
+	capture();
+	ok = config_load(&b, path) == 0 && config_resolve(&b) == 0;
+	if (ok)
+		got_b = ini_text(&b);
+	config_each(a, set_each, &ctx);
+	ok = ok && ctx.errors == 0 && config_resolve(&c) == 0;
+	if (ok)
+		got_c = ini_text(&c);
+	msgs = captured();
+	ok = ok && strcmp(got_b, want) == 0 && strcmp(got_c, want) == 0;
+	if (!ok)
+		fprintf(stderr, "\n--- written\n%s--- messages\n%s--- read back\n%s---\n", want, msgs,
+			got_b ? got_b : "");
+	free(msgs);
+	free(got_b);
+	free(got_c);
+	free(want);
+	unlink(path);
+	config_release(&b);
+	config_release(&c);
+	return ok ? 0 : -1;
+}
+
+/* The issue's example: the largest cluster's derived shard group is a value the parser accepts. */
+static void test_largest_cluster_reads_back(void)
+{
+	struct experiment e;
+
+	test_experiment(&e, "cluster.nodes=65536", "cluster.gpus_per_node=64", NULL);
+	CU_ASSERT_EQUAL(e.policy.shard_group, 65536 * 64);
+	CU_ASSERT_EQUAL(read_back(&e), 0);
+	config_release(&e);
+	/* the derived inter-node bandwidth at both ends of its inputs' ranges */
+	test_experiment(&e, "cluster.nics_per_node=64", "cluster.nic_gbps=1e5", "cluster.gpus_per_node=1", NULL);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.inter_gbps, 6.4e6, 0);
+	CU_ASSERT_EQUAL(read_back(&e), 0);
+	config_release(&e);
+	test_experiment(&e, "cluster.nics_per_node=1", "cluster.nic_gbps=0.001", "cluster.gpus_per_node=64", NULL);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.inter_gbps, 0.001 / 64, 0);
+	CU_ASSERT_EQUAL(read_back(&e), 0);
+	config_release(&e);
+}
+
+/* Text values that could not be written and read back as themselves are refused when set. */
+static void test_text_values(void)
+{
+	static const char *const bad[][2] = {
+		{ "run.out=a\tb", "run.out = 'a\tb' holds a control character" },
+		{ "run.out=\"\"a\"\"", "run.out = '\"a\"' is quoted twice" },
+		{ "run.out=\" a\"", "run.out = ' a' starts or ends with a space" },
+		{ "run.out=a ;b", "run.out = 'a ;b' holds ' ;', which starts a comment in a file" },
+		{ "run.out=;x", "run.out = ';x' starts with ';', which starts a comment in a file" },
+		{ "run.out=\xff.h5", "run.out = '\xff.h5' is not valid UTF-8" },
+		{ "run.out=\xc3(.h5", "run.out = '\xc3(.h5' is not valid UTF-8" },
+		{ "run.out=\xed\xa0\x80.h5", "run.out = '\xed\xa0\x80.h5' is not valid UTF-8" },
+	};
+	static const char *const good[] = { "run.out=données.h5", "run.out=\"a", "run.out=#x;y: z=1.h5",
+					    "run.out=\"\"", "run.out=x;y" };
+	struct experiment e;
+	char kv[300], want[400];
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		config_init(&e);
+		capture();
+		CU_ASSERT_EQUAL(config_set(&e, bad[i][0], "--out"), -1);
+		char *got = captured();
+		snprintf(want, sizeof want, "--out: %s\n", bad[i][1]);
+		assert_text(got, want);
+		free(got);
+		config_release(&e);
+	}
+	/* the longest value a line holds: 197 - strlen("out = ") */
+	snprintf(kv, sizeof kv, "run.out=%0191d", 0);
+	config_init(&e);
+	CU_ASSERT_EQUAL(config_set(&e, kv, "--set"), 0);
+	CU_ASSERT_EQUAL(read_back(&e), 0);
+	snprintf(kv, sizeof kv, "run.out=%0192d", 0);
+	capture();
+	CU_ASSERT_EQUAL(config_set(&e, kv, "--out"), -1);
+	char *got = captured();
+	assert_text(got, "--out: run.out is longer than 191 characters (a `out = ...` line of an experiment "
+			 "file holds at most 197)\n");
+	free(got);
+	config_release(&e);
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		config_init(&e);
+		CU_ASSERT_EQUAL(config_set(&e, good[i], "--set"), 0);
+		CU_ASSERT_EQUAL(config_resolve(&e), 0);
+		CU_ASSERT_EQUAL(read_back(&e), 0);
+		config_release(&e);
+	}
+}
+
+/* A random value of key k, as text; often an end of its range. */
+static void random_value(gsl_rng *r, const struct key *k, int layers, char *buf, size_t n)
+{
+	double u = gsl_rng_uniform(r);
+	const char *const *names = k->names;
+	int count = 0;
+
+	switch (k->type) {
+	case KT_INT: {
+		double lo = k->min, hi = k->max, v;
+		if (u < 0.2)
+			v = lo;
+		else if (u < 0.4)
+			v = hi;
+		else /* log-uniform over [max(lo, 1), hi]: small values as often as large ones */
+			v = floor(exp(log(fmax(lo, 1)) + gsl_rng_uniform(r) * (log(hi + 1) - log(fmax(lo, 1)))));
+		snprintf(buf, n, "%d", (int)fmin(fmax(v, lo), hi));
+		return;
+	}
+	case KT_DOUBLE: {
+		double lo = k->min, hi = k->max, v;
+		if (u < 0.2)
+			v = lo;
+		else if (u < 0.4)
+			v = hi;
+		else if (lo > 0)
+			v = exp(log(lo) + gsl_rng_uniform(r) * (log(hi) - log(lo)));
+		else
+			v = lo + gsl_rng_uniform(r) * (hi - lo);
+		snprintf(buf, n, "%.17g", fmin(fmax(v, lo), hi));
+		return;
+	}
+	case KT_ULONG:
+		snprintf(buf, n, "%lu", u < 0.2 ? 0UL : u < 0.4 ? ~0UL :
+			 (unsigned long)gsl_rng_get(r) << 32 ^ gsl_rng_get(r));
+		return;
+	case KT_BOOL:
+		snprintf(buf, n, "%s", (const char *[]){ "true", "false", "yes", "no", "1", "0", "TRUE" }
+			 [gsl_rng_uniform_int(r, 7)]);
+		return;
+	case KT_MODEL:
+	case KT_GPU:
+		names = config_names_with_custom(k->type == KT_MODEL ? model_names() : hw_gpu_names());
+		/* fall through */
+	case KT_ENUM:
+	case KT_CHOICE:
+	case KT_ACCUM:
+	case KT_WRAP:
+		while (names[count])
+			count++;
+		int i = (int)gsl_rng_uniform_int(r, (unsigned long)count);
+		if ((k->type == KT_ACCUM && i == ACC_PARTIAL) || (k->type == KT_WRAP && i == WRAP_EVERY))
+			snprintf(buf, n, "%s:%d", names[i], 1 + (int)gsl_rng_uniform_int(r, (unsigned long)layers + 1));
+		else
+			snprintf(buf, n, "%s", names[i]);
+		return;
+	case KT_TEXT: {
+		static const char *const parts[] = { "a", "Z", "0", "/", ".", "-", "_", " ", "#", ";", ":", "=",
+						     "\"", "'", "[", "]", "é", "数", "\xf0\x9f\x98\x80", "\\" };
+		size_t len = 0, want = gsl_rng_uniform_int(r, 6) == 0 ? 0 : 1 + gsl_rng_uniform_int(r, 40);
+		buf[0] = '\0';
+		while (len < want && len + 8 < n) {
+			const char *p = parts[gsl_rng_uniform_int(r, sizeof parts / sizeof parts[0])];
+			len += (size_t)snprintf(buf + len, n - len, "%s", p);
+		}
+		/* what a value may not be: control characters are never drawn; spaces at the ends and ' ;' are */
+		while (len && buf[len - 1] == ' ')
+			buf[--len] = '\0';
+		while (buf[0] == ' ')
+			memmove(buf, buf + 1, len--);
+		for (char *c = buf; (c = strstr(c, " ;")); )
+			*c = '_';
+		if (buf[0] == ';')
+			buf[0] = '_';
+		if (len >= 2 && buf[0] == '"' && buf[len - 1] == '"')
+			buf[0] = 'q';
+		return;
+	}
+	}
+}
+
+/*
+ * Random valid configurations read back as they were written: a few keys
+ * at a time set to random values (ends of their ranges included: the
+ * largest cluster, the smallest bandwidths), custom models and GPUs with
+ * every key, and every configuration that resolves is written and read
+ * back both ways (the file a results file's attributes amount to, and
+ * --set of each value).
+ */
+static void test_random_configs_read_back(void)
+{
+	gsl_rng *r = test_rng(20261122);
+	int valid = 0, tries = 0, failed = 0;
+	char kv[512], v[400];
+
+	while (valid < 1500 && tries < 200000) {
+		struct experiment e;
+		int ok = 1;
+
+		tries++;
+		config_init(&e);
+		for (int k = 0; k < config_key_count(); k++) {
+			const struct key *key = config_key(k);
+			int custom = (strcmp(key->section, "model") == 0 && strcmp(e.model_name, "custom") == 0) ||
+				     (strcmp(key->section, "cluster") == 0 && strcmp(e.gpu_name, "custom") == 0 &&
+				      strcmp(key->name, "nodes") != 0 && strcmp(key->name, "gpus_per_node") != 0 &&
+				      strcmp(key->name, "inter_gbps") != 0);
+			if (!custom && gsl_rng_uniform(r) > 0.15)
+				continue;
+			random_value(r, key, e.model.layers, v, sizeof v);
+			if (custom && (key->type == KT_MODEL || key->type == KT_GPU))
+				snprintf(v, sizeof v, "custom");
+			snprintf(kv, sizeof kv, "%s.%s=%s", key->section, key->name, v);
+			capture();
+			ok &= config_set(&e, kv, "--set") == 0;
+			char *msgs = captured();
+			if (!ok)
+				fprintf(stderr, "\nrandom value refused: %s", msgs);
+			free(msgs);
+		}
+		CU_ASSERT_FATAL(ok);
+		capture();
+		int resolved = config_resolve(&e) == 0;
+		free(captured());
+		if (resolved) {
+			valid++;
+			if (read_back(&e) != 0 && ++failed >= 3)
+				break;
+		}
+		config_release(&e);
+	}
+	gsl_rng_free(r);
+	CU_ASSERT_EQUAL(failed, 0);
+	CU_ASSERT(valid >= 1500);
+}
+
+/* The fuzzer's dictionary (tests/fuzz/config.dict) names every section, key and flag. */
+static void test_fuzz_dictionary(void)
+{
+	FILE *f = fopen("tests/fuzz/config.dict", "r");
+	char line[256], *words = NULL, want[64];
+	size_t len = 0;
+	FILE *w = open_memstream(&words, &len);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	while (fgets(line, sizeof line, f)) /* entries as "\n<word>\n" for exact look-ups */
+		if (line[0] == '"')
+			fprintf(w, "\n%.*s\n", (int)strcspn(line + 1, "\""), line + 1);
+	fclose(f);
+	fclose(w);
+	for (int i = 0; config_sections[i]; i++) {
+		snprintf(want, sizeof want, "\n[%s]\n", config_sections[i]);
+		CU_ASSERT_PTR_NOT_NULL(strstr(words, want));
+	}
+	for (int k = 0; k < config_key_count(); k++) {
+		const struct key *key = config_key(k);
+		const char *names[] = { key->name, key->flag, key->alias };
+		for (int j = 0; j < 3; j++) {
+			if (!names[j])
+				continue;
+			snprintf(want, sizeof want, "\n%s\n", names[j]);
+			if (!strstr(words, want))
+				fprintf(stderr, "\ntests/fuzz/config.dict lacks \"%s\"\n", names[j]);
+			CU_ASSERT_PTR_NOT_NULL(strstr(words, want));
+		}
+	}
+	free(words);
+}
+
 void suite_config(void)
 {
 	CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -863,6 +1247,7 @@ void suite_config(void)
 	CU_add_test(s, "every kind of value parsed", test_values_parsed);
 	CU_add_test(s, "all errors of a file, exact messages", test_file_errors);
 	CU_add_test(s, "sections, duplicates, long lines, missing files", test_file_structure_errors);
+	CU_add_test(s, "only regular files with keys: FIFO, devices, empty files", test_file_kinds);
 	CU_add_test(s, "--set messages", test_set_errors);
 	CU_add_test(s, "file < flag < later flag", test_precedence);
 	CU_add_test(s, "unknown flags left for the caller", test_args_left_for_caller);
@@ -873,4 +1258,8 @@ void suite_config(void)
 	CU_add_test(s, "rules name every key and its origin", test_rules);
 	CU_add_test(s, "model shape errors", test_shape_error);
 	CU_add_test(s, "written configuration reads back", test_write_read_back);
+	CU_add_test(s, "the largest cluster's derived values read back", test_largest_cluster_reads_back);
+	CU_add_test(s, "text values that would not read back are refused", test_text_values);
+	CU_add_test(s, "random valid configurations read back", test_random_configs_read_back);
+	CU_add_test(s, "the fuzz dictionary names every section, key and flag", test_fuzz_dictionary);
 }

@@ -14,11 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <hdf5.h>
 
+#include "outfile.h"
 #include "results.h"
 #include "trace.h"
 
@@ -734,6 +736,228 @@ static void test_trace(void)
 	CU_ASSERT_EQUAL(trace_write(path, &r), -1);
 }
 
+/* ---- outputs: stale temporaries, symbolic links, foreign files ------------- */
+
+/* The pid of a process that has exited (and been reaped): no process has it, for now. */
+static pid_t dead_pid(void)
+{
+	pid_t p = fork();
+
+	CU_ASSERT_FATAL(p >= 0);
+	if (p == 0)
+		_exit(0);
+	waitpid(p, NULL, 0);
+	return p;
+}
+
+static void touch(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wb");
+
+	CU_ASSERT_FATAL(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+/*
+ * A writer killed mid-append leaves `<file>.tmp.<pid>`: the next append
+ * removes it under the lock (and the next trace its own); a live
+ * process's temporary and another file's stay.
+ */
+static void test_stale_tmp_removed(void)
+{
+	struct run_result r = make_run("sim", 1.0);
+	char path[128], stale[160], live[160], other[160], tpath[128], tstale[200];
+	pid_t dead = dead_pid();
+
+	path_in_dir(path, sizeof path, "stale.h5");
+	snprintf(stale, sizeof stale, "%s.tmp.%ld", path, (long)dead);
+	snprintf(live, sizeof live, "%s.tmp.1", path); /* init is alive */
+	path_in_dir(other, sizeof other, "other.h5.tmp.");
+	snprintf(other + strlen(other), sizeof other - strlen(other), "%ld", (long)dead);
+	touch(stale, "a copy a killed writer left");
+	touch(live, "a live writer's");
+	touch(other, "another file's");
+	CU_ASSERT_EQUAL(results_append(path, &r), 0);
+	CU_ASSERT(!exists(stale));
+	CU_ASSERT(exists(live));
+	CU_ASSERT(exists(other));
+	CU_ASSERT_EQUAL(results_count(path), 1);
+	/* a failed append removes them too: it is the lock, not success, that makes them stale */
+	touch(stale, "again");
+	CU_ASSERT_EQUAL(outfile_remove_stale("test", path), 1);
+	CU_ASSERT(!exists(stale));
+	unlink(live);
+	unlink(other);
+
+	path_in_dir(tpath, sizeof tpath, "stale.json");
+	snprintf(tstale, sizeof tstale, "%s.tmp.%ld", tpath, (long)dead);
+	touch(tstale, "half a trace");
+	CU_ASSERT_EQUAL(trace_write(tpath, &r), 0);
+	CU_ASSERT(!exists(tstale));
+	CU_ASSERT(no_tmp_left());
+}
+
+/*
+ * An output that is a symbolic link: the link's target gets the run (a
+ * temporary beside the target, renamed over it) and the link stays a
+ * link; relative links are relative to the link's directory; a dangling
+ * link creates its target; a loop is an error.
+ */
+static void test_symlink_followed(void)
+{
+	struct run_result r = make_run("sim", 1.0);
+	char sub[128], real[160], link[128], link2[128], tlink[128], treal[160], loop[128], dangling[128],
+		dtarget[160], target[256];
+	struct stat st;
+
+	path_in_dir(sub, sizeof sub, "sub");
+	CU_ASSERT_FATAL(mkdir(sub, 0755) == 0);
+	snprintf(real, sizeof real, "%s/real.h5", sub);
+	path_in_dir(link, sizeof link, "link.h5");
+	CU_ASSERT_FATAL(symlink("sub/real.h5", link) == 0);  /* relative to the link */
+	path_in_dir(link2, sizeof link2, "link2.h5");
+	CU_ASSERT_FATAL(symlink(link, link2) == 0);          /* a link to a link */
+	CU_ASSERT_EQUAL(outfile_resolve(link2, target, sizeof target), 0);
+	CU_ASSERT_STRING_EQUAL(target, real);
+
+	CU_ASSERT_EQUAL(results_append(link, &r), 0);       /* creates the target */
+	CU_ASSERT_EQUAL(results_append(link2, &r), 0);
+	CU_ASSERT(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+	CU_ASSERT(lstat(link2, &st) == 0 && S_ISLNK(st.st_mode));
+	CU_ASSERT_EQUAL(results_count(real), 2);
+	CU_ASSERT(no_tmp_left());
+
+	snprintf(treal, sizeof treal, "%s/real.json", sub);
+	path_in_dir(tlink, sizeof tlink, "trace-link.json");
+	CU_ASSERT_FATAL(symlink(treal, tlink) == 0);        /* absolute */
+	CU_ASSERT_EQUAL(trace_write(tlink, &r), 0);
+	CU_ASSERT_EQUAL(trace_write(tlink, &r), 0);         /* a trace it wrote: replaced */
+	CU_ASSERT(lstat(tlink, &st) == 0 && S_ISLNK(st.st_mode));
+	CU_ASSERT(stat(treal, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 100);
+
+	path_in_dir(dangling, sizeof dangling, "dangling.h5");
+	snprintf(dtarget, sizeof dtarget, "%s/made.h5", sub);
+	CU_ASSERT_FATAL(symlink("sub/made.h5", dangling) == 0);
+	CU_ASSERT_EQUAL(results_append(dangling, &r), 0);
+	CU_ASSERT_EQUAL(results_count(dtarget), 1);
+
+	path_in_dir(loop, sizeof loop, "loop.h5");
+	CU_ASSERT_FATAL(symlink("loop.h5", loop) == 0);
+	CU_ASSERT_EQUAL(outfile_resolve(loop, target, sizeof target), -1);
+	CU_ASSERT_EQUAL(results_append(loop, &r), -1);
+	CU_ASSERT_EQUAL(trace_write(loop, &r), -1);
+	CU_ASSERT(no_tmp_left());
+}
+
+/*
+ * What an output may replace or add to: a results file (HDF5 with /runs,
+ * or an empty HDF5 file) for results, a trace this testbed wrote for
+ * traces; any other file is left byte for byte.
+ */
+static void test_foreign_files_untouched(void)
+{
+	struct run_result r = make_run("sim", 1.0);
+	char h5[128], empty[128], json[128], ours[128], *before, *after;
+	size_t nb = 0, na = 0;
+	hid_t f, g;
+
+	path_in_dir(h5, sizeof h5, "foreign.h5");
+	f = H5Fcreate(h5, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	g = H5Gcreate2(f, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+	H5Gclose(g);
+	H5Fclose(f);
+	before = slurp(h5, &nb);
+	CU_ASSERT_STRING_EQUAL(results_refusal(h5), "is an HDF5 file without /runs, not a results file");
+	CU_ASSERT_EQUAL(results_append(h5, &r), -1);
+	after = slurp(h5, &na);
+	CU_ASSERT(na == nb && memcmp(before, after, na) == 0);
+	free(before);
+	free(after);
+
+	path_in_dir(empty, sizeof empty, "empty-hdf5.h5");
+	f = H5Fcreate(empty, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	H5Fclose(f);
+	CU_ASSERT_PTR_NULL(results_refusal(empty));
+	CU_ASSERT_EQUAL(results_append(empty, &r), 0);
+	CU_ASSERT_PTR_NULL(results_refusal(empty));
+	CU_ASSERT_EQUAL(results_count(empty), 1);
+
+	path_in_dir(json, sizeof json, "notes.json");
+	touch(json, "{\"mine\": true}\n");
+	CU_ASSERT_STRING_EQUAL(trace_refusal(json), "exists and is not a Chrome trace this testbed wrote");
+	CU_ASSERT_EQUAL(trace_write(json, &r), -1);
+	before = slurp(json, &nb);
+	CU_ASSERT(nb == strlen("{\"mine\": true}\n") && memcmp(before, "{\"mine\": true}\n", nb) == 0);
+	free(before);
+	CU_ASSERT_STRING_EQUAL(trace_refusal(empty), "exists and is not a Chrome trace this testbed wrote");
+	CU_ASSERT_STRING_EQUAL(results_refusal(json), "exists and is not an HDF5 file");
+
+	path_in_dir(ours, sizeof ours, "ours.json");
+	CU_ASSERT_EQUAL(trace_write(ours, &r), 0);
+	CU_ASSERT_PTR_NULL(trace_refusal(ours));
+	CU_ASSERT(no_tmp_left());
+}
+
+/* The checks before a run: each rule refuses, and nothing is created. */
+static void test_outfile_check(void)
+{
+	struct run_result r = make_run("sim", 1.0);
+	char res[128], tr[128], input[128], nodir[128], ilink[128], fifo[128], ro[128], rofile[160];
+	const char *inputs[] = { input, NULL };
+
+	path_in_dir(res, sizeof res, "check.h5");
+	path_in_dir(tr, sizeof tr, "check.json");
+	path_in_dir(input, sizeof input, "exp.ini");
+	touch(input, "[model]\nlayers = 2\n");
+#define CHECK(rc, outpath, refusal) \
+	CU_ASSERT_EQUAL(outfile_check((struct outfile[]){ { "out", outpath, refusal } }, 1, inputs), rc)
+	CHECK(0, res, results_refusal);                     /* new, in an existing directory */
+	CHECK(0, "", results_refusal);                      /* none */
+	CHECK(-1, input, results_refusal);                  /* the input */
+	CHECK(-1, input, NULL);                             /* the input, whatever the kind */
+	CHECK(-1, dir, results_refusal);                    /* a directory */
+	path_in_dir(nodir, sizeof nodir, "none/x.h5");
+	CHECK(-1, nodir, results_refusal);                  /* no directory */
+	CU_ASSERT(!exists(nodir));
+	path_in_dir(ilink, sizeof ilink, "input-link.json");
+	CU_ASSERT_FATAL(symlink("exp.ini", ilink) == 0);
+	CHECK(-1, ilink, trace_refusal);                     /* a link to the input */
+	path_in_dir(fifo, sizeof fifo, "fifo.json");
+	CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+	CHECK(-1, fifo, trace_refusal);                     /* not a regular file (and never opened) */
+	CU_ASSERT_EQUAL(results_append(res, &r), 0);
+	CU_ASSERT_EQUAL(trace_write(tr, &r), 0);
+	CHECK(0, res, results_refusal);
+	CHECK(-1, res, trace_refusal);                      /* a results file as a trace */
+	CHECK(-1, tr, results_refusal);                     /* a trace as a results file */
+	CHECK(0, tr, trace_refusal);
+#undef CHECK
+	/* two outputs, one file: by name before it exists, by inode after (a hard link) */
+	path_in_dir(rofile, sizeof rofile, "both.h5");
+	CU_ASSERT_EQUAL(outfile_check((struct outfile[]){ { "a", rofile, NULL }, { "b", rofile, NULL } }, 2,
+				      inputs), -1);
+	path_in_dir(rofile, sizeof rofile, "hard.h5");
+	CU_ASSERT_FATAL(link(res, rofile) == 0);
+	CU_ASSERT_EQUAL(outfile_check((struct outfile[]){ { "a", res, results_refusal },
+							  { "b", rofile, results_refusal } }, 2, inputs), -1);
+	if (geteuid() != 0) { /* root writes anywhere */
+		path_in_dir(ro, sizeof ro, "readonly");
+		CU_ASSERT_FATAL(mkdir(ro, 0555) == 0);
+		snprintf(rofile, sizeof rofile, "%s/x.h5", ro);
+		CU_ASSERT_EQUAL(outfile_check((struct outfile[]){ { "a", rofile, NULL } }, 1, inputs), -1);
+		chmod(ro, 0755);
+	}
+	unlink(fifo);
+	unlink(ilink);
+}
+
 void suite_results(void)
 {
 	CU_pSuite s = CU_add_suite("results", setup, teardown);
@@ -745,4 +969,8 @@ void suite_results(void)
 	CU_add_test(s, "missing directory", test_missing_dir);
 	CU_add_test(s, "concurrent writers lose no run", test_concurrent_writers);
 	CU_add_test(s, "trace is valid JSON with one event per op", test_trace);
+	CU_add_test(s, "temporaries of dead writers are removed", test_stale_tmp_removed);
+	CU_add_test(s, "symbolic links are followed, the link stays", test_symlink_followed);
+	CU_add_test(s, "files of another kind are left untouched", test_foreign_files_untouched);
+	CU_add_test(s, "output paths checked before a run", test_outfile_check);
 }

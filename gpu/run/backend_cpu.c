@@ -14,6 +14,9 @@
  * works. Collectives run on communicators of their own per stream
  * (comm.h), which needs MPI_THREAD_MULTIPLE.
  *
+ * Every command that finishes is progress for the watchdog (watchdog.h),
+ * and the backend tells it which op each stream is stuck in.
+ *
  * Memory is host memory standing for device memory: segments come from
  * aligned_alloc and the walker places buffers in them (core/alloc.h). On an
  * emulated fabric (comm.h) a collective is the ring's copies of the bytes
@@ -33,6 +36,7 @@
 #include "backend.h"
 #include "comm.h"
 #include "ref.h"
+#include "watchdog.h"
 #include "xalloc.h"
 
 enum cmd_type { CMD_RECORD, CMD_WAIT, CMD_RUN };
@@ -85,6 +89,7 @@ struct queue {
 	int n, cap, head;
 	int waiting;          /* the event its thread waits for, -1 */
 	pthread_cond_t cv;    /* its thread waits here: for a command, or for `waiting` */
+	int op;                 /* the op whose start event the stream recorded last, -1 before any */
 	pthread_t thread;
 };
 
@@ -158,6 +163,8 @@ static void *stream_main(void *arg)
 		} else if (k.type == CMD_RECORD) {
 			c->ns[k.event] = clock_ns(c);
 			c->done[k.event] = 1;
+			if (k.event % 2 == 0) /* event_start(op) */
+				q->op = k.event / 2;
 			/* wake only the streams waiting for this event */
 			for (int st = 0; st < ST_COUNT; st++)
 				if (c->q[st].waiting == k.event)
@@ -166,6 +173,7 @@ static void *stream_main(void *arg)
 		q->head++;
 		if (--c->outstanding == 0)
 			pthread_cond_signal(&c->idle);
+		watchdog_progress();
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -703,12 +711,49 @@ static void cpu_hardware(struct backend *b, char *buf, int len)
 
 /* ---- setup ------------------------------------------------------------------------ */
 
+/*
+ * For the watchdog's message: each stream with work left, and the op it is
+ * running or the op whose end it waits for. Runs on the watchdog's thread;
+ * gives up when the mutex stays taken.
+ */
+static void cpu_describe(void *ctx, char *buf, size_t n)
+{
+	struct cpu *c = ctx;
+	struct timespec until;
+	size_t used = 0;
+	char label[64];
+
+	buf[0] = '\0';
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (pthread_mutex_timedlock(&c->mu, &until) != 0) {
+		snprintf(buf, n, "the streams (busy)");
+		return;
+	}
+	for (int st = 0; st < ST_COUNT && used < n; st++) {
+		const struct queue *q = &c->q[st];
+		const struct cmd *k = q->head < q->n ? &q->k[q->head] : NULL;
+		if (!k)
+			continue;
+		if (k->type == CMD_RUN && q->op >= 0)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s (%s) running on stream %s",
+						 used ? "; " : "", op_label(c->s, q->op, label, sizeof label),
+						 op_kind_name((enum op_kind)c->s->ops[q->op].kind), stream_name(st));
+		else if (k->type == CMD_WAIT)
+			used += (size_t)snprintf(buf + used, n - used, "%sstream %s waiting for the end of %s",
+						 used ? "; " : "", stream_name(st),
+						 op_label(c->s, k->event / 2, label, sizeof label));
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
 static void cpu_release(struct backend *b)
 {
 	struct cpu *c = cpu_of(b);
 
 	if (!c)
 		return;
+	watchdog_describe_with(NULL, NULL);
 	pthread_mutex_lock(&c->mu);
 	c->stop = 1;
 	for (int st = 0; st < ST_COUNT; st++)
@@ -849,10 +894,12 @@ struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, cha
 		c->q[st].owner = c;
 		c->q[st].waiting = -1;
 		pthread_cond_init(&c->q[st].cv, NULL);
+		c->q[st].op = -1;
 		if (pthread_create(&c->q[st].thread, NULL, stream_main, &c->q[st]) != 0) {
 			fprintf(stderr, "gpu_run: cannot start the thread of stream %s\n", stream_name(st));
 			abort();
 		}
 	}
+	watchdog_describe_with(cpu_describe, c);
 	return &c->base;
 }

@@ -22,9 +22,14 @@
  * file (runinfo.h).
  *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
- * input and fail alike; only rank 0 prints; nothing is written), 1 when
- * the results could not be written. A failed MPI, CUDA, cuBLAS or NCCL
- * call aborts the job.
+ * input and fail alike; only rank 0 prints; nothing is written; run.out is
+ * checked by rank 0, which writes it, before the first step: see
+ * core/outfile.h), 1 when the results could not be written, 3 when
+ * training diverged: a loss (or, after the last step, a parameter) that is
+ * not finite stops the run on every rank at that step with a message, and
+ * nothing is appended to run.out; 4 when the watchdog aborts the job: a
+ * rank made no progress for run.timeout_s (watchdog.h). A failed MPI,
+ * CUDA, cuBLAS or NCCL call aborts the job.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -40,10 +45,12 @@
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
+#include "outfile.h"
 #include "results.h"
 #include "runinfo.h"
 #include "schedule.h"
 #include "summary.h"
+#include "watchdog.h"
 #include "xalloc.h"
 
 /* The options gpu_run takes itself (the experiment's keys are config's). */
@@ -96,10 +103,19 @@ static void usage(FILE *f)
 	config_usage(f);
 }
 
+/* Leave MPI (the watchdog still watching) and stop the watchdog. */
+static void mpi_finish(void)
+{
+	watchdog_finalizing();
+	watchdog_waiting("MPI_Finalize");
+	MPI_Finalize();
+	watchdog_stop();
+}
+
 /* Leave MPI and exit with rc, on every rank. */
 static void finish(int rc)
 {
-	MPI_Finalize();
+	mpi_finish();
 	exit(rc);
 }
 
@@ -300,6 +316,29 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	}
 }
 
+/* run.out breaks no rule of core/outfile.h: checked by rank 0, which writes it; 0 or -1 on every rank. */
+static int check_outputs(const struct experiment *e, int rank)
+{
+	const struct outfile out = { "run.out =", e->run.out, results_refusal };
+	int rc = rank == 0 ? outfile_check(&out, 1, (const char *const[]){ e->path, NULL }) : 0;
+
+	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+	return rc;
+}
+
+/* Training diverged at step (0: after the last step): say so on rank 0, and every rank exits 3. */
+static void diverged(const struct experiment *e, int rank, int step, const char *what, double v)
+{
+	char when[32];
+
+	snprintf(when, sizeof when, step ? "step %d" : "after the last step", step);
+	say0(rank, "gpu_run: %s: %s is %s: training diverged (run.lr = %g, run.weight_decay = %g); "
+		   "stopping%s%s\n", when, what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", e->run.lr, e->run.weight_decay,
+	     e->run.out[0] ? ", nothing appended to " : "", e->run.out);
+	fflush(stdout);
+	finish(3);
+}
+
 static const char *mib(uint64_t b, char *buf, int len)
 {
 	snprintf(buf, len, "%.2f MiB", b / 1048576.0);
@@ -453,7 +492,7 @@ int main(int argc, char **argv)
 	struct op_timing *steps_t;   /* the ops of every measured step */
 	double *step_s, *compute_s, *exposed_s;
 	char hw[64];
-	char err[512], accum[32], wrap[32];
+	char err[512], accum[32], wrap[32], phase[64];
 	FILE *quiet = NULL;
 
 	mpi_start(&argc, &argv);
@@ -470,6 +509,12 @@ int main(int argc, char **argv)
 		finish(0);
 	}
 	setup(&e, &opts, rank, world, argc, argv);
+	if (check_outputs(&e, rank) != 0) {
+		config_release(&e);
+		finish(2);
+	}
+	watchdog_start(e.run.timeout_s, rank);
+	watchdog_waiting("the setup (communicators, memory, initial weights)");
 	s = schedule_new(&e, err, sizeof(err));
 	if (!s) {
 		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
@@ -531,13 +576,19 @@ int main(int argc, char **argv)
 	for (int step = 1; step <= total; step++) {
 		double v[2];
 		uint64_t step_ns = 0;
+		snprintf(phase, sizeof phase, "the barrier before step %d", step);
+		watchdog_waiting(phase);
 		mpi_check(MPI_Barrier(MPI_COMM_WORLD));
+		snprintf(phase, sizeof phase, "step %d", step);
+		watchdog_waiting(phase);
 		v[0] = exec_step(x, step, t, &step_ns);
-		if (isnan(v[0]))
-			MPI_Abort(MPI_COMM_WORLD, 1);
 		v[1] = step_ns * 1e-6;
+		snprintf(phase, sizeof phase, "the all-reduce of the loss of step %d", step);
+		watchdog_waiting(phase);
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+		if (!isfinite(v[0])) /* the same sum on every rank: they stop together */
+			diverged(&e, rank, step, "the loss", v[0]);
 		if (rank == 0)
 			printf("step %d loss %.9f time %.3f ms%s\n", step, v[0] / ((double)world * s->microbatches),
 			       v[1], step <= e.run.warmup ? " (warmup)" : "");
@@ -550,7 +601,10 @@ int main(int argc, char **argv)
 	}
 	measured_summary(s, steps_t, step_s, compute_s, exposed_s, e.run.steps, &exec_memory(x)->peaks, &sum);
 	be->ops->hardware(be, hw, sizeof hw);
+	watchdog_waiting("the all-reduce of the parameter sums");
 	exec_param_sums(x, &psum, &psq);
+	if (!isfinite(psq)) /* the same over every shard group */
+		diverged(&e, rank, 0, "the sum of squares of the parameters", psq);
 	runinfo_init(&info);
 	runinfo_put(&info, "backend", be->ops->name);
 	comm_describe(&c, runinfo_put, &info);
@@ -572,11 +626,13 @@ int main(int argc, char **argv)
 				.mem = mem->samples,
 				.sum = sum,
 			};
+			fflush(stdout); /* the report is out before the file is written */
 			if (results_append(e.run.out, &rr) != 0 || runinfo_append(e.run.out, &info) != 0)
 				rc = 1;
 		}
 		fflush(stdout);
 	}
+	watchdog_waiting("the broadcast of the exit status (rank 0 writes run.out)");
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	runinfo_release(&info);
 	free(t);
@@ -595,6 +651,6 @@ int main(int argc, char **argv)
 	config_release(&e);
 	if (quiet)
 		fclose(quiet);
-	MPI_Finalize();
+	mpi_finish();
 	return rc;
 }

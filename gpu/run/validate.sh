@@ -7,7 +7,7 @@
 #      (data/calibration/<hardware>-cpu.h5, appended);
 #   2. run every policy family with gpu_run on the CPU backend, 2 and 4
 #      ranks, the tiny and the small model (data/runs/<hardware>-cpu-<date>.h5);
-#   3. ./sim --compare that file: each run predicted from its own
+#   3. "$SIM" --compare that file: each run predicted from its own
 #      configuration and the calibration, the predictions appended beside
 #      the measurements, the report kept as <file>.compare.txt and .json.
 #
@@ -33,6 +33,8 @@ while [ $# -gt 0 ]; do
 done
 
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+SIM=${SIM:-./sim}
+GPU_RUN=${GPU_RUN:-./gpu_run}
 EXP=experiments/tiny.ini
 mkdir -p "$dir/calibration" "$dir/runs"
 
@@ -70,13 +72,13 @@ cluster() {
 }
 
 # 1. calibration
-hw=$("${MPIRUN[@]}" -np 2 ./gpu_run "$EXP" --hardware)
+hw=$("${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --hardware)
 cal=$dir/calibration/$hw.h5
 for np in "${worlds[@]}"; do
 	for m in "${models[@]}"; do
 		echo "validate: calibrating $m on $np ranks"
 		# shellcheck disable=SC2046
-		if ! "${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" $(cluster "$np") --set model.name="$m" \
+		if ! "${MPIRUN[@]}" -np "$np" "$GPU_RUN" "$EXP" $(cluster "$np") --set model.name="$m" \
 			--calibrate "$cal" "${calq[@]}" 2>"$cal.log.tmp" | sed 's/^/  /'; then
 			tail -5 "$cal.log.tmp" >&2
 			rm -f "$cal.log.tmp"
@@ -100,7 +102,7 @@ for np in "${worlds[@]}"; do
 			name=${fam%%|*}
 			read -r -a args <<<"${fam#*|}"
 			# shellcheck disable=SC2046
-			if ! "${MPIRUN[@]}" -np "$np" ./gpu_run "$EXP" $(cluster "$np") --set model.name="$m" "${steps[@]}" \
+			if ! "${MPIRUN[@]}" -np "$np" "$GPU_RUN" "$EXP" $(cluster "$np") --set model.name="$m" "${steps[@]}" \
 				"${args[@]}" --set run.out="$runs" >"$runs.log.tmp" 2>&1; then
 				echo "validate: $name ($m, $np ranks) failed:" >&2
 				tail -5 "$runs.log.tmp" >&2
@@ -116,7 +118,7 @@ done
 rm -f "$runs.log.tmp"
 
 # 3. the comparison
-./sim --compare "$runs" --calibration "$cal" >"$runs.compare.txt"
-./sim --compare "$runs" --calibration "$cal" --json >"$runs.compare.json"
+"$SIM" --compare "$runs" --calibration "$cal" >"$runs.compare.txt"
+"$SIM" --compare "$runs" --calibration "$cal" --json >"$runs.compare.json"
 tail -4 "$runs.compare.txt"
 echo "validate: $n runs in $runs; report in $runs.compare.txt"
