@@ -93,6 +93,9 @@ struct queue {
 	pthread_t thread;
 };
 
+/* The calibration kernels' buffers (bench_buf) */
+enum { BENCH_IN0, BENCH_IN1, BENCH_OUT0, BENCH_OUT1, BENCH_TOK, BENCH_BUFS };
+
 struct cpu {
 	struct backend base;
 	const struct schedule *s;
@@ -114,8 +117,8 @@ struct cpu {
 	int stop;
 	struct timespec t0;
 	/* calibration: inputs and outputs of one kernel at a time, grown as needed, kept */
-	float *bench[4];
-	size_t bench_floats[4];
+	float *bench[BENCH_BUFS];
+	size_t bench_floats[BENCH_BUFS];
 };
 
 static struct cpu *cpu_of(struct backend *b)
@@ -553,6 +556,14 @@ static void cpu_pack(struct backend *b, int stream, const struct unit_layout *u,
 /* ---- calibration ------------------------------------------------------------------ */
 
 /* Scratch i of at least n floats (random-ish, finite contents); grown on the stream thread, kept. */
+/*
+ * The calibration kernels' memory. Inputs (BENCH_IN0, BENCH_IN1) hold
+ * values in [-0.5, 0.5) and are never written, so every repetition of a
+ * kernel computes on the same ordinary numbers (an output fed back as an
+ * input drifts, to subnormals for one, which x86 computes on many times
+ * slower); outputs and in-place work go to the others; token ids to their
+ * own.
+ */
 static float *bench_buf(struct cpu *c, int i, size_t n)
 {
 	if (c->bench_floats[i] < n) {
@@ -563,6 +574,14 @@ static float *bench_buf(struct cpu *c, int i, size_t n)
 		c->bench_floats[i] = n;
 	}
 	return c->bench[i];
+}
+
+static int *bench_tokens(struct cpu *c, int n, int vocab)
+{
+	int *t = (int *)bench_buf(c, BENCH_TOK, (size_t)n);
+	for (int i = 0; i < n; i++)
+		t[i] = i % vocab;
+	return t;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -592,8 +611,9 @@ static void run_kernel(struct cpu *c, const struct cmd *k)
 
 	if (kn->kind == K_GEMM) {
 		int m = (int)kn->m, n = (int)kn->n, kk = (int)kn->k;
-		float *a = bench_buf(c, 0, (size_t)m * kk + (size_t)kk * n), *w = bench_buf(c, 1, (size_t)n * kk + (size_t)m * kk);
-		float *out = bench_buf(c, 2, (size_t)m * n);
+		float *a = bench_buf(c, BENCH_IN0, (size_t)m * kk + (size_t)kk * n);
+		float *w = bench_buf(c, BENCH_IN1, (size_t)n * kk + (size_t)m * kk);
+		float *out = bench_buf(c, BENCH_OUT0, (size_t)m * n);
 		if (ends_with(name, "_dgrad")) /* dx (m, n) = dout (m, k) w (k, n) */
 			ref_linear_backward_dx(out, a, w, m, n, kk);
 		else if (ends_with(name, "_wgrad")) /* dw (m, n) += dout^T (m, k) x (k, n), over k tokens */
@@ -602,26 +622,29 @@ static void run_kernel(struct cpu *c, const struct cmd *k)
 			ref_linear_forward(out, a, w, m, kk, n);
 	} else if (kn->kind == K_ATTN) {
 		size_t qkv = (size_t)N * d.qkv, att = (size_t)N * d.hq, lse = (size_t)d.B * d.H * d.T;
-		float *q = bench_buf(c, 0, qkv), *o = bench_buf(c, 1, att + lse), *g = bench_buf(c, 2, att + qkv);
-		if (strstr(name, "bwd"))
-			ref_attention_backward(g + att, g, q, o, o + att, (int)d.B, (int)d.T, (int)d.H, (int)d.KV,
-					       (int)d.Q);
+		float *q = bench_buf(c, BENCH_IN0, qkv), *g = bench_buf(c, BENCH_IN1, att);
+		float *o = bench_buf(c, BENCH_OUT0, att + lse), *dq = bench_buf(c, BENCH_OUT1, qkv);
+		if (strstr(name, "bwd")) /* on the forward's output and lse of the last forward measured */
+			ref_attention_backward(dq, g, q, o, o + att, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q);
 		else
 			ref_attention_forward(o, o + att, q, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q);
 	} else {
 		size_t nd = (size_t)N * D;
-		float *x = bench_buf(c, 0, nd > (size_t)N * 2 * F ? nd : (size_t)N * 2 * F);
-		float *y = bench_buf(c, 1, nd > (size_t)N * 2 * F ? nd : (size_t)N * 2 * F);
-		float *z = bench_buf(c, 2, nd + (size_t)N * 2 * F);
+		size_t big = nd > (size_t)N * 2 * F ? nd : (size_t)N * 2 * F;
+		if (big < (size_t)V * D) /* the embedding table */
+			big = (size_t)V * D;
+		float *x = bench_buf(c, BENCH_IN0, big), *y = bench_buf(c, BENCH_IN1, big);
+		float *z = bench_buf(c, BENCH_OUT0, nd + (size_t)N * 2 * F + D);
 		if (!strcmp(name, "rope") || !strcmp(name, "rope_bwd")) {
-			float *qkv = bench_buf(c, 3, (size_t)N * d.qkv);
+			/* in place: a rotation keeps the values' size however often it is repeated */
+			float *qkv = bench_buf(c, BENCH_OUT1, (size_t)N * d.qkv);
 			if (strstr(name, "bwd"))
 				ref_rope_backward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, REF_ROPE_THETA);
 			else
 				ref_rope_forward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, REF_ROPE_THETA);
 		} else if (strstr(name, "norm")) {
 			if (strstr(name, "bwd"))
-				ref_rmsnorm_backward(z, z + nd, y, x, y, z + nd + D, N, D);
+				ref_rmsnorm_backward(z, z + nd + N, y, x, y, z + nd, N, D); /* rstd: the last forward's */
 			else
 				ref_rmsnorm_forward(z, z + nd, x, y, N, D);
 		} else if (!strcmp(name, "swiglu")) {
@@ -631,35 +654,33 @@ static void run_kernel(struct cpu *c, const struct cmd *k)
 		} else if (!strncmp(name, "residual", 8)) {
 			add_into(z, x, nd);
 		} else if (!strcmp(name, "embed") || !strcmp(name, "embed_bwd")) {
-			int *tok = (int *)bench_buf(c, 3, (size_t)N);
-			float *table = bench_buf(c, 2, (size_t)V * D + nd);
-			for (int i = 0; i < N; i++)
-				tok[i] = i % V;
+			int *tok = bench_tokens(c, N, V);
+			float *table = bench_buf(c, BENCH_OUT1, (size_t)V * D + nd);
 			if (!strcmp(name, "embed")) {
-				ref_embedding_forward(x, tok, table, N, D);
+				ref_embedding_forward(z, tok, x, N, D);
 			} else {
 				memset(table, 0, sizeof(float) * (size_t)V * D); /* the zeroed gradient */
 				ref_embedding_backward(table, x, tok, N, D);
 			}
 		} else if (!strncmp(name, "loss", 4)) {
-			float *logits = bench_buf(c, 3, (size_t)N * V + N);
-			int *tgt = (int *)bench_buf(c, 0, (size_t)N);
-			for (int i = 0; i < N; i++)
-				tgt[i] = i % V;
-			if (!strcmp(name, "loss_bwd"))
-				ref_cross_entropy_backward(logits, logits, logits + (size_t)N * V, tgt, N, V, 1.0f);
+			const float *logits = bench_buf(c, BENCH_IN0, (size_t)N * V);
+			float *out = bench_buf(c, BENCH_OUT0, (size_t)N * V + N);
+			int *tgt = bench_tokens(c, N, V);
+			if (!strcmp(name, "loss_bwd")) /* on the lse of the last forward measured */
+				ref_cross_entropy_backward(out, logits, out + (size_t)N * V, tgt, N, V, 1.0f);
 			else
-				ref_cross_entropy_forward(logits + (size_t)N * V, logits, tgt, N, V);
+				ref_cross_entropy_forward(out + (size_t)N * V, logits, tgt, N, V);
 		} else if (!strcmp(name, "pass")) {
 			/* a memory-bound pass of kn->bytes: read and write half of it each */
 			size_t n = kn->bytes / (2 * sizeof(float));
-			float *src = bench_buf(c, 0, n), *dst = bench_buf(c, 1, n);
+			float *src = bench_buf(c, BENCH_IN0, n), *dst = bench_buf(c, BENCH_OUT0, n);
 			for (size_t i = 0; i < n; i++)
 				dst[i] = src[i] * 0.5f + dst[i];
 		} else if (!strcmp(name, "adamw")) {
 			size_t n = (size_t)kn->m;
 			struct ref_adamw_hparams hp = { 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f };
-			float *p = bench_buf(c, 0, n), *g = bench_buf(c, 1, n), *mv = bench_buf(c, 2, 2 * n);
+			float *p = bench_buf(c, BENCH_OUT0, n), *g = bench_buf(c, BENCH_IN0, n);
+			float *mv = bench_buf(c, BENCH_OUT1, 2 * n);
 			ref_adamw(p, g, mv, mv + n, n, &hp, 1);
 		} else {
 			fprintf(stderr, "gpu_run: calibration: no reference for kernel '%s'\n", name);
@@ -771,7 +792,7 @@ static void cpu_release(struct backend *b)
 	free(c->tokens);
 	free(c->targets);
 	free(c->stores);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < BENCH_BUFS; i++)
 		free(c->bench[i]);
 	free(c);
 }
