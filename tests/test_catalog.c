@@ -118,7 +118,8 @@ static void test_models(void)
 	CU_ASSERT_STRING_EQUAL(n[2], "llama3-405b");
 	CU_ASSERT_STRING_EQUAL(n[3], "llama2-7b");
 	CU_ASSERT_STRING_EQUAL(n[4], "tiny");
-	CU_ASSERT_PTR_NULL(n[5]);
+	CU_ASSERT_STRING_EQUAL(n[5], "small");
+	CU_ASSERT_PTR_NULL(n[6]);
 	for (int i = 0; n[i]; i++) {
 		CU_ASSERT_FATAL(model_lookup(n[i], &m) == 0);
 		CU_ASSERT_STRING_EQUAL(m.name, n[i]);

@@ -324,7 +324,7 @@ static void test_file_errors(void)
 		    "nodes = 1.5\n",                 /* 27 */
 		    -1,
 		    "@:2: model.name = 'llama3-8' is not a catalog model (allowed: llama3-8b|llama3-70b|"
-		    "llama3-405b|llama2-7b|tiny|custom; did you mean 'llama3-8b'?)\n"
+		    "llama3-405b|llama2-7b|tiny|small|custom; did you mean 'llama3-8b'?)\n"
 		    "@:3: unknown key 'layrs' in [model] (did you mean 'layers'?)\n"
 		    "@:4: model.layers = 'abc' is not an integer\n"
 		    "@:5: model.heads = 0 is out of range (1 to 4096)\n"
