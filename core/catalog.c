@@ -14,6 +14,8 @@
  */
 #include "hw.h"
 #include "model.h"
+#include "policy.h"
+#include "recipe.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -26,7 +28,7 @@
 extern const char catalog_ini[];
 
 #define CATALOG_MAX 16  /* entries per kind; the catalog holds a handful */
-#define FIELDS_MAX 32   /* fields per kind, one bit each in a set mask */
+#define FIELDS_MAX 64   /* fields per kind, one bit each in a set mask */
 
 #define GPU_FIELD(n, t, lo, hi, d) { #n, t, offsetof(struct gpu_spec, n), lo, hi, d }
 
@@ -45,7 +47,13 @@ const struct hw_field hw_gpu_fields[] = {
 	GPU_FIELD(gemm_tile_n, HW_FIELD_INT, 1, 4096, "GEMM output tile columns"),
 	GPU_FIELD(tiles_per_sm, HW_FIELD_INT, 1, 64, "GEMM tiles resident per SM"),
 	GPU_FIELD(gemm_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak a full GEMM wave reaches"),
-	GPU_FIELD(attn_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak fused attention reaches"),
+	GPU_FIELD(attn_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak this project's fused attention reaches"),
+	GPU_FIELD(fa2_fwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak FlashAttention-2 forward reaches"),
+	GPU_FIELD(fa2_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak FlashAttention-2 backward reaches"),
+	GPU_FIELD(cudnn_fwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak cuDNN attention forward reaches"),
+	GPU_FIELD(cudnn_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak cuDNN attention backward reaches"),
+	GPU_FIELD(attn_half_seq, HW_FIELD_DOUBLE, 0, 1e7, "sequence length at which attention reaches half its fraction"),
+	GPU_FIELD(hbm_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of hbm_gbps a streaming kernel achieves"),
 	GPU_FIELD(nccl_sms, HW_FIELD_INT, 1, 1024, "SMs one collective holds"),
 	GPU_FIELD(nccl_hbm_factor, HW_FIELD_DOUBLE, 0, 16, "HBM bytes a collective moves per wire byte"),
 	GPU_FIELD(elementwise_sms_frac, HW_FIELD_DOUBLE, 0.01, 1,
@@ -54,6 +62,9 @@ const struct hw_field hw_gpu_fields[] = {
 		  "host optimizer rate per GPU, 10^9 parameters/s"),
 	GPU_FIELD(net_latency_us, HW_FIELD_DOUBLE, 0, 1e6, "ring step latency across nodes, us"),
 	GPU_FIELD(nvlink_latency_us, HW_FIELD_DOUBLE, 0, 1e6, "ring step latency inside a node, us"),
+	GPU_FIELD(kernel_min_us, HW_FIELD_DOUBLE, 0, 1e6, "shortest time any kernel takes, us"),
+	GPU_FIELD(tdp_w, HW_FIELD_DOUBLE, 1, 1e5, "board power at which the datasheet's peaks hold, W"),
+	GPU_FIELD(power_cap_w, HW_FIELD_DOUBLE, 1, 1e5, "board power as deployed, W"),
 	{ NULL, 0, 0, 0, 0, NULL },
 };
 
@@ -75,7 +86,7 @@ struct kind {
 	size_t entry_size;
 	size_t name_offset;      /* the entry's name[] */
 	char *entries;           /* CATALOG_MAX entries of entry_size bytes */
-	unsigned set[CATALOG_MAX]; /* fields given, one bit per field */
+	uint64_t set[CATALOG_MAX]; /* fields given, one bit per field */
 	const char *names[CATALOG_MAX + 1];
 	int count;
 };
@@ -124,10 +135,17 @@ static struct kind kinds[] = {
 		  RT_FIELD(copy_in_out, F_INT, 0, 1),
 		  RT_FIELD(alloc_round_bytes, F_INT64, 1, 1 << 30),
 		  RT_FIELD(segment_bytes, F_INT64, 1, 1 << 30),
+		  { "kernels", F_TEXT, offsetof(struct runtime_spec, kernels),
+		    sizeof(((struct runtime_spec *)0)->kernels), 0, 0 },
+		  { "attention", F_TEXT, offsetof(struct runtime_spec, attention),
+		    sizeof(((struct runtime_spec *)0)->attention), 0, 0 },
+		  RT_FIELD(optim_temp_bytes, F_DOUBLE, 0, 64),
+		  RT_FIELD(clip_grad_norm, F_INT, 0, 1),
+		  RT_FIELD(dtensor_us, F_DOUBLE, 0, 1e6),
 		  { "source", F_TEXT, offsetof(struct runtime_spec, source),
 		    sizeof(((struct runtime_spec *)0)->source), 0, 0 },
 	  },
-	  .nfields = 12 },
+	  .nfields = 17 },
 };
 
 enum { KIND_GPU, KIND_MODEL, KIND_RUNTIME, KIND_COUNT };
@@ -242,9 +260,9 @@ static int on_key(void *user, const char *section, const char *key, const char *
 	for (int i = 0; i < k->nfields; i++) {
 		if (strcmp(k->fields[i].name, key) != 0)
 			continue;
-		if (k->set[e] & (1u << i))
+		if (k->set[e] & (1ull << i))
 			bad_catalog(section, key, "set twice");
-		k->set[e] |= 1u << i;
+		k->set[e] |= 1ull << i;
 		field_store(section, &k->fields[i], entry_at(k, e), value);
 		return 1;
 	}
@@ -272,11 +290,19 @@ static void catalog_load(void)
 			bad_catalog(k->word, NULL, "no %s entry", k->word);
 		for (int e = 0; e < k->count; e++)
 			for (int f = 0; f < k->nfields; f++)
-				if (!(k->set[e] & (1u << f))) {
+				if (!(k->set[e] & (1ull << f))) {
 					char section[64];
 					snprintf(section, sizeof section, "%s %s", k->word, k->names[e]);
 					bad_catalog(section, k->fields[f].name, "missing");
 				}
+	}
+	for (int e = 0; e < kinds[KIND_RUNTIME].count; e++) {
+		char section[64];
+		snprintf(section, sizeof section, "runtime %s", runtimes[e].name);
+		if (name_index(kernel_recipe_names, runtimes[e].kernels) < 0)
+			bad_catalog(section, "kernels", "'%s' is not testbed, eager or compile", runtimes[e].kernels);
+		if (name_index(attention_kernel_names, runtimes[e].attention) < 0)
+			bad_catalog(section, "attention", "'%s' is not testbed, flash or cudnn", runtimes[e].attention);
 	}
 	for (int e = 0; e < kinds[KIND_GPU].count; e++)
 		if (gpus[e].nccl_sms > gpus[e].sms) {
@@ -313,6 +339,12 @@ int hw_runtime_lookup(const char *name, struct runtime_spec *out)
 		return -1;
 	*out = runtimes[i];
 	return 0;
+}
+
+double hw_clock_factor(const struct gpu_spec *g)
+{
+	/* dynamic power goes as f V^2 and V with f: the clock a cap sustains goes as its cube root */
+	return g->power_cap_w >= g->tdp_w ? 1.0 : cbrt(g->power_cap_w / g->tdp_w);
 }
 
 const char *const *hw_gpu_names(void)

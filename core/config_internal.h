@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include "config.h"
 
-#define KEYS_MAX 64
+#define KEYS_MAX 96
 #define FLAG_MAX 40
 #define WHERE_MAX (CONFIG_PATH_MAX + 80)
 #define MSG_MAX 1024
@@ -44,6 +44,7 @@ enum key_type {
 	KT_ENUM,   /* an enum, one of names[] */
 	KT_ACCUM,  /* policy.accum and policy.partial_k */
 	KT_WRAP,   /* policy.wrap and policy.wrap_k */
+	KT_AC,     /* policy.ac and policy.ac_k */
 	KT_MODEL,  /* experiment.model_name: a catalog model or "custom" */
 	KT_GPU,    /* experiment.gpu_name: a catalog GPU or "custom" */
 	KT_CHOICE, /* a string buffer holding one of names[] */

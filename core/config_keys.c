@@ -67,6 +67,7 @@ static const struct key keys_head[] = {
 static const struct key keys_tail[] = {
 	/* the range holds every derived nics_per_node * nic_gbps / gpus_per_node */
 	DBL("cluster", "inter_gbps", cluster.inter_gbps, 1e-6, 1e7),
+	DBL("cluster", "node_inter_gbps", cluster.node_inter_gbps, 0.001, 1e7),
 	{ "cluster", "calibration", KT_TEXT, OFF(calibration), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	{ "policy", "sharding", KT_ENUM, OFF(policy.sharding), 0, 0, 0, sharding_names,
 	  "sharding policy", "--sharding", "--policy" },
@@ -83,7 +84,8 @@ static const struct key keys_tail[] = {
 	BOOL("optim_in_backward", policy.optim_in_backward),
 	ENUM("precision", policy.precision, precision_names, "precision"),
 	ENUM("reduce_dtype", policy.reduce_dtype, dtype_names, "dtype"),
-	ENUM("ac", policy.ac, ac_names, "activation checkpointing mode"),
+	{ "policy", "ac", KT_AC, OFF(policy.ac), 0, 0, 0, ac_names, "activation checkpointing mode", NULL,
+	  NULL },
 	ENUM("loss", policy.loss, loss_names, "loss mode"),
 	ENUM("offload", policy.offload, offload_names, "offload mode"),
 	INT("policy", "prefetch", policy.prefetch, 0, 8),
@@ -396,6 +398,9 @@ void config_value_text(const struct experiment *e, int k, char *buf, size_t n)
 	case KT_WRAP:
 		policy_wrap_str(&e->policy, buf, (int)n);
 		break;
+	case KT_AC:
+		policy_ac_str(&e->policy, buf, (int)n);
+		break;
 	case KT_MODEL:
 	case KT_GPU:
 	case KT_CHOICE:
@@ -504,11 +509,12 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 		return 0;
 	}
 	case KT_ACCUM:
-	case KT_WRAP: {
+	case KT_WRAP:
+	case KT_AC: {
 		struct policy pol = e->policy;
 		int rc = key->type == KT_ACCUM ? policy_parse_accum(&pol, value) :
-						 policy_parse_wrap(&pol, value);
-		const char *k_form = key->type == KT_ACCUM ? "partial" : "every";
+			 key->type == KT_WRAP ? policy_parse_wrap(&pol, value) : policy_parse_ac(&pol, value);
+		const char *k_form = key->type == KT_ACCUM ? "partial" : key->type == KT_WRAP ? "every" : "per-layer";
 		if (rc == -1) {
 			char name[64];
 			config_head_of(value, ":", name, sizeof name);
@@ -530,6 +536,9 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 		if (key->type == KT_ACCUM) {
 			e->policy.accum = pol.accum;
 			e->policy.partial_k = pol.partial_k;
+		} else if (key->type == KT_AC) {
+			e->policy.ac = pol.ac;
+			e->policy.ac_k = pol.ac_k;
 		} else {
 			e->policy.wrap = pol.wrap;
 			e->policy.wrap_k = pol.wrap_k;

@@ -138,6 +138,12 @@ static int resolve_cluster(struct experiment *e)
 				  "cluster.nics_per_node * cluster.nic_gbps / cluster.gpus_per_node");
 	}
 
+	kinter = config_key_id("cluster", "node_inter_gbps");
+	if (!config_is_explicit(e, kinter)) {
+		e->cluster.node_inter_gbps = e->cluster.gpu.nics_per_node * e->cluster.gpu.nic_gbps;
+		config_origin_set(e, kinter, OR_DERIVED, "cluster.nics_per_node * cluster.nic_gbps");
+	}
+
 	if (e->cluster.gpu.nccl_sms > e->cluster.gpu.sms) {
 		int knccl = config_key_id("cluster", "nccl_sms"), ksms = config_key_id("cluster", "sms");
 		int primary = config_is_explicit(e, ksms) && !config_is_explicit(e, knccl) ? ksms : knccl;

@@ -29,8 +29,14 @@ struct gpu_spec {
 	int gemm_tile_m;       /* output tile rows of a large bf16 GEMM */
 	int gemm_tile_n;       /* output tile columns */
 	int tiles_per_sm;      /* resident tiles per SM (1 for persistent Hopper kernels) */
-	double gemm_eff;       /* fraction of peak a full tile wave reaches */
-	double attn_eff;       /* fraction of peak the fused attention reaches */
+	double gemm_eff;       /* fraction of peak a full wave of the largest tile reaches */
+	double attn_eff;       /* fraction of peak this project's fused attention reaches, forward and backward */
+	double fa2_fwd_eff;    /* FlashAttention-2 (SDPA's flash backend): forward, long sequences, head dim 128 */
+	double fa2_bwd_eff;    /* its backward */
+	double cudnn_fwd_eff;  /* cuDNN attention (SDPA's cudnn backend): forward */
+	double cudnn_bwd_eff;  /* its backward */
+	double attn_half_seq;  /* sequence length at which attention reaches half those fractions */
+	double hbm_eff;        /* fraction of hbm_gbps a streaming kernel achieves */
 	int nccl_sms;          /* SMs one NCCL collective holds (channels) */
 	double nccl_hbm_factor;/* HBM bytes a collective moves per wire byte */
 	double elementwise_sms_frac; /* fraction of SMs a memory-bound kernel needs to reach full HBM bandwidth */
@@ -38,6 +44,8 @@ struct gpu_spec {
 	double net_latency_us;   /* ring step latency across nodes */
 	double nvlink_latency_us;/* ring step latency inside a node */
 	double kernel_min_us;    /* shortest time any kernel takes on the GPU */
+	double tdp_w;            /* board power at which the datasheet's peaks hold */
+	double power_cap_w;      /* board power as deployed; below tdp_w the clock drops */
 	char source[160];      /* where the numbers come from */
 };
 
@@ -46,7 +54,8 @@ struct cluster {
 	int nodes;
 	int gpus_per_node;
 	double intra_gbps;     /* resolved: GPU's intra value unless overridden */
-	double inter_gbps;     /* resolved per GPU: nics * nic_gbps / gpus_per_node unless overridden */
+	double inter_gbps;     /* per GPU, a ring within one rail (hsdp's replicas): nics * nic_gbps / gpus_per_node unless overridden */
+	double node_inter_gbps;/* per node, a ring spanning nodes (fsdp, ddp): nics * nic_gbps unless overridden */
 };
 
 /* Runtime behaviour constants, per runtime (testbed or pytorch). */
@@ -63,6 +72,11 @@ struct runtime_spec {
 	int copy_in_out;          /* 1: gathers copy out of, reductions copy into, a flat comm buffer */
 	int64_t alloc_round_bytes;   /* allocations rounded up to this */
 	int64_t segment_bytes;       /* smallest segment the allocator reserves for large blocks */
+	char kernels[16];            /* the kernel recipe: testbed, eager or compile (core/recipe.h) */
+	char attention[16];          /* its attention kernel: testbed, flash or cudnn */
+	double optim_temp_bytes;     /* bytes per parameter a foreach optimizer step allocates for its temporaries */
+	int clip_grad_norm;          /* 1: the gradient norm is clipped before the optimizer step */
+	double dtensor_us;           /* host time per tensor of each multi-tensor optimizer op (DTensor dispatch) */
 	char source[160];
 };
 
@@ -74,6 +88,8 @@ static inline int cluster_world(const struct cluster *c)
 /* Catalog look-ups: 0 and *out filled, or -1 when the name is unknown. */
 int hw_gpu_lookup(const char *name, struct gpu_spec *out);
 int hw_runtime_lookup(const char *name, struct runtime_spec *out);
+/* The fraction of its datasheet peak a GPU computes at under its power cap (1 at or above tdp_w). */
+double hw_clock_factor(const struct gpu_spec *g);
 /* NULL-terminated list of catalog GPU names */
 const char *const *hw_gpu_names(void);
 

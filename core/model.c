@@ -303,6 +303,7 @@ static void block_backward_kernels(struct klist *l, const struct model_dims *d,
 	kput(l, "attention_bwd", K_ATTN, d->B * d->H, d->T, d->Q, 5 * attn_fwd_flops(d) / 2,
 	     fbytes(st, BF_QKV) + fbytes(st, BF_ATT) + fbytes(st, BF_LSE) + fbytes(g, GF_DATT) +
 		     fbytes(g, GF_DQKV));
+	l->k[l->n - 1].backward = 1;
 	elementwise(l, "rope_bwd", 2 * N * (d->H + d->KV) * d->Q, a, 6ull * N * (d->H + d->KV) * d->Q);
 	linear_bwd(l, "qkv", N, d->D, d->qkv, a);
 	elementwise(l, "attn_norm_bwd", 4 * N * d->D, a, 8ull * N * d->D);
@@ -604,8 +605,8 @@ const char *module_name(enum module_kind k)
 
 const char *ac_name(enum ac_mode a)
 {
-	static const char *const n[] = { "none", "full", "selective" };
-	assert(a >= 0 && a < AC_COUNT);
+	static const char *const n[] = { "none", "full", "selective", "per-op", "per-layer" };
+	assert(a >= 0 && a < AC_MODES);
 	return n[a];
 }
 

@@ -92,7 +92,14 @@ enum module_kind {
 
 enum phase { PH_FWD, PH_BWD, PH_RECOMPUTE, PH_COUNT };
 
-enum ac_mode { AC_NONE, AC_FULL, AC_SELECTIVE, AC_COUNT };
+/*
+ * Activation checkpointing. The first AC_COUNT modes are the columns of the
+ * activation store table below: the testbed's runtime, the reference and
+ * the CUDA model run them. AC_PER_OP and AC_PER_LAYER are PyTorch's
+ * (torchtitan's per-op selective policy; every K-th block checkpointed),
+ * laid out and priced from the PyTorch recipes (core/recipe.h) only.
+ */
+enum ac_mode { AC_NONE, AC_FULL, AC_SELECTIVE, AC_COUNT, AC_PER_OP = AC_COUNT, AC_PER_LAYER, AC_MODES };
 
 enum loss_mode { LOSS_FULL, LOSS_CHUNKED, LOSS_COUNT };
 
@@ -111,9 +118,10 @@ struct kernel {
 	int64_t m, n, k;   /* K_GEMM: output (m x n), reduction k; K_ATTN: m = batch*heads, n = seq, k = head dim */
 	uint64_t flops;    /* floating-point operations the kernel executes */
 	uint64_t bytes;    /* HBM bytes read plus written */
+	int backward;      /* K_ATTN: 1 for the backward kernel (priced apart from the forward) */
 };
 
-#define MODEL_MAX_KERNELS 32
+#define MODEL_MAX_KERNELS 64
 
 /* Look a catalog model up by name; returns 0 and fills *m, or -1. */
 int model_lookup(const char *name, struct model_shape *m);

@@ -34,10 +34,10 @@ const char *const reshard_names[] = { "yes", "no", "all-but-last", NULL };
 const char *const optim_names[] = { "foreach", "fused", "per-param", NULL };
 const char *const precision_names[] = { "mixed", "pure-bf16", "fp32", NULL };
 const char *const dtype_names[] = { "fp32", "bf16", NULL };
-const char *const ac_names[] = { "none", "full", "selective", NULL };
+const char *const ac_names[] = { "none", "full", "selective", "per-op", "per-layer", NULL };
 const char *const loss_names[] = { "full", "chunked", NULL };
 const char *const offload_names[] = { "none", "optim", "params", NULL };
-const char *const runtime_names[] = { "testbed", "pytorch", NULL };
+const char *const runtime_names[] = { "testbed", "pytorch", "pytorch-compile", NULL };
 
 /* Every table has one name per enum value: checked once, at compile time. */
 #define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]) - 1)
@@ -48,7 +48,7 @@ _Static_assert(TABLE_LEN(reshard_names) == RESHARD_COUNT, "reshard_names");
 _Static_assert(TABLE_LEN(optim_names) == OPT_COUNT, "optim_names");
 _Static_assert(TABLE_LEN(precision_names) == PREC_COUNT, "precision_names");
 _Static_assert(TABLE_LEN(dtype_names) == DT_COUNT, "dtype_names");
-_Static_assert(TABLE_LEN(ac_names) == AC_COUNT, "ac_names");
+_Static_assert(TABLE_LEN(ac_names) == AC_MODES, "ac_names");
 _Static_assert(TABLE_LEN(loss_names) == LOSS_COUNT, "loss_names");
 _Static_assert(TABLE_LEN(offload_names) == OFF_COUNT, "offload_names");
 _Static_assert(TABLE_LEN(runtime_names) == RT_COUNT, "runtime_names");
@@ -157,6 +157,7 @@ void policy_default(struct policy *p)
 	p->precision = PREC_MIXED;
 	p->reduce_dtype = DT_FP32;
 	p->ac = AC_NONE;
+	p->ac_k = 0;
 	p->loss = LOSS_FULL;
 	p->offload = OFF_NONE;
 	p->prefetch = 1;
@@ -230,6 +231,12 @@ const char *policy_wrap_str(const struct policy *p, char *buf, int len)
 	return with_k(wrap_names[p->wrap], p->wrap == WRAP_EVERY, p->wrap_k, buf, len);
 }
 
+const char *policy_ac_str(const struct policy *p, char *buf, int len)
+{
+	assert(p->ac >= 0 && p->ac < AC_MODES);
+	return with_k(ac_names[p->ac], p->ac == AC_PER_LAYER, p->ac_k, buf, len);
+}
+
 /*
  * Parse "name" or "name:K" against a table whose entry k_index (alone)
  * takes a K >= 1. *index and *k are written only on success.
@@ -271,6 +278,18 @@ int policy_parse_accum(struct policy *p, const char *s)
 	if (rc == 0) {
 		p->accum = (enum accum)i;
 		p->partial_k = i == ACC_PARTIAL ? k : 0;
+	}
+	return rc;
+}
+
+int policy_parse_ac(struct policy *p, const char *s)
+{
+	int i, k = p->ac_k;
+	int rc = parse_with_k(ac_names, AC_PER_LAYER, s, &i, &k);
+
+	if (rc == 0) {
+		p->ac = (enum ac_mode)i;
+		p->ac_k = i == AC_PER_LAYER ? k : 0;
 	}
 	return rc;
 }
@@ -428,6 +447,14 @@ int policy_check(const struct policy *p, const struct cluster *c, const struct m
 	if (m && p->wrap == WRAP_EVERY && (p->wrap_k < 1 || p->wrap_k > m->layers))
 		violation(&ck, "policy.wrap", "model.layers", NULL,
 			  "needs K from 1 to the number of layers, %d", m->layers);
+	if (m && p->ac == AC_PER_LAYER && (p->ac_k < 1 || p->ac_k > m->layers))
+		violation(&ck, "policy.ac", "model.layers", NULL,
+			  "needs K from 1 to the number of layers, %d", m->layers);
+	/* PyTorch's policies name PyTorch's ops and per-block modes: the testbed's stores have neither */
+	if (p->ac >= AC_COUNT && p->runtime == RT_TESTBED)
+		violation(&ck, "policy.ac", "policy.runtime", NULL,
+			  "is a PyTorch checkpointing policy: it needs policy.runtime = pytorch or pytorch-compile "
+			  "(the testbed runtime checkpoints none, full or selective)");
 	if (p->microbatches < 1)
 		violation(&ck, "policy.microbatches", NULL, NULL, "must be at least 1");
 	if (p->concat_last_only && !p->flat_params)
@@ -470,7 +497,8 @@ void policy_walk_init(struct policy_walk *w, const struct policy *base, const st
 	w->size[PA_RESHARD] = RESHARD_COUNT;
 	w->size[PA_OPTIM] = OPT_COUNT;
 	w->size[PA_OPTIM_IN_BACKWARD] = 2;
-	w->size[PA_AC] = AC_COUNT;
+	/* none, full, selective, per-op; per-layer:K when the base has it, with its K */
+	w->size[PA_AC] = AC_PER_LAYER + (base->ac == AC_PER_LAYER);
 	w->size[PA_OFFLOAD] = OFF_COUNT;
 }
 
@@ -517,6 +545,7 @@ static void walk_policy(const struct policy_walk *w, struct policy *p, unsigned 
 	p->optim = (enum optim)at[PA_OPTIM];
 	p->optim_in_backward = at[PA_OPTIM_IN_BACKWARD];
 	p->ac = (enum ac_mode)at[PA_AC];
+	p->ac_k = p->ac == AC_PER_LAYER ? w->base.ac_k : 0;
 	p->offload = (enum offload)at[PA_OFFLOAD];
 
 	/* every field is as chosen, except the shard group: the sharding's, or an hsdp base's own */

@@ -26,7 +26,7 @@ enum optim { OPT_FOREACH, OPT_FUSED, OPT_PER_PARAM, OPT_COUNT };
 enum precision { PREC_MIXED, PREC_PURE_BF16, PREC_FP32, PREC_COUNT };
 enum dtype { DT_FP32, DT_BF16, DT_COUNT };
 enum offload { OFF_NONE, OFF_OPTIM, OFF_PARAMS, OFF_COUNT };
-enum runtime { RT_TESTBED, RT_PYTORCH, RT_COUNT };
+enum runtime { RT_TESTBED, RT_PYTORCH, RT_PYTORCH_COMPILE, RT_COUNT };
 
 struct policy {
 	enum sharding sharding;
@@ -43,6 +43,7 @@ struct policy {
 	enum precision precision;
 	enum dtype reduce_dtype;
 	enum ac_mode ac;
+	int ac_k;                 /* AC_PER_LAYER: every k-th block is checkpointed */
 	enum loss_mode loss;
 	enum offload offload;
 	int prefetch;             /* units gathered ahead of the one computing */
@@ -59,7 +60,7 @@ extern const char *const reshard_names[];
 extern const char *const optim_names[];
 extern const char *const precision_names[];
 extern const char *const dtype_names[];
-extern const char *const ac_names[];
+extern const char *const ac_names[];     /* "per-layer" stands for per-layer:K */
 extern const char *const loss_names[];
 extern const char *const offload_names[];
 extern const char *const runtime_names[];
@@ -86,12 +87,14 @@ int precision_optstate_bytes(enum precision p);/* both Adam moments together */
 int policy_grad_bytes(const struct policy *p); /* bytes per reduced gradient element */
 int policy_accum_bytes(const struct policy *p);/* bytes per accumulated gradient element */
 
-/* accum and wrap print with their K: "partial:4", "every:2" */
+/* accum, wrap and ac print with their K: "partial:4", "every:2", "per-layer:2" */
 const char *policy_accum_str(const struct policy *p, char *buf, int len);
 const char *policy_wrap_str(const struct policy *p, char *buf, int len);
-/* parse "partial:K" / "every:K" forms; 0 ok, -1 bad name, -2 bad K */
+const char *policy_ac_str(const struct policy *p, char *buf, int len);
+/* parse "partial:K" / "every:K" / "per-layer:K" forms; 0 ok, -1 bad name, -2 bad K */
 int policy_parse_accum(struct policy *p, const char *s);
 int policy_parse_wrap(struct policy *p, const char *s);
+int policy_parse_ac(struct policy *p, const char *s);
 
 /* ---- resolution, rules and the policy space ------------------------------ */
 
@@ -99,7 +102,8 @@ int policy_parse_wrap(struct policy *p, const char *s);
  * The fields of struct policy a user sets, one bit each (POLICY_BIT):
  * policy_resolve() is told with such a mask which ones were set
  * explicitly, and returns one of those it filled in. partial_k and wrap_k
- * belong to PF_ACCUM and PF_WRAP (they are written "partial:K", "every:K").
+ * belong to PF_ACCUM and PF_WRAP, ac_k to PF_AC (they are written "partial:K",
+ * "every:K", "per-layer:K").
  */
 enum policy_field {
 	PF_SHARDING, PF_SHARD_GROUP, PF_ACCUM, PF_MICROBATCHES, PF_ACCUM_DTYPE, PF_WRAP,
@@ -135,7 +139,7 @@ unsigned policy_resolve(struct policy *p, unsigned set, const struct cluster *c,
 			const struct model_shape *m);
 
 /* The most violations policy_check() can return for one policy (one per rule). */
-#define POLICY_VIOLATIONS_MAX 12
+#define POLICY_VIOLATIONS_MAX 14
 
 /* One broken rule: the keys involved, and what is wrong. */
 struct policy_violation {
@@ -178,7 +182,8 @@ struct policy_walk {
  * (both kept by pointer). The walk varies the sharding, the accumulation
  * (sync-each, no-sync, defer-replica, partial:K for K = 1..layers), the
  * wrapping (block, block+io, whole, every:K for K = 2..layers; every:1 is
- * block), reshard, optim, optim_in_backward, ac and offload; every other
+ * block), reshard, optim, optim_in_backward, ac (none, full, selective,
+ * per-op; per-layer:K only as the base has it) and offload; every other
  * field (precision, dtypes, microbatches, prefetch, flat params, runtime,
  * loss) is base's. The shard group follows the sharding (policy_resolve),
  * except that an hsdp base keeps its own group for hsdp.

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recipe.h"
 #include "xalloc.h"
 
 /* Bytes of the (N, D) residual stream, or its gradient, of one microbatch. */
@@ -52,9 +53,11 @@ struct builder {
 	int *acts;            /* per segment: saved activations of this microbatch */
 	int *recomputed;      /* per segment: recomputed activations */
 	int resid, dresid;    /* this microbatch's residual stream and its gradient, -1 */
-	int ktab[SEG_KIND_COUNT][PH_COUNT];
-	uint64_t saved[SEG_KIND_COUNT];               /* activation bytes a segment keeps */
-	uint64_t transient[SEG_KIND_COUNT][PH_COUNT]; /* scratch of a segment's phase */
+	enum kernel_recipe recipe;  /* the runtime's kernels (core/recipe.h) */
+	/* by segment kind and the segment's own checkpointing mode (seg_ac) */
+	int ktab[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
+	uint64_t saved[SEG_KIND_COUNT][AC_MODES];               /* activation bytes a segment keeps */
+	uint64_t transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES]; /* scratch of a segment's phase */
 	/* one op under construction */
 	struct op cur;
 	uint32_t *deps, *allocs, *frees;
@@ -373,7 +376,24 @@ static void plan_units(struct builder *b)
 
 /* ---- kernels ---------------------------------------------------------------- */
 
-static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph)
+/*
+ * The checkpointing mode of segment g: the policy's, except that per-layer
+ * checkpoints every K-th block fully and leaves the others alone
+ * (torchtitan _apply_layer_sac: its count of blocks, from 1, a multiple
+ * of K); the embedding and head keep their activations.
+ */
+static enum ac_mode seg_ac(const struct schedule *s, int g)
+{
+	const struct policy *p = &s->exp->policy;
+
+	if (s->segs[g].kind != SEG_BLOCK)
+		return AC_NONE;
+	if (p->ac == AC_PER_LAYER)
+		return (s->segs[g].block + 1) % p->ac_k == 0 ? AC_FULL : AC_NONE;
+	return p->ac;
+}
+
+static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph, enum ac_mode ac)
 {
 	struct schedule *s = b->s;
 	const struct policy *p = b->p;
@@ -381,12 +401,12 @@ static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph)
 	struct ktab *t;
 	int n;
 
-	if (b->ktab[sk][ph] != -2)
-		return b->ktab[sk][ph];
-	n = model_segment_kernels(&s->exp->model, s->exp->run.batch, sk, ph, p->ac, p->loss,
-				  b->act_bytes, k, MODEL_MAX_KERNELS);
+	if (b->ktab[sk][ph][ac] != -2)
+		return b->ktab[sk][ph][ac];
+	n = recipe_kernels(b->recipe, &s->exp->model, s->exp->run.batch, sk, ph, ac, p->loss, b->act_bytes, k,
+			   MODEL_MAX_KERNELS);
 	if (n == 0)
-		return b->ktab[sk][ph] = -1;
+		return b->ktab[sk][ph][ac] = -1;
 	s->ktabs = grow(s->ktabs, &s->cap_ktabs, s->nktabs + 1, sizeof(*s->ktabs));
 	s->kernels = grow(s->kernels, &s->cap_kernels, s->nkernels + n, sizeof(*s->kernels));
 	t = &s->ktabs[s->nktabs];
@@ -398,14 +418,14 @@ static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph)
 		t->flops += k[i].flops;
 		t->bytes += k[i].bytes;
 	}
-	return b->ktab[sk][ph] = s->nktabs++;
+	return b->ktab[sk][ph][ac] = s->nktabs++;
 }
 
 /* Make the current op a compute op running the kernels of (segment, phase). */
 static void set_kernels(struct builder *b, int seg, enum phase ph)
 {
 	enum segment_kind sk = b->s->segs[seg].kind;
-	int t = ktab_get(b, sk, ph);
+	int t = ktab_get(b, sk, ph, seg_ac(b->s, seg));
 
 	b->cur.seg_kind = sk;
 	b->cur.ktab = t;
@@ -521,7 +541,7 @@ static void forward(struct builder *b, int micro)
 		int u = s->segs[g].unit, op, a;
 		struct unit *x = &s->units[u];
 		enum segment_kind sk = s->segs[g].kind;
-		uint64_t saved = b->saved[sk];
+		uint64_t saved = b->saved[sk][seg_ac(s, g)];
 
 		/* issue gathers up to `prefetch` units ahead of the one computing */
 		while (needs_gather && next < s->nunits && next <= u + b->p->prefetch) {
@@ -550,7 +570,7 @@ static void forward(struct builder *b, int micro)
 		alloc_buf(b, a);
 		opd(b, a, OPD_OUT);
 		b->acts[g] = a;
-		scratch(b, b->transient[sk][PH_FWD], u, g, micro);
+		scratch(b, b->transient[sk][PH_FWD][seg_ac(s, g)], u, g, micro);
 		if (sk == SEG_HEAD) {
 			free_buf(b, b->resid);
 			b->resid = -1;
@@ -690,6 +710,31 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		emit_unit_optim(b, u, stream_of_last, op, micro);
 }
 
+/*
+ * What the runtime adds to an optimizer step over `elems` parameters in
+ * `tensors` tensors: the DTensor dispatch of each multi-tensor op on the
+ * host, the temporaries of a foreach step (allocated by the op, freed at
+ * its end), and, when it clips the gradient norm before a step over every
+ * parameter (after backward), a read of every gradient for the norm and a
+ * read and write to scale it, in two more multi-tensor kernels per chunk.
+ */
+static void optim_extras(struct builder *b, uint64_t elems, int tensors, int clips)
+{
+	const struct runtime_spec *r = &b->e->runtime;
+	int chunks = (tensors + r->foreach_chunk - 1) / r->foreach_chunk;
+	int ops = b->p->optim == OPT_FOREACH ? r->foreach_kernels : b->p->optim == OPT_FUSED ? r->fused_kernels
+											: r->per_param_kernels;
+
+	b->cur.host_ns = (uint32_t)(1e3 * r->dtensor_us * tensors * ops + 0.5);
+	if (b->p->optim == OPT_FOREACH && r->optim_temp_bytes > 0)
+		scratch(b, (uint64_t)((double)elems * r->optim_temp_bytes + 0.5), b->cur.unit, -1, b->cur.micro);
+	if (clips && r->clip_grad_norm) {
+		b->cur.bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
+		b->cur.launches += (uint32_t)(2 * chunks);
+		b->cur.host_ns += (uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5);
+	}
+}
+
 static uint64_t optim_bytes_per_elem(const struct builder *b)
 {
 	const struct policy *p = b->p;
@@ -776,6 +821,8 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 	b->cur.launches = optim_launches(b, x->ntensors);
 	dep(b, after);
 	device_optim_operands(b, u);
+	/* a step per unit (in backward, or per-parameter after it) cannot clip: the norm needs every gradient */
+	optim_extras(b, unit_opt_elems(b, x), x->ntensors, 0);
 	return commit(b);
 }
 
@@ -803,8 +850,8 @@ static void backward(struct builder *b, int micro)
 		}
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);
-		if (s->ac != AC_NONE && sk == SEG_BLOCK) {
-			uint64_t tr = b->transient[sk][PH_RECOMPUTE];
+		if (seg_ac(s, g) != AC_NONE && sk == SEG_BLOCK) {
+			uint64_t tr = b->transient[sk][PH_RECOMPUTE][seg_ac(s, g)];
 			begin(b, OP_RECOMPUTE, ST_COMPUTE, u, g, micro);
 			set_kernels(b, g, PH_RECOMPUTE);
 			dep(b, b->ready_op[u]);
@@ -841,7 +888,7 @@ static void backward(struct builder *b, int micro)
 		} else {
 			opd(b, b->dresid, sk == SEG_EMBED ? OPD_IN : OPD_INOUT);
 		}
-		scratch(b, b->transient[sk][PH_BWD], u, g, micro);
+		scratch(b, b->transient[sk][PH_BWD][seg_ac(s, g)], u, g, micro);
 		free_buf(b, b->acts[g]);
 		free_buf(b, b->recomputed[g]);
 		if (sk == SEG_EMBED) {
@@ -929,6 +976,7 @@ static void optimizer_after_backward(struct builder *b)
 		}
 		b->cur.bytes = elems * optim_bytes_per_elem(b);
 		b->cur.launches = optim_launches(b, tensors);
+		optim_extras(b, elems, tensors, 1);
 		commit(b);
 	}
 }
@@ -1112,14 +1160,21 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.allocs = xmalloc(sizeof(uint32_t) * b.cap);
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
 	b.opds = xmalloc(sizeof(struct operand) * b.cap);
-	for (int i = 0; i < SEG_KIND_COUNT; i++) {
-		b.saved[i] = model_segment_saved_bytes(&e->model, s->batch, i, s->ac, s->loss, b.act_bytes);
-		for (int j = 0; j < PH_COUNT; j++) {
-			b.ktab[i][j] = -2;
-			b.transient[i][j] = model_segment_transient_bytes(&e->model, s->batch, i, j, s->ac, s->loss,
-									  b.act_bytes);
+	b.recipe = (enum kernel_recipe)name_index(kernel_recipe_names, e->runtime.kernels);
+	assert(b.recipe >= 0);
+	/* the modes segments have: the policy's, and for per-layer a block's none or full */
+	for (int i = 0; i < SEG_KIND_COUNT; i++)
+		for (int ac = 0; ac < AC_MODES; ac++) {
+			int used = ac == AC_NONE || (i == SEG_BLOCK && (p->ac == AC_PER_LAYER ? ac == AC_FULL : ac == (int)p->ac));
+			for (int j = 0; j < PH_COUNT; j++)
+				b.ktab[i][j][ac] = -2;
+			if (!used)
+				continue;
+			b.saved[i][ac] = recipe_saved_bytes(b.recipe, &e->model, s->batch, i, ac, s->loss, b.act_bytes);
+			for (int j = 0; j < PH_COUNT; j++)
+				b.transient[i][j][ac] = recipe_transient_bytes(b.recipe, &e->model, s->batch, i, j, ac, s->loss,
+									    b.act_bytes);
 		}
-	}
 
 	static_buffers(&b);
 	for (int m = 0; m < b.M; m++) {

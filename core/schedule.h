@@ -156,6 +156,7 @@ struct op {
 	uint16_t nopd;
 	int32_t ktab;      /* kernel list in schedule.ktabs, -1 when none */
 	uint32_t launches; /* kernels the CPU launches for this op */
+	uint32_t host_ns;  /* host time issuing it takes beyond the launches (DTensor dispatch of optimizer ops) */
 	uint64_t bytes;    /* collectives: the full buffer S; copies: bytes moved; memory-bound ops: HBM bytes */
 	uint64_t flops;
 };
@@ -204,7 +205,7 @@ struct schedule {
 	int per_tensor_shards;
 	int microbatches;              /* M per optimizer step */
 	int batch;                     /* sequences per microbatch */
-	enum ac_mode ac;               /* how segments keep activations */
+	enum ac_mode ac;               /* how segments keep activations (per-layer: each block none or full) */
 	enum loss_mode loss;
 	int loss_chunk_rows;           /* rows of logits the chunked loss holds at once */
 	enum elem act_elem;            /* activation (compute) element type */

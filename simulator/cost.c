@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recipe.h"
 #include "xalloc.h"
 
 #define MEMO_CAP 4096 /* a step has a handful of kernel lists and SM counts */
@@ -56,10 +57,13 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 	c->s = s;
 	c->gpu = g;
 	/* 10^12 FLOP/s = 10^3 FLOP/ns; 1 GB/s = 1 byte/ns */
-	c->peak_flops_per_ns = 1e-9 * s->peak_flops;
-	c->hbm_bytes_per_ns = g->hbm_gbps;
+	c->peak_flops_per_ns = 1e-9 * s->peak_flops * hw_clock_factor(g);
+	c->hbm_bytes_per_ns = g->hbm_gbps * g->hbm_eff;
+	c->attention = name_index(attention_kernel_names, e->runtime.attention);
+	assert(c->attention >= 0);
 	c->link_bytes_per_ns[LINK_INTRA] = e->cluster.intra_gbps;
-	c->link_bytes_per_ns[LINK_INTER] = e->cluster.inter_gbps;
+	/* the node's NICs: what a ring spanning nodes crosses them with; a rail's ring is capped at its share */
+	c->link_bytes_per_ns[LINK_INTER] = e->cluster.node_inter_gbps;
 	c->link_bytes_per_ns[LINK_PCIE_H2D] = g->pcie_gbps;
 	c->link_bytes_per_ns[LINK_PCIE_D2H] = g->pcie_gbps;
 	c->memo_cap = MEMO_CAP;
@@ -83,7 +87,7 @@ static int64_t ceil_div(int64_t a, int64_t b)
 	return (a + b - 1) / b;
 }
 
-/* Bandwidth a memory-bound kernel gets on `sms` SMs: it needs a fraction of them to saturate HBM. */
+/* Bandwidth a memory-bound kernel gets on `sms` SMs: it needs a fraction of them to saturate HBM (hbm: achieved bytes/ns). */
 static double membw(const struct cost *c, int sms, double hbm)
 {
 	double need = c->gpu->elementwise_sms_frac * c->gpu->sms;
@@ -97,6 +101,92 @@ double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm)
 	return t > floor ? t : floor;
 }
 
+/*
+ * Output tiles the library chooses among: CUTLASS's tile shapes for the
+ * GPU's tensor cores (its profiler's default configurations for sm80 and
+ * sm90), the largest first. The catalog's gemm_tile_m x gemm_tile_n is the
+ * largest the GPU uses; the list keeps the shapes no larger than it.
+ */
+static const int tile_shapes[][2] = {
+	{ 256, 128 }, { 128, 256 }, { 128, 128 }, { 128, 64 }, { 64, 128 }, { 64, 64 },
+};
+
+/*
+ * A tile's efficiency relative to the largest: its operand reuse, the
+ * FLOPs per byte it loads, m n / (m + n), over the largest tile's; a
+ * smaller tile loads more bytes per FLOP and keeps the tensor cores less
+ * busy. The largest runs at gemm_eff.
+ */
+static double tile_eff(const struct gpu_spec *g, int tm, int tn)
+{
+	double ref = (double)g->gemm_tile_m * g->gemm_tile_n / (g->gemm_tile_m + g->gemm_tile_n);
+	double r = (double)tm * tn / (tm + tn) / ref;
+	return g->gemm_eff * (r < 1 ? r : 1);
+}
+
+/*
+ * The time of a GEMM with tile tm x tn on `sms` SMs: waves of tiles, each
+ * tile a full tile's work (an edge tile overhangs the matrix) at the
+ * tile's efficiency. cuBLAS's heuristics pick, per shape, the kernel
+ * expected to be fastest (cublasLtMatmulAlgoGetHeuristic); here, the tile
+ * that finishes first, ties to the larger.
+ */
+void cost_gemm(const struct cost *c, const struct kernel *k, int sms, struct gemm_choice *out)
+{
+	const struct gpu_spec *g = c->gpu;
+	double per_sm = c->peak_flops_per_ns / g->sms;
+	int any = 0;
+
+	for (size_t i = 0; i < sizeof tile_shapes / sizeof tile_shapes[0]; i++) {
+		int tm = tile_shapes[i][0], tn = tile_shapes[i][1];
+		int64_t tiles, waves;
+		double ns;
+		if (tm * tn > g->gemm_tile_m * g->gemm_tile_n || (tm > g->gemm_tile_m && tn > g->gemm_tile_n))
+			continue;
+		if (tm * tn == g->gemm_tile_m * g->gemm_tile_n && (tm != g->gemm_tile_m || tn != g->gemm_tile_n) &&
+		    tm > g->gemm_tile_m)
+			continue; /* the catalog's orientation of the largest tile */
+		tiles = ceil_div(k->m, tm) * ceil_div(k->n, tn);
+		waves = ceil_div(tiles, (int64_t)sms * g->tiles_per_sm);
+		ns = (double)waves * 2.0 * tm * tn * (double)k->k * g->tiles_per_sm / (per_sm * tile_eff(g, tm, tn));
+		if (!any || ns < out->ns) {
+			*out = (struct gemm_choice){ tm, tn, tiles, waves, ns };
+			any = 1;
+		}
+	}
+	if (!any) { /* a tile smaller than every listed shape: the catalog's own */
+		int tm = g->gemm_tile_m, tn = g->gemm_tile_n;
+		int64_t tiles = ceil_div(k->m, tm) * ceil_div(k->n, tn);
+		int64_t waves = ceil_div(tiles, (int64_t)sms * g->tiles_per_sm);
+		*out = (struct gemm_choice){ tm, tn, tiles, waves,
+					     (double)waves * 2.0 * tm * tn * (double)k->k * g->tiles_per_sm /
+						     (per_sm * g->gemm_eff) };
+	}
+}
+
+/*
+ * Attention's fraction of peak: its backend's, forward or backward, on the
+ * curve T / (T + attn_half_seq) that the published figures follow from
+ * short to long sequences.
+ */
+static double attn_eff(const struct cost *c, const struct kernel *k)
+{
+	const struct gpu_spec *g = c->gpu;
+	double e, T = (double)k->n;
+
+	switch (c->attention) {
+	case AK_FLASH:
+		e = k->backward ? g->fa2_bwd_eff : g->fa2_fwd_eff;
+		break;
+	case AK_CUDNN:
+		e = k->backward ? g->cudnn_bwd_eff : g->cudnn_fwd_eff;
+		break;
+	default:
+		return g->attn_eff; /* this project's kernel: one figure, measured at the catalog's shapes */
+	}
+	return e * T / (T + g->attn_half_seq);
+}
+
 double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, double hbm)
 {
 	const struct gpu_spec *g = c->gpu;
@@ -105,18 +195,16 @@ double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, dou
 	assert(sms >= 1);
 	switch (k->kind) {
 	case K_GEMM: {
-		int64_t tiles = ceil_div(k->m, g->gemm_tile_m) * ceil_div(k->n, g->gemm_tile_n);
-		int64_t waves = ceil_div(tiles, (int64_t)sms * g->tiles_per_sm);
-		/* a full tile's work, whether or not it overhangs the matrix edge */
-		double tile_flops = 2.0 * g->gemm_tile_m * g->gemm_tile_n * (double)k->k;
-		t = (double)waves * tile_flops * g->tiles_per_sm / (per_sm * g->gemm_eff);
+		struct gemm_choice ch;
+		cost_gemm(c, k, sms, &ch);
+		t = ch.ns;
 		break;
 	}
 	case K_ATTN: {
 		/* one thread block per (sequence*head, 128 query rows) */
 		int64_t blocks = k->m * ceil_div(k->n, 128);
 		int64_t waves = ceil_div(blocks, sms);
-		t = (double)waves * ((double)k->flops / blocks) / (per_sm * g->attn_eff);
+		t = (double)waves * ((double)k->flops / blocks) / (per_sm * attn_eff(c, k));
 		break;
 	}
 	case K_ELEMENTWISE:
@@ -180,13 +268,26 @@ void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 	out->wire = collective_wire_bytes(o->kind, o->bytes, n);
 	out->links = only_inter ? 1u << LINK_INTER
 				: spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
+	/* a rail: one rank per node, its ring through its own NIC's share of the node's */
+	if (only_inter)
+		out->cap = cl->inter_gbps;
 	step = 1e3 * (spans ? g->net_latency_us : g->nvlink_latency_us);
 	out->latency_ns = step * (o->kind == OP_ALLREDUCE ? 2 * (n - 1) : n - 1);
 	if (o->kind == OP_ALLREDUCE && spans) {
-		/* a double binary tree: up and down a tree of depth log2(n) */
-		double tree = 2.0 * ceil(log2((double)n)) * step;
-		if (tree < out->latency_ns) {
-			out->latency_ns = tree;
+		/*
+		 * NCCL's tuner (src/graph/tuning.cc) takes, per size, the algorithm of
+		 * least latency + bytes / bandwidth. Ring: 2 (n - 1) steps, 2 S (n - 1) / n
+		 * bytes sent per rank. Double binary tree: up and down a tree of depth
+		 * log2 n, each rank sending about 2 S (its part up, then down).
+		 */
+		double bw = only_inter ? cl->inter_gbps : cl->node_inter_gbps < cl->intra_gbps ? cl->node_inter_gbps
+										   : cl->intra_gbps;
+		double tree_lat = 2.0 * ceil(log2((double)n)) * step;
+		double ring = out->latency_ns + (double)out->wire / bw;
+		double tree = tree_lat + 2.0 * (double)o->bytes / bw;
+		if (tree < ring) {
+			out->latency_ns = tree_lat;
+			out->wire = 2 * o->bytes;
 			out->tree = 1;
 		}
 	}

@@ -9,10 +9,17 @@
  * Kernels: a GEMM is cut into output tiles that run in waves over the free
  * SMs, so its time steps up when the tile count crosses a multiple of the
  * SMs (wave quantization) and it pays for the part of an edge tile that
- * overhangs the matrix (tile quantization); memory-bound kernels take
- * bytes / bandwidth. Collectives follow the nccl-tests bus-bandwidth
- * convention with a per-step ring latency (a tree for cross-node
- * all-reduce when its logarithmic latency is lower).
+ * overhangs the matrix (tile quantization); the tile is the one of the
+ * library's shapes that finishes first. Attention runs at its backend's
+ * efficiency, forward and backward apart, rising with the sequence
+ * length. Memory-bound kernels take bytes / the bandwidth a streaming
+ * kernel achieves; no kernel takes less than kernel_min_us. Compute peaks
+ * scale with the clock a power cap sustains. Collectives follow the
+ * nccl-tests bus-bandwidth convention with a per-step ring latency; a
+ * ring spanning nodes crosses them at the node's NIC bandwidth, a ring of
+ * one rank per node (a rail) at its NIC's share; a cross-node all-reduce
+ * takes the tree when latency plus bytes make it faster, as NCCL's tuner
+ * does.
  */
 #ifndef SIM_COST_H
 #define SIM_COST_H
@@ -27,7 +34,8 @@ enum link { LINK_INTRA, LINK_INTER, LINK_PCIE_H2D, LINK_PCIE_D2H, LINK_COUNT };
 struct cost {
 	const struct schedule *s;
 	const struct gpu_spec *gpu;
-	double peak_flops_per_ns;   /* dense, in the compute dtype */
+	double peak_flops_per_ns;   /* dense, in the compute dtype, at the clock the power cap sustains */
+	int attention;              /* enum attention_kernel of the runtime */
 	double hbm_bytes_per_ns;
 	double link_bytes_per_ns[LINK_COUNT];
 	/* cache of op times by (ktab, SMs, HBM share) */
@@ -60,8 +68,20 @@ struct coll {
 	unsigned links;     /* bit set of enum link */
 	uint64_t wire;      /* bytes one rank sends */
 	double latency_ns;  /* the fixed part */
+	double cap;         /* the most bytes/ns it can move whatever its links' shares (a rail's NIC), or 0 */
 	int tree;           /* 1: tree algorithm chosen */
 };
+
+/*
+ * The GEMM tile the library would choose for an (m x n) output with
+ * reduction k on `sms` SMs, and the time it takes (ns): see cost.c.
+ */
+struct gemm_choice {
+	int tile_m, tile_n;
+	int64_t tiles, waves;
+	double ns;
+};
+void cost_gemm(const struct cost *c, const struct kernel *k, int sms, struct gemm_choice *out);
 void cost_collective(const struct cost *c, const struct op *o, struct coll *out);
 
 /* Host optimizer time for `params` elements. */

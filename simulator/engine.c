@@ -190,6 +190,8 @@ static void update_rates(struct engine *g)
 				if (share < bw)
 					bw = share;
 			}
+		if (a->type == ACT_COLL && a->coll.cap > 0 && a->coll.cap < bw)
+			bw = a->coll.cap;
 		a->rate = bw;
 		if (a->type == ACT_COLL)
 			coll_hbm += gpu->nccl_hbm_factor * bw;
@@ -423,6 +425,8 @@ static void plan_launches(struct engine *g)
 		t += per_op;
 		if (o->kind != OP_FREE && o->kind != OP_CPU_OPTIM)
 			t += per_kernel * o->launches;
+		if (!g->cost.cal)
+			t += o->host_ns;
 		g->r->launch[i].end_ns = t;
 	}
 }

@@ -76,6 +76,10 @@ check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model]
 check "--policy fdsp" "did you mean 'fsdp'?" --policy fdsp
 check "--nosuch 1" "--nosuch" --nosuch 1
 check "--layrs 2" "--layers" --layrs 2
+if [ "$name" = gpu_run ]; then
+	# a mode ./sim prices but gpu_run's models cannot keep activations for
+	check "--ac per-op" "policy.ac = per-op: gpu_run's models" --runtime pytorch --ac per-op
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

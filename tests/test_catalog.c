@@ -19,8 +19,12 @@ static void test_gpu_names(void)
 	CU_ASSERT_STRING_EQUAL(n[0], "a100-80g");
 	CU_ASSERT_STRING_EQUAL(n[1], "h100-sxm");
 	CU_ASSERT_STRING_EQUAL(n[2], "h200");
-	CU_ASSERT_STRING_EQUAL(n[3], "cpu");
-	CU_ASSERT_PTR_NULL(n[4]);
+	CU_ASSERT_STRING_EQUAL(n[3], "h100-96g");
+	CU_ASSERT_STRING_EQUAL(n[4], "h100-nvl");
+	CU_ASSERT_STRING_EQUAL(n[5], "h100-pcie");
+	CU_ASSERT_STRING_EQUAL(n[6], "a100-40g");
+	CU_ASSERT_STRING_EQUAL(n[7], "cpu");
+	CU_ASSERT_PTR_NULL(n[8]);
 }
 
 static void test_gpu_values(void)
@@ -100,11 +104,32 @@ static void test_gpu_fields_table(void)
 			CU_ASSERT(v >= f->min && v <= f->max);
 		}
 	}
-	/* every numeric field of struct gpu_spec: sms ... nvlink_latency_us */
-	CU_ASSERT_EQUAL(n, 20);
+	/* every numeric field of struct gpu_spec: sms ... power_cap_w */
+	CU_ASSERT_EQUAL(n, 29);
 	CU_ASSERT_STRING_EQUAL(hw_gpu_fields[0].name, "sms");
-	CU_ASSERT_STRING_EQUAL(hw_gpu_fields[n - 1].name, "nvlink_latency_us");
-	CU_ASSERT_EQUAL(hw_gpu_fields[n - 1].offset, offsetof(struct gpu_spec, nvlink_latency_us));
+	CU_ASSERT_STRING_EQUAL(hw_gpu_fields[n - 1].name, "power_cap_w");
+	CU_ASSERT_EQUAL(hw_gpu_fields[n - 1].offset, offsetof(struct gpu_spec, power_cap_w));
+}
+
+/* The deployed variants: datasheet numbers, and the clock a power cap leaves. */
+static void test_gpu_variants(void)
+{
+	struct gpu_spec g;
+
+	CU_ASSERT_FATAL(hw_gpu_lookup("h100-96g", &g) == 0);
+	CU_ASSERT_EQUAL(g.hbm_gbps, 2400);
+	CU_ASSERT_EQUAL(g.power_cap_w, 500);
+	CU_ASSERT_DOUBLE_EQUAL(hw_clock_factor(&g), cbrt(500.0 / 700.0), 1e-12);
+	CU_ASSERT_FATAL(hw_gpu_lookup("h100-sxm", &g) == 0);
+	CU_ASSERT_EQUAL(hw_clock_factor(&g), 1.0);
+	CU_ASSERT(g.kernel_min_us > 0); /* read from the catalog: the floors act */
+	CU_ASSERT_FATAL(hw_gpu_lookup("h100-pcie", &g) == 0);
+	CU_ASSERT_EQUAL(g.sms, 114);
+	CU_ASSERT_FATAL(hw_gpu_lookup("a100-40g", &g) == 0);
+	CU_ASSERT_EQUAL(g.hbm_gbps, 1555);
+	CU_ASSERT_DOUBLE_EQUAL(g.hbm_gib, 40.0, 1e-12);
+	CU_ASSERT_FATAL(hw_gpu_lookup("h100-nvl", &g) == 0);
+	CU_ASSERT_EQUAL(g.hbm_gbps, 3900);
 }
 
 static void test_models(void)
@@ -196,7 +221,11 @@ static void test_runtimes(void)
 	CU_ASSERT_EQUAL(r.fused_kernels, 1);
 	CU_ASSERT_EQUAL(r.foreach_chunk, 48);
 	CU_ASSERT(r.op_overhead_us > r.launch_us);
-	CU_ASSERT(r.unfused_traffic > 2 && r.unfused_traffic < 3);
+	/* 21 fp32 reads and writes per parameter for the eight foreach ops, 7 for the fused kernel */
+	CU_ASSERT_DOUBLE_EQUAL(r.unfused_traffic, 21.0 / 7.0, 1e-12);
+	CU_ASSERT_STRING_EQUAL(r.kernels, "eager");
+	CU_ASSERT_STRING_EQUAL(r.attention, "flash");
+	CU_ASSERT_EQUAL(r.optim_temp_bytes, 4);
 	CU_ASSERT_EQUAL(r.alloc_round_bytes, 512);
 	CU_ASSERT_EQUAL(r.segment_bytes, 2097152);
 	CU_ASSERT(strstr(r.source, "CUDACachingAllocator") != NULL);
@@ -210,6 +239,7 @@ void suite_catalog(void)
 	CU_add_test(s, "GPU names in file order", test_gpu_names);
 	CU_add_test(s, "GPU values", test_gpu_values);
 	CU_add_test(s, "GPU field table and ranges", test_gpu_fields_table);
+	CU_add_test(s, "deployed GPU variants and power caps", test_gpu_variants);
 	CU_add_test(s, "models and their parameter counts", test_models);
 	CU_add_test(s, "runtimes", test_runtimes);
 }

@@ -352,7 +352,7 @@ static void test_file_errors(void)
 		    "@:22: run.lr = 1e9 is out of range (0 to 10)\n"
 		    "@:23: run.lr = 'nan' is not a number\n"
 		    "@:24: run.device = 'gpu' is not a device (allowed: cpu|cuda; did you mean 'cpu'?)\n"
-		    "@:26: cluster.gpu = 'h100' is not a catalog GPU (allowed: a100-80g|h100-sxm|h200|cpu|"
+		    "@:26: cluster.gpu = 'h100' is not a catalog GPU (allowed: a100-80g|h100-sxm|h200|h100-96g|h100-nvl|h100-pcie|a100-40g|cpu|"
 		    "custom; did you mean 'h100-sxm'?)\n"
 		    "@:27: cluster.nodes = '1.5' is not an integer\n");
 	/* bad values left the defaults in place */
@@ -605,7 +605,7 @@ static void test_flag_errors(void)
 	assert_text(got,
 		    "/nonexistent.ini: cannot open: No such file or directory\n"
 		    "--layers: model.layers = 'abc' is not an integer\n"
-		    "--gpu: cluster.gpu = 'h100' is not a catalog GPU (allowed: a100-80g|h100-sxm|h200|"
+		    "--gpu: cluster.gpu = 'h100' is not a catalog GPU (allowed: a100-80g|h100-sxm|h200|h100-96g|h100-nvl|h100-pcie|a100-40g|"
 		    "cpu|custom; did you mean 'h100-sxm'?)\n"
 		    "--set foo: expected section.key=value\n"
 		    "--wrap: policy.wrap = 'every:0' needs a whole number K >= 1 (write every:K)\n"
@@ -700,12 +700,16 @@ static void test_catalog_overrides(void)
 				    "cluster.gemm_tile_n=64", "cluster.tiles_per_sm=2", "cluster.gemm_eff=0.7",
 				    "cluster.attn_eff=0.5", "cluster.nccl_sms=4", "cluster.nccl_hbm_factor=2",
 				    "cluster.elementwise_sms_frac=0.3", "cluster.cpu_adam_gparams=0.5",
-				    "cluster.net_latency_us=10", "cluster.nvlink_latency_us=3", NULL), 0);
+				    "cluster.net_latency_us=10", "cluster.nvlink_latency_us=3", "cluster.fa2_fwd_eff=0.3",
+				    "cluster.fa2_bwd_eff=0.3", "cluster.cudnn_fwd_eff=0.4", "cluster.cudnn_bwd_eff=0.4",
+				    "cluster.attn_half_seq=100", "cluster.hbm_eff=0.9", "cluster.kernel_min_us=2",
+				    "cluster.tdp_w=300", "cluster.power_cap_w=300", NULL), 0);
 	assert_text(msgs, "");
 	free(msgs);
 	CU_ASSERT_STRING_EQUAL(e.cluster.gpu.name, "custom");
 	CU_ASSERT_EQUAL(e.cluster.gpu.sms, 10);
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.inter_gbps, 2 * 12.5 / 2, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.node_inter_gbps, 2 * 12.5, 1e-12);
 	config_release(&e);
 }
 
@@ -830,8 +834,11 @@ static void test_rules(void)
 		    "cluster.fp32_tflops, cluster.hbm_gbps, cluster.hbm_gib, cluster.intra_gbps, "
 		    "cluster.nics_per_node, cluster.nic_gbps, cluster.pcie_gbps, cluster.gemm_tile_m, "
 		    "cluster.gemm_tile_n, cluster.tiles_per_sm, cluster.gemm_eff, cluster.attn_eff, "
+		    "cluster.fa2_fwd_eff, cluster.fa2_bwd_eff, cluster.cudnn_fwd_eff, cluster.cudnn_bwd_eff, "
+		    "cluster.attn_half_seq, cluster.hbm_eff, "
 		    "cluster.nccl_sms, cluster.nccl_hbm_factor, cluster.elementwise_sms_frac, "
-		    "cluster.cpu_adam_gparams, cluster.net_latency_us, cluster.nvlink_latency_us\n",
+		    "cluster.cpu_adam_gparams, cluster.net_latency_us, cluster.nvlink_latency_us, "
+		    "cluster.kernel_min_us, cluster.tdp_w, cluster.power_cap_w\n",
 		    "--gpu|cluster.gpu=custom", "--sms|cluster.sms=4", NULL);
 	rule_expect("--nccl-sms: cluster.nccl_sms = 3 is more SMs than the GPU has (cluster.sms = 2 "
 		    "from gpu cpu)\n",
@@ -1118,10 +1125,12 @@ static void random_value(gsl_rng *r, const struct key *k, int layers, char *buf,
 	case KT_CHOICE:
 	case KT_ACCUM:
 	case KT_WRAP:
+	case KT_AC:
 		while (names[count])
 			count++;
 		int i = (int)gsl_rng_uniform_int(r, (unsigned long)count);
-		if ((k->type == KT_ACCUM && i == ACC_PARTIAL) || (k->type == KT_WRAP && i == WRAP_EVERY))
+		if ((k->type == KT_ACCUM && i == ACC_PARTIAL) || (k->type == KT_WRAP && i == WRAP_EVERY) ||
+		    (k->type == KT_AC && i == AC_PER_LAYER))
 			snprintf(buf, n, "%s:%d", names[i], 1 + (int)gsl_rng_uniform_int(r, (unsigned long)layers + 1));
 		else
 			snprintf(buf, n, "%s", names[i]);

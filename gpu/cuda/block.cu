@@ -160,7 +160,9 @@ void cuda_block_recompute(struct cuda_ctx *ctx, struct cuda_block_store *s, cons
 		attention_half(ctx, s, params, m, &d, 0, st);
 		mlp_half(ctx, s, params, m, &d, 0, st);
 		break;
-	case AC_COUNT:
+	case AC_PER_OP: /* PyTorch's checkpointing policies: ./sim prices them, gpu_run refuses them */
+	case AC_PER_LAYER:
+	case AC_MODES:
 		cuda_assert(0);
 	}
 	s->complete = 1;

@@ -131,8 +131,8 @@ void ref_block_recompute(struct ref_block_store *s, const float *params,
 		ref_rmsnorm_forward(s->xn2, s->rstd2, s->x1, tensor(params, m, BT_MLP_NORM), d.N, d.D);
 		ref_swiglu_forward(s->h, s->gateup, d.N, d.F);
 		break;
-	case AC_COUNT:
-		assert(0);
+	default:
+		assert(!"a mode the store table has no column for");
 	}
 	s->complete = 1;
 }

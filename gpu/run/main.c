@@ -274,6 +274,13 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 		finish(2);
 	}
 #endif
+	if (e->policy.ac >= AC_COUNT) {
+		say0(rank, "%s: policy.ac = %s: gpu_run's models (gpu/ref, gpu/cuda) keep activations for none, "
+			   "full and selective only; PyTorch's per-op and per-layer checkpointing are priced by ./sim\n",
+		     where, ac_names[e->policy.ac]);
+		config_release(e);
+		finish(2);
+	}
 	if (!cuda && o->cuda_flag) {
 		say0(rank, "%s: %s is an option of the cuda backend; this run's device is %s\n", where,
 		     o->cuda_flag_name, e->run.device);

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Run real PyTorch FSDP2 (fully_shard) on a Llama-3-shaped model and record
+each policy's step in this project's results schema (data/README.md), with
+source = "pytorch", so that `./sim --compare` can rebuild its configuration
+and predict it.
+
+    torchrun --nproc-per-node N experiments/pytorch/fsdp_bench.py --out runs.h5 [--grid quick|full]
+
+One process per GPU (or, on a machine without one, per CPU rank with gloo).
+Per policy: warm-up steps, then N measured steps (their median, 10th and
+90th percentiles), torch.cuda.max_memory_allocated / max_memory_reserved,
+and a PyTorch-profiler table of kernel times of one step (dataset
+`profile`). The model is torchtitan's Llama 3 block written out here
+(attention with RoPE through complex multiplication, repeat_kv, SDPA;
+RMSNorm; SwiGLU), as many layers as fit.
+"""
+import argparse, datetime, math, os, socket, statistics, sys, time
+
+import h5py
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:
+    from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
+except ImportError:  # older releases
+    from torch.distributed._composable.fsdp import fully_shard, MixedPrecisionPolicy
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+
+# ---- the model -------------------------------------------------------------
+
+def rope_freqs(head_dim, seq, theta=500000.0):
+    f = 1.0 / (theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+    return torch.polar(torch.ones(seq, head_dim // 2), torch.outer(torch.arange(seq).float(), f))
+
+
+def apply_rope(x, freqs):
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * freqs[None, :, None, :]).flatten(3).type_as(x)
+
+
+class Block(nn.Module):
+    def __init__(self, d, f, h, kv):
+        super().__init__()
+        self.h, self.kv, self.q = h, kv, d // h
+        self.attention_norm, self.ffn_norm = nn.RMSNorm(d), nn.RMSNorm(d)
+        self.wq = nn.Linear(d, h * self.q, bias=False)
+        self.wk = nn.Linear(d, kv * self.q, bias=False)
+        self.wv = nn.Linear(d, kv * self.q, bias=False)
+        self.wo = nn.Linear(h * self.q, d, bias=False)
+        self.w1 = nn.Linear(d, f, bias=False)
+        self.w3 = nn.Linear(d, f, bias=False)
+        self.w2 = nn.Linear(f, d, bias=False)
+
+    def forward(self, x, freqs):
+        b, t, _ = x.shape
+        xn = self.attention_norm(x)
+        q = self.wq(xn).view(b, t, self.h, self.q)
+        k = self.wk(xn).view(b, t, self.kv, self.q)
+        v = self.wv(xn).view(b, t, self.kv, self.q)
+        q, k = apply_rope(q, freqs), apply_rope(k, freqs)
+        r = self.h // self.kv
+        k = k.unsqueeze(3).expand(b, t, self.kv, r, self.q).reshape(b, t, self.h, self.q)
+        v = v.unsqueeze(3).expand(b, t, self.kv, r, self.q).reshape(b, t, self.h, self.q)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        h = x + self.wo(o.transpose(1, 2).contiguous().view(b, t, -1))
+        hn = self.ffn_norm(h)
+        return h + self.w2(F.silu(self.w1(hn)) * self.w3(hn))
+
+
+class Llama(nn.Module):
+    def __init__(self, layers, d, f, h, kv, vocab, seq):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(Block(d, f, h, kv) for _ in range(layers))
+        self.norm = nn.RMSNorm(d)
+        self.output = nn.Linear(d, vocab, bias=False)
+        self.register_buffer("freqs", rope_freqs(d // h, seq), persistent=False)
+
+    def forward(self, tokens):
+        x = self.tok_embeddings(tokens)
+        for blk in self.layers:
+            x = blk(x, self.freqs)
+        return self.output(self.norm(x))
+
+
+# ---- policies ----------------------------------------------------------------
+
+def op_sac_policy():
+    """torchtitan's per-op selective checkpointing: keep attention's outputs and every other matmul's."""
+    save = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_flash_attention.default,
+            torch.ops.aten._scaled_dot_product_efficient_attention.default}
+
+    def context():
+        count = {"forward": 0, "recompute": 0}
+
+        def policy(ctx, func, *args, **kwargs):
+            mode = "recompute" if ctx.is_recompute else "forward"
+            if func == torch.ops.aten.mm.default:
+                count[mode] += 1
+            keep = func in save and not (func == torch.ops.aten.mm.default and count[mode] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+        return create_selective_checkpoint_contexts(policy)
+    return context
+
+
+def build(cfg, device, mesh):
+    m = Llama(cfg["layers"], cfg["hidden"], cfg["ffn"], cfg["heads"], cfg["kv_heads"], cfg["vocab"], cfg["seq"])
+    ac = cfg["ac"]
+    for i, blk in enumerate(m.layers):
+        if ac == "full" or (ac.startswith("per-layer:") and (i + 1) % int(ac.split(":")[1]) == 0):
+            m.layers[i] = checkpoint_wrapper(blk, preserve_rng_state=False)
+        elif ac == "per-op":
+            m.layers[i] = checkpoint_wrapper(blk, preserve_rng_state=False, context_fn=op_sac_policy())
+    m = m.to(device)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if cfg["precision"] == "mixed" else torch.float32,
+                              reduce_dtype=torch.float32)
+    reshard = cfg["reshard"] == "yes"
+    for i, blk in enumerate(m.layers):
+        last = i == len(m.layers) - 1
+        fully_shard(blk, mesh=mesh, mp_policy=mp,
+                    reshard_after_forward=reshard and not (cfg["reshard"] == "all-but-last" and last))
+    if cfg["wrap"] == "block+io":
+        fully_shard(m.tok_embeddings, mesh=mesh, mp_policy=mp)
+        fully_shard([m.norm, m.output], mesh=mesh, mp_policy=mp)
+    fully_shard(m, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
+    return m
+
+
+def optimizer(model, cfg):
+    kw = dict(lr=3e-4, weight_decay=0.1)
+    if cfg["optim"] == "fused":
+        kw["fused"] = True
+    elif cfg["optim"] == "foreach":
+        kw["foreach"] = True
+    else:
+        kw["foreach"] = False
+    if cfg["optim_in_backward"] == "true":
+        opts = {p: torch.optim.AdamW([p], **kw) for p in model.parameters()}
+        for p, o in opts.items():
+            p.register_post_accumulate_grad_hook(lambda q, o=o: (o.step(), o.zero_grad()))
+        return None
+    return torch.optim.AdamW(model.parameters(), **kw)
+
+
+# ---- one policy ---------------------------------------------------------------
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(cfg, args, device, mesh, rank):
+    torch.manual_seed(1234)
+    model = build(cfg, device, mesh)
+    opt = optimizer(model, cfg)
+    M, B, T, V = cfg["microbatches"], cfg["batch"], cfg["seq"], cfg["vocab"]
+    tokens = torch.randint(0, V, (M, B, T + 1), device=device)
+
+    def step():
+        for mb in range(M):
+            if cfg["accum"] == "no-sync":
+                model.set_requires_gradient_sync(mb == M - 1)
+            logits = model(tokens[mb, :, :-1])
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[mb, :, 1:].flatten(0, 1))
+            loss.backward()
+        if opt is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    for _ in range(args.warmup):
+        step()
+    sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(args.steps):
+        sync(device)
+        t0 = time.perf_counter()
+        step()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    prof_rows = []
+    if args.profile:
+        acts = [torch.profiler.ProfilerActivity.CPU] + (
+            [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with torch.profiler.profile(activities=acts) as p:
+            step()
+            sync(device)
+        for e in p.key_averages():
+            dev_us = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0) or 0
+            prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us)))
+    peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if device.type == "cuda" else (0, 0)
+    del model, opt
+    return times, peaks, prof_rows
+
+
+# ---- results file ------------------------------------------------------------
+
+def config_attrs(cfg, world, hardware):
+    """Every key ./sim's parser needs to rebuild the run; the rest keep their defaults."""
+    return {
+        "model.name": "custom", "model.layers": cfg["layers"], "model.hidden": cfg["hidden"],
+        "model.ffn": cfg["ffn"], "model.heads": cfg["heads"], "model.kv_heads": cfg["kv_heads"],
+        "model.vocab": cfg["vocab"], "model.seq": cfg["seq"],
+        "cluster.gpu": cfg["gpu"], "cluster.nodes": 1, "cluster.gpus_per_node": world,
+        "policy.sharding": "fsdp", "policy.accum": cfg["accum"], "policy.microbatches": cfg["microbatches"],
+        "policy.wrap": cfg["wrap"], "policy.reshard": cfg["reshard"], "policy.optim": cfg["optim"],
+        "policy.optim_in_backward": cfg["optim_in_backward"], "policy.precision": cfg["precision"],
+        "policy.ac": cfg["ac"], "policy.runtime": "pytorch", "run.batch": cfg["batch"],
+        "run.steps": cfg["steps"], "run.warmup": cfg["warmup"],
+    }
+
+
+def append(path, cfg, world, hardware, times, peaks, prof, gpu_bytes):
+    with h5py.File(path, "a") as f:
+        runs = f.require_group("runs")
+        name = "%06d" % (max([int(k) for k in runs.keys()] + [-1]) + 1)
+        g = runs.create_group(name)
+        g.attrs["source"] = "pytorch"
+        g.attrs["hardware"] = hardware
+        g.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        g.attrs["schema_version"] = np.int32(1)
+        g.attrs["hostname"] = socket.gethostname()
+        g.attrs["experiment"] = ""
+        g.attrs["torch"] = str(torch.__version__)
+        for k, v in config_attrs(cfg, world, hardware).items():
+            g.attrs[k] = str(v)
+        s = g.create_group("summary")
+        ts = sorted(times)
+        med = statistics.median(ts)
+        s.attrs["step_time_s"] = med
+        s.attrs["step_time_p10_s"] = float(np.percentile(ts, 10))
+        s.attrs["step_time_p90_s"] = float(np.percentile(ts, 90))
+        s.attrs["steps"] = np.int32(len(ts))
+        tok = cfg["batch"] * cfg["seq"] * cfg["microbatches"]
+        s.attrs["tokens_per_s_per_gpu"] = tok / med
+        s.attrs["peak_alloc_bytes"] = np.uint64(peaks[0])
+        s.attrs["peak_reserved_bytes"] = np.uint64(peaks[1])
+        s.attrs["gpu_bytes"] = np.uint64(gpu_bytes)
+        s.attrs["fits"] = np.int32(1)
+        if prof:
+            dt = np.dtype([("name", "S64"), ("calls", "<i4"), ("cpu_us", "<f8"), ("device_us", "<f8")])
+            g.create_dataset("profile", data=np.array([(n.encode(), c, a, b) for n, c, a, b in prof], dtype=dt))
+    return name
+
+
+# ---- the grid -----------------------------------------------------------------
+
+def grid(kind, base):
+    axes = [("reshard", ["yes", "no"]), ("ac", ["none", "per-op", "full", "per-layer:2"]),
+            ("optim", ["foreach", "fused"]), ("optim_in_backward", ["false", "true"]),
+            ("accum", ["sync-each", "no-sync"]), ("wrap", ["block", "block+io"])]
+    yield dict(base)
+    for key, values in axes:
+        for v in values[1:]:
+            if kind == "quick" and key in ("optim_in_backward", "wrap"):
+                continue
+            c = dict(base)
+            c[key] = v
+            if key == "accum":
+                c["microbatches"] = max(2, base["microbatches"])
+            yield c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--grid", choices=["one", "quick", "full"], default="quick")
+    ap.add_argument("--layers", type=int, default=0, help="0: as many Llama 3 8B blocks as fit")
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--ffn", type=int, default=14336)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--seq", type=int, default=8192)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--microbatches", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--gpu", default="h100-sxm", help="the catalog GPU ./sim prices it on")
+    ap.add_argument("--hardware", default="", help="the hardware attribute; default: the device's name")
+    ap.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    mesh = dist.device_mesh.init_device_mesh(device.type, (world,))
+    hardware = args.hardware or (torch.cuda.get_device_name(device).lower().replace(" ", "-") if cuda else "cpu")
+    gpu_bytes = torch.cuda.get_device_properties(device).total_memory if cuda else 0
+    layers = args.layers
+    if layers == 0:  # as many blocks as the memory of the model state allows, leaving room for activations
+        per_block = 2 * args.hidden * args.hidden + 2 * args.hidden * args.kv_heads * (args.hidden // args.heads) \
+            + 3 * args.hidden * args.ffn
+        layers = max(1, min(32, int(0.25 * gpu_bytes * world / (16 * per_block)))) if cuda else 2
+    base = dict(layers=layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads, kv_heads=args.kv_heads,
+                vocab=args.vocab, seq=args.seq, batch=args.batch, microbatches=args.microbatches,
+                steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
+                ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block")
+    cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
+    for cfg in cfgs:
+        try:
+            times, peaks, prof = measure(cfg, args, device, mesh, rank)
+        except torch.OutOfMemoryError:
+            if rank == 0:
+                print("out of memory:", cfg, file=sys.stderr)
+            torch.cuda.empty_cache()
+            continue
+        if rank == 0:
+            name = append(args.out, cfg, world, hardware, times, peaks, prof, gpu_bytes)
+            print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward")},
+                  statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
+        if cuda:
+            torch.cuda.empty_cache()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Microbenchmarks of the eager kernels core/recipe.c lists, written as a
+calibration session (data/README.md, "Calibration files") that
+`./sim --calibration FILE --runtime pytorch` prices steps with.
+
+    python experiments/pytorch/microbench.py --out data/calibration/<hardware>-pytorch.h5 [--quick]
+
+Measures, with CUDA events (or the wall clock on a CPU), the median of
+repeated runs of: GEMMs over a grid of (M, N, K) crossing tile and wave
+boundaries (dataset `gemm`) and at the model's shapes by their recipe names
+(`kernels`): SDPA forward and backward, RMSNorm, the RoPE casts and complex
+product, repeat_kv, silu, mul, the cross-entropy's cast and log_softmax;
+memory passes over sizes (`passes`); foreach and fused AdamW per element;
+an empty op's cost (dispatch). No run is timed end to end here.
+"""
+import argparse, datetime, socket, statistics, time
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+K_GEMM, K_ATTN, K_EW = 0, 1, 2
+
+
+def timer(device):
+    if device.type == "cuda":
+        def run(fn, reps):
+            ts = []
+            for _ in range(reps):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record(); fn(); b.record(); b.synchronize()
+                ts.append(a.elapsed_time(b) * 1e6)
+            return statistics.median(ts)
+    else:
+        def run(fn, reps):
+            ts = []
+            for _ in range(reps):
+                t0 = time.perf_counter(); fn(); ts.append((time.perf_counter() - t0) * 1e9)
+            return statistics.median(ts)
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--ffn", type=int, default=14336)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--hardware", default="")
+    a = ap.parse_args()
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    dt = torch.bfloat16 if cuda else torch.float32
+    el = 2 if cuda else 4
+    reps = 5 if a.quick else 20
+    t = timer(dev)
+    N, D, F_, H, KV, V = a.tokens, a.hidden, a.ffn, a.heads, a.kv_heads, a.vocab
+    Q = D // H
+    kernels, gemms = [], []
+
+    def k(name, kind, m, n, kk, flops, nbytes, fn):
+        fn()
+        kernels.append((name.encode()[:23], kind, m, n, kk, flops, nbytes, t(fn, reps), 0.0))
+
+    def mm(m, n, kk, name=None):
+        x, w = torch.randn(m, kk, device=dev, dtype=dt), torch.randn(n, kk, device=dev, dtype=dt)
+        fn = lambda: x @ w.t()
+        fn()
+        row = ((name or "gemm").encode()[:23], K_GEMM, m, n, kk, 2 * m * n * kk, el * (m * kk + kk * n + m * n),
+               t(fn, reps), 0.0)
+        (kernels if name else gemms).append(row)
+
+    for name, n_out, k_in in (("wq", H * Q, D), ("wk", KV * Q, D), ("wv", KV * Q, D), ("wo", D, H * Q),
+                              ("w1", F_, D), ("w3", F_, D), ("w2", D, F_)):
+        mm(N, n_out, k_in, name)
+    for m in ([1024, 4096] if a.quick else [512, 1024, 2048, 4096, 8192, 8320]):
+        for n in ([1024, 4096] if a.quick else [1024, 2048, 4096, 4224, 14336]):
+            mm(m, n, D)
+    x = torch.randn(1, N, D, device=dev, dtype=dt)
+    norm = torch.nn.RMSNorm(D, device=dev, dtype=dt)
+    k("attn_norm", K_EW, 0, 0, 0, 4 * N * D, 2 * N * D * el + 4 * N, lambda: norm(x))
+    q = torch.randn(1, N, H, Q, device=dev, dtype=dt)
+    kk = torch.randn(1, N, KV, Q, device=dev, dtype=dt)
+    freqs = torch.polar(torch.ones(N, Q // 2, device=dev), torch.randn(N, Q // 2, device=dev))
+    qf = q.float()
+    qc = torch.view_as_complex(qf.reshape(1, N, H, -1, 2))
+    k("q_float", K_EW, 0, 0, 0, 0, N * H * Q * (el + 4), lambda: q.float())
+    k("q_rope", K_EW, 0, 0, 0, N * H * Q, N * H * Q * 8, lambda: qc * freqs[None, :, None, :])
+    k("q_type_as", K_EW, 0, 0, 0, 0, N * H * Q * (4 + el), lambda: qf.type_as(q))
+    r = H // KV
+    k("k_repeat", K_EW, 0, 0, 0, 0, N * (KV + H) * Q * el,
+      lambda: kk.unsqueeze(3).expand(1, N, KV, r, Q).reshape(1, N, H, Q))
+    g = torch.randn(N, F_, device=dev, dtype=dt)
+    k("silu", K_EW, 0, 0, 0, N * F_, 2 * N * F_ * el, lambda: F.silu(g))
+    k("mul", K_EW, 0, 0, 0, N * F_, 3 * N * F_ * el, lambda: g * g)
+    T = min(N, 8192)
+    qa = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
+    ka = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
+    va = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
+    fl = 2 * H * T * T * Q
+    k("attention", K_ATTN, H, T, Q, fl, 4 * H * T * Q * el,
+      lambda: F.scaled_dot_product_attention(qa, ka, va, is_causal=True))
+    out = F.scaled_dot_product_attention(qa, ka, va, is_causal=True)
+    go = torch.randn_like(out)
+    k("attention_bwd", K_ATTN, H, T, Q, 5 * fl // 2, 8 * H * T * Q * el,
+      lambda: torch.autograd.grad(out, (qa, ka, va), go, retain_graph=True))
+    rows = min(N, 2048 if a.quick else N)
+    logits = torch.randn(rows, V, device=dev, dtype=dt)
+    k("loss_float", K_EW, 0, 0, 0, 0, rows * V * (el + 4), lambda: logits.float())
+    lf = logits.float()
+    k("log_softmax", K_EW, 0, 0, 0, 5 * rows * V, 8 * rows * V, lambda: torch.log_softmax(lf, -1))
+    passes = []
+    for e in [1 << s for s in range(10, 27 if not a.quick else 22, 2)]:
+        buf = torch.empty(e, device=dev, dtype=torch.float32)
+        passes.append((8 * e, t(lambda: buf.mul_(1.0), reps)))
+    ps = [torch.randn(1 << 20, device=dev) for _ in range(16)]
+    for p in ps:
+        p.grad = torch.randn_like(p)
+    scal = {}
+    for name, kw in (("foreach", {"foreach": True}), ("fused", {"fused": True})):
+        try:
+            opt = torch.optim.AdamW(ps, lr=1e-4, **kw)
+            opt.step()
+            scal[name] = t(opt.step, reps) / (16 << 20)
+        except RuntimeError:
+            scal[name] = float("nan")
+    e1 = torch.empty(1, device=dev)
+    dispatch = t(lambda: e1.add_(1), reps)
+    hw = a.hardware or (torch.cuda.get_device_name().lower().replace(" ", "-") if cuda else "cpu")
+    kt = np.dtype([("name", "S24"), ("kind", "u1"), ("m", "<i8"), ("n", "<i8"), ("k", "<i8"), ("flops", "<u8"),
+                   ("bytes", "<u8"), ("ns", "<f8"), ("ns_comm", "<f8")])
+    with h5py.File(a.out, "a") as f:
+        cal = f.require_group("calibration")
+        s = cal.create_group("%06d" % (max([int(x) for x in cal.keys()] + [-1]) + 1))
+        s.attrs["hardware"] = hw
+        s.attrs["backend"] = "pytorch"
+        s.attrs["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        s.attrs["versions"] = "torch %s on %s" % (torch.__version__, socket.gethostname())
+        s.attrs["ranks"] = np.int32(1)
+        s.attrs["dispatch_ns"] = dispatch
+        s.attrs["issue_ns"] = dispatch
+        s.attrs["wake_ns"] = 0.0
+        s.attrs["adamw_ns_per_elem"] = scal["foreach"]
+        s.attrs["adamw_fused_ns_per_elem"] = scal["fused"]
+        s.attrs["host_adamw_ns_per_elem"] = scal["foreach"]
+        s.create_dataset("kernels", data=np.array(kernels, dtype=kt))
+        s.create_dataset("gemm", data=np.array(gemms, dtype=kt))
+        s.create_dataset("passes", data=np.array(passes, dtype=[("bytes", "<u8"), ("ns", "<f8")]))
+    print("%s: %d kernels, %d gemms, %d passes; AdamW foreach %.3g, fused %.3g ns/elem" %
+          (a.out, len(kernels), len(gemms), len(passes), scal["foreach"], scal["fused"]))
+
+
+if __name__ == "__main__":
+    main()

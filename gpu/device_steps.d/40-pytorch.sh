@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Device step: PyTorch FSDP2 measured on the GPU machine (experiments/pytorch/README.md).
+# Contract: run from the repository root with $OUT set; writes $OUT/pytorch/*.h5 and a log;
+# exits 0 when PyTorch or a GPU is missing (it says so), non-zero when a measurement fails.
+set -uo pipefail
+: "${OUT:?OUT must name the folder results go to}"
+PY=${PYTHON:-python3}
+mkdir -p "$OUT/pytorch"
+if ! $PY -c 'import torch, h5py; assert torch.cuda.is_available()' 2>/dev/null; then
+	echo "40-pytorch: no PyTorch with CUDA here; skipped"
+	exit 0
+fi
+n=$($PY -c 'import torch; print(torch.cuda.device_count())')
+hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" ", "-"))')
+rc=0
+$PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
+for w in 1 "$n"; do
+	torchrun --standalone --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
+		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
+	[ "$n" = 1 ] && break
+done
+exit $rc

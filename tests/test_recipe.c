@@ -1,0 +1,236 @@
+/*
+ * test_recipe.c - the PyTorch recipes: kernels per op and their bytes,
+ * what each checkpointing mode keeps and recomputes, and how the schedule
+ * and the rules use them.
+ */
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "config.h"
+#include "policy.h"
+#include "recipe.h"
+#include "schedule.h"
+
+static const struct model_shape l8b = { "llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192 };
+
+static int count(const struct kernel *k, int n, enum kernel_kind kind)
+{
+	int c = 0;
+	for (int i = 0; i < n; i++)
+		c += k[i].kind == kind;
+	return c;
+}
+
+static uint64_t flops(const struct kernel *k, int n, enum kernel_kind kind)
+{
+	uint64_t f = 0;
+	for (int i = 0; i < n; i++)
+		if (k[i].kind == kind)
+			f += k[i].flops;
+	return f;
+}
+
+static const struct kernel *named(const struct kernel *k, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(k[i].name, name))
+			return &k[i];
+	return NULL;
+}
+
+static void test_eager_block(void)
+{
+	struct kernel k[MODEL_MAX_KERNELS];
+	uint64_t N = 8192, D = 4096, F = 14336, KVQ = 1024;
+	uint64_t mats = (uint64_t)(model_attn_params(&l8b) + model_mlp_params(&l8b));
+	int n;
+
+	/* forward: an op a kernel: norm, 3 projections, 2 casts, 2 products, 2 casts back, 2 expansions,
+	 * SDPA, wo, add, norm, w1, w3, silu, mul, w2, add */
+	n = recipe_kernels(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(n, 22);
+	CU_ASSERT_EQUAL(count(k, n, K_GEMM), 7);
+	CU_ASSERT_EQUAL(flops(k, n, K_GEMM), 2 * N * mats);
+	/* RoPE of k: bf16 read, fp32 written; the complex product fp32 to fp32; back to bf16 */
+	CU_ASSERT_EQUAL(named(k, n, "k_float")->bytes, N * KVQ * (2 + 4));
+	CU_ASSERT_EQUAL(named(k, n, "k_rope")->bytes, N * KVQ * (4 + 4));
+	CU_ASSERT_EQUAL(named(k, n, "k_type_as")->bytes, N * KVQ * (4 + 2));
+	/* repeat_kv copies k to every query head: (N, KV Q) read, (N, H Q) written */
+	CU_ASSERT_EQUAL(named(k, n, "k_repeat")->bytes, N * (KVQ + D) * 2);
+	/* SwiGLU: silu reads g and writes s; mul reads s and u, writes the product */
+	CU_ASSERT_EQUAL(named(k, n, "silu")->bytes, 2 * N * F * 2);
+	CU_ASSERT_EQUAL(named(k, n, "mul")->bytes, 3 * N * F * 2);
+	/* _fused_rms_norm: x read, the output and an fp32 rstd per row written */
+	CU_ASSERT_EQUAL(named(k, n, "attn_norm")->bytes, 2 * N * D * 2 + 4 * N);
+
+	/* backward: dgrad and wgrad per matmul, flash's three kernels, each op's kernels, and the adds of
+	 * gradients where a tensor feeds several ops (xn1 three, x, h and xn2 two each: 5 adds) */
+	n = recipe_kernels(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_BWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(count(k, n, K_GEMM), 14);
+	CU_ASSERT_EQUAL(flops(k, n, K_GEMM), 4 * N * mats);
+	CU_ASSERT_EQUAL(count(k, n, K_ATTN), 1);
+	CU_ASSERT_EQUAL(n, 14 + 3 + 15 + 5);
+	CU_ASSERT_PTR_NOT_NULL(named(k, n, "attention_bwd_dq"));
+	CU_ASSERT_EQUAL(named(k, n, "attention_bwd")->backward, 1);
+}
+
+static void test_compiled_block(void)
+{
+	struct kernel k[MODEL_MAX_KERNELS];
+	uint64_t N = 8192, D = 4096, F = 14336;
+	int n;
+
+	/* Inductor: one kernel per chain of element-wise ops */
+	n = recipe_kernels(KR_COMPILE, &l8b, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(n, 15);
+	CU_ASSERT_EQUAL(count(k, n, K_GEMM), 7);
+	CU_ASSERT_EQUAL(named(k, n, "silu_mul")->bytes, 3 * N * F * 2);
+	/* the residual add fused with the next norm: x and wo out read, h, its norm and rstd written */
+	CU_ASSERT_EQUAL(named(k, n, "residual1_mlp_norm")->bytes, 4 * N * D * 2 + 4 * N);
+	n = recipe_kernels(KR_COMPILE, &l8b, 1, SEG_BLOCK, PH_BWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(n, 14 + 3 + 8);
+	/* the testbed's own list is model.c's */
+	CU_ASSERT_EQUAL(recipe_kernels(KR_TESTBED, &l8b, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2, k,
+				       MODEL_MAX_KERNELS), 11);
+}
+
+static void test_eager_saved_bytes(void)
+{
+	uint64_t N = 8192, D = 4096, HQ = 4096, F = 14336, KVQ = 1024, a = 2, lse = 4ull * 32 * 8192;
+	uint64_t none = a * N * (4 * D + 4 * HQ + 4 * F) + 2 * 4 * N + lse;
+
+	/* x, rstd, xn1; roped q, expanded k and v, SDPA's output and logsumexp; h, rstd, xn2; g, silu(g), u, product */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_NONE, LOSS_FULL, 2), none);
+	/* more than the fused testbed keeps: the expanded k and v, silu's output */
+	CU_ASSERT(none > recipe_saved_bytes(KR_TESTBED, &l8b, 1, SEG_BLOCK, AC_NONE, LOSS_FULL, 2));
+	/* full: the block's input */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_FULL, LOSS_FULL, 2), a * N * D);
+	/* torchtitan per-op: x, the 1st, 3rd, 5th and 7th matmul's outputs (wq, wv, w1, w2), SDPA's */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_PER_OP, LOSS_FULL, 2),
+			a * N * (D + HQ + KVQ + HQ + F + D) + lse);
+	/* every matmul's output and SDPA's */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_SELECTIVE, LOSS_FULL, 2),
+			a * N * (D + HQ + 2 * KVQ + HQ + D + 2 * F + D) + lse);
+	/* what recompute rebuilds is what backward reads less what the mode kept */
+	CU_ASSERT_EQUAL(recipe_transient_bytes(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_FULL, LOSS_FULL, 2),
+			none - a * N * D);
+	/* the head: x, its norm, rstd, int64 targets, the fp32 log-probabilities */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2),
+			2 * a * N * D + 4 * N + 8 * N + 4 * N * 128256ull);
+}
+
+static void test_recompute(void)
+{
+	struct kernel k[MODEL_MAX_KERNELS];
+	uint64_t N = 8192, D = 4096, KVQ = 1024, F = 14336;
+	int n;
+
+	/* full: forward again up to w2, which saved its input before it ran (early stop): 20 kernels, 6 GEMMs */
+	n = recipe_kernels(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_FULL, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(n, 20);
+	CU_ASSERT_EQUAL(count(k, n, K_GEMM), 6);
+	CU_ASSERT_PTR_NULL(named(k, n, "w2"));
+	CU_ASSERT_EQUAL(count(k, n, K_ATTN), 1);
+	/* per-op: wk, wo and w3 run again (the 2nd, 4th, 6th matmuls), SDPA does not */
+	n = recipe_kernels(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_PER_OP, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(count(k, n, K_ATTN), 0);
+	CU_ASSERT_EQUAL(flops(k, n, K_GEMM), 2 * N * D * (KVQ + D + F));
+	CU_ASSERT_EQUAL(n, 16);
+	/* selective: no matmul, no attention */
+	n = recipe_kernels(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_SELECTIVE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+	CU_ASSERT_EQUAL(count(k, n, K_GEMM) + count(k, n, K_ATTN), 0);
+	CU_ASSERT(n > 0);
+	CU_ASSERT_EQUAL(recipe_kernels(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_RECOMPUTE, AC_NONE, LOSS_FULL, 2, k,
+				       MODEL_MAX_KERNELS), 0);
+}
+
+static struct schedule *build(struct experiment *e, const char *a, const char *b, const char *c)
+{
+	char err[256];
+	config_init(e);
+	config_set(e, "model.name=small", "t");
+	config_set(e, "policy.microbatches=2", "t");
+	if (a)
+		config_set(e, a, "t");
+	if (b)
+		config_set(e, b, "t");
+	if (c)
+		config_set(e, c, "t");
+	if (config_resolve(e) != 0)
+		return NULL;
+	return schedule_new(e, err, sizeof err);
+}
+
+static void test_schedule_modes(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	char err[256];
+
+	/* per-layer:2 on 4 blocks: blocks 1 and 3 checkpointed, each microbatch */
+	s = build(&e, "policy.runtime=pytorch", "policy.ac=per-layer:2", NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_RECOMPUTE), 2 * 2);
+	CU_ASSERT_EQUAL(schedule_check(s, err, sizeof err), 0);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_RECOMPUTE)
+			CU_ASSERT(s->segs[s->ops[i].seg].block % 2 == 1);
+	schedule_free(s);
+	config_release(&e);
+	/* per-op everywhere */
+	s = build(&e, "policy.runtime=pytorch-compile", "policy.ac=per-op", NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_RECOMPUTE), 2 * 4);
+	schedule_free(s);
+	config_release(&e);
+	/* the testbed's stores have no per-op or per-layer mode: the rule names both keys */
+	CU_ASSERT_PTR_NULL(build(&e, "policy.ac=per-op", NULL, NULL));
+	config_release(&e);
+}
+
+static void test_optimizer_extras(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	int scratch = 0, optim = -1;
+
+	/* PyTorch's foreach AdamW allocates an fp32 temporary per parameter (the sqrt of exp_avg_sq) */
+	s = build(&e, "policy.runtime=pytorch", "policy.precision=fp32", NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_OPTIM)
+			optim = i;
+	CU_ASSERT_FATAL(optim >= 0);
+	for (int a = 0; a < s->ops[optim].nalloc; a++) {
+		const struct buffer *b = &s->bufs[s->bufrefs[s->ops[optim].buf_first + a]];
+		uint64_t elems = 0;
+		for (int u = 0; u < s->nunits; u++)
+			elems += s->units[u].shard_elems;
+		CU_ASSERT_EQUAL(b->bytes, 4 * elems);
+		scratch++;
+	}
+	CU_ASSERT_EQUAL(scratch, 1);
+	/* the DTensor dispatch of its ops is host time the launch thread spends */
+	CU_ASSERT(s->ops[optim].host_ns > 0);
+	schedule_free(s);
+	config_release(&e);
+	s = build(&e, "policy.precision=fp32", NULL, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_OPTIM)
+			CU_ASSERT_EQUAL(s->ops[i].nalloc, 0);
+	schedule_free(s);
+	config_release(&e);
+}
+
+void suite_recipe(void)
+{
+	CU_pSuite s = CU_add_suite("recipe", NULL, NULL);
+	CU_add_test(s, "eager block: kernels and bytes", test_eager_block);
+	CU_add_test(s, "compiled block: fused kernels", test_compiled_block);
+	CU_add_test(s, "eager saved bytes per checkpointing mode", test_eager_saved_bytes);
+	CU_add_test(s, "recompute per checkpointing mode", test_recompute);
+	CU_add_test(s, "schedule: per-layer and per-op, the testbed rule", test_schedule_modes);
+	CU_add_test(s, "optimizer: foreach temporaries, host dispatch", test_optimizer_extras);
+}
