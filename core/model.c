@@ -10,6 +10,7 @@
  * the CUDA model in gpu/ point their store structs with the same layouts.
  */
 #include "model.h"
+#include "klist.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -177,13 +178,8 @@ double model_mfu_flops_per_token(const struct model_shape *m)
 
 /* ---- kernel lists ------------------------------------------------------ */
 
-struct klist {
-	struct kernel *k;
-	int n, max;
-};
-
-static void kput(struct klist *l, const char *name, enum kernel_kind kind, int64_t m, int64_t n,
-		 int64_t k, uint64_t flops, uint64_t bytes)
+void klist_put(struct klist *l, const char *name, enum kernel_kind kind, int64_t m, int64_t n, int64_t k,
+	       uint64_t flops, uint64_t bytes)
 {
 	struct kernel *x;
 
@@ -199,17 +195,16 @@ static void kput(struct klist *l, const char *name, enum kernel_kind kind, int64
 	x->bytes = bytes;
 }
 
-/* GEMM (m x k) by (k x n): reads both operands, writes the output. */
-static void gemm(struct klist *l, const char *name, int64_t m, int64_t n, int64_t k, int a)
+void klist_gemm(struct klist *l, const char *name, int64_t m, int64_t n, int64_t k, int a)
 {
-	kput(l, name, K_GEMM, m, n, k, 2ull * m * n * k,
-	     (uint64_t)a * ((uint64_t)m * k + (uint64_t)k * n + (uint64_t)m * n));
+	klist_put(l, name, K_GEMM, m, n, k, 2ull * m * n * k,
+		  (uint64_t)a * ((uint64_t)m * k + (uint64_t)k * n + (uint64_t)m * n));
 }
 
 /* y = x W^T forward, and its two backward GEMMs (dgrad, wgrad). */
 static void linear_fwd(struct klist *l, const char *name, int64_t N, int64_t in, int64_t out, int a)
 {
-	gemm(l, name, N, out, in, a);
+	klist_gemm(l, name, N, out, in, a);
 }
 
 static void linear_bwd(struct klist *l, const char *name, int64_t N, int64_t in, int64_t out, int a)
@@ -217,15 +212,15 @@ static void linear_bwd(struct klist *l, const char *name, int64_t N, int64_t in,
 	char b[KERNEL_NAME_MAX];
 
 	snprintf(b, sizeof(b), "%s_dgrad", name);
-	gemm(l, b, N, in, out, a);
+	klist_gemm(l, b, N, in, out, a);
 	snprintf(b, sizeof(b), "%s_wgrad", name);
-	gemm(l, b, out, in, N, a);
+	klist_gemm(l, b, out, in, N, a);
 }
 
 static void elementwise(struct klist *l, const char *name, uint64_t elems_in_out, int a,
 			uint64_t flops)
 {
-	kput(l, name, K_ELEMENTWISE, 0, 0, 0, flops, elems_in_out * (uint64_t)a);
+	klist_put(l, name, K_ELEMENTWISE, 0, 0, 0, flops, elems_in_out * (uint64_t)a);
 }
 
 struct model_dims model_dims_of(const struct model_shape *m, int batch)
@@ -270,7 +265,7 @@ static void block_forward_kernels(struct klist *l, const struct model_dims *d,
 	if (!elementwise_only) /* selective keeps q and k already rotated */
 		elementwise(l, "rope", 2 * N * (d->H + d->KV) * d->Q, a, 6ull * N * (d->H + d->KV) * d->Q);
 	if (!elementwise_only) {
-		kput(l, "attention", K_ATTN, d->B * d->H, d->T, d->Q, attn_fwd_flops(d),
+		klist_put(l, "attention", K_ATTN, d->B * d->H, d->T, d->Q, attn_fwd_flops(d),
 		     fbytes(st, BF_QKV) + fbytes(st, BF_ATT) + fbytes(st, BF_LSE));
 		linear_fwd(l, "wo", N, d->hq, d->D, a);
 	}
@@ -278,7 +273,7 @@ static void block_forward_kernels(struct klist *l, const struct model_dims *d,
 	elementwise(l, "mlp_norm", 2 * N * d->D, a, 4ull * N * d->D);
 	if (!elementwise_only)
 		linear_fwd(l, "gate_up", N, d->D, 2 * d->F, a);
-	kput(l, "swiglu", K_ELEMENTWISE, 0, 0, 0, 6ull * N * d->F,
+	klist_put(l, "swiglu", K_ELEMENTWISE, 0, 0, 0, 6ull * N * d->F,
 	     fbytes(st, BF_GATEUP) + fbytes(st, BF_H));
 	if (!elementwise_only) {
 		linear_fwd(l, "down", N, d->F, d->D, a);
@@ -293,14 +288,14 @@ static void block_backward_kernels(struct klist *l, const struct model_dims *d,
 	int64_t N = d->N;
 
 	linear_bwd(l, "down", N, d->F, d->D, a);
-	kput(l, "swiglu_bwd", K_ELEMENTWISE, 0, 0, 0, 10ull * N * d->F,
+	klist_put(l, "swiglu_bwd", K_ELEMENTWISE, 0, 0, 0, 10ull * N * d->F,
 	     fbytes(g, GF_DH) + fbytes(st, BF_GATEUP) + fbytes(g, GF_DGATEUP));
 	linear_bwd(l, "gate_up", N, d->D, 2 * d->F, a);
 	elementwise(l, "mlp_norm_bwd", 4 * N * d->D, a, 8ull * N * d->D);
 	elementwise(l, "residual1_bwd", 3 * N * d->D, a, (uint64_t)N * d->D);
 	linear_bwd(l, "wo", N, d->hq, d->D, a);
 	/* flash backward: recompute QK^T, then dV, dP, dQ, dK: 5/2 of forward */
-	kput(l, "attention_bwd", K_ATTN, d->B * d->H, d->T, d->Q, 5 * attn_fwd_flops(d) / 2,
+	klist_put(l, "attention_bwd", K_ATTN, d->B * d->H, d->T, d->Q, 5 * attn_fwd_flops(d) / 2,
 	     fbytes(st, BF_QKV) + fbytes(st, BF_ATT) + fbytes(st, BF_LSE) + fbytes(g, GF_DATT) +
 		     fbytes(g, GF_DQKV));
 	l->k[l->n - 1].backward = 1;
@@ -320,16 +315,16 @@ static void head_kernels(struct klist *l, const struct model_dims *d, enum phase
 		elementwise(l, "final_norm", 2 * N * d->D, a, 4ull * N * d->D);
 		linear_fwd(l, "output", N, d->D, d->V, a);
 		if (loss == LOSS_FULL) /* reads bf16 logits, writes them upcast to fp32 */
-			kput(l, "loss", K_ELEMENTWISE, 0, 0, 0, 5 * logits, logits * (a + 4));
+			klist_put(l, "loss", K_ELEMENTWISE, 0, 0, 0, 5 * logits, logits * (a + 4));
 		else /* reads logit chunks straight from the GEMM, keeps a log-sum-exp per row */
-			kput(l, "loss_chunked", K_ELEMENTWISE, 0, 0, 0, 5 * logits, logits * a);
+			klist_put(l, "loss_chunked", K_ELEMENTWISE, 0, 0, 0, 5 * logits, logits * a);
 		return;
 	}
 	if (ph != PH_BWD)
 		return;
 	if (loss == LOSS_CHUNKED) /* logits are rebuilt chunk by chunk */
 		linear_fwd(l, "output_recompute", N, d->D, d->V, a);
-	kput(l, "loss_bwd", K_ELEMENTWISE, 0, 0, 0, 3 * logits,
+	klist_put(l, "loss_bwd", K_ELEMENTWISE, 0, 0, 0, 3 * logits,
 	     logits * (loss == LOSS_FULL ? 4 + a : 2 * a));
 	linear_bwd(l, "output", N, d->D, d->V, a);
 	elementwise(l, "final_norm_bwd", 4 * N * d->D, a, 8ull * N * d->D);
@@ -347,10 +342,10 @@ int model_segment_kernels(const struct model_shape *m, int batch, enum segment_k
 	switch (s) {
 	case SEG_EMBED:
 		if (ph == PH_FWD)
-			kput(&l, "embed", K_ELEMENTWISE, 0, 0, 0, 0,
+			klist_put(&l, "embed", K_ELEMENTWISE, 0, 0, 0, 0,
 			     2ull * d.N * d.D * a + 4ull * d.N);
 		else if (ph == PH_BWD) /* zero the (V, D) gradient, scatter-add N rows */
-			kput(&l, "embed_bwd", K_ELEMENTWISE, 0, 0, 0, (uint64_t)d.N * d.D,
+			klist_put(&l, "embed_bwd", K_ELEMENTWISE, 0, 0, 0, (uint64_t)d.N * d.D,
 			     (uint64_t)d.V * d.D * a + 3ull * d.N * d.D * a + 4ull * d.N);
 		break;
 	case SEG_BLOCK:

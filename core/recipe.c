@@ -40,6 +40,7 @@
  * log_softmax (saves its output), nll_loss (saves the int64 targets).
  */
 #include "recipe.h"
+#include "klist.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -50,37 +51,9 @@ const char *const attention_kernel_names[] = { "testbed", "flash", "cudnn", NULL
 
 /* ---- kernels ------------------------------------------------------------ */
 
-struct klist {
-	struct kernel *k;
-	int n, max;
-};
-
-static void put(struct klist *l, const char *name, enum kernel_kind kind, int64_t m, int64_t n, int64_t k,
-		uint64_t flops, uint64_t bytes)
-{
-	struct kernel *x;
-
-	assert(l->n < l->max);
-	x = &l->k[l->n++];
-	memset(x, 0, sizeof(*x));
-	snprintf(x->name, sizeof(x->name), "%s", name);
-	x->kind = kind;
-	x->m = m;
-	x->n = n;
-	x->k = k;
-	x->flops = flops;
-	x->bytes = bytes;
-}
-
-/* (m x k) by (k x n) at a bytes an element: both operands read, the output written. */
-static void gemm(struct klist *l, const char *name, int64_t m, int64_t n, int64_t k, int a)
-{
-	put(l, name, K_GEMM, m, n, k, 2ull * m * n * k, (uint64_t)a * ((uint64_t)m * k + (uint64_t)k * n + (uint64_t)m * n));
-}
-
 static void ew(struct klist *l, const char *name, uint64_t bytes, uint64_t flops)
 {
-	put(l, name, K_ELEMENTWISE, 0, 0, 0, flops, bytes);
+	klist_put(l, name, K_ELEMENTWISE, 0, 0, 0, flops, bytes);
 }
 
 /* ---- the block's tensors ------------------------------------------------- */
@@ -325,10 +298,10 @@ static void op_forward(struct klist *l, const struct op *o, const struct model_d
 {
 	switch (o->kind) {
 	case K_GEMM:
-		gemm(l, o->name, d->N, cols(o->out[0], d), cols(o->in[0], d), a);
+		klist_gemm(l, o->name, d->N, cols(o->out[0], d), cols(o->in[0], d), a);
 		break;
 	case K_ATTN:
-		put(l, o->name, K_ATTN, d->B * d->H, d->T, d->Q, attn_flops(d),
+		klist_put(l, o->name, K_ATTN, d->B * d->H, d->T, d->Q, attn_flops(d),
 		    list_bytes(o->in, d, a) + list_bytes(o->out, d, a));
 		break;
 	default:
@@ -345,16 +318,16 @@ static void op_backward(struct klist *l, const struct op *o, const struct model_
 	case K_GEMM: {
 		int64_t in = cols(o->in[0], d), out = cols(o->out[0], d);
 		snprintf(name, sizeof name, "%s_dgrad", o->name);
-		gemm(l, name, d->N, in, out, a);
+		klist_gemm(l, name, d->N, in, out, a);
 		snprintf(name, sizeof name, "%s_wgrad", o->name);
-		gemm(l, name, out, in, d->N, a);
+		klist_gemm(l, name, out, in, d->N, a);
 		break;
 	}
 	case K_ATTN: {
 		uint64_t lse = tensor_bytes(T_LSE, d, a), dq = tensor_bytes(T_QR, d, a);
 		/* flash backward: dO . O per row, the dq/dk/dv kernel (QK^T again, dV, dP, dQ, dK: 5/2 of forward), dq back to bf16 */
 		ew(l, "attention_bwd_dot", 2 * tensor_bytes(T_ATT, d, a) + lse, 2 * (uint64_t)d->N * d->hq);
-		put(l, "attention_bwd", K_ATTN, d->B * d->H, d->T, d->Q, 5 * attn_flops(d) / 2, saves + dout + din + lse);
+		klist_put(l, "attention_bwd", K_ATTN, d->B * d->H, d->T, d->Q, 5 * attn_flops(d) / 2, saves + dout + din + lse);
 		l->k[l->n - 1].backward = 1;
 		ew(l, "attention_bwd_dq", dq / (uint64_t)a * 4 + dq, 0);
 		break;
@@ -449,7 +422,7 @@ static void head_kernels(struct klist *l, enum kernel_recipe r, const struct mod
 
 	if (ph == PH_FWD) {
 		ew(l, "final_norm", 2 * ND * a + 4 * N, 4 * ND);
-		gemm(l, "output", d->N, d->V, d->D, a);
+		klist_gemm(l, "output", d->N, d->V, d->D, a);
 		if (r == KR_EAGER) {
 			ew(l, "loss_float", NV * (a + 4), 0);
 			ew(l, "log_softmax", 2 * NV * 4, 5 * NV);
@@ -469,8 +442,8 @@ static void head_kernels(struct klist *l, enum kernel_recipe r, const struct mod
 	} else {
 		ew(l, "loss_fused_bwd", 2 * NV * a + N * (8 + 4), 3 * NV);
 	}
-	gemm(l, "output_dgrad", d->N, d->D, d->V, a);
-	gemm(l, "output_wgrad", d->V, d->D, d->N, a);
+	klist_gemm(l, "output_dgrad", d->N, d->D, d->V, a);
+	klist_gemm(l, "output_wgrad", d->V, d->D, d->N, a);
 	ew(l, "final_norm_bwd0", 3 * ND * a + 4 * N, 8 * ND);
 	ew(l, "final_norm_bwd1", 2 * ND * a + 4 * N, 2 * ND);
 }
