@@ -252,7 +252,7 @@ step_runs() {
 		fi
 		# one line for the summary: name, status, step time, MFU, peak memory, exposed communication
 		awk -v name="$name" -v rc="$r" '
-			/^summary: step time/ { t = $4 " ms"; mfu = $11 }
+			/^summary: step time/ { t = $4 " ms"; for (i = 5; i < NF; i++) if ($i == "MFU") mfu = $(i + 1) }
 			/^summary: compute/ { x = $8 " ms exposed" }
 			/^summary: peak memory/ { m = sprintf("%.2f GiB peak", $4 / 2^30) }
 			END { printf "  %-22s rc=%s  %s  MFU %s  %s  %s\n", name, rc, t, mfu, m, x }' \

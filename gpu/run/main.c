@@ -356,8 +356,9 @@ static void print_summary(const struct schedule *s, const struct summary *m)
 {
 	char b[32], r[32];
 
-	printf("summary: step time %.3f ms, %.0f tokens/s per rank, MFU %.2f%% of %s\n", m->step_time_s * 1e3,
-	       m->tokens_per_s_per_gpu, 100 * m->mfu, s->exp->cluster.gpu.name);
+	printf("summary: step time %.3f ms (median of %d steps, 10th to 90th percentile %.3f to %.3f ms), "
+	       "%.0f tokens/s per rank, MFU %.2f%% of %s\n", m->step_time_s * 1e3, m->steps, m->step_time_p10_s * 1e3,
+	       m->step_time_p90_s * 1e3, m->tokens_per_s_per_gpu, 100 * m->mfu, s->exp->cluster.gpu.name);
 	printf("summary: compute %.3f ms, exposed communication %.3f ms, %llu wire bytes per rank\n",
 	       m->compute_s * 1e3, m->exposed_comm_s * 1e3, (unsigned long long)m->comm_bytes_per_gpu);
 	printf("summary: peak memory %llu bytes allocated (%s), %llu reserved (%s):",
