@@ -161,6 +161,41 @@ static void write_ops(struct h5file_session *s, hid_t run, const struct run_resu
 	free(rows);
 }
 
+/* One row of the ops_by_rank dataset. */
+struct rank_row {
+	int32_t rank;
+	uint32_t op;
+	uint64_t start_ns;
+	uint64_t end_ns;
+};
+
+/* Every rank's timings of the recorded step: where ranks drift apart, and which one a collective waited for. */
+static void write_ops_by_rank(struct h5file_session *s, hid_t run, const struct run_result *r)
+{
+	size_t nops = (size_t)r->sched->nops, n = (size_t)r->nranks * nops;
+	struct rank_row *rows;
+	hid_t t;
+
+	if (s->failed || !r->ops_by_rank || r->nranks < 1)
+		return;
+	rows = xcalloc(n + 1, sizeof(*rows));
+	for (size_t i = 0; i < n; i++)
+		rows[i] = (struct rank_row){ (int32_t)(i / nops), (uint32_t)(i % nops), r->ops_by_rank[i].start_ns,
+					     r->ops_by_rank[i].end_ns };
+	t = H5Tcreate(H5T_COMPOUND, sizeof(struct rank_row));
+	if (h5file_check(s, t, "H5Tcreate") == 0) {
+		h5file_check(s, H5Tinsert(t, "rank", HOFFSET(struct rank_row, rank), H5T_NATIVE_INT32), "H5Tinsert(rank)");
+		h5file_check(s, H5Tinsert(t, "op", HOFFSET(struct rank_row, op), H5T_NATIVE_UINT32), "H5Tinsert(op)");
+		h5file_check(s, H5Tinsert(t, "start_ns", HOFFSET(struct rank_row, start_ns), H5T_NATIVE_UINT64),
+			     "H5Tinsert(start_ns)");
+		h5file_check(s, H5Tinsert(t, "end_ns", HOFFSET(struct rank_row, end_ns), H5T_NATIVE_UINT64),
+			     "H5Tinsert(end_ns)");
+		h5file_dataset(s, run, "ops_by_rank", t, n, rows);
+		H5Tclose(t);
+	}
+	free(rows);
+}
+
 static void write_memory(struct h5file_session *s, hid_t run, const struct run_result *r)
 {
 	hid_t t;
@@ -261,6 +296,7 @@ static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 		config_each(r->exp, config_attr, &c);
 	}
 	write_ops(s, run, r);
+	write_ops_by_rank(s, run, r);
 	write_memory(s, run, r);
 	write_summary(s, run, &r->sum);
 	H5Gclose(run);

@@ -55,6 +55,8 @@ struct run_result {
 	const struct experiment *exp;
 	const struct schedule *sched;
 	const struct op_timing *ops;      /* sched->nops entries */
+	const struct op_timing *ops_by_rank; /* measured runs: nranks * nops entries, rank by rank (NULL: none) */
+	int nranks;
 	int nmem;
 	const struct mem_sample *mem;
 	struct summary sum;

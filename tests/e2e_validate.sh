@@ -10,7 +10,8 @@
 #      measured run and the fields the schema names; the predicted peak
 #      allocated and reserved memory equal the measured, byte for byte;
 #      the errors are what the step times say; Kendall's tau is in [-1, 1];
-#   4. the predictions were appended once, each naming the run it predicts,
+#   4. each measured run holds every rank's timings of its recorded step
+#      (rank 0's are its ops); the predictions were appended once, each naming the run it predicts,
 #      with the calibration it used; comparing again appends nothing and
 #      leaves every run as it was;
 #   5. --compare on a missing file, or with a configuration flag, exits 2.
@@ -105,6 +106,13 @@ measured = [n for n in names if r[n].attrs["source"] == "gpu_run"]
 sims = [n for n in names if r[n].attrs["source"] == "sim"]
 assert len(measured) == 4 and len(sims) == 4
 assert sorted(r[n].attrs["compares"] for n in sims) == measured
+for n in measured:
+    ops, br = r[n]["ops"][()], r[n]["ops_by_rank"][()]
+    assert len(br) == 2 * len(ops), "run %s: %d rows of ops_by_rank for 2 ranks of %d ops" % (n, len(br), len(ops))
+    assert (br["rank"][:len(ops)] == 0).all() and (br["rank"][len(ops):] == 1).all()
+    assert (br["start_ns"][:len(ops)] == ops["start_ns"]).all() and (br["end_ns"][:len(ops)] == ops["end_ns"]).all(), \
+        "run %s: rank 0's rows are not the ops dataset's times" % n
+    assert (br["end_ns"] >= br["start_ns"]).all() and br["end_ns"][len(ops):].max() > 0
 for n in sims:
     assert r[n].attrs["cluster.calibration"].endswith(".h5"), "prediction %s records no calibration" % n
     m = r[r[n].attrs["compares"]]

@@ -498,6 +498,7 @@ int main(int argc, char **argv)
 	int rank, world, rc = 0, total;
 	double psum, psq;
 	struct op_timing *steps_t;   /* the ops of every measured step */
+	struct op_timing *by_rank = NULL; /* rank 0: every rank's ops of the recorded step */
 	double *step_s, *compute_s, *exposed_s;
 	char hw[64];
 	char err[512], accum[32], wrap[32], phase[64];
@@ -618,6 +619,11 @@ int main(int argc, char **argv)
 	comm_describe(&c, runinfo_put, &info);
 	if (be->ops->describe)
 		be->ops->describe(be, runinfo_put, &info);
+	/* every rank's timings of the recorded step (the median's index is the same on every rank) */
+	watchdog_waiting("the gather of every rank's timings");
+	by_rank = rank == 0 ? xcalloc((size_t)world * (size_t)s->nops + 1, sizeof(*by_rank)) : NULL;
+	mpi_check(MPI_Gather(steps_t + (size_t)median_step(step_s, e.run.steps) * s->nops, 2 * s->nops,
+			     MPI_UINT64_T, by_rank, 2 * s->nops, MPI_UINT64_T, 0, MPI_COMM_WORLD));
 	if (rank == 0) {
 		printf("params sum %.9e sumsq %.9e%s\n", psum, psq, c.emulated ? " (this rank's shards)" : "");
 		print_summary(s, &sum);
@@ -630,6 +636,8 @@ int main(int argc, char **argv)
 				.exp = &e,
 				.sched = s,
 				.ops = steps_t + (size_t)median_step(step_s, e.run.steps) * s->nops,
+				.ops_by_rank = by_rank,
+				.nranks = world,
 				.nmem = mem->nsamples,
 				.mem = mem->samples,
 				.sum = sum,
@@ -645,6 +653,7 @@ int main(int argc, char **argv)
 	runinfo_release(&info);
 	free(t);
 	free(steps_t);
+	free(by_rank);
 	free(step_s);
 	free(compute_s);
 	free(exposed_s);
