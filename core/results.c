@@ -169,6 +169,26 @@ struct rank_row {
 	uint64_t end_ns;
 };
 
+/* The ops_by_rank row compound, or -1. Caller closes. */
+static hid_t rank_row_type(struct h5file_session *s)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct rank_row));
+
+	if (h5file_check(s, t, "H5Tcreate") < 0)
+		return -1;
+	h5file_check(s, H5Tinsert(t, "rank", HOFFSET(struct rank_row, rank), H5T_NATIVE_INT32), "H5Tinsert(rank)");
+	h5file_check(s, H5Tinsert(t, "op", HOFFSET(struct rank_row, op), H5T_NATIVE_UINT32), "H5Tinsert(op)");
+	h5file_check(s, H5Tinsert(t, "start_ns", HOFFSET(struct rank_row, start_ns), H5T_NATIVE_UINT64),
+		     "H5Tinsert(start_ns)");
+	h5file_check(s, H5Tinsert(t, "end_ns", HOFFSET(struct rank_row, end_ns), H5T_NATIVE_UINT64),
+		     "H5Tinsert(end_ns)");
+	if (s->failed) {
+		H5Tclose(t);
+		return -1;
+	}
+	return t;
+}
+
 /* Every rank's timings of the recorded step: where ranks drift apart, and which one a collective waited for. */
 static void write_ops_by_rank(struct h5file_session *s, hid_t run, const struct run_result *r)
 {
@@ -182,14 +202,8 @@ static void write_ops_by_rank(struct h5file_session *s, hid_t run, const struct 
 	for (size_t i = 0; i < n; i++)
 		rows[i] = (struct rank_row){ (int32_t)(i / nops), (uint32_t)(i % nops), r->ops_by_rank[i].start_ns,
 					     r->ops_by_rank[i].end_ns };
-	t = H5Tcreate(H5T_COMPOUND, sizeof(struct rank_row));
-	if (h5file_check(s, t, "H5Tcreate") == 0) {
-		h5file_check(s, H5Tinsert(t, "rank", HOFFSET(struct rank_row, rank), H5T_NATIVE_INT32), "H5Tinsert(rank)");
-		h5file_check(s, H5Tinsert(t, "op", HOFFSET(struct rank_row, op), H5T_NATIVE_UINT32), "H5Tinsert(op)");
-		h5file_check(s, H5Tinsert(t, "start_ns", HOFFSET(struct rank_row, start_ns), H5T_NATIVE_UINT64),
-			     "H5Tinsert(start_ns)");
-		h5file_check(s, H5Tinsert(t, "end_ns", HOFFSET(struct rank_row, end_ns), H5T_NATIVE_UINT64),
-			     "H5Tinsert(end_ns)");
+	t = rank_row_type(s);
+	if (t >= 0) {
 		h5file_dataset(s, run, "ops_by_rank", t, n, rows);
 		H5Tclose(t);
 	}
@@ -503,6 +517,22 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		}
 		free(rows);
 	}
+	if (r->nops && H5Lexists(run, "ops_by_rank", H5P_DEFAULT) > 0) {
+		struct rank_row *br;
+		t = rank_row_type(s);
+		br = t >= 0 ? h5file_read_dataset(s, run, "ops_by_rank", t, &n) : NULL;
+		if (t >= 0)
+			H5Tclose(t);
+		if (br && n % (size_t)r->nops == 0) {
+			r->nranks = (int)(n / (size_t)r->nops);
+			r->by_rank = xcalloc(n + 1, sizeof(*r->by_rank));
+			for (size_t i = 0; i < n; i++)
+				if (br[i].rank >= 0 && br[i].rank < r->nranks && br[i].op < (uint32_t)r->nops)
+					r->by_rank[(size_t)br[i].rank * (size_t)r->nops + br[i].op] =
+						(struct op_timing){ br[i].start_ns, br[i].end_ns };
+		}
+		free(br);
+	}
 	t = mem_row_type(s);
 	if (t >= 0) {
 		r->mem = h5file_read_dataset(s, run, "memory", t, &n);
@@ -571,6 +601,7 @@ void results_read_free(struct run_read *runs, int n)
 		free(runs[i].ops);
 		free(runs[i].kinds);
 		free(runs[i].streams);
+		free(runs[i].by_rank);
 		free(runs[i].mem);
 	}
 	free(runs);

@@ -89,6 +89,8 @@ struct run_read {
 	struct op_timing *ops;     /* nops entries, in schedule order */
 	uint8_t *kinds, *streams;  /* per op, as recorded */
 	int nops;
+	struct op_timing *by_rank; /* measured runs: nranks * nops, rank by rank (NULL when not recorded) */
+	int nranks;
 	struct mem_sample *mem;
 	int nmem;
 	struct summary sum;

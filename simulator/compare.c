@@ -33,6 +33,7 @@ struct cmp {
 	int stream_n[ST_COUNT];
 	struct schedule *s;
 	struct sim_result r;
+	double rank_wait_s;              /* measured: the first rank's wait for the last, summed over the collectives */
 	int have;                        /* pred and r hold a prediction */
 	int appended;                    /* a run like it was already in the file */
 };
@@ -96,6 +97,39 @@ static void tally(struct cmp *c)
 	}
 }
 
+/*
+ * Over the collectives of rank 0's groups in the recorded step, how long
+ * the first rank to start each waited for the last (the ranks' timings,
+ * ops_by_rank): what the ranks' drifting apart, which a model of ranks
+ * that run alike does not see, cost.
+ * Ranks are laid out as the schedule assumes: a shard group is shard_n
+ * consecutive ranks, a replica group those with the same index in theirs.
+ */
+static double rank_wait(const struct schedule *s, const struct run_read *m)
+{
+	double w = 0;
+
+	if (!m->by_rank || m->nranks < 2)
+		return 0;
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		uint64_t first = m->by_rank[i].start_ns, last = first;
+		if (!op_is_collective(o->kind) || schedule_group_size(s, o->group) < 2)
+			continue;
+		for (int r = 1; r < m->nranks; r++) {
+			int in = o->group == GRP_WORLD || (o->group == GRP_SHARD && r / s->shard_n == 0) ||
+				 (o->group == GRP_REPLICA && r % s->shard_n == 0);
+			uint64_t t = m->by_rank[(size_t)r * (size_t)m->nops + (size_t)i].start_ns;
+			if (in && t > last)
+				last = t;
+			if (in && t < first)
+				first = t;
+		}
+		w += (double)(last - first) * 1e-9;
+	}
+	return w;
+}
+
 /* Predict measured run m. 0, or -1 with the reason in err. */
 static int predict(struct cmp *c, const char *calibration, char *err, int errlen)
 {
@@ -138,6 +172,7 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	c->within_noise = c->pred.step_time_s >= m->sum.step_time_p10_s &&
 			  c->pred.step_time_s <= m->sum.step_time_p90_s;
 	tally(c);
+	c->rank_wait_s = rank_wait(c->s, m);
 	return 0;
 }
 
@@ -222,6 +257,9 @@ static void print_text(FILE *out, const struct cmp *c)
 		p->compute_s * 1e3, 100 * rel(p->compute_s, m->sum.compute_s));
 	fprintf(out, "  exposed comm measured %.3f ms  predicted %.3f ms\n", m->sum.exposed_comm_s * 1e3,
 		p->exposed_comm_s * 1e3);
+	if (m->nranks > 1)
+		fprintf(out, "  rank skew   %.3f ms: the collectives' first rank waiting for their last, summed "
+			     "(%d ranks measured; the model's ranks run alike)\n", c->rank_wait_s * 1e3, m->nranks);
 	fprintf(out, "  peak alloc  measured %s  predicted %s  error %+.2f%%\n",
 		report_bytes(m->sum.peak_alloc_bytes, b1, sizeof b1), report_bytes(p->peak_alloc_bytes, b2, sizeof b2),
 		100 * c->alloc_err);
@@ -286,10 +324,10 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 		m->sum.step_time_s, m->sum.step_time_p10_s, m->sum.step_time_p90_s, m->sum.steps, p->step_time_s);
 	json_num(out, c->step_err);
 	fprintf(out, ", \"within_noise\": %s, \"measured_compute_s\": %.9g, \"predicted_compute_s\": %.9g, "
-		     "\"measured_exposed_comm_s\": %.9g, \"predicted_exposed_comm_s\": %.9g, "
+		     "\"measured_exposed_comm_s\": %.9g, \"predicted_exposed_comm_s\": %.9g, \"measured_rank_wait_s\": %.9g, "
 		     "\"measured_peak_alloc_bytes\": %llu, \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ",
 		c->within_noise ? "true" : "false", m->sum.compute_s, p->compute_s, m->sum.exposed_comm_s,
-		p->exposed_comm_s, (unsigned long long)m->sum.peak_alloc_bytes,
+		p->exposed_comm_s, c->rank_wait_s, (unsigned long long)m->sum.peak_alloc_bytes,
 		(unsigned long long)p->peak_alloc_bytes);
 	json_num(out, c->alloc_err);
 	fprintf(out, ", \"measured_peak_reserved_bytes\": %llu, \"predicted_peak_reserved_bytes\": %llu, "
