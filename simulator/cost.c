@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fabric.h"
 #include "xalloc.h"
 
 #define MEMO_CAP 4096 /* a step has a handful of kernel lists and SM counts */
@@ -152,44 +153,19 @@ double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm)
 void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 {
 	const struct schedule *s = c->s;
-	const struct cluster *cl = &s->exp->cluster;
-	const struct gpu_spec *g = c->gpu;
-	int spans, only_inter = 0, n = schedule_group_size(s, o->group);
-	double step;
+	int n = schedule_group_size(s, o->group);
+	struct fabric_link l;
 
-	switch (o->group) {
-	case GRP_SHARD:
-		spans = s->shard_spans_nodes;
-		break;
-	case GRP_REPLICA:
-		spans = cl->nodes > 1;
-		/* one member per node: the ring runs NIC to NIC */
-		only_inter = spans && s->shard_n >= cl->gpus_per_node;
-		break;
-	case GRP_WORLD:
-		spans = cl->nodes > 1;
-		break;
-	default:
-		assert(!"collective without a group");
-		spans = 0;
-	}
 	memset(out, 0, sizeof(*out));
 	out->n = n;
 	if (n <= 1)
 		return;
+	/* the group's link and latency: core/fabric.c, the rule gpu_run's emulated fabric paces */
+	fabric_link_of(s, o->group, &l);
 	out->wire = collective_wire_bytes(o->kind, o->bytes, n);
-	out->links = only_inter ? 1u << LINK_INTER
-				: spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
-	step = 1e3 * (spans ? g->net_latency_us : g->nvlink_latency_us);
-	out->latency_ns = step * (o->kind == OP_ALLREDUCE ? 2 * (n - 1) : n - 1);
-	if (o->kind == OP_ALLREDUCE && spans) {
-		/* a double binary tree: up and down a tree of depth log2(n) */
-		double tree = 2.0 * ceil(log2((double)n)) * step;
-		if (tree < out->latency_ns) {
-			out->latency_ns = tree;
-			out->tree = 1;
-		}
-	}
+	out->links = l.only_inter ? 1u << LINK_INTER
+				  : l.spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
+	out->latency_ns = fabric_latency_ns(&l, o->kind, n, &out->tree);
 }
 
 double cost_host_optim_ns(const struct cost *c, uint64_t params)

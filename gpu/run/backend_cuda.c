@@ -1032,11 +1032,11 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 		put(ctx, "fabric.engine", c->comm->emu.engine ? "copy-engine (all-gather; reductions on SMs)" : "sm");
 		put_int(put, ctx, "fabric.ctas", c->comm->emu.ctas);
 	}
-	put(ctx, "model.attention_asked", c->opt.attention ? "cudnn" : "mma");
-	put(ctx, "model.attention_used", used == CUDA_ATTN_CUDNN ? "cudnn" : "mma");
+	put(ctx, "kernels.attention_asked", c->opt.attention ? "cudnn" : "mma");
+	put(ctx, "kernels.attention_used", used == CUDA_ATTN_CUDNN ? "cudnn" : "mma");
 	if (c->opt.attention && used != CUDA_ATTN_CUDNN && why)
-		put(ctx, "model.attention_fallback", why);
-	put(ctx, "model.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
+		put(ctx, "kernels.attention_fallback", why);
+	put(ctx, "kernels.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
 	put(ctx, "backend.host_waits", c->wait_value ? "cuStreamWaitValue32" : "host function polling");
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
