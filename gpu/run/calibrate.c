@@ -51,11 +51,15 @@ static double median(double *v, size_t n)
 	return gsl_stats_median_from_sorted_data(v, 1, n);
 }
 
-/* The mean over the ranks of x. */
+/* The mean over the processes of x (one on an emulated fabric, whose world is the job's N). */
 static double over_ranks(struct cal *k, double x)
 {
+	int procs = 1;
+
+	(void)k;
 	mpi_check(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-	return x / k->c->world;
+	mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &procs));
+	return x / procs;
 }
 
 static void progress(struct cal *k, const char *what)
@@ -419,7 +423,10 @@ static int variants(const struct schedule *s, struct comm *c, struct variant *v)
 		w->s = schedule_new(&w->e, err, sizeof err);
 		if (!w->s)
 			continue;
-		comm_init(&w->c, w->s);
+		if (c->emulated) /* rank 0 of the same emulated job */
+			comm_init_emulated(&w->c, w->s, &c->emu);
+		else
+			comm_init(&w->c, w->s);
 		n++;
 	}
 	return n;
@@ -519,6 +526,30 @@ static double adamw(struct cal *k, int stream)
 	return measure(k, stream, run_kernel, &a, NULL, NULL) / (double)n;
 }
 
+/*
+ * The fabric the collectives were measured on: "real", or "emulated" with
+ * what was not the cluster's (the links ./sim prices, core/fabric.h; on
+ * cuda, the traffic on the catalog GPU's nccl_sms SMs).
+ */
+static void fabric_text(const struct schedule *s, const struct comm *c, const char *backend, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!c->emulated) {
+		snprintf(buf, len, "real");
+		return;
+	}
+	n = (size_t)snprintf(buf, len, "emulated");
+	if (c->emu.gbps > 0 && n < len)
+		n += (size_t)snprintf(buf + n, len - n, ", --emulate-gbps %g", c->emu.gbps);
+	if (c->emu.lat_us >= 0 && n < len)
+		n += (size_t)snprintf(buf + n, len - n, ", --emulate-lat-us %g", c->emu.lat_us);
+	if (!strcmp(backend, "cuda") && c->emu.engine && n < len)
+		n += (size_t)snprintf(buf + n, len - n, ", --emulate-engine ce");
+	if (!strcmp(backend, "cuda") && c->emu.ctas != s->exp->cluster.gpu.nccl_sms && n < len)
+		snprintf(buf + n, len - n, ", --emulate-ctas %d", c->emu.ctas);
+}
+
 /* The default file: data/calibration/<hardware>-<backend>.h5, its folder made if missing. */
 static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
 {
@@ -545,7 +576,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	MPI_Get_library_version(mpi, &len);
 	mpi[strcspn(mpi, "\n,")] = '\0';
 	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);
-	cal.ranks = c->world;
+	fabric_text(s, c, b->ops->name, cal.fabric, sizeof cal.fabric);
+	cal.ranks = c->world; /* the job's: N on an emulated fabric */
 
 	cal.nkernels = model_kernels(s, &cal.kernels);
 	cal.ngemm = gemm_grid(s, cal.kernels, cal.nkernels, quick, &cal.gemm);
