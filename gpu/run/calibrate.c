@@ -39,6 +39,7 @@ struct cal {
 	const struct backend_ops *o;
 	int quick;
 	double target_ns;
+	int max_reps;          /* calls one stream may queue behind the gate: MAX_REPS, or the backend's gate_calls */
 	int done, total;       /* progress */
 	struct timespec t0;
 	void *dev[2];          /* collective buffers */
@@ -118,8 +119,8 @@ static double measure(struct cal *k, int st, work_fn fn, void *arg, work_fn besi
 
 	if (reps < 1)
 		reps = 1;
-	if (reps > MAX_REPS)
-		reps = MAX_REPS;
+	if (reps > k->max_reps)
+		reps = k->max_reps;
 	for (int i = 0; i < MEASURES; i++)
 		v[i] = measure_once(k, st, fn, arg, reps, beside, barg);
 	return median(v, MEASURES);
@@ -364,8 +365,10 @@ static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *wha
 		if (has && coll_ns > 0) {
 			/* enough collectives to cover the kernels' time, started first */
 			int reps = (int)(k->target_ns / (ks[i].ns > 0 ? ks[i].ns : 1));
-			reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
 			beside.reps = (int)(1.2 * reps * ks[i].ns / coll_ns) + 1;
+			if (beside.reps > k->max_reps)
+				beside.reps = k->max_reps;
 			ks[i].ns_comm = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &beside);
 		}
 		progress(k, what);
@@ -492,8 +495,10 @@ static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how
 			int reps = (int)(k->target_ns / (cs[i].ns > 0 ? cs[i].ns : 1));
 			struct kernel_arg a;
 			snprintf(kn.name, sizeof kn.name, "%s", busy->name);
-			reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
 			a = (struct kernel_arg){ &kn, &k->s->exp->model, k->s->batch, (int)(1.2 * reps * cs[i].ns / busy->ns) + 1 };
+			if (a.count > k->max_reps)
+				a.count = k->max_reps;
 			cs[i].ns_busy = measure_once(k, how[i].stream, run_collective, &how[i], reps, run_kernels_beside, &a);
 		}
 		progress(k, "collectives");
@@ -560,7 +565,8 @@ static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
 
 int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, int quick)
 {
-	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS };
+	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS,
+			 .max_reps = MAX_REPS };
 	struct calibration cal;
 	struct coll_arg *how = NULL;
 	struct variant v[4];
@@ -576,6 +582,14 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	MPI_Get_library_version(mpi, &len);
 	mpi[strcspn(mpi, "\n,")] = '\0';
 	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);
+	if (b->ops->versions) { /* the device's libraries */
+		char v[CAL_TEXT_MAX];
+		size_t n = strlen(cal.versions);
+		b->ops->versions(b, v, sizeof v);
+		snprintf(cal.versions + n, sizeof cal.versions - n, "; %s", v);
+	}
+	if (b->ops->gate_calls && b->ops->gate_calls(b) < k.max_reps)
+		k.max_reps = b->ops->gate_calls(b);
 	fabric_text(s, c, b->ops->name, cal.fabric, sizeof cal.fabric);
 	cal.ranks = c->world; /* the job's: N on an emulated fabric */
 
