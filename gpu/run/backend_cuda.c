@@ -1358,10 +1358,16 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
 
-/* The device's name as a file-name word: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3". */
+/*
+ * The device's name as a file-name word: lower case, runs of other
+ * characters to one '-', the vendor's prefix and a trailing memory size and
+ * type dropped (the part is what tells timings apart): "NVIDIA H100 80GB
+ * HBM3" -> "h100", "NVIDIA H200" -> "h200", "NVIDIA H100 PCIe" ->
+ * "h100-pcie", "NVIDIA A100-SXM4-80GB" -> "a100-sxm4-80gb".
+ */
 static void cu_hardware(struct backend *b, char *buf, int len)
 {
-	const char *n = cu_of(b)->prop.name;
+	const char *n = cu_of(b)->prop.name, *hbm;
 	int k = 0, dash = 0;
 
 	for (; *n && k < len - 1; n++) {
@@ -1380,6 +1386,17 @@ static void cu_hardware(struct backend *b, char *buf, int len)
 	while (k > 0 && buf[k - 1] == '-')
 		k--;
 	buf[k] = '\0';
+	if (!strncmp(buf, "nvidia-", 7))
+		memmove(buf, buf + 7, strlen(buf + 7) + 1);
+	/* "-80gb-hbm3", "-141gb-hbm3e": the memory, at the end */
+	hbm = strstr(buf, "gb-hbm");
+	if (hbm && !strchr(hbm + 6, '-')) {
+		char *cut = (char *)hbm;
+		while (cut > buf && cut[-1] >= '0' && cut[-1] <= '9')
+			cut--;
+		if (cut > buf && cut[-1] == '-' && cut < hbm)
+			cut[-1] = '\0';
+	}
 }
 
 /* ---- the watchdog ------------------------------------------------------------------------------ */

@@ -399,8 +399,9 @@ struct variant {
 	struct comm c;
 };
 
-static int variants(const struct schedule *s, struct comm *c, struct variant *v)
+static int variants(const struct schedule *s, struct comm *c, int nccl, struct variant *v)
 {
+	(void)nccl; /* a build without CUDA has no NCCL */
 	static const enum sharding others[] = { SHARD_DDP, SHARD_FSDP, SHARD_HSDP };
 	int n = 1;
 
@@ -426,18 +427,28 @@ static int variants(const struct schedule *s, struct comm *c, struct variant *v)
 		w->s = schedule_new(&w->e, err, sizeof err);
 		if (!w->s)
 			continue;
-		if (c->emulated) /* rank 0 of the same emulated job */
+		if (c->emulated) { /* rank 0 of the same emulated job */
 			comm_init_emulated(&w->c, w->s, &c->emu);
-		else
+		} else {
 			comm_init(&w->c, w->s);
+#ifdef GPU_RUN_CUDA
+			if (nccl) /* the cuda backend's collectives run on NCCL communicators of their own */
+				comm_nccl_init(&w->c, w->s, &c->nccl_opts);
+#endif
+		}
 		n++;
 	}
 	return n;
 }
 
-static void variants_release(struct variant *v, int n)
+static void variants_release(struct variant *v, int n, int nccl)
 {
+	(void)nccl;
 	for (int i = 1; i < n; i++) {
+#ifdef GPU_RUN_CUDA
+		if (nccl && !v[i].c.emulated)
+			comm_nccl_release(&v[i].c);
+#endif
 		comm_release(&v[i].c);
 		schedule_free(v[i].s);
 	}
@@ -572,7 +583,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	struct variant v[4];
 	int nv;
 	char file[1024], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-	int len = 0, rc = 0, busy = -1;
+	int len = 0, rc = 0, busy = -1, nccl;
 	uint64_t most = 1 << 20;
 
 	memset(&cal, 0, sizeof(cal));
@@ -595,7 +606,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 
 	cal.nkernels = model_kernels(s, &cal.kernels);
 	cal.ngemm = gemm_grid(s, cal.kernels, cal.nkernels, quick, &cal.gemm);
-	nv = variants(s, c, v);
+	nccl = !strcmp(b->ops->name, "cuda");
+	nv = variants(s, c, nccl, v);
 	cal.ncolls = collective_list(v, nv, quick, &cal.colls, &how);
 	for (int i = 0; i < cal.ncolls; i++)
 		if (cal.colls[i].bytes > most)
@@ -607,7 +619,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 		if (c->rank == 0)
 			fprintf(stderr, "calibrate: no device memory for %llu-byte collectives\n", (unsigned long long)most);
 		free(how);
-		variants_release(v, nv);
+		variants_release(v, nv, nccl);
 		calibration_release(&cal);
 		return -1;
 	}
@@ -657,7 +669,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	b->ops->dev_free(b, k.dev[0]);
 	b->ops->dev_free(b, k.dev[1]);
 	free(how);
-	variants_release(v, nv);
+	variants_release(v, nv, nccl);
 	calibration_release(&cal);
 	return rc;
 }

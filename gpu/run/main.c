@@ -428,6 +428,7 @@ static void abort_job(void)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+#ifdef GPU_RUN_CUDA
 /* The node's ranks: this rank's index among them and their number. */
 static void local_rank(int *lrank, int *lsize)
 {
@@ -438,6 +439,7 @@ static void local_rank(int *lrank, int *lsize)
 	mpi_check(MPI_Comm_size(node, lsize));
 	mpi_check(MPI_Comm_free(&node));
 }
+#endif
 
 /*
  * The backend of run.device. The CUDA one needs a GPU per rank and, unless
