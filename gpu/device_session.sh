@@ -77,7 +77,7 @@ export HDF5_USE_FILE_LOCKING=FALSE PYTHONUNBUFFERED=1
 ALL_STEPS=(host test memcheck racecheck bench calibrate runs compare hooks)
 declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [calibrate]=60 [runs]=150
 	[compare]=15 [hooks]=30)
-declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [calibrate]=240 [runs]=330
+declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [calibrate]=180 [runs]=300
 	[compare]=60 [hooks]=300)
 
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
