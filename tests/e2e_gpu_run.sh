@@ -332,6 +332,7 @@ two 1 "need --emulate-world" --emulate-gbps 3
 two 1 "one of sm, ce" --emulate-world 2 --emulate-engine xx
 two 1 "option of the cuda backend" --nccl-max-ctas 4
 two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-ctas 4
+two 1 "autotuning synchronizes the stream" --device cuda --calibrate --gemm-autotune
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
