@@ -118,8 +118,10 @@ $(BUILD)/catalog_data.o: $(BUILD)/catalog_data.c
 $(BUILD)/libcore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+# ./sim carries the same rpath, so that a GPU host runs it from the bundle too
+# (gpu/device_session.sh compares there).
 $(SIM): $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS)
+	$(CC) -o $@ $^ $(LDLIBS) $(BUNDLE_RPATH)
 
 # gpu_run: the CPU backend everywhere; with CUDA also the CUDA backend
 # (gpu/run/backend_cuda*, the CUDA model of gpu/cuda, NCCL): cuda.mk sets

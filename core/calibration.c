@@ -82,6 +82,7 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_str(s, g, "backend", c->backend);
 	h5file_attr_str(s, g, "date", c->date[0] ? c->date : date);
 	h5file_attr_str(s, g, "versions", c->versions);
+	h5file_attr_str(s, g, "fabric", c->fabric[0] ? c->fabric : "real");
 	h5file_attr_i32(s, g, "ranks", c->ranks);
 	h5file_attr_f64(s, g, "dispatch_ns", c->dispatch_ns);
 	h5file_attr_f64(s, g, "wake_ns", c->wake_ns);
@@ -111,9 +112,32 @@ int calibration_write(const char *path, const struct calibration *c)
 struct pick {
 	int ranks;
 	char (*names)[16];
+	char (*fabric)[CAL_TEXT_MAX]; /* each one's */
 	int n;
 	struct h5file_session *s;
 };
+
+/* The fabric session g was measured on: "real" when it does not say (files from before it was recorded). */
+static void session_fabric(struct h5file_session *s, hid_t g, char *buf, size_t len)
+{
+	snprintf(buf, len, "real");
+	if (h5file_has_attr(g, "fabric"))
+		h5file_read_str(s, g, "fabric", buf, len);
+}
+
+/* Keep the sessions on the newest one's fabric. */
+static void pick_same_fabric(struct pick *p)
+{
+	int m = 0;
+
+	for (int i = 0; i < p->n; i++)
+		if (!strcmp(p->fabric[i], p->fabric[0])) {
+			memmove(p->names[m], p->names[i], sizeof(p->names[0]));
+			memmove(p->fabric[m], p->fabric[i], sizeof(p->fabric[0]));
+			m++;
+		}
+	p->n = m;
+}
 
 static herr_t pick_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
 {
@@ -130,8 +154,11 @@ static herr_t pick_fn(hid_t g, const char *name, const H5L_info_t *info, void *c
 	if (h5file_read_i32(p->s, sess, "ranks", &ranks) == 0 && (p->ranks == 0 || ranks == p->ranks)) {
 		/* names come in increasing order: each new one goes first */
 		p->names = xrealloc(p->names, sizeof(*p->names) * (size_t)(p->n + 1));
+		p->fabric = xrealloc(p->fabric, sizeof(*p->fabric) * (size_t)(p->n + 1));
 		memmove(p->names + 1, p->names, sizeof(*p->names) * (size_t)p->n);
+		memmove(p->fabric + 1, p->fabric, sizeof(*p->fabric) * (size_t)p->n);
 		snprintf(p->names[0], 16, "%s", name);
+		session_fabric(p->s, sess, p->fabric[0], sizeof(p->fabric[0]));
 		p->n++;
 	}
 	H5Gclose(sess);
@@ -193,7 +220,7 @@ static void read_tables(struct h5file_session *s, hid_t g, struct calibration *c
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
 {
 	struct h5file_session s;
-	struct pick p = { ranks, NULL, 0, &s };
+	struct pick p = { ranks, NULL, NULL, 0, &s };
 	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1;
 	int rc = -1;
 
@@ -214,6 +241,7 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 		snprintf(err, errlen, "%s: no calibration measured with %d ranks", path, ranks);
 		goto out_file;
 	}
+	pick_same_fabric(&p);
 	/* the newest session's scalars; the tables of all, the newest measurement of a point kept */
 	g = H5Gopen2(cal, p.names[0], H5P_DEFAULT);
 	snprintf(c->path, sizeof c->path, "%s", path);
@@ -223,6 +251,7 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	h5file_read_str(&s, g, "backend", c->backend, sizeof c->backend);
 	h5file_read_str(&s, g, "date", c->date, sizeof c->date);
 	h5file_read_str(&s, g, "versions", c->versions, sizeof c->versions);
+	snprintf(c->fabric, sizeof c->fabric, "%s", p.fabric[0]);
 	h5file_read_i32(&s, g, "ranks", &c->ranks);
 	h5file_read_f64(&s, g, "dispatch_ns", &c->dispatch_ns);
 	h5file_read_f64(&s, g, "wake_ns", &c->wake_ns);
@@ -256,6 +285,7 @@ out_file:
 	H5Fclose(file);
 out:
 	free(p.names);
+	free(p.fabric);
 	h5file_end(&s);
 	return rc;
 }

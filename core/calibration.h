@@ -59,7 +59,8 @@ struct calibration {
 	char backend[16];          /* "cpu", "cuda" */
 	char date[32];
 	char versions[CAL_TEXT_MAX];
-	int ranks;                 /* processes measured at once: the world size the tables stand for */
+	char fabric[CAL_TEXT_MAX]; /* "real", or "emulated" (gpu_run --emulate-world) with its overrides */
+	int ranks;                 /* the world size the tables stand for: processes measured at once, or N emulated */
 	struct cal_kernel *kernels; /* the model's kernels, by name and shape */
 	int nkernels;
 	struct cal_kernel *gemm;   /* a grid of GEMMs, for shapes not measured by name */
@@ -87,7 +88,10 @@ int calibration_write(const char *path, const struct calibration *c);
  * of all, a point measured again (the same kernel and shape, GEMM, pass
  * size, or collective, group size and bytes) taken from the newest session
  * that measured it. So calibrating one model and then another gives the
- * kernels of both. 0, or -1 with a message in err.
+ * kernels of both. Only sessions on the newest one's fabric merge (a real
+ * 4-rank job and rank 0 of an emulated one are different machines; a file
+ * without the attribute was measured on a real fabric). 0, or -1 with a
+ * message in err.
  */
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen);
 void calibration_release(struct calibration *c);

@@ -67,6 +67,13 @@ void config_each(const struct experiment *e,
  */
 int config_parse_args(struct experiment *e, int argc, char **argv);
 
+/*
+ * Whether name ("policy.sharding", an attribute's name) is in a section of
+ * the configuration ([model], [cluster], [policy], [run]): what a results
+ * file records as section.key; the key itself need not exist.
+ */
+int config_is_section_key(const char *name);
+
 /* One-line help of the experiment flags, for --help */
 void config_usage(FILE *f);
 

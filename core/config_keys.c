@@ -39,6 +39,16 @@ INT_SIZED(enum runtime);
 
 const char *const config_sections[] = { "model", "cluster", "policy", "run", NULL };
 static const char *const device_names[] = { "cpu", "cuda", NULL };
+
+int config_is_section_key(const char *name)
+{
+	for (int i = 0; config_sections[i]; i++) {
+		size_t n = strlen(config_sections[i]);
+		if (!strncmp(name, config_sections[i], n) && name[n] == '.')
+			return 1;
+	}
+	return 0;
+}
 static const char *const bool_words[] = { "true", "false", "yes", "no", "1", "0", NULL };
 
 #define OFF(m) offsetof(struct experiment, m)

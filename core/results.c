@@ -413,6 +413,7 @@ out:
 
 struct rebuild {
 	struct experiment *e;
+	struct fabric_record *fabric;
 	FILE *err;
 	int failed;
 };
@@ -425,8 +426,18 @@ static herr_t config_attr_read(hid_t loc, const char *name, const H5A_info_t *in
 	char value[CONFIG_PATH_MAX + 8], assignment[CONFIG_PATH_MAX + 160];
 
 	(void)info;
-	if (!strchr(name, '.') || rb->failed)
+	if (rb->failed)
 		return 0;
+	if (!config_is_section_key(name)) {
+		/* what gpu_run was on (gpu/run/runinfo.h): only the fabric matters to a prediction */
+		if (!strcmp(name, "fabric") || !strncmp(name, "fabric.", 7)) {
+			h5file_begin(&s, "results", "");
+			if (h5file_read_str(&s, loc, name, value, sizeof value) == 0)
+				fabric_record_attr(rb->fabric, name, value);
+			h5file_end(&s);
+		}
+		return 0;
+	}
 	h5file_begin(&s, "results", "");
 	if (h5file_read_str(&s, loc, name, value, sizeof value) == 0) {
 		snprintf(assignment, sizeof assignment, "%s=%s", name, value);
@@ -469,13 +480,14 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 static void read_run(struct h5file_session *s, hid_t runs, const char *name, struct run_read *r)
 {
 	hid_t run = H5Gopen2(runs, name, H5P_DEFAULT), t;
-	struct rebuild rb = { &r->exp, NULL, 0 };
+	struct rebuild rb = { &r->exp, &r->fabric, NULL, 0 };
 	FILE *saved = config_errfile;
 	char *msg = NULL;
 	size_t msglen = 0, n;
 	struct op_row *rows;
 
 	memset(r, 0, sizeof(*r));
+	fabric_record_init(&r->fabric);
 	snprintf(r->name, sizeof r->name, "%s", name);
 	if (h5file_check(s, run, name) < 0) {
 		snprintf(r->error, sizeof r->error, "cannot open /runs/%s", name);

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include "config.h"   /* a run records its resolved configuration: config_each() */
+#include "fabric.h"
 #include "schedule.h"
 
 #define RESULTS_CRIT_MAX 3
@@ -94,11 +95,14 @@ struct run_read {
 	struct mem_sample *mem;
 	int nmem;
 	struct summary sum;
+	struct fabric_record fabric; /* gpu_run's fabric.* attributes (core/fabric.h) */
 };
 
 /*
  * Every run of a results file: configuration rebuilt through the config
- * parser from its attributes, ops, memory timeline, summary. A run whose
+ * parser from its section.key attributes (the others, what gpu_run was on,
+ * are not configuration; its fabric.* ones are kept in `fabric`), ops,
+ * memory timeline, summary. A run whose
  * configuration cannot be rebuilt keeps its error in `error`. *runs is
  * malloc'ed; results_read_free releases it. 0, or -1 after a message.
  */

@@ -19,13 +19,25 @@
 #   bench      ./gpu_bench: per-kernel table, block time, MFU (both FLOP
 #              counts); ac none/selective, 32 blocks with full recomputation
 #              (more than 512 timed kernels), cuDNN attention, GEMM autotuning
-#   runs       ./gpu_run --device cuda: one real NCCL rank, then every policy
-#              family as rank 0 of a 2 x 8 job on the emulated fabric
-#              (--emulate-world 16; NCCL refuses two ranks on one GPU), then
-#              llama3-8b at full size, seq 8192, as one rank of 16
-#   hooks      gpu/device_steps.d/*.sh, in name order, if any (calibration,
-#              PyTorch reference runs of later issues); each gets $OUT and
-#              the library environment, and its own log
+#   calibrate  ./gpu_run --calibrate on cuda as rank 0 of the emulated 2 x 8
+#              job the runs are (llama3-8b's shapes, 4 blocks, seq 4096):
+#              every kernel of the model alone and beside the emulated
+#              traffic, the GEMM grid, memory passes, each collective of
+#              every sharding's groups from 1 KiB to the largest, AdamW, the
+#              overheads; a quick session first (seconds), then the full one
+#              (data/calibration/<hardware>-cuda.h5 in this tree, appended)
+#   runs       ./gpu_run --device cuda: one real NCCL rank (its own file,
+#              not compared), then every policy family as rank 0 of the
+#              same emulated 2 x 8 job (--emulate-world 16; NCCL refuses
+#              two ranks on one GPU), then llama3-8b at full size, seq 8192,
+#              as one rank of 16; 2 warm-up and 5 measured steps each
+#              (data/runs/<hardware>-cuda-<date>.h5 in this tree)
+#   compare    ./sim --compare of those runs (the bundle's libraries): priced
+#              by the calibration, then by the catalog alone; the
+#              predictions are appended beside the runs, the reports kept
+#   hooks      gpu/device_steps.d/*.sh, in name order, if any (PyTorch
+#              reference runs of later issues); each gets $OUT and the
+#              library environment, and its own log
 #
 # A command of the `run` tool may last 10 minutes: the steps share a budget
 # (BUDGET_S, default 560 s); a step is started only when the budget still
@@ -33,13 +45,20 @@
 # call naming it (gpu/README.md gives the two calls that cover everything).
 # A failing step is reported and the next one runs. set -u, never set -e.
 #
-# $OUT receives four files (the tool brings back at most eight):
+# $OUT receives at most seven files (the tool brings back at most eight),
+# refreshed after each step:
 #   summary.txt    one line per step (status, seconds, the figures), the
 #                  library paths and versions, what was skipped
-#   logs.tar.gz    logs/STEP.log of every step, refreshed after each step
-#   runs.h5        gpu_run's results (core/results.h schema, with the
-#                  device, library versions and fabric as run attributes)
+#   logs.tar.gz    logs/STEP.log of every step
+#   <hardware>-cuda.h5               the calibration (data/README.md)
+#   <hardware>-cuda-<date>.h5        gpu_run's runs with ./sim's predictions
+#                                    (core/results.h schema; the device,
+#                                    library versions and fabric as run
+#                                    attributes)
+#   <hardware>-cuda-<date>.h5.compare.txt, .compare.json   the comparison
 #   gpu_bench.h5   gpu_bench's runs
+# where <hardware> is gpu_run --hardware's device (h100, h200). Their
+# names are the ones they are committed under (gpu/README.md).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 REPO=$PWD
@@ -51,14 +70,15 @@ mkdir -p "$LOGS"
 BUDGET_S=${BUDGET_S:-560}
 START=$(date +%s)
 SUMMARY=$OUT/summary.txt
-RUNS_H5=$OUT/runs.h5
 BENCH_H5=$OUT/gpu_bench.h5
-export REPO OUT WORK LOGS RUNS_H5 BENCH_H5
+export REPO OUT WORK LOGS BENCH_H5
 export HDF5_USE_FILE_LOCKING=FALSE PYTHONUNBUFFERED=1
 
-ALL_STEPS=(host test memcheck racecheck bench runs hooks)
-declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [runs]=150 [hooks]=30)
-declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [runs]=450 [hooks]=300)
+ALL_STEPS=(host test memcheck racecheck bench calibrate runs compare hooks)
+declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [calibrate]=60 [runs]=150
+	[compare]=15 [hooks]=30)
+declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [calibrate]=180 [runs]=300
+	[compare]=60 [hooks]=300)
 
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 note() { echo "$*" >>"$SUMMARY"; }
@@ -109,11 +129,42 @@ setup_libs() {
 	export PY
 	SAN=$(command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 	export SAN
+	# the device's name for the files (gpu_run --hardware: "h100-cuda"), and the files in this tree
+	# shellcheck disable=SC2086
+	HW=$(timeout -k 5 60 $MPI1 ./gpu_run "$EXP" $JOB --hardware 2>/dev/null | tail -1)
+	case "$HW" in *-cuda) ;; *) HW=unknown-cuda ;; esac
+	CAL_FILE=data/calibration/$HW.h5
+	RUNS_FILE=data/runs/$HW-$(date -u +%Y%m%d).h5
+	mkdir -p data/calibration data/runs
+	export HW CAL_FILE RUNS_FILE
+}
+
+# What the session has made so far, into $OUT under the names it is committed with.
+sync_out() {
+	local f
+	for f in "$CAL_FILE" "$RUNS_FILE" "$RUNS_FILE.compare.txt" "$RUNS_FILE.compare.json"; do
+		[ -f "$f" ] && cp -f "$f" "$OUT/$(basename "$f")"
+	done
 }
 
 # One process under the bundle's mpirun (root, shared memory only); a word list, for timeout.
 MPI1="mpirun --allow-run-as-root --mca btl self,vader -np 1"
 export MPI1
+
+# The issue-9 job the calibration and the compared runs share: llama3-8b's
+# shapes, 4 blocks, seq 4096, rank 0 of the experiment's 2 x 8 on the
+# emulated fabric, the catalog GPU the device is (its datasheet prices the
+# catalog comparison). Word lists (no value has a space).
+EXP=experiments/llama3.ini
+catalog_gpu() {
+	case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+	*H200*) echo h200 ;;
+	*A100*) echo a100-80g ;;
+	*) echo h100-sxm ;;
+	esac
+}
+JOB="--device cuda --set cluster.gpu=$(catalog_gpu) --set model.layers=4 --set model.seq=4096 --emulate-world 16"
+export EXP JOB
 
 # The steps that need the GPU say so plainly when there is none (the binaries would exit 0).
 have_gpu() {
@@ -231,12 +282,30 @@ step_bench() {
 	return $rc
 }
 
+step_calibrate() {
+	local rc=0 t0 left_s
+	have_gpu || return 1
+	t0=$(date +%s)
+	echo "calibration of $JOB into $CAL_FILE"
+	echo "== quick: a session in seconds, so that the runs have one if the full calibration does not finish"
+	# shellcheck disable=SC2086
+	timeout -k 10 150 $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" --quick || rc=1
+	left_s=$((MAX_S_CALIBRATE - ($(date +%s) - t0) - 15))
+	if [ "$left_s" -lt 30 ]; then
+		echo "no time left for the full calibration"
+		return 1
+	fi
+	echo "== full (at most ${left_s}s)"
+	# shellcheck disable=SC2086
+	timeout -k 10 "$left_s" $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" || rc=1
+	return $rc
+}
+
 step_runs() {
 	local rc=0 n=0 bad=0
 	have_gpu || return 1
-	local EXP=experiments/llama3.ini
-	local SMALL=(--device cuda --set "run.out=$RUNS_H5" --set run.warmup=1 --set run.steps=2
-		--set model.layers=4 --set model.seq=4096)
+	# shellcheck disable=SC2206
+	local SMALL=($JOB --set "run.out=$RUNS_FILE" --set run.warmup=2 --set run.steps=5)
 	gpurun() { # NAME SECONDS ARGS...
 		local name=$1 s=$2 r
 		shift 2
@@ -258,35 +327,57 @@ step_runs() {
 			END { printf "  %-22s rc=%s  %s  MFU %s  %s  %s\n", name, rc, t, mfu, m, x }' \
 			"$WORK/run.out" >>"$LOGS/runs.table"
 	}
-	# one real rank: NCCL's communicators, splits and collectives over one GPU
-	gpurun nccl-1rank 60 "${SMALL[@]}" --set cluster.nodes=1 --set cluster.gpus_per_node=1
-	# every policy family as rank 0 of 2 x 8 (llama3-8b's shapes, 4 blocks, seq 4096)
-	local E=(--emulate-world 16)
-	gpurun fsdp 45 "${SMALL[@]}" "${E[@]}"
-	gpurun ddp 60 "${SMALL[@]}" "${E[@]}" --set policy.sharding=ddp
-	gpurun zero2 45 "${SMALL[@]}" "${E[@]}" --set policy.sharding=zero2
-	gpurun hsdp 45 "${SMALL[@]}" "${E[@]}" --set policy.sharding=hsdp --set policy.shard_group=8
-	gpurun no-sync 60 "${SMALL[@]}" "${E[@]}" --set policy.microbatches=2 --set policy.accum=no-sync
-	gpurun defer-replica 60 "${SMALL[@]}" "${E[@]}" --set policy.sharding=hsdp --set policy.shard_group=8 \
+	# one real rank: NCCL's communicators, splits and collectives over one GPU (its own file: a
+	# world of 1 has no calibration to compare it with)
+	gpurun nccl-1rank 60 --device cuda --set model.layers=4 --set model.seq=4096 --set "run.out=$WORK/nccl.h5" \
+		--set run.warmup=1 --set run.steps=2 --set cluster.nodes=1 --set cluster.gpus_per_node=1
+	# every policy family as rank 0 of 2 x 8 (llama3-8b's shapes, 4 blocks, seq 4096): the runs compared
+	gpurun fsdp 45 "${SMALL[@]}"
+	gpurun ddp 60 "${SMALL[@]}" --set policy.sharding=ddp
+	gpurun zero2 45 "${SMALL[@]}" --set policy.sharding=zero2
+	gpurun hsdp 45 "${SMALL[@]}" --set policy.sharding=hsdp --set policy.shard_group=8
+	gpurun no-sync 60 "${SMALL[@]}" --set policy.microbatches=2 --set policy.accum=no-sync
+	gpurun defer-replica 60 "${SMALL[@]}" --set policy.sharding=hsdp --set policy.shard_group=8 \
 		--set policy.microbatches=2 --set policy.accum=defer-replica
-	gpurun partial2 60 "${SMALL[@]}" "${E[@]}" --set policy.microbatches=2 --set policy.accum=partial:2
-	gpurun block+io 45 "${SMALL[@]}" "${E[@]}" --set policy.wrap=block+io
-	gpurun whole 45 "${SMALL[@]}" "${E[@]}" --set policy.wrap=whole
-	gpurun reshard-no 45 "${SMALL[@]}" "${E[@]}" --set policy.reshard=no
-	gpurun optim-in-bwd 45 "${SMALL[@]}" "${E[@]}" --set policy.optim_in_backward=true
-	gpurun fused 45 "${SMALL[@]}" "${E[@]}" --set policy.optim=fused
-	gpurun per-param 45 "${SMALL[@]}" "${E[@]}" --set policy.optim=per-param
-	gpurun ac-full 45 "${SMALL[@]}" "${E[@]}" --set policy.ac=full
-	gpurun ac-selective 45 "${SMALL[@]}" "${E[@]}" --set policy.ac=selective
-	gpurun offload-optim 60 "${SMALL[@]}" "${E[@]}" --set policy.offload=optim
-	gpurun offload-params 60 "${SMALL[@]}" "${E[@]}" --set policy.offload=params
-	gpurun pytorch 45 "${SMALL[@]}" "${E[@]}" --set policy.runtime=pytorch
-	gpurun pure-bf16 45 "${SMALL[@]}" "${E[@]}" --set policy.precision=pure-bf16
-	gpurun chunked-loss 45 "${SMALL[@]}" "${E[@]}" --set policy.loss=chunked
-	# the issue's step-level figure: llama3-8b as one rank of 16 (2 x 8 H100, fsdp, seq 8192)
-	gpurun llama3-8b-rank0of16 120 --device cuda --set "run.out=$RUNS_H5" --set run.warmup=1 \
-		--set run.steps=3 "${E[@]}"
+	gpurun partial2 60 "${SMALL[@]}" --set policy.microbatches=2 --set policy.accum=partial:2
+	gpurun block+io 45 "${SMALL[@]}" --set policy.wrap=block+io
+	gpurun whole 45 "${SMALL[@]}" --set policy.wrap=whole
+	gpurun reshard-no 45 "${SMALL[@]}" --set policy.reshard=no
+	gpurun optim-in-bwd 45 "${SMALL[@]}" --set policy.optim_in_backward=true
+	gpurun fused 45 "${SMALL[@]}" --set policy.optim=fused
+	gpurun per-param 45 "${SMALL[@]}" --set policy.optim=per-param
+	gpurun ac-full 45 "${SMALL[@]}" --set policy.ac=full
+	gpurun ac-selective 45 "${SMALL[@]}" --set policy.ac=selective
+	gpurun offload-optim 60 "${SMALL[@]}" --set policy.offload=optim
+	gpurun offload-params 60 "${SMALL[@]}" --set policy.offload=params
+	gpurun pytorch 45 "${SMALL[@]}" --set policy.runtime=pytorch
+	gpurun pure-bf16 45 "${SMALL[@]}" --set policy.precision=pure-bf16
+	gpurun chunked-loss 45 "${SMALL[@]}" --set policy.loss=chunked
+	# the issue's step-level figure: llama3-8b as one rank of 16 (2 x 8, fsdp, seq 8192)
+	gpurun llama3-8b-rank0of16 150 --device cuda --set "cluster.gpu=$(catalog_gpu)" --set "run.out=$RUNS_FILE" \
+		--set run.warmup=2 --set run.steps=5 --emulate-world 16
 	echo "$n runs, $bad failed"
+	return $rc
+}
+
+step_compare() {
+	local rc=0
+	[ -f "$RUNS_FILE" ] || { echo "no runs ($RUNS_FILE): run the runs step first"; return 1; }
+	[ -x ./sim ] || { echo "./sim not carried: compare on the build machine (gpu/README.md)"; return 1; }
+	if [ -f "$CAL_FILE" ]; then
+		echo "== priced by the calibration $CAL_FILE"
+		timeout -k 5 60 ./sim --compare "$RUNS_FILE" --calibration "$CAL_FILE" >"$RUNS_FILE.compare.txt" || rc=1
+		timeout -k 5 60 ./sim --compare "$RUNS_FILE" --calibration "$CAL_FILE" --json >"$RUNS_FILE.compare.json" ||
+			rc=1
+		cat "$RUNS_FILE.compare.txt"
+	else
+		echo "no calibration ($CAL_FILE): run the calibrate step first"
+		rc=1
+	fi
+	# the catalog alone (no calibration file where ./sim looks for one: an empty directory)
+	echo "== priced by the catalog"
+	mkdir -p "$WORK/nocal"
+	(cd "$WORK/nocal" && timeout -k 5 60 "$REPO/sim" --compare "$REPO/$RUNS_FILE") || rc=1
 	return $rc
 }
 
@@ -313,6 +404,8 @@ figures() {
 	racecheck) grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|passed, ' "$log" | tr '\n' ' ' ;;
 	bench) grep -c 'FAILED' "$log" | sed 's/$/ failed (table below)/' ;;
 	runs) grep -E 'runs, [0-9]+ failed' "$log" ;;
+	calibrate) grep -E '^calibration: ' "$log" | tail -1 ;;
+	compare) awk '/^== priced by/ { by = $5 } /measured runs? compared/ { printf "%s: %s; ", by, $0 }' "$log" ;;
 	*) tail -1 "$log" ;;
 	esac
 }
@@ -333,7 +426,7 @@ run_step() {
 	[ "$budget" -gt "$remain" ] && budget=$remain
 	say "== $name (at most ${budget}s)"
 	t0=$(date +%s)
-	MAX_S_TEST=$budget MAX_S_MEMCHECK=$budget MAX_S_HOOKS=$budget \
+	MAX_S_TEST=$budget MAX_S_MEMCHECK=$budget MAX_S_HOOKS=$budget MAX_S_CALIBRATE=$budget \
 		timeout -k 15 "$budget" bash -c "step_$name" >"$LOGS/$name.log" 2>&1
 	rc=$?
 	local secs=$(($(date +%s) - t0)) status=OK
@@ -343,24 +436,28 @@ run_step() {
 	[ -f "$LOGS/$name.table" ] && cat "$LOGS/$name.table" >>"$SUMMARY"
 	say "$status $name (${secs}s)"
 	tail -n 15 "$LOGS/$name.log"
+	sync_out
 	pack
 }
 
 setup_libs
-export -f step_host step_test step_memcheck step_racecheck step_bench step_runs step_hooks have_gpu
+export -f step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
+	have_gpu catalog_gpu
 
 {
 	echo "device session $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), budget ${BUDGET_S}s"
 	echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 	echo "python: ${PY:-none}; compute-sanitizer: ${SAN:-none}; mpirun: $(command -v mpirun || echo none)"
+	echo "hardware: $HW; calibration $CAL_FILE; runs $RUNS_FILE"
 } >"$SUMMARY"
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 for s in "${steps[@]}"; do
 	run_step "$s"
 done
+sync_out
 pack
-note "done in $(($(date +%s) - START))s; logs in logs.tar.gz; results in runs.h5, gpu_bench.h5"
+note "done in $(($(date +%s) - START))s; logs in logs.tar.gz; results: $(cd "$OUT" && ls -- *.h5 *.compare.* 2>/dev/null | tr '\n' ' ')"
 echo "======== summary ($SUMMARY)"
 cat "$SUMMARY"
 rm -rf "$WORK"

@@ -150,6 +150,8 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	c->s = schedule_new(e, err, errlen);
 	if (!c->s)
 		return -1;
+	if (fabric_record_check(&m->fabric, c->s, err, errlen) != 0) /* an emulated fabric ./sim does not price */
+		return -1;
 	if (c->s->nops != m->nops) {
 		snprintf(err, errlen, "the run has %d ops, its schedule today %d: it was measured with another schedule",
 			 m->nops, c->s->nops);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fabric.h"
 #include "recipe.h"
 #include "xalloc.h"
 
@@ -240,57 +241,25 @@ double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm)
 void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 {
 	const struct schedule *s = c->s;
-	const struct cluster *cl = &s->exp->cluster;
-	const struct gpu_spec *g = c->gpu;
-	int spans, only_inter = 0, n = schedule_group_size(s, o->group);
-	double step;
+	int n = schedule_group_size(s, o->group);
+	struct fabric_link l;
+	struct fabric_coll fc;
 
-	switch (o->group) {
-	case GRP_SHARD:
-		spans = s->shard_spans_nodes;
-		break;
-	case GRP_REPLICA:
-		spans = cl->nodes > 1;
-		/* one member per node: the ring runs NIC to NIC */
-		only_inter = spans && s->shard_n >= cl->gpus_per_node;
-		break;
-	case GRP_WORLD:
-		spans = cl->nodes > 1;
-		break;
-	default:
-		assert(!"collective without a group");
-		spans = 0;
-	}
 	memset(out, 0, sizeof(*out));
 	out->n = n;
 	if (n <= 1)
 		return;
-	out->wire = collective_wire_bytes(o->kind, o->bytes, n);
-	out->links = only_inter ? 1u << LINK_INTER
-				: spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
+	/* the group's link, latency and algorithm: core/fabric.c, the rule gpu_run's emulated fabric paces */
+	fabric_link_of(s, o->group, &l);
+	fabric_collective(&l, o->kind, n, o->bytes, &fc);
+	out->wire = fc.wire;
+	out->latency_ns = fc.latency_ns;
+	out->tree = fc.tree;
+	out->links = l.only_inter ? 1u << LINK_INTER
+				  : l.spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
 	/* a rail: one rank per node, its ring through its own NIC's share of the node's */
-	if (only_inter)
-		out->cap = cl->inter_gbps;
-	step = 1e3 * (spans ? g->net_latency_us : g->nvlink_latency_us);
-	out->latency_ns = step * (o->kind == OP_ALLREDUCE ? 2 * (n - 1) : n - 1);
-	if (o->kind == OP_ALLREDUCE && spans) {
-		/*
-		 * NCCL's tuner (src/graph/tuning.cc) takes, per size, the algorithm of
-		 * least latency + bytes / bandwidth. Ring: 2 (n - 1) steps, 2 S (n - 1) / n
-		 * bytes sent per rank. Double binary tree: up and down a tree of depth
-		 * log2 n, each rank sending about 2 S (its part up, then down).
-		 */
-		double bw = only_inter ? cl->inter_gbps : cl->node_inter_gbps < cl->intra_gbps ? cl->node_inter_gbps
-										   : cl->intra_gbps;
-		double tree_lat = 2.0 * ceil(log2((double)n)) * step;
-		double ring = out->latency_ns + (double)out->wire / bw;
-		double tree = tree_lat + 2.0 * (double)o->bytes / bw;
-		if (tree < ring) {
-			out->latency_ns = tree_lat;
-			out->wire = 2 * o->bytes;
-			out->tree = 1;
-		}
-	}
+	if (l.only_inter)
+		out->cap = l.gbps;
 }
 
 double cost_host_optim_ns(const struct cost *c, uint64_t params)

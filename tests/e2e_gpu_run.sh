@@ -287,6 +287,15 @@ PY
 	else
 		bad "emulated collective times" "$msg"
 	fi
+	# its links are not the cluster's: ./sim --compare refuses it, saying why (core/fabric.h)
+	"$SIM" --compare "$out" >"$tmp/emucmp.out" 2>"$tmp/emucmp.err"
+	rc=$?
+	if [ $rc = 1 ] && grep -q "run 000000: measured on an emulated fabric whose shard link was 0.5 GB/s and 50 us" \
+		"$tmp/emucmp.err" && grep -q -- "--emulate-gbps" "$tmp/emucmp.err"; then
+		ok "an emulated run on overridden links: ./sim --compare refuses it (exit 1, the reason)"
+	else
+		bad "compare of an overridden emulation" "exit $rc: $(cat "$tmp/emucmp.err")"
+	fi
 	# the emulated model trains (comm.h: the repeated shard's gradient), on rank 0's data
 	if awk '/^step [0-9]+ loss /{ if ($4 != $4 + 0 || $4 == "nan" || $4 == "inf") exit 1; l[++n] = $4 }
 		END { exit !(n == 2 && l[2] < l[1]) }' "$tmp/emu4.out"; then
@@ -323,6 +332,7 @@ two 1 "need --emulate-world" --emulate-gbps 3
 two 1 "one of sm, ce" --emulate-world 2 --emulate-engine xx
 two 1 "option of the cuda backend" --nccl-max-ctas 4
 two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-ctas 4
+two 1 "autotuning synchronizes the stream" --device cuda --calibrate --gemm-autotune
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -14,7 +14,15 @@
 #      (rank 0's are its ops); the predictions were appended once, each naming the run it predicts,
 #      with the calibration it used; comparing again appends nothing and
 #      leaves every run as it was;
-#   5. --compare on a missing file, or with a configuration flag, exits 2.
+#   5. --compare on a missing file, or with a configuration flag, exits 2;
+#   6. the same loop as one process on an emulated fabric (validate.sh
+#      --quick --emulate: rank 0 of 2 nodes x 4): the calibration is a
+#      session of 8 ranks on the emulated fabric, with the collectives of
+#      the groups the shardings have (8 across nodes, hsdp's 4 inside a
+#      node and 2 across); every emulated run is compared (none refused),
+#      memory byte for byte; the emulated all-reduces of ddp across nodes
+#      take the latency ./sim's catalog prices (a double binary tree's,
+#      core/fabric.h), not the ring's.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -142,6 +150,63 @@ if [ $rc1 = 2 ] && grep -q "none.h5" "$tmp/e1" && [ $rc2 = 2 ] && grep -q "not a
 	ok "bad input exits 2 with a message"
 else
 	bad "bad input" "rc $rc1 $(cat "$tmp/e1"); rc $rc2 $(cat "$tmp/e2")"
+fi
+
+# 6. the loop on an emulated fabric
+if ! bash gpu/run/validate.sh --quick --emulate --out "$tmp/emu" >"$tmp/emulog" 2>&1; then
+	bad "emulated pipeline" "validate.sh --quick --emulate failed: $(tail -5 "$tmp/emulog")"
+else
+	ok "emulated pipeline: calibrate and 5 runs as rank 0 of 8, compare"
+	eruns=$(ls "$tmp"/emu/runs/*.h5)
+	ecal=$(ls "$tmp"/emu/calibration/*.h5)
+	if out=$(/usr/bin/python3 - "$ecal" <<'EOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+s = f["calibration"]
+assert len(s) == 1, "%d sessions" % len(s)
+g = s[list(s)[0]]
+assert g.attrs["ranks"] == 8 and g.attrs["fabric"] == "emulated", (g.attrs["ranks"], g.attrs["fabric"])
+sizes = set((int(k), int(r)) for k, r in zip(g["collectives"]["kind"], g["collectives"]["ranks"]))
+need = {(0, 8), (8, 8), (9, 8), (0, 4), (8, 4), (9, 2)}  # fsdp's and ddp's 8, hsdp's shard 4 and replica 2
+assert need <= sizes, "collectives measured: %s, missing %s" % (sorted(sizes), sorted(need - sizes))
+assert all(v > 0 for v in g["collectives"]["ns"])
+print("ranks 8, emulated, %d collective points over groups of %s" % (len(g["collectives"]),
+      sorted(set(r for _, r in sizes))))
+EOF
+	); then ok "emulated calibration: $out"; else bad "emulated calibration" "$out"; fi
+	"$SIM" --compare "$eruns" --calibration "$ecal" --json >"$tmp/ecmp.json" 2>"$tmp/ecmp.err"
+	rc=$?
+	if [ $rc = 0 ] && out=$(/usr/bin/python3 - "$tmp/ecmp.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["compared"] == 5 and d["failed"] == 0, (d["compared"], d["failed"])
+for r in d["runs"]:
+    assert r["predicted_peak_alloc_bytes"] == r["measured_peak_alloc_bytes"], r["run"]
+    assert r["predicted_peak_reserved_bytes"] == r["measured_peak_reserved_bytes"], r["run"]
+    assert r["measured_steps"] == 3 and r["predicted_step_s"] > 0
+print("5 runs, memory equal, median |err| %.1f%%" % (100 * d["median_abs_step_err"]))
+EOF
+	); then ok "emulated --compare: $out"; else bad "emulated --compare" "rc $rc: $out $(head -3 "$tmp/ecmp.err")"; fi
+	if out=$(/usr/bin/python3 - "$eruns" <<'EOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+ddp = [r for r in f["runs"].values() if r.attrs["source"] == "gpu_run" and r.attrs["policy.sharding"] == "ddp"]
+assert len(ddp) == 1
+a = ddp[0].attrs
+n, gbps = int(a["fabric.world.ranks"]), float(a["fabric.world.link_gbps"])
+step = float(a["fabric.world.step_latency_us"]) * 1e3
+tree, ring = 2 * 3 * step, 2 * (n - 1) * step  # 8 ranks across 2 nodes: a tree of depth 3
+assert n == 8 and a["fabric.world.allreduce_latency_us"].endswith("tree's)"), dict(a)
+over = sorted(int(o["end_ns"] - o["start_ns"]) - (o["bytes"] // n) * (n - 1) * 2 / gbps
+              for o in ddp[0]["ops"][:] if o["kind"] == 9)
+assert len(over) > 0 and over[0] >= tree - 1, "an all-reduce beat its latency: %s" % over
+med = over[len(over) // 2]
+assert med < (tree + ring) / 2, "all-reduces take %.0f us over their bytes: the ring's %.0f, not the tree's %.0f" % (
+    med / 1e3, ring / 1e3, tree / 1e3)
+print("%d all-reduces across nodes: %.0f us over their bytes (tree %.0f, ring %.0f)" % (
+    len(over), med / 1e3, tree / 1e3, ring / 1e3))
+EOF
+	); then ok "emulated latency = ./sim's: $out"; else bad "emulated latency" "$out"; fi
 fi
 
 echo "$passed passed, $failed failed"

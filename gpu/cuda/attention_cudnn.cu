@@ -692,7 +692,18 @@ void cudnn_sdpa_free(struct cudnn_sdpa *sp)
 	free(sp);
 }
 
+size_t cuda_cudnn_version(const char **why)
+{
+	return api_load(why) == 0 ? api.GetVersion() : 0;
+}
+
 #else /* no cudnn_graph.h at build time */
+
+size_t cuda_cudnn_version(const char **why)
+{
+	*why = "built without cuDNN's headers (cudnn_graph.h)";
+	return 0;
+}
 
 int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int KV,
 		       int Q, void *workspace, size_t workspace_bytes, cudaStream_t st, const char **why)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu/cuda/bundle.sh - gather, from this build machine's Debian packages,
-# the shared libraries gpu_run, gpu_test and gpu_bench need that a bare GPU
+# the shared libraries gpu_run, gpu_test, gpu_bench and sim need that a bare GPU
 # host lacks, so that the binaries built here run there:
 #
 #   Open MPI (mpirun/orterun, orted, ompi_info, its MCA components, help
@@ -17,8 +17,8 @@
 # Then, on the GPU host, from the repository root:
 #   source gpu/bundle/env.sh        # PATH (mpirun) and Open MPI's relocation only
 #   ./gpu_test; ./gpu_bench; mpirun --allow-run-as-root -np 2 ./gpu_run ...
-# Nothing goes on LD_LIBRARY_PATH for the shell: gpu_run, gpu_test and
-# gpu_bench find DIR/lib through their rpath ($ORIGIN/gpu/bundle/lib, set by
+# Nothing goes on LD_LIBRARY_PATH for the shell: gpu_run, gpu_test,
+# gpu_bench and sim find DIR/lib through their rpath ($ORIGIN/gpu/bundle/lib, set by
 # the Makefile, so the default DIR), and the Open MPI programs of the bundle
 # (mpirun, orted, ompi_info) are small scripts that put DIR/lib on the
 # library path of the real program alone (and of the job mpirun starts).
@@ -114,10 +114,10 @@ fi
 
 # --- the ELF files whose dependencies we close over -----------------------------------------
 elfs=()
-for b in gpu_run gpu_test gpu_bench; do
+for b in gpu_run gpu_test gpu_bench sim; do
 	[ -x "$b" ] && elfs+=("$b")
 done
-[ ${#elfs[@]} -gt 0 ] || echo "bundle.sh: note: no gpu_run/gpu_test/gpu_bench built yet; bundling the libraries by name only" >&2
+[ ${#elfs[@]} -gt 0 ] || echo "bundle.sh: note: no gpu_run/gpu_test/gpu_bench/sim built yet; bundling the libraries by name only" >&2
 elfs+=("$om/libexec/orterun" "$om/libexec/orted" "$om/libexec/ompi_info")
 elfs+=("$om/$(rel "$ompi_pkglibdir")"/*.so)
 [ -d "$out/pmix/lib/pmix" ] && elfs+=("$out"/pmix/lib/pmix/*.so)
@@ -220,9 +220,9 @@ unshare -m bash -eu -c '
 		[ -z \"\${LD_LIBRARY_PATH:-}\" ] || { echo \"check: env.sh set LD_LIBRARY_PATH\"; exit 1; }
 		echo \"check: mpirun is \$(command -v mpirun)\"
 		mpirun --allow-run-as-root -np 2 hostname | sed \"s/^/check: rank on /\"
-		for b in gpu_run gpu_test gpu_bench; do
+		for b in gpu_run gpu_test gpu_bench sim; do
 			[ -x \"\$b\" ] || continue
-			bad=\$(ldd \"\$b\" | awk -v re=\"\$SKIP_RE\" -v dir=\"$BUNDLE_DIR/\" \\
+			bad=\$(ldd \"\$b\" | sed \"s#/\\./#/#g\" | awk -v re=\"\$SKIP_RE\" -v dir=\"$BUNDLE_DIR/\" \\
 				\"\\\$2 == \\\"=>\\\" && \\\$1 !~ re && index(\\\$3, dir) != 1\")
 			if [ -n \"\$bad\" ]; then
 				echo \"check: \$b: not from the bundle:\"; echo \"\$bad\"; exit 1

@@ -3,8 +3,9 @@
 # CUDA_HOME, CUDA_LIBS, BUILD, CFLAGS, LDLIBS, REF_OBJ) are set.
 #
 # Defines, always:
-#   CUDA_HOST_OBJ          the model's host-side layout (layout.c, plain C,
-#                          no CUDA): the CPU tests link it to check it
+#   CUDA_HOST_OBJ          the model's host-side layout and kernel plans
+#                          (layout.c, kernel_plan.c: plain C, no CUDA): the
+#                          CPU tests link them to check them
 # and, with CUDA:
 #   $(BUILD)/%.o: %.cu     nvcc, with -MMD -MP dependency files
 #   CUDA_RUN_OBJ           the model objects gpu_run links (CUDA_HOST_OBJ included)
@@ -20,11 +21,12 @@
 
 .PHONY: gpu_test_bin gpu_bench_bin
 
-CUDA_HOST_OBJ := $(BUILD)/gpu/cuda/layout.o
+CUDA_HOST_OBJ := $(BUILD)/gpu/cuda/layout.o $(BUILD)/gpu/cuda/kernel_plan.o
 
 ifeq ($(HAVE_CUDA),yes)
 
-CUDA_MODEL_SRC := $(addprefix gpu/cuda/,ctx.cu gemm.cu layers.cu attention.cu attention_cudnn.cu adamw.cu block.cu)
+CUDA_MODEL_SRC := $(addprefix gpu/cuda/,ctx.cu gemm.cu layers.cu attention.cu attention_cudnn.cu adamw.cu block.cu \
+	kernel_run.cu)
 CUDA_RUN_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_MODEL_SRC)) $(CUDA_HOST_OBJ)
 CUDA_RUN_LIBS := $(CUDA_LIBS) -lstdc++ -lm
 CUDA_CFLAGS := -I$(CUDA_HOME)/include -Igpu/cuda

@@ -40,6 +40,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_kernel.h" /* one kernel of the lists: its launch plan */
 #include "cuda_layout.h" /* bf16, model.h, the stores and their host-side layout */
 
 #ifdef __cplusplus
@@ -86,6 +87,8 @@ enum cuda_attention { CUDA_ATTN_MMA, CUDA_ATTN_CUDNN };
 void cuda_ctx_attention(struct cuda_ctx *ctx, enum cuda_attention a);
 /* What the last attention launch used, and why not cuDNN when asked for (msg, may be NULL). */
 enum cuda_attention cuda_ctx_attention_used(const struct cuda_ctx *ctx, const char **msg);
+/* cuDNN's version (cudnnGetVersion: 91000 for 9.10.0), loading it if need be; 0 with the reason when not loadable. */
+size_t cuda_cudnn_version(const char **why);
 
 /*
  * cuBLASLt algorithm selection: 0 (the default until measured) takes the
@@ -266,6 +269,28 @@ void cuda_model_forward(struct cuda_ctx *ctx, float *loss, const struct cuda_mod
 void cuda_model_backward(struct cuda_ctx *ctx, const struct cuda_model *model,
 			 struct cuda_acts *a, const int *tokens, const int *targets,
 			 cudaStream_t st);
+
+/* ---- one kernel of the lists, alone (calibration) ------------------------------ */
+
+/*
+ * Launch the kernel plan p describes (cuda_kernel.h: what the block, head
+ * and model functions launch for one kernel of core/model.c's lists) once
+ * on st: its operands in work (cuda_kernel_bytes(p) bytes, laid out by
+ * cuda_kernel_offset), ids N token ids in [0, V) when p->ids. The contents
+ * are whatever is there (cuda_kernel_fill: finite); outputs are
+ * overwritten or accumulated into. Uses the context's GEMM plans, its
+ * attention choice and its scratch (cuda_scratch_bytes of the model); the
+ * context's gradient type is set to the plan's.
+ */
+void cuda_kernel_run(struct cuda_ctx *ctx, const struct cuda_kernel_plan *p, void *work, const int *ids,
+		     cudaStream_t st);
+/*
+ * Fill `bytes` of work with random finite bf16 words (read as fp32 too,
+ * each pair is finite: its high word is a bf16 of modest size), as data
+ * whose bits change like a model's do, so the GEMMs draw the power real
+ * operands draw; and ids (n of them, may be NULL) with token ids in [0, V).
+ */
+void cuda_kernel_fill(void *work, uint64_t bytes, int *ids, int n, int V, uint64_t seed, cudaStream_t st);
 
 /* ---- optimizer ---------------------------------------------------------------- */
 

@@ -1,7 +1,9 @@
 /*
  * gpu_test.c - every CUDA layer, the block under each checkpointing mode,
  * the head under both loss modes and the whole model, checked against the
- * fp32 reference of gpu/ref on fresh random inputs (GSL mt19937, seeded).
+ * fp32 reference of gpu/ref on fresh random inputs (GSL mt19937, seeded);
+ * and every kernel of the lists run alone as gpu_run's calibration runs
+ * it (cuda_kernel.h), its GEMMs against a host product.
  *
  * Both sides start from identical numbers: inputs are drawn in fp32 and
  * rounded to bf16 before the reference sees them. Device outputs are
@@ -827,6 +829,115 @@ static void test_shapes(void)
 	report(r != 0, "shape check refuses ffn 252", "%s", err);
 }
 
+/* ---- one kernel of the lists alone (gpu_run --calibrate) ------------------------------------- */
+
+/* Row-major D (M, N) = op(A) op(B) (+ C) on the host, in double, from the plan's operands. */
+static float *host_gemm(const struct cuda_kernel_plan *p, const float *A, const float *B, const float *C)
+{
+	float *D = hnew((size_t)p->M * (size_t)p->ldd);
+	for (int i = 0; i < p->M; i++)
+		for (int j = 0; j < p->N; j++) {
+			double acc = C ? C[(size_t)i * p->ldd + j] : 0.0;
+			for (int k = 0; k < p->K; k++) {
+				float a = p->ta ? A[(size_t)k * p->lda + i] : A[(size_t)i * p->lda + k];
+				float b = p->tb ? B[(size_t)j * p->ldb + k] : B[(size_t)k * p->ldb + j];
+				acc += (double)a * b;
+			}
+			D[(size_t)i * p->ldd + j] = (float)acc;
+		}
+	return D;
+}
+
+/* Download n elements of a bf16 or fp32 operand. */
+static float *down_elems(const void *d, size_t n, int fp32)
+{
+	return fp32 ? down_f32((const float *)d, n) : down_bf16((const bf16 *)d, n);
+}
+
+/*
+ * Every kernel of the tiny model's lists, as gpu_run's calibration runs it
+ * (cuda_kernel.h), with fp32 and bf16 parameter gradients: each runs on
+ * finite random operands and leaves its output finite; a GEMM's output is
+ * the product its plan describes (layouts, transposes, the residual and
+ * the accumulation), computed here from the same operands.
+ */
+static void test_kernels(void)
+{
+	struct model_shape m = tiny_shape();
+	struct kernel ks[MODEL_MAX_KERNELS];
+	int n_ok = 0, n_bad = 0, n_gemm = 0, *ids = dalloc(sizeof(int) * (size_t)m.seq);
+	double worst = 0;
+	char err[256], first_bad[128] = "";
+
+	cuda_kernel_fill(NULL, 0, ids, m.seq, m.vocab, 0, stream);
+	for (int sk = 0; sk < SEG_KIND_COUNT; sk++)
+		for (int ph = 0; ph < PH_COUNT; ph++)
+			for (int loss = 0; loss < LOSS_COUNT; loss++) {
+				int nk = model_segment_kernels(&m, 1, sk, ph, AC_FULL, loss, 2, ks, MODEL_MAX_KERNELS);
+				for (int i = 0; i < nk; i++)
+					for (int gb = 0; gb < 2; gb++) {
+						struct cuda_kernel_plan p;
+						void *w;
+						float *A = NULL, *B = NULL, *C = NULL, *D, *want = NULL;
+						int ok = 1;
+						if (cuda_kernel_plan(&ks[i], &m, 1, gb, &p, err, sizeof err) != 0) {
+							report(0, "kernel plan", "%s", err);
+							continue;
+						}
+						w = dalloc(cuda_kernel_bytes(&p) + 256);
+						cuda_kernel_fill(w, cuda_kernel_bytes(&p), NULL, 0, 0, (uint64_t)i, stream);
+						if (p.form == CUDA_KF_GEMM) {
+							size_t na = (size_t)(p.ta ? p.K : p.M) * p.lda, nb = (size_t)(p.tb ? p.N : p.K) * p.ldb;
+							int dfp32 = p.d_fp32 || (p.d_grad && !gb);
+							A = down_bf16((const bf16 *)w, na);
+							B = down_bf16((const bf16 *)((char *)w + cuda_kernel_offset(&p, 1)), nb);
+							if (p.d_grad)
+								C = down_elems((char *)w + cuda_kernel_offset(&p, 2),
+									       (size_t)p.M * p.ldd, dfp32);
+							else if (p.residual)
+								C = down_bf16((const bf16 *)((char *)w + cuda_kernel_offset(&p, 3)),
+									      (size_t)p.M * p.ldd);
+							want = host_gemm(&p, A, B, C);
+							cuda_kernel_run(ctx, &p, w, ids, stream);
+							D = down_elems((char *)w + cuda_kernel_offset(&p, 2), (size_t)p.M * p.ldd, dfp32);
+							struct err e = compare(D, want, (size_t)p.M * p.ldd);
+							ok = err_ok(e, 1e-2);
+							if (e.rel > worst)
+								worst = e.rel;
+							n_gemm++;
+						} else {
+							cuda_kernel_run(ctx, &p, w, ids, stream);
+							/* the first operand is each form's output; the loss backward's is its bf16 rows over the logits */
+							if (p.form == CUDA_KF_LOSS_BWD) {
+								D = down_bf16_strided((const bf16 *)((char *)w + cuda_kernel_offset(&p, 2)),
+										      (size_t)p.chunk, (size_t)m.vocab, 2 * (size_t)m.vocab);
+								for (size_t j = 0; j < (size_t)p.chunk * m.vocab && ok; j++)
+									ok = isfinite(D[j]);
+							} else if (p.noperands > 0) {
+								int fp32 = p.form == CUDA_KF_LOSS || p.form == CUDA_KF_LOSS_BWD ||
+									   (p.form == CUDA_KF_EMBED_BWD && !gb);
+								size_t n = p.bytes[0] / (fp32 ? 4 : 2);
+								D = down_elems(w, n, fp32);
+								for (size_t j = 0; j < n && ok; j++)
+									ok = isfinite(D[j]);
+							}
+						}
+						cudaCheck(cudaStreamSynchronize(stream));
+						if (ok) {
+							n_ok++;
+						} else {
+							n_bad++;
+							if (!first_bad[0])
+								snprintf(first_bad, sizeof first_bad, "%s (grads %s)", ks[i].name,
+									 gb ? "bf16" : "fp32");
+						}
+					}
+			}
+	report(n_bad == 0 && n_ok > 0, "every kernel of the lists alone",
+	       "%d ran, %d GEMMs against the host (worst rel %.2e, tol 1e-02)%s%s", n_ok + n_bad, n_gemm, worst,
+	       n_bad ? "; first wrong: " : "", first_bad);
+}
+
 /* ---- driver ------------------------------------------------------------------------------- */
 
 struct group {
@@ -843,7 +954,7 @@ int main(int argc, char **argv)
 		{ "swiglu", test_swiglu },       { "cross_entropy", test_cross_entropy },
 		{ "lm_loss", test_lm_loss },     { "adamw", test_adamw },
 		{ "block", test_block },         { "model", test_model },
-		{ "cudnn", test_cudnn },
+		{ "cudnn", test_cudnn },         { "kernels", test_kernels },
 	};
 	const char *filter = argc > 1 ? argv[1] : NULL;
 	int ndevices = 0;

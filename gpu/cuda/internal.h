@@ -128,6 +128,15 @@ void cudnn_sdpa_free(struct cudnn_sdpa *s);
 void rmsnorm_backward_add(bf16 *dx, float *dw, const bf16 *dout, const bf16 *dres,
 			  const bf16 *x, const bf16 *w, const float *rstd, int N, int C,
 			  cudaStream_t st);
+/*
+ * The loss's rows, one launch each way (a chunk of rows, or all N): lse and
+ * the row losses of fp32 logits (rows, V); and the bf16 gradient dlogits
+ * (row stride ldd, in place over the logits with ldd = 2V) scaled by scale.
+ */
+void ce_forward_rows(float *lse, float *row_loss, const float *logits, const int *targets,
+		     int rows, int V, cudaStream_t st);
+void ce_backward_rows(bf16 *dlogits, int64_t ldd, const float *logits, const float *lse,
+		      const int *targets, int rows, int V, float scale, cudaStream_t st);
 /* Rope from src to dst (value heads copied when they differ); sign -1 is backward. */
 void rope_apply(bf16 *dst, const bf16 *src, int B, int T, int H, int KV, int Q, float theta,
 		int sign, cudaStream_t st);

@@ -488,8 +488,8 @@ static __global__ void loss_sum_kernel(float *loss, const float *row_loss, int N
 		*loss = (float)(part[0] / N);
 }
 
-static void ce_forward_rows(float *lse, float *row_loss, const float *logits, const int *targets,
-			    int rows, int V, cudaStream_t st)
+void ce_forward_rows(float *lse, float *row_loss, const float *logits, const int *targets,
+		     int rows, int V, cudaStream_t st)
 {
 	cuda_assert(V % 4 == 0);
 	ce_fwd_kernel<<<rows, CE_THREADS, 0, st>>>(lse, row_loss, logits, targets, V);
@@ -545,8 +545,8 @@ static __global__ void ce_bwd_kernel(bf16 *dlogits, int64_t ldd, const float *lo
 }
 
 /* scale = dloss / N_total, so a chunk of rows gets the gradient the whole would. */
-static void ce_backward_rows(bf16 *dlogits, int64_t ldd, const float *logits, const float *lse,
-			     const int *targets, int rows, int V, float scale, cudaStream_t st)
+void ce_backward_rows(bf16 *dlogits, int64_t ldd, const float *logits, const float *lse,
+		      const int *targets, int rows, int V, float scale, cudaStream_t st)
 {
 	cuda_assert(V % 8 == 0 && ldd >= V);
 	ce_bwd_kernel<<<rows, CE_THREADS, 0, st>>>(dlogits, ldd, logits, lse, targets, V, scale);

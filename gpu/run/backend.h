@@ -94,6 +94,7 @@ struct backend_ops {
 	void (*step_begin)(struct backend *b);
 	uint64_t (*now_ns)(struct backend *b);            /* host clock since step_begin */
 	void (*record)(struct backend *b, int stream, int event);
+	/* stream waits for event: recorded earlier in the step, or later by another stream (a gate) */
 	void (*wait)(struct backend *b, int stream, int event);
 	void (*sync)(struct backend *b);                  /* every stream has run everything */
 	uint64_t (*event_ns)(struct backend *b, int event); /* after sync: ns since step_begin */
@@ -139,12 +140,24 @@ struct backend_ops {
 	/*
 	 * Calibration (gpu/run/calibrate.c): one kernel of the model's lists
 	 * (core/model.h; a GEMM of any shape) on its own, on scratch memory the
-	 * backend keeps (NULL: the backend cannot calibrate yet); and the
-	 * hardware's name for file names and run attributes
+	 * backend keeps, and the pseudo-kernels "pass" (a memory-bound pass of
+	 * k->bytes) and "adamw" (the optimizer over k->m elements, on the
+	 * compute or the host stream) (NULL: the backend cannot calibrate);
+	 * and the hardware's name for file names and run attributes
 	 * ("amd-epyc-7b13-2-cores", "nvidia-h100-80gb-hbm3").
 	 */
 	void (*kernel)(struct backend *b, int stream, const struct kernel *k, const struct model_shape *m, int batch);
 	void (*hardware)(struct backend *b, char *buf, int len);
+	/*
+	 * Optional (NULL: no limit): the calls of work one stream may take while
+	 * it waits for an event not yet recorded (calibrate.c's gate, recorded
+	 * once everything is queued). A CUDA stream's launch queue holds about a
+	 * thousand launches; a host that fills it blocks in the next launch and
+	 * never records the event.
+	 */
+	int (*gate_calls)(struct backend *b);
+	/* Optional: the device and the versions of the libraries its timings depend on, one line. */
+	void (*versions)(struct backend *b, char *buf, int len);
 };
 
 struct backend {
@@ -169,7 +182,6 @@ struct backend *backend_cpu_new(const struct schedule *s, struct comm *c, char *
 struct cuda_opts {
 	int attention;        /* 0: the mma.sync flash kernel; 1: cuDNN's fused SDPA where it builds */
 	int gemm_autotune;    /* 1: time cuBLASLt's top heuristic candidates once per shape */
-	double watchdog_s;    /* a step not done after this long ends the job (0: never) */
 };
 struct backend *backend_cuda_new(const struct schedule *s, struct comm *c, const struct cuda_opts *o, char *err,
 				 int errlen);

@@ -17,10 +17,20 @@
  * a CUDA stream waiting for a host-stream op waits on a flag in mapped
  * pinned memory that the host thread sets (cuStreamWaitValue32 through
  * the runtime's driver entry point; failing that, a host function on the
- * stream that polls the flag). The walker's thread never waits inside a
- * step: sync, at its end, polls the streams, checks NCCL's asynchronous
- * errors every millisecond, and ends the job when the step outlives the
- * watchdog (a dead or stalled peer).
+ * stream that polls the flag). A wait for an event not yet recorded (the
+ * gate of gpu_run --calibrate, which the host stream records once all the
+ * work is queued) is a wait on the same flag, which the event's record then
+ * sets: the host thread, or the recording CUDA stream right after the event
+ * (cuStreamWriteValue32; failing that, a host function). The walker's thread
+ * never waits inside a step: sync, at its end, polls the streams and checks
+ * NCCL's asynchronous errors every millisecond.
+ *
+ * The watchdog (watchdog.h, run.timeout_s). Every event a CUDA stream
+ * passes and every command the host thread finishes is progress; sync's
+ * polls find the events passed. What each stream is stuck in (the op whose
+ * end it has not reached, or whose start it waits for) is described for
+ * the watchdog's message, and its abort aborts the NCCL communicators
+ * first, so that no collective in flight holds the exit.
  *
  * Times. step_begin records an event on the idle device, waits for it and
  * reads the host clock at once: a CUDA op's times are
@@ -73,13 +83,25 @@
 #include "cuda_model.h"
 #include "layout.h"
 #include "ref.h"
+#include "watchdog.h"
 #include "xalloc.h"
 
 #define SYNC_POLL_NS 50000       /* between polls of the streams at the end of a step */
 #define ASYNC_CHECK_NS 1000000   /* between checks of NCCL's asynchronous errors */
 #define COMM_STREAM_ELEMS_MAX (1ull << 62)
+#define CAL_EVENTS 1024          /* events beyond a step's two per op, for calibration's chains and gate */
+/*
+ * Calls of work one stream may take while it waits for an event not yet
+ * recorded: its launch queue holds about a thousand launches, beyond which
+ * the host blocks in the launch and never records the event. A call is at
+ * most CALL_LAUNCHES launches but for the loss's chunks and the copy
+ * engine's ring steps (gate_calls counts those).
+ */
+#define QUEUE_LAUNCHES 960
+#define CALL_LAUNCHES 8
 
 typedef CUresult (*wait_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef CUresult (*write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 typedef ncclResult_t (*nccl_mem_alloc_fn)(void **, size_t);
 typedef ncclResult_t (*nccl_mem_free_fn)(void *);
 typedef ncclResult_t (*nccl_win_reg_fn)(ncclComm_t, void *, size_t, void **, int);
@@ -87,7 +109,7 @@ typedef ncclResult_t (*nccl_win_dereg_fn)(ncclComm_t, void *);
 
 /* ---- the host stream: a thread and its queue --------------------------------------- */
 
-enum hcmd_type { H_RECORD, H_WAIT_DEVICE, H_OPTIM, H_ZERO };
+enum hcmd_type { H_RECORD, H_WAIT_DEVICE, H_WAIT_FLAG, H_OPTIM, H_ZERO, H_BENCH_ADAMW };
 
 struct hcmd {
 	enum hcmd_type type;
@@ -132,10 +154,18 @@ struct cu {
 	int nevents;
 	cudaEvent_t *ev;
 	uint8_t *ev_host;             /* event recorded by the host stream this step */
+	uint8_t *ev_dev;              /* event recorded by a CUDA stream this step */
+	uint8_t *ev_future;           /* waited for before it was recorded: its record sets its flag */
 	uint64_t *host_ns;
-	volatile uint32_t *hflag;     /* mapped pinned memory: host event done */
+	volatile uint32_t *hflag;     /* mapped pinned memory: host event done, or a waited-for event recorded */
 	CUdeviceptr hflag_dev;
 	wait_value_fn wait_value;     /* NULL: a polling host function instead */
+	write_value_fn write_value;   /* NULL: a host function sets the flag instead */
+	int gated[ST_COUNT];          /* calls queued on a stream since it began waiting for an unrecorded event, -1: none */
+	/* the watchdog: each CUDA stream's events of this step in record order, and how many have passed */
+	pthread_mutex_t wd_mu;
+	int *rec[ST_COUNT];
+	int nrec[ST_COUNT], passed[ST_COUNT];
 	cudaEvent_t t0;
 	struct timespec t0_host;
 	struct hostq hq;
@@ -153,6 +183,13 @@ struct cu {
 	int64_t *most;
 	/* emulated fabric on the copy engine: a clock word per stream */
 	uint64_t *emu_t0;
+	/* calibration (cu_kernel): one kernel's operands, token ids, host optimizer's memory; grown, kept */
+	void *bench;
+	uint64_t bench_bytes;
+	int *bench_ids;
+	int bench_grad_bf16;          /* the schedule's parameter gradients are bf16 */
+	float *host_bench;
+	size_t host_bench_elems;
 	/* NCCL zero-CTA policy: segments registered as windows */
 	int windows;
 	nccl_mem_alloc_fn mem_alloc;
@@ -280,6 +317,25 @@ static void *host_main(void *arg)
 		case H_WAIT_DEVICE:
 			cudaCheck(cudaEventSynchronize(c->ev[k.event]));
 			break;
+		case H_WAIT_FLAG: { /* an event recorded after the wait was queued: its record sets the flag */
+			const struct timespec nap = { 0, 20000 };
+			while (__atomic_load_n(&c->hflag[k.event], __ATOMIC_SEQ_CST) == 0)
+				nanosleep(&nap, NULL);
+			break;
+		}
+		case H_BENCH_ADAMW: { /* calibration: ref_adamw over k.bytes elements (only this thread touches host_bench) */
+			struct ref_adamw_hparams hp = { 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f };
+			size_t n = (size_t)k.bytes;
+			if (c->host_bench_elems < 4 * n) {
+				free(c->host_bench);
+				c->host_bench = xmalloc(sizeof(float) * 4 * n);
+				c->host_bench_elems = 4 * n;
+				for (size_t j = 0; j < 4 * n; j++) /* finite, and the moments' second half positive */
+					c->host_bench[j] = (float)((j * 2654435761u) % 1000) * 1e-3f;
+			}
+			ref_adamw(c->host_bench, c->host_bench + n, c->host_bench + 2 * n, c->host_bench + 3 * n, n, &hp, 1);
+			break;
+		}
 		case H_OPTIM:
 			host_adamw(&k);
 			free(k.t);
@@ -288,6 +344,7 @@ static void *host_main(void *arg)
 			cudaCheck(cudaMemset(k.p, 0, k.bytes));
 			break;
 		}
+		watchdog_progress();
 		pthread_mutex_lock(&q->mu);
 		q->head++;
 		pthread_cond_broadcast(&q->cv);
@@ -322,10 +379,68 @@ static int host_idle(struct cu *c)
 
 /* ---- streams and events ------------------------------------------------------------------ */
 
-static cudaStream_t dev_stream(const struct cu *c, int stream)
+static int gate_calls(struct backend *b);
+
+/* The CUDA stream of a schedule stream, for one call of work (counted while it waits for an unrecorded event). */
+static cudaStream_t dev_stream(struct cu *c, int stream)
 {
 	assert(stream >= 0 && stream < ST_COUNT && stream != ST_HOST && "device work on the host stream");
+	if (c->gated[stream] >= 0 && ++c->gated[stream] > gate_calls(&c->base)) {
+		/* the caller queued more than the launch queue holds behind a closed gate: the host would block */
+		fprintf(stderr, "gpu_run: %d calls on stream %s behind an event not yet recorded (at most %d): a bug in "
+				"the caller\n", c->gated[stream], stream_name(stream), gate_calls(&c->base));
+		abort();
+	}
 	return c->cs[stream];
+}
+
+/* The watchdog's view: event `event` recorded on CUDA stream st. */
+static void rec_push(struct cu *c, int st, int event)
+{
+	pthread_mutex_lock(&c->wd_mu);
+	assert(c->nrec[st] < c->nevents && "an event recorded twice in a step");
+	c->rec[st][c->nrec[st]++] = event;
+	pthread_mutex_unlock(&c->wd_mu);
+}
+
+static void CUDART_CB poll_flag(void *flag);
+
+/* The host function a stream runs when cuStreamWriteValue32 is not there: set the flag. */
+static void CUDART_CB raise_flag(void *flag)
+{
+	__atomic_store_n((volatile uint32_t *)flag, 1u, __ATOMIC_SEQ_CST);
+}
+
+/* Event `event`'s flag set by CUDA stream `stream` once it has passed the event. */
+static void set_flag_after(struct cu *c, int stream, int event)
+{
+	if (c->write_value) {
+		CUresult r = c->write_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
+					    CU_STREAM_WRITE_VALUE_DEFAULT);
+		if (r != CUDA_SUCCESS) {
+			char msg[64];
+			snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
+			cuda_fail("CUDA driver", "cuStreamWriteValue32", msg, __FILE__, __LINE__);
+		}
+	} else {
+		cudaCheck(cudaLaunchHostFunc(c->cs[stream], raise_flag, (void *)&c->hflag[event]));
+	}
+}
+
+/* CUDA stream `stream` waits until event `event`'s flag is set. */
+static void wait_flag(struct cu *c, int stream, int event)
+{
+	if (c->wait_value) {
+		CUresult r = c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
+					   CU_STREAM_WAIT_VALUE_GEQ);
+		if (r != CUDA_SUCCESS) {
+			char msg[64];
+			snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
+			cuda_fail("CUDA driver", "cuStreamWaitValue32", msg, __FILE__, __LINE__);
+		}
+	} else {
+		cudaCheck(cudaLaunchHostFunc(c->cs[stream], poll_flag, (void *)&c->hflag[event]));
+	}
 }
 
 static void cu_record(struct backend *b, int stream, int event)
@@ -334,12 +449,16 @@ static void cu_record(struct backend *b, int stream, int event)
 
 	assert(event >= 0 && event < c->nevents);
 	c->ev_host[event] = stream == ST_HOST;
+	c->ev_dev[event] = stream != ST_HOST;
 	if (stream == ST_HOST) {
 		struct hcmd k = { .type = H_RECORD, .event = event };
 		host_push(c, &k);
-	} else {
-		cudaCheck(cudaEventRecord(c->ev[event], c->cs[stream]));
+		return;
 	}
+	cudaCheck(cudaEventRecord(c->ev[event], c->cs[stream]));
+	rec_push(c, stream, event);
+	if (c->ev_future[event]) /* a stream waits for it on its flag */
+		set_flag_after(c, stream, event);
 }
 
 /* The host function a stream runs when cuStreamWaitValue32 is not there: poll the flag. */
@@ -355,23 +474,25 @@ static void cu_wait(struct backend *b, int stream, int event)
 {
 	struct cu *c = cu_of(b);
 
-	if (stream == ST_HOST) {
+	assert(event >= 0 && event < c->nevents);
+	if (!c->ev_host[event] && !c->ev_dev[event]) {
+		/* not recorded yet (calibrate.c's gate): wait on its flag, which its record will set */
+		c->ev_future[event] = 1;
+		if (stream == ST_HOST) {
+			struct hcmd k = { .type = H_WAIT_FLAG, .event = event };
+			host_push(c, &k);
+		} else {
+			wait_flag(c, stream, event);
+			if (c->gated[stream] < 0)
+				c->gated[stream] = 0;
+		}
+	} else if (stream == ST_HOST) {
 		if (!c->ev_host[event]) { /* a host event is earlier on this very queue */
 			struct hcmd k = { .type = H_WAIT_DEVICE, .event = event };
 			host_push(c, &k);
 		}
 	} else if (c->ev_host[event]) {
-		if (c->wait_value) {
-			CUresult r = c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event,
-						   1, CU_STREAM_WAIT_VALUE_GEQ);
-			if (r != CUDA_SUCCESS) {
-				char msg[64];
-				snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
-				cuda_fail("CUDA driver", "cuStreamWaitValue32", msg, __FILE__, __LINE__);
-			}
-		} else {
-			cudaCheck(cudaLaunchHostFunc(c->cs[stream], poll_flag, (void *)&c->hflag[event]));
-		}
+		wait_flag(c, stream, event);
 	} else {
 		cudaCheck(cudaStreamWaitEvent(c->cs[stream], c->ev[event], 0));
 	}
@@ -392,9 +513,26 @@ static int streams_idle(struct cu *c)
 	return 1;
 }
 
+/* Progress for the watchdog: the events each CUDA stream has passed since the last look. */
+static void streams_progress(struct cu *c)
+{
+	pthread_mutex_lock(&c->wd_mu);
+	for (int st = 0; st < ST_COUNT; st++)
+		while (c->passed[st] < c->nrec[st]) {
+			cudaError_t e = cudaEventQuery(c->ev[c->rec[st][c->passed[st]]]);
+			if (e == cudaErrorNotReady)
+				break;
+			cudaCheck(e);
+			c->passed[st]++;
+			watchdog_progress();
+		}
+	pthread_mutex_unlock(&c->wd_mu);
+}
+
 /*
- * Wait for every stream without blocking in CUDA: poll, check NCCL's
- * asynchronous errors, and end the job when the step outlives the watchdog.
+ * Wait for every stream without blocking in CUDA: poll, report the events
+ * passed to the watchdog (run.timeout_s ends a job that makes none), and
+ * check NCCL's asynchronous errors.
  */
 static void cu_sync(struct backend *b)
 {
@@ -406,19 +544,15 @@ static void cu_sync(struct backend *b)
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (!(host_idle(c) && streams_idle(c))) {
 		uint64_t waited = host_clock_ns(&start);
-		if (!c->comm->emulated && waited - last_check >= ASYNC_CHECK_NS) {
-			comm_nccl_check_async(c->comm);
+		if (waited - last_check >= ASYNC_CHECK_NS) {
+			streams_progress(c);
+			if (!c->comm->emulated)
+				comm_nccl_check_async(c->comm);
 			last_check = waited;
-		}
-		if (c->opt.watchdog_s > 0 && (double)waited > c->opt.watchdog_s * 1e9) {
-			fprintf(stderr, "gpu_run: rank %d: the step has not finished after %.0f s (--watchdog): a rank "
-					"died or stalls; ending the job\n", c->comm->rank, c->opt.watchdog_s);
-			fflush(stderr);
-			comm_nccl_abort(c->comm);
-			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
 		nanosleep(&nap, NULL);
 	}
+	streams_progress(c);
 	cudaCheck(cudaGetLastError());
 	if (!c->comm->emulated)
 		comm_nccl_check_async(c->comm);
@@ -433,7 +567,15 @@ static void cu_step_begin(struct backend *b)
 	c->hq.n = c->hq.head = 0;
 	pthread_mutex_unlock(&c->hq.mu);
 	memset(c->ev_host, 0, (size_t)c->nevents);
+	memset(c->ev_dev, 0, (size_t)c->nevents);
+	memset(c->ev_future, 0, (size_t)c->nevents);
 	memset((void *)c->hflag, 0, sizeof(uint32_t) * (size_t)c->nevents);
+	pthread_mutex_lock(&c->wd_mu);
+	for (int st = 0; st < ST_COUNT; st++) {
+		c->gated[st] = -1;
+		c->nrec[st] = c->passed[st] = 0;
+	}
+	pthread_mutex_unlock(&c->wd_mu);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	cudaCheck(cudaEventRecord(c->t0, c->cs[ST_COMPUTE]));
 	cudaCheck(cudaEventSynchronize(c->t0));
@@ -964,6 +1106,149 @@ static void cu_optimizer(struct backend *b, int stream, const struct optim_args 
 	device_optimizer(c, dev_stream(c, stream), a);
 }
 
+/* ---- calibration ------------------------------------------------------------------------------- */
+
+/*
+ * The calibration's device memory, at least `bytes`: grown in the order of
+ * stream st (cudaMallocAsync: no synchronization, which a stream waiting
+ * for calibrate.c's gate could not allow) and filled with finite random
+ * words once, kept for the next kernels.
+ */
+static void bench_reserve(struct cu *c, uint64_t bytes, cudaStream_t st)
+{
+	uint64_t want = bytes > c->bench_bytes + c->bench_bytes / 2 ? bytes : c->bench_bytes + c->bench_bytes / 2;
+
+	if (bytes <= c->bench_bytes)
+		return;
+	if (c->bench)
+		cudaCheck(cudaFreeAsync(c->bench, st));
+	cudaCheck(cudaMallocAsync(&c->bench, want, st));
+	c->bench_bytes = want;
+	cuda_kernel_fill(c->bench, want, NULL, 0, 0, 0x5eed, st);
+}
+
+/* Token ids for the kernels that read them: N values in [0, V). */
+static void bench_ids(struct cu *c, cudaStream_t st)
+{
+	if (c->bench_ids)
+		return;
+	cudaCheck(cudaMallocAsync((void **)&c->bench_ids, sizeof(int) * (size_t)c->N, st));
+	cuda_kernel_fill(NULL, 0, c->bench_ids, c->N, c->V, 0, st);
+}
+
+/* The element types of the schedule's optimizer operands: the sharded parameters, gradient and moments. */
+static void optim_elems(const struct cu *c, enum elem *pe, enum elem *ge, enum elem *se)
+{
+	*pe = *ge = *se = ELEM_FP32;
+	for (int i = c->s->nbufs - 1; i >= 0; i--) {
+		const struct buffer *b = &c->s->bufs[i];
+		if (b->kind == BUF_SHARD_PARAM)
+			*pe = b->elem;
+		else if (b->kind == BUF_SHARD_GRAD || b->kind == BUF_RS_OUT)
+			*ge = b->elem;
+		else if (b->kind == BUF_OPTIM_STATE)
+			*se = b->elem;
+	}
+}
+
+/* AdamW over n elements on the compute stream, in the form and element types the run's optimizer uses. */
+static void bench_adamw(struct cu *c, cudaStream_t st, size_t n)
+{
+	enum elem pe, ge, se;
+	size_t b;
+	char *p, *g, *m, *v;
+	const struct cuda_adamw_hparams hp = { 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f };
+
+	optim_elems(c, &pe, &ge, &se);
+	b = n * (ebytes(pe) + ebytes(ge) + 2 * ebytes(se));
+	bench_reserve(c, b, st);
+	p = c->bench;
+	g = p + n * ebytes(pe);
+	m = g + n * ebytes(ge);
+	v = m + n * ebytes(se);
+	if (pe != ELEM_FP32 || ge != ELEM_FP32 || se != ELEM_FP32) {
+		struct bcu_adam k = { hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, 1.0f - hp.beta1,
+				      1.0f - hp.beta2, 1.0f / (float)c->M };
+		bcu_adamw(p, pe, g, ge, m, v, se, n, &k, st);
+		return;
+	}
+	if (c->M > 1) /* the gradient's mean over microbatches, as device_optimizer does */
+		bcu_scale(g, n, ELEM_FP32, 1.0f / (float)c->M, st);
+	switch (c->s->exp->policy.optim) {
+	case OPT_FUSED:
+		cuda_adamw_fused((float *)p, NULL, (float *)g, (float *)m, (float *)v, n, &hp, 1, 0, st);
+		break;
+	case OPT_PER_PARAM:
+		cuda_adamw((float *)p, (const float *)g, (float *)m, (float *)v, n, &hp, 1, st);
+		break;
+	default: {
+		struct cuda_adamw_tensor t = { (float *)p, (const float *)g, (float *)m, (float *)v, n };
+		cuda_adamw_multi(&t, 1, &hp, 1, st);
+		break;
+	}
+	}
+}
+
+/*
+ * gpu_run --calibrate's kernels (backend.h): one kernel of the model's
+ * lists as the CUDA model launches it (gpu/cuda/cuda_kernel.h), on the
+ * compute stream whose context serves the model; "pass", a memory-bound
+ * pass of k->bytes (half read, half read and written: dst += src in fp32);
+ * "adamw", the optimizer over k->m elements, on the compute stream in the
+ * run's form and element types, or on the host thread (ref_adamw, the
+ * host optimizer's).
+ */
+static void cu_kernel(struct backend *b, int stream, const struct kernel *k, const struct model_shape *m, int batch)
+{
+	struct cu *c = cu_of(b);
+	struct cuda_kernel_plan p;
+	cudaStream_t st;
+	char err[256];
+
+	if (stream == ST_HOST) {
+		struct hcmd h = { .type = H_BENCH_ADAMW, .bytes = (uint64_t)k->m };
+		assert(!strcmp(k->name, "adamw") && "the host stream runs the optimizer only");
+		host_push(c, &h);
+		return;
+	}
+	assert(stream == ST_COMPUTE && "the model context serves the compute stream");
+	st = dev_stream(c, stream);
+	if (!strcmp(k->name, "adamw")) {
+		bench_adamw(c, st, (size_t)k->m);
+		return;
+	}
+	if (!strcmp(k->name, "pass")) {
+		size_t n = (size_t)(k->bytes / (2 * sizeof(float)));
+		bench_reserve(c, 2 * n * sizeof(float), st);
+		bcu_accumulate(c->bench, (const float *)c->bench + n, n, ELEM_FP32, st);
+		return;
+	}
+	if (cuda_kernel_plan(k, m, batch, c->bench_grad_bf16, &p, err, sizeof err) != 0) {
+		fprintf(stderr, "gpu_run: calibration: %s\n", err); /* a kernel list the CUDA model does not know: a bug */
+		abort();
+	}
+	bench_reserve(c, cuda_kernel_bytes(&p), st);
+	if (p.ids)
+		bench_ids(c, st);
+	cuda_kernel_run(c->ctx, &p, c->bench, c->bench_ids, st);
+}
+
+/* Calls one stream may queue behind an event not yet recorded (calibrate.c's gate): see QUEUE_LAUNCHES. */
+static int gate_calls(struct backend *b)
+{
+	struct cu *c = cu_of(b);
+	int chunk = model_loss_chunk_rows(c->m, c->B), per = CALL_LAUNCHES, most = 1;
+
+	if ((c->N + chunk - 1) / chunk + 1 > per) /* the loss's launches, a chunk each */
+		per = (c->N + chunk - 1) / chunk + 1;
+	for (int g = 0; g < GRP_COUNT; g++)
+		if (c->s->group_n[g] > most)
+			most = c->s->group_n[g];
+	if (c->comm->emulated && c->comm->emu.engine == 1 && 2 * most + 2 > per) /* a copy and a timer per ring step */
+		per = 2 * most + 2;
+	return QUEUE_LAUNCHES / per > 1 ? QUEUE_LAUNCHES / per : 1;
+}
+
 /* ---- what the run is on ---------------------------------------------------------------------- */
 
 static void put_int(void (*put)(void *, const char *, const char *), void *ctx, const char *key, long long v)
@@ -991,6 +1276,35 @@ static void driver_version(char *out, size_t len)
 		}
 	}
 	fclose(f);
+}
+
+/* cuDNN's version as text: "9.10.1", or why there is none. */
+static void cudnn_version(char *out, size_t len)
+{
+	const char *why = NULL;
+	size_t v = cuda_cudnn_version(&why);
+
+	if (v)
+		snprintf(out, len, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+	else
+		snprintf(out, len, "none (%s)", why ? why : "not loadable");
+}
+
+/* The libraries the timings depend on, one line (a calibration session's versions; the device is its hardware). */
+static void cu_versions(struct backend *b, char *buf, int len)
+{
+	struct cu *c = cu_of(b);
+	char drv[64], dnn[96];
+	int api = 0, rt = 0, nv = c->comm->nccl_version;
+	size_t blas = cublasLtGetVersion();
+
+	driver_version(drv, sizeof drv);
+	cudnn_version(dnn, sizeof dnn);
+	cudaCheck(cudaDriverGetVersion(&api));
+	cudaCheck(cudaRuntimeGetVersion(&rt));
+	snprintf(buf, (size_t)len, "driver %s (CUDA %d.%d), runtime %d.%d, cuBLASLt %zu.%zu.%zu, NCCL %d.%d.%d, cuDNN %s",
+		 drv, api / 1000, api % 1000 / 10, rt / 1000, rt % 1000 / 10, blas / 10000, blas / 100 % 100, blas % 100,
+		 nv / 10000, nv / 100 % 100, nv % 100, dnn);
 }
 
 static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *key, const char *value), void *ctx)
@@ -1022,6 +1336,8 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	v = c->comm->nccl_version;
 	snprintf(s, sizeof(s), "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
 	put(ctx, "nccl.version", s);
+	cudnn_version(s, sizeof(s));
+	put(ctx, "cudnn.version", s);
 	if (!c->comm->emulated) {
 		put_int(put, ctx, "nccl.min_ctas", no->min_ctas);
 		put_int(put, ctx, "nccl.max_ctas", no->max_ctas);
@@ -1032,19 +1348,26 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 		put(ctx, "fabric.engine", c->comm->emu.engine ? "copy-engine (all-gather; reductions on SMs)" : "sm");
 		put_int(put, ctx, "fabric.ctas", c->comm->emu.ctas);
 	}
-	put(ctx, "model.attention_asked", c->opt.attention ? "cudnn" : "mma");
-	put(ctx, "model.attention_used", used == CUDA_ATTN_CUDNN ? "cudnn" : "mma");
+	put(ctx, "kernels.attention_asked", c->opt.attention ? "cudnn" : "mma");
+	put(ctx, "kernels.attention_used", used == CUDA_ATTN_CUDNN ? "cudnn" : "mma");
 	if (c->opt.attention && used != CUDA_ATTN_CUDNN && why)
-		put(ctx, "model.attention_fallback", why);
-	put(ctx, "model.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
+		put(ctx, "kernels.attention_fallback", why);
+	put(ctx, "kernels.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
 	put(ctx, "backend.host_waits", c->wait_value ? "cuStreamWaitValue32" : "host function polling");
+	put(ctx, "backend.flag_writes", c->write_value ? "cuStreamWriteValue32" : "host function");
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
 
-/* The device's name as a file-name word: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3". */
+/*
+ * The device's name as a file-name word: lower case, runs of other
+ * characters to one '-', the vendor's prefix and a trailing memory size and
+ * type dropped (the part is what tells timings apart): "NVIDIA H100 80GB
+ * HBM3" -> "h100", "NVIDIA H200" -> "h200", "NVIDIA H100 PCIe" ->
+ * "h100-pcie", "NVIDIA A100-SXM4-80GB" -> "a100-sxm4-80gb".
+ */
 static void cu_hardware(struct backend *b, char *buf, int len)
 {
-	const char *n = cu_of(b)->prop.name;
+	const char *n = cu_of(b)->prop.name, *hbm;
 	int k = 0, dash = 0;
 
 	for (; *n && k < len - 1; n++) {
@@ -1063,6 +1386,89 @@ static void cu_hardware(struct backend *b, char *buf, int len)
 	while (k > 0 && buf[k - 1] == '-')
 		k--;
 	buf[k] = '\0';
+	if (!strncmp(buf, "nvidia-", 7))
+		memmove(buf, buf + 7, strlen(buf + 7) + 1);
+	/* "-80gb-hbm3", "-141gb-hbm3e": the memory, at the end */
+	hbm = strstr(buf, "gb-hbm");
+	if (hbm && !strchr(hbm + 6, '-')) {
+		char *cut = (char *)hbm;
+		while (cut > buf && cut[-1] >= '0' && cut[-1] <= '9')
+			cut--;
+		if (cut > buf && cut[-1] == '-' && cut < hbm)
+			cut[-1] = '\0';
+	}
+}
+
+/* ---- the watchdog ------------------------------------------------------------------------------ */
+
+/* "OP label (kind)" of event ev, or "calibration event ev". */
+static void event_what(const struct cu *c, int ev, char *buf, size_t n)
+{
+	char label[64];
+
+	if (ev / 2 < c->s->nops)
+		snprintf(buf, n, "%s (%s)", op_label(c->s, ev / 2, label, sizeof label),
+			 op_kind_name((enum op_kind)c->s->ops[ev / 2].kind));
+	else
+		snprintf(buf, n, "calibration event %d", ev);
+}
+
+/*
+ * For the watchdog's message (watchdog.h): each CUDA stream's first event
+ * of the step it has not passed (the op it runs, or the op whose start it
+ * waits for), and the host thread's command. Runs on the watchdog's
+ * thread; gives up on what stays locked.
+ */
+static void cu_wd_describe(void *ctx, char *buf, size_t n)
+{
+	struct cu *c = ctx;
+	struct timespec until;
+	size_t used = 0;
+	char what[128];
+
+	buf[0] = '\0';
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (cudaSetDevice(c->device) != cudaSuccess || pthread_mutex_timedlock(&c->wd_mu, &until) != 0) {
+		snprintf(buf, n, "the CUDA streams (busy)");
+		return;
+	}
+	for (int st = 0; st < ST_COUNT && used < n; st++) {
+		int i = c->passed[st];
+		while (i < c->nrec[st] && cudaEventQuery(c->ev[c->rec[st][i]]) == cudaSuccess)
+			i++;
+		(void)cudaGetLastError();
+		if (i == c->nrec[st])
+			continue;
+		event_what(c, c->rec[st][i], what, sizeof what);
+		used += (size_t)snprintf(buf + used, n - used, c->rec[st][i] % 2 ? "%s%s running on stream %s"
+										 : "%sstream %s waiting to start %s",
+					 used ? "; " : "", c->rec[st][i] % 2 ? what : stream_name(st),
+					 c->rec[st][i] % 2 ? stream_name(st) : what);
+	}
+	pthread_mutex_unlock(&c->wd_mu);
+	if (used < n && pthread_mutex_timedlock(&c->hq.mu, &until) == 0) {
+		if (c->hq.head < c->hq.n) {
+			const struct hcmd *k = &c->hq.k[c->hq.head];
+			if (k->type == H_WAIT_DEVICE || k->type == H_WAIT_FLAG) {
+				event_what(c, k->event, what, sizeof what);
+				snprintf(buf + used, n - used, "%sstream host waiting for %s", used ? "; " : "", what);
+			} else {
+				snprintf(buf + used, n - used, "%sstream host running its %s", used ? "; " : "",
+					 k->type == H_OPTIM ? "optimizer step" : "command");
+			}
+		}
+		pthread_mutex_unlock(&c->hq.mu);
+	}
+}
+
+/* Before the watchdog aborts the job: no NCCL collective in flight may hold the exit. */
+static void cu_wd_abort(void *ctx)
+{
+	struct cu *c = ctx;
+
+	if (!c->comm->emulated)
+		comm_nccl_abort(c->comm);
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
@@ -1074,6 +1480,8 @@ static void cu_release(struct backend *b)
 	if (!c)
 		return;
 	cu_sync(b);
+	watchdog_describe_with(NULL, NULL);
+	watchdog_before_abort(NULL, NULL);
 	pthread_mutex_lock(&c->hq.mu);
 	c->hq.stop = 1;
 	pthread_cond_broadcast(&c->hq.cv);
@@ -1097,9 +1505,17 @@ static void cu_release(struct backend *b)
 	cudaCheck(cudaFree(c->d_loss));
 	cudaCheck(cudaFree(c->stage));
 	cudaCheck(cudaFree(c->emu_t0));
+	cudaCheck(cudaFree(c->bench)); /* stream-ordered allocations: cudaFree after the streams have ended is fine */
+	cudaCheck(cudaFree(c->bench_ids));
 	cudaCheck(cudaFreeHost((void *)c->hflag));
+	free(c->host_bench);
+	pthread_mutex_destroy(&c->wd_mu);
+	for (int st = 0; st < ST_COUNT; st++)
+		free(c->rec[st]);
 	free(c->ev);
 	free(c->ev_host);
+	free(c->ev_dev);
+	free(c->ev_future);
 	free(c->host_ns);
 	free(c->stores);
 	free(c->tdev);
@@ -1138,8 +1554,10 @@ static const struct backend_ops cuda_ops = {
 	.unpack = cu_unpack,
 	.pack = cu_pack,
 	.describe = cu_describe,
-	.kernel = NULL, /* calibration's microbenchmarks are the cpu backend's for now (calibrate.c's gates are host-side) */
+	.kernel = cu_kernel,
 	.hardware = cu_hardware,
+	.gate_calls = gate_calls,
+	.versions = cu_versions,
 };
 
 /* Bytes the CUDA model needs in buffer b (0: nothing beyond what the schedule says). */
@@ -1197,18 +1615,18 @@ static int check_schedule(const struct schedule *s, char *err, int errlen)
 	return 0;
 }
 
-/* cuStreamWaitValue32 from the driver, through the runtime (no link against libcuda); NULL if absent. */
-static wait_value_fn find_wait_value(void)
+/* A driver function (cuStreamWaitValue32, cuStreamWriteValue32) through the runtime (no link against libcuda); NULL if absent. */
+static void *driver_entry(const char *name)
 {
 	void *fn = NULL;
 	enum cudaDriverEntryPointQueryResult q;
 
-	if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
 	    q != cudaDriverEntryPointSuccess) {
 		(void)cudaGetLastError();
 		return NULL;
 	}
-	return (wait_value_fn)fn;
+	return fn;
 }
 
 /* The per-tensor layout of every unit in device memory, for pack and unpack. */
@@ -1344,12 +1762,19 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 			continue;
 		cudaCheck(cudaStreamCreateWithPriority(&c->cs[st], cudaStreamNonBlocking, comm_stream ? hi : lo));
 	}
-	c->nevents = 2 * s->nops;
+	c->nevents = 2 * s->nops + CAL_EVENTS;
 	c->ev = xcalloc((size_t)c->nevents + 1, sizeof(*c->ev));
 	for (int i = 0; i < c->nevents; i++)
 		cudaCheck(cudaEventCreate(&c->ev[i]));
 	cudaCheck(cudaEventCreate(&c->t0));
 	c->ev_host = xcalloc((size_t)c->nevents + 1, 1);
+	c->ev_dev = xcalloc((size_t)c->nevents + 1, 1);
+	c->ev_future = xcalloc((size_t)c->nevents + 1, 1);
+	for (int st = 0; st < ST_COUNT; st++) {
+		c->rec[st] = xcalloc((size_t)c->nevents + 1, sizeof(int));
+		c->gated[st] = -1;
+	}
+	pthread_mutex_init(&c->wd_mu, NULL);
 	c->host_ns = xcalloc((size_t)c->nevents + 1, sizeof(uint64_t));
 	{
 		void *flags = NULL, *dflags = NULL;
@@ -1359,7 +1784,8 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 		c->hflag = flags;
 		c->hflag_dev = (CUdeviceptr)(uintptr_t)dflags;
 	}
-	c->wait_value = find_wait_value();
+	c->wait_value = (wait_value_fn)driver_entry("cuStreamWaitValue32");
+	c->write_value = (write_value_fn)driver_entry("cuStreamWriteValue32");
 
 	/* the model: its context (cuBLASLt, scratch), the step's data, stores, staging */
 	scratch = cuda_scratch_bytes(c->m, c->B);
@@ -1389,6 +1815,11 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 		fprintf(stderr, "gpu_run: cannot start the host stream's thread\n");
 		abort();
 	}
+	for (int i = 0; i < s->nbufs; i++) /* the parameter gradients the backward accumulates into */
+		if (s->bufs[i].kind == BUF_FULL_GRAD && s->bufs[i].elem == ELEM_BF16)
+			c->bench_grad_bf16 = 1;
 	cudaCheck(cudaDeviceSynchronize());
+	watchdog_describe_with(cu_wd_describe, c);
+	watchdog_before_abort(cu_wd_abort, c);
 	return &c->base;
 }

@@ -39,6 +39,7 @@ struct cal {
 	const struct backend_ops *o;
 	int quick;
 	double target_ns;
+	int max_reps;          /* calls one stream may queue behind the gate: MAX_REPS, or the backend's gate_calls */
 	int done, total;       /* progress */
 	struct timespec t0;
 	void *dev[2];          /* collective buffers */
@@ -51,11 +52,15 @@ static double median(double *v, size_t n)
 	return gsl_stats_median_from_sorted_data(v, 1, n);
 }
 
-/* The mean over the ranks of x. */
+/* The mean over the processes of x (one on an emulated fabric, whose world is the job's N). */
 static double over_ranks(struct cal *k, double x)
 {
+	int procs = 1;
+
+	(void)k;
 	mpi_check(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-	return x / k->c->world;
+	mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &procs));
+	return x / procs;
 }
 
 static void progress(struct cal *k, const char *what)
@@ -114,8 +119,8 @@ static double measure(struct cal *k, int st, work_fn fn, void *arg, work_fn besi
 
 	if (reps < 1)
 		reps = 1;
-	if (reps > MAX_REPS)
-		reps = MAX_REPS;
+	if (reps > k->max_reps)
+		reps = k->max_reps;
 	for (int i = 0; i < MEASURES; i++)
 		v[i] = measure_once(k, st, fn, arg, reps, beside, barg);
 	return median(v, MEASURES);
@@ -360,8 +365,10 @@ static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *wha
 		if (has && coll_ns > 0) {
 			/* enough collectives to cover the kernels' time, started first */
 			int reps = (int)(k->target_ns / (ks[i].ns > 0 ? ks[i].ns : 1));
-			reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
 			beside.reps = (int)(1.2 * reps * ks[i].ns / coll_ns) + 1;
+			if (beside.reps > k->max_reps)
+				beside.reps = k->max_reps;
 			ks[i].ns_comm = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &beside);
 		}
 		progress(k, what);
@@ -392,8 +399,9 @@ struct variant {
 	struct comm c;
 };
 
-static int variants(const struct schedule *s, struct comm *c, struct variant *v)
+static int variants(const struct schedule *s, struct comm *c, int nccl, struct variant *v)
 {
+	(void)nccl; /* a build without CUDA has no NCCL */
 	static const enum sharding others[] = { SHARD_DDP, SHARD_FSDP, SHARD_HSDP };
 	int n = 1;
 
@@ -419,15 +427,28 @@ static int variants(const struct schedule *s, struct comm *c, struct variant *v)
 		w->s = schedule_new(&w->e, err, sizeof err);
 		if (!w->s)
 			continue;
-		comm_init(&w->c, w->s);
+		if (c->emulated) { /* rank 0 of the same emulated job */
+			comm_init_emulated(&w->c, w->s, &c->emu);
+		} else {
+			comm_init(&w->c, w->s);
+#ifdef GPU_RUN_CUDA
+			if (nccl) /* the cuda backend's collectives run on NCCL communicators of their own */
+				comm_nccl_init(&w->c, w->s, &c->nccl_opts);
+#endif
+		}
 		n++;
 	}
 	return n;
 }
 
-static void variants_release(struct variant *v, int n)
+static void variants_release(struct variant *v, int n, int nccl)
 {
+	(void)nccl;
 	for (int i = 1; i < n; i++) {
+#ifdef GPU_RUN_CUDA
+		if (nccl && !v[i].c.emulated)
+			comm_nccl_release(&v[i].c);
+#endif
 		comm_release(&v[i].c);
 		schedule_free(v[i].s);
 	}
@@ -485,8 +506,10 @@ static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how
 			int reps = (int)(k->target_ns / (cs[i].ns > 0 ? cs[i].ns : 1));
 			struct kernel_arg a;
 			snprintf(kn.name, sizeof kn.name, "%s", busy->name);
-			reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
 			a = (struct kernel_arg){ &kn, &k->s->exp->model, k->s->batch, (int)(1.2 * reps * cs[i].ns / busy->ns) + 1 };
+			if (a.count > k->max_reps)
+				a.count = k->max_reps;
 			cs[i].ns_busy = measure_once(k, how[i].stream, run_collective, &how[i], reps, run_kernels_beside, &a);
 		}
 		progress(k, "collectives");
@@ -519,6 +542,30 @@ static double adamw(struct cal *k, int stream)
 	return measure(k, stream, run_kernel, &a, NULL, NULL) / (double)n;
 }
 
+/*
+ * The fabric the collectives were measured on: "real", or "emulated" with
+ * what was not the cluster's (the links ./sim prices, core/fabric.h; on
+ * cuda, the traffic on the catalog GPU's nccl_sms SMs).
+ */
+static void fabric_text(const struct schedule *s, const struct comm *c, const char *backend, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!c->emulated) {
+		snprintf(buf, len, "real");
+		return;
+	}
+	n = (size_t)snprintf(buf, len, "emulated");
+	if (c->emu.gbps > 0 && n < len)
+		n += (size_t)snprintf(buf + n, len - n, ", --emulate-gbps %g", c->emu.gbps);
+	if (c->emu.lat_us >= 0 && n < len)
+		n += (size_t)snprintf(buf + n, len - n, ", --emulate-lat-us %g", c->emu.lat_us);
+	if (!strcmp(backend, "cuda") && c->emu.engine && n < len)
+		n += (size_t)snprintf(buf + n, len - n, ", --emulate-engine ce");
+	if (!strcmp(backend, "cuda") && c->emu.ctas != s->exp->cluster.gpu.nccl_sms && n < len)
+		snprintf(buf + n, len - n, ", --emulate-ctas %d", c->emu.ctas);
+}
+
 /* The default file: data/calibration/<hardware>-<backend>.h5, its folder made if missing. */
 static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
 {
@@ -529,13 +576,14 @@ static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
 
 int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, int quick)
 {
-	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS };
+	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS,
+			 .max_reps = MAX_REPS };
 	struct calibration cal;
 	struct coll_arg *how = NULL;
 	struct variant v[4];
 	int nv;
 	char file[1024], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-	int len = 0, rc = 0, busy = -1;
+	int len = 0, rc = 0, busy = -1, nccl;
 	uint64_t most = 1 << 20;
 
 	memset(&cal, 0, sizeof(cal));
@@ -545,11 +593,21 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	MPI_Get_library_version(mpi, &len);
 	mpi[strcspn(mpi, "\n,")] = '\0';
 	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);
-	cal.ranks = c->world;
+	if (b->ops->versions) { /* the device's libraries */
+		char v[CAL_TEXT_MAX];
+		size_t n = strlen(cal.versions);
+		b->ops->versions(b, v, sizeof v);
+		snprintf(cal.versions + n, sizeof cal.versions - n, "; %s", v);
+	}
+	if (b->ops->gate_calls && b->ops->gate_calls(b) < k.max_reps)
+		k.max_reps = b->ops->gate_calls(b);
+	fabric_text(s, c, b->ops->name, cal.fabric, sizeof cal.fabric);
+	cal.ranks = c->world; /* the job's: N on an emulated fabric */
 
 	cal.nkernels = model_kernels(s, &cal.kernels);
 	cal.ngemm = gemm_grid(s, cal.kernels, cal.nkernels, quick, &cal.gemm);
-	nv = variants(s, c, v);
+	nccl = !strcmp(b->ops->name, "cuda");
+	nv = variants(s, c, nccl, v);
 	cal.ncolls = collective_list(v, nv, quick, &cal.colls, &how);
 	for (int i = 0; i < cal.ncolls; i++)
 		if (cal.colls[i].bytes > most)
@@ -561,7 +619,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 		if (c->rank == 0)
 			fprintf(stderr, "calibrate: no device memory for %llu-byte collectives\n", (unsigned long long)most);
 		free(how);
-		variants_release(v, nv);
+		variants_release(v, nv, nccl);
 		calibration_release(&cal);
 		return -1;
 	}
@@ -611,7 +669,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	b->ops->dev_free(b, k.dev[0]);
 	b->ops->dev_free(b, k.dev[1]);
 	free(how);
-	variants_release(v, nv);
+	variants_release(v, nv, nccl);
 	calibration_release(&cal);
 	return rc;
 }

@@ -161,38 +161,6 @@ void comm_all_reduce_mean(struct comm_handle *h, float *buf, size_t count)
 
 /* ---- the emulated fabric -------------------------------------------------------- */
 
-/*
- * The link a group's ring runs over, as ./sim prices it (simulator/cost.c,
- * cost_collective): inside a node the intra-node bus bandwidth and NVLink
- * step latency; a ring that crosses nodes is held to the slower of the
- * two links, with the network's step latency; a replica ring with one
- * member per node runs NIC to NIC.
- */
-static void emu_link(const struct schedule *s, int g, double *gbps, double *lat_ns)
-{
-	const struct cluster *cl = &s->exp->cluster;
-	int spans = 0, only_inter = 0;
-
-	switch (g) {
-	case GRP_SHARD:
-		spans = s->shard_spans_nodes;
-		break;
-	case GRP_REPLICA:
-		spans = cl->nodes > 1;
-		only_inter = spans && s->shard_n >= cl->gpus_per_node;
-		break;
-	case GRP_WORLD:
-		spans = cl->nodes > 1;
-		break;
-	default:
-		assert(!"a collective without a group");
-	}
-	*gbps = only_inter ? cl->inter_gbps
-	      : spans	   ? fmin(cl->intra_gbps, cl->inter_gbps)
-			   : cl->intra_gbps;
-	*lat_ns = 1e3 * (spans ? cl->gpu.net_latency_us : cl->gpu.nvlink_latency_us);
-}
-
 void comm_init_emulated(struct comm *c, const struct schedule *s, const struct comm_emu_opts *o)
 {
 	int used[GRP_COUNT][ST_COUNT];
@@ -218,11 +186,11 @@ void comm_init_emulated(struct comm *c, const struct schedule *s, const struct c
 			h->emulated = 1;
 			h->size = schedule_group_size(s, g);
 			h->rank = 0;
-			emu_link(s, g, &h->link_gbps, &h->step_lat_ns);
+			fabric_link_of(s, g, &h->link); /* the link ./sim prices (core/fabric.h) */
 			if (o->gbps > 0)
-				h->link_gbps = o->gbps;
+				h->link.gbps = o->gbps;
 			if (o->lat_us >= 0)
-				h->step_lat_ns = 1e3 * o->lat_us;
+				h->link.step_lat_ns = 1e3 * o->lat_us;
 		}
 }
 
@@ -231,8 +199,7 @@ void comm_emu_plan(const struct comm_handle *h, enum op_kind k, uint64_t S, stru
 	int n = h->size;
 
 	memset(p, 0, sizeof(*p));
-	p->bytes_per_ns = h->link_gbps;
-	p->step_lat_ns = h->step_lat_ns;
+	p->bytes_per_ns = h->link.gbps;
 	if (n <= 1)
 		return;
 	p->wire_bytes = collective_wire_bytes(k, S, n);
@@ -249,6 +216,17 @@ void comm_emu_plan(const struct comm_handle *h, enum op_kind k, uint64_t S, stru
 		break;
 	default:
 		assert(!"not a collective");
+	}
+	/*
+	 * the collective's latency as ./sim prices it (a tree's for a cross-node
+	 * all-reduce), spread over the ring's steps; and the tree's bytes, when
+	 * the rule takes a tree
+	 */
+	{
+		struct fabric_coll fc;
+		fabric_collective(&h->link, k, n, S, &fc);
+		p->step_lat_ns = fc.latency_ns / p->steps;
+		p->wire_bytes = fc.wire;
 	}
 }
 
@@ -393,11 +371,20 @@ void comm_describe(const struct comm *c, void (*put)(void *ctx, const char *key,
 		snprintf(v, sizeof(v), "%d", h->size);
 		put(ctx, k, v);
 		snprintf(k, sizeof(k), "fabric.%s.link_gbps", gname[g]);
-		snprintf(v, sizeof(v), "%.6g", h->link_gbps);
+		snprintf(v, sizeof(v), "%.6g", h->link.gbps);
 		put(ctx, k, v);
 		snprintf(k, sizeof(k), "fabric.%s.step_latency_us", gname[g]);
-		snprintf(v, sizeof(v), "%.6g", h->step_lat_ns / 1e3);
+		snprintf(v, sizeof(v), "%.6g", h->link.step_lat_ns / 1e3);
 		put(ctx, k, v);
+		if (h->size > 1) {
+			/* a small all-reduce's latency: the tree's across nodes, where the rule takes it */
+			struct fabric_coll fc;
+			fabric_collective(&h->link, OP_ALLREDUCE, h->size, 1, &fc);
+			snprintf(k, sizeof(k), "fabric.%s.allreduce_latency_us", gname[g]);
+			snprintf(v, sizeof(v), "%.6g (%s)", fc.latency_ns / 1e3,
+				 fc.tree ? "a double binary tree's" : "the ring's");
+			put(ctx, k, v);
+		}
 	}
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)wire);
 	put(ctx, "fabric.wire_bytes_total", v);

@@ -26,11 +26,13 @@
  * N-rank job. Its communicators have the group sizes of the N-rank job but
  * no peers; a collective on them is device traffic of exactly the bytes
  * rank 0 sends in a ring of the group (collective_wire_bytes), in the
- * ring's steps, each step paced to the emulated link's bandwidth plus a
- * step latency (struct comm_emu_plan). The link of each group follows the
- * cluster as ./sim prices it (simulator/cost.c, cost_collective): the
- * intra-node bus bandwidth inside a node, the per-GPU network bandwidth
- * across nodes, NVLink or network latency per step; flags override them.
+ * ring's steps, each step paced to the emulated link's bandwidth plus its
+ * share of the collective's latency (struct comm_emu_plan). The link and
+ * the latency of each group are the ones ./sim prices, from one rule
+ * (core/fabric.h: the intra-node bus inside a node, the slower of it and
+ * the per-GPU network across nodes, NVLink or network latency per ring
+ * step, a double binary tree's latency for an all-reduce across nodes
+ * where shorter); flags override the bandwidth and the step latency.
  * What the data becomes: an all-gather fills every slot with this rank's
  * shard, so the full parameters repeat it; a reduce-scatter leaves the
  * mean of the n chunks of this rank's gradient, which is the gradient of
@@ -48,6 +50,7 @@
 
 #include <mpi.h>
 
+#include "fabric.h"
 #include "schedule.h"
 
 #define mpi_check(call) comm_check((call), #call, __FILE__, __LINE__)
@@ -61,8 +64,7 @@ struct comm_handle {
 	struct ncclComm *nccl; /* CUDA build after comm_nccl_init; NULL otherwise */
 	int used;             /* a collective of the schedule runs on it */
 	int emulated;         /* no peers: collectives are paced traffic (comm_emu_plan) */
-	double link_gbps;     /* emulated: link bandwidth, GB/s = bytes/ns */
-	double step_lat_ns;   /* emulated: latency of one ring step */
+	struct fabric_link link; /* emulated: the group's link (core/fabric.h), as ./sim prices it unless overridden */
 	uint64_t wire_bytes;  /* emulated: bytes sent so far (what a ring rank would put on the wire) */
 };
 
@@ -122,7 +124,7 @@ void comm_all_reduce_mean(struct comm_handle *h, float *buf, size_t count);
  * An emulated collective's ring: `steps` steps, step i moving
  * comm_emu_step_bytes(p, i) bytes (the wire bytes spread over the steps,
  * so they sum to collective_wire_bytes exactly), each lasting at least
- * its bytes over the link plus the step latency; the first reduce_steps
+ * its bytes over the link plus its share of the latency; the first reduce_steps
  * steps also add what they receive (reduce-scatter, and the first half of
  * an all-reduce).
  */
@@ -131,7 +133,7 @@ struct comm_emu_plan {
 	int reduce_steps;
 	uint64_t wire_bytes;      /* collective_wire_bytes(kind, S, n) */
 	double bytes_per_ns;
-	double step_lat_ns;
+	double step_lat_ns;       /* the collective's latency (fabric_latency_ns) over its steps */
 };
 /* The plan of a collective of kind k over S bytes (the full buffer) on handle h. */
 void comm_emu_plan(const struct comm_handle *h, enum op_kind k, uint64_t S, struct comm_emu_plan *p);

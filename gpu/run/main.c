@@ -92,12 +92,10 @@ static void usage(FILE *f)
 		   "  --attention A          cuda: mma (the mma.sync flash kernels, the default) or\n"
 		   "                         cudnn (cuDNN's fused SDPA, falling back to mma)\n"
 		   "  --gemm-autotune        cuda: time cuBLASLt's top 8 algorithms once per shape\n"
-		   "  --watchdog S           cuda: end the job when a step is not done after S\n"
-		   "                         seconds (default 300; 0: never)\n"
 		   "  --calibrate [FILE.h5]  measure this machine's kernels, collectives and\n"
 		   "                         overheads for ./sim --calibration (default file:\n"
 		   "                         data/calibration/<hardware>-<backend>.h5); --quick: a\n"
-		   "                         few points (the cpu backend)\n"
+		   "                         few points; with --emulate-world N, rank 0 of N\n"
 		   "  --hardware             print <hardware>-<backend>, the name of this machine's\n"
 		   "                         calibration\n");
 	config_usage(f);
@@ -174,7 +172,6 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->emu.lat_us = -1;
 	o->nccl = (struct comm_nccl_opts){ -1, -1, -1, -1 };
-	o->cuda.watchdog_s = 300;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = 1, cuda_only = 0;
@@ -230,9 +227,6 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 			o->cuda.gemm_autotune = 1;
 			takes = 0;
 			cuda_only = 1;
-		} else if (!strcmp(a, "--watchdog")) {
-			o->cuda.watchdog_s = flag_number(rank, a, v, 0, 1e7, 0);
-			cuda_only = 1;
 		} else {
 			continue;
 		}
@@ -243,6 +237,12 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		argv[i] = NULL;
 		if (takes)
 			argv[++i] = NULL;
+	}
+	if (o->calibrate && o->cuda.gemm_autotune) {
+		say0(rank, "gpu_run: --calibrate with --gemm-autotune: the autotuning synchronizes the stream, and the "
+			   "calibration queues its work behind a gate first; calibrate with the heuristic's first "
+			   "algorithm (the default)\n");
+		finish(2);
 	}
 	if (o->nccl.min_ctas > 0 && o->nccl.max_ctas > 0 && o->nccl.min_ctas > o->nccl.max_ctas) {
 		say0(rank, "gpu_run: --nccl-min-ctas %d is more than --nccl-max-ctas %d\n", o->nccl.min_ctas,
@@ -436,6 +436,7 @@ static void abort_job(void)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+#ifdef GPU_RUN_CUDA
 /* The node's ranks: this rank's index among them and their number. */
 static void local_rank(int *lrank, int *lsize)
 {
@@ -446,6 +447,7 @@ static void local_rank(int *lrank, int *lsize)
 	mpi_check(MPI_Comm_size(node, lsize));
 	mpi_check(MPI_Comm_free(&node));
 }
+#endif
 
 /*
  * The backend of run.device. The CUDA one needs a GPU per rank and, unless
@@ -546,10 +548,10 @@ int main(int argc, char **argv)
 			if (rank == 0)
 				printf("%s-%s\n", hw, be->ops->name);
 		} else if (!be->ops->kernel) {
-			say0(rank, "gpu_run: --calibrate: the %s backend cannot calibrate yet (gpu/run/calibrate.c's "
-				   "microbenchmarks run on the cpu backend)\n", be->ops->name);
+			say0(rank, "gpu_run: --calibrate: the %s backend has no kernel microbenchmark\n", be->ops->name);
 			rc = 2;
 		} else {
+			watchdog_waiting("the calibration's microbenchmarks");
 			rc = calibrate(s, &c, be, opts.calibration, opts.quick) == 0 ? 0 : 1;
 		}
 		be->ops->release(be);
@@ -560,7 +562,9 @@ int main(int argc, char **argv)
 		comm_release(&c);
 		schedule_free(s);
 		config_release(&e);
-		MPI_Finalize();
+		if (quiet)
+			fclose(quiet);
+		mpi_finish();
 		return rc;
 	}
 	x = exec_new(s, &c, be, opts.serialize, err, sizeof(err));

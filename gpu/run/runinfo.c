@@ -4,10 +4,12 @@
  */
 #include "runinfo.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "h5file.h"
 #include "xalloc.h"
 
@@ -27,6 +29,8 @@ void runinfo_put(void *ctx, const char *key, const char *value)
 {
 	struct runinfo *ri = ctx;
 
+	/* a results file reads section.key attributes as the run's configuration (core/results.c) */
+	assert(!config_is_section_key(key) && "a run fact named like a configuration key");
 	if (ri->n == ri->cap) {
 		ri->cap = ri->cap ? 2 * ri->cap : 32;
 		ri->key = xrealloc(ri->key, sizeof(*ri->key) * (size_t)ri->cap);

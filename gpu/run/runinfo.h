@@ -5,9 +5,11 @@
  * outside the allocator. gpu_run prints them and adds them to the run's
  * group in the results file as string attributes, one per key (names like
  * `fabric`, `fabric.shard.link_gbps`, `device.name`, `nccl.max_ctas`:
- * none starts with a config section's name, so they never meet the
- * `section.key` attributes results_append writes). The keys each backend
- * gives are listed in gpu/run/README.md.
+ * none starts with a config section's name, asserted by runinfo_put, so
+ * they never meet the `section.key` attributes results_append writes and
+ * results_read rebuilds the configuration from; it keeps the fabric.*
+ * ones, which ./sim --compare checks, core/fabric.h). The keys each
+ * backend gives are listed in gpu/run/README.md.
  */
 #ifndef GPU_RUN_RUNINFO_H
 #define GPU_RUN_RUNINFO_H

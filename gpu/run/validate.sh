@@ -14,20 +14,28 @@
 # The runs being predicted are never used to fit anything: the calibration
 # is made of microbenchmarks only, measured before the runs.
 #
-#   gpu/run/validate.sh [--quick] [--out DIR]
+#   gpu/run/validate.sh [--quick] [--emulate] [--out DIR]
 #     --quick   one model (tiny), 2 ranks, four policies, quick calibration:
 #               the pipeline works and its output is well formed (CI)
+#     --emulate one process as rank 0 of an emulated job (gpu_run
+#               --emulate-world N) for the calibration and every run: N = 8
+#               (2 nodes of 4) and 16 (2 of 8), or 8 alone with --quick; the
+#               runs go to <hardware>-cpu-emulated-<date>.h5 and are compared
+#               with the emulated calibration of their N (what a GPU session
+#               does with one GPU, gpu/device_session.sh)
 #     --out DIR where calibration/ and runs/ go (default data)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 quick=0
+emulate=0
 dir=data
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1 ;;
+	--emulate) emulate=1 ;;
 	--out) dir=$2; shift ;;
-	*) echo "validate.sh: unknown argument '$1' (allowed: --quick, --out DIR)" >&2; exit 2 ;;
+	*) echo "validate.sh: unknown argument '$1' (allowed: --quick, --emulate, --out DIR)" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -63,23 +71,35 @@ else
 		"pytorch|--set policy.runtime=pytorch" "chunked|--set policy.loss=chunked")
 	calq=()
 fi
+if [ $emulate = 1 ]; then
+	if [ $quick = 1 ]; then worlds=(8); else worlds=(8 16); fi
+	# hsdp (a shard ring inside a node, a replica ring across) is one of the families
+	families+=("hsdp|--set policy.sharding=hsdp")
+fi
 
 # The cluster of a world: 2 ranks are one node of two; 4 are two nodes of
-# two, so that hsdp has both a shard group and a replica group.
+# two, so that hsdp has both a shard group and a replica group; emulated,
+# 8 and 16 ranks are two nodes of 4 and of 8.
 cluster() {
-	if [ "$1" = 4 ]; then echo "--set cluster.nodes=2 --set cluster.gpus_per_node=2"
-	else echo "--set cluster.nodes=1 --set cluster.gpus_per_node=2"; fi
+	case $1 in
+	4) echo "--set cluster.nodes=2 --set cluster.gpus_per_node=2" ;;
+	8 | 16) echo "--set cluster.nodes=2 --set cluster.gpus_per_node=$(($1 / 2))" ;;
+	*) echo "--set cluster.nodes=1 --set cluster.gpus_per_node=2" ;;
+	esac
 }
+# The processes a world is run with, and the flag that emulates it.
+procs() { if [ $emulate = 1 ]; then echo 1; else echo "$1"; fi; }
+emu() { if [ $emulate = 1 ]; then echo "--emulate-world $1"; fi; }
 
 # 1. calibration
 hw=$("${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --hardware)
 cal=$dir/calibration/$hw.h5
 for np in "${worlds[@]}"; do
 	for m in "${models[@]}"; do
-		echo "validate: calibrating $m on $np ranks"
+		echo "validate: calibrating $m on $np ranks$([ $emulate = 1 ] && echo ", emulated")"
 		# shellcheck disable=SC2046
-		if ! "${MPIRUN[@]}" -np "$np" "$GPU_RUN" "$EXP" $(cluster "$np") --set model.name="$m" \
-			--calibrate "$cal" "${calq[@]}" 2>"$cal.log.tmp" | sed 's/^/  /'; then
+		if ! "${MPIRUN[@]}" -np "$(procs "$np")" "$GPU_RUN" "$EXP" $(cluster "$np") $(emu "$np") \
+			--set model.name="$m" --calibrate "$cal" "${calq[@]}" 2>"$cal.log.tmp" | sed 's/^/  /'; then
 			tail -5 "$cal.log.tmp" >&2
 			rm -f "$cal.log.tmp"
 			echo "validate: gpu_run --calibrate failed ($m, $np ranks)" >&2
@@ -90,20 +110,22 @@ done
 rm -f "$cal.log.tmp"
 
 # 2. measured runs
-runs=$dir/runs/$hw-$(date -u +%Y%m%d-%H%M%S).h5
+runs=$dir/runs/$hw$([ $emulate = 1 ] && echo -emulated)-$(date -u +%Y%m%d-%H%M%S).h5
 n=0
 for np in "${worlds[@]}"; do
 	fams=("${families[@]}")
 	if [ "$np" = 4 ]; then
 		fams+=("hsdp|--set policy.sharding=hsdp" "hsdp-defer|--set policy.sharding=hsdp --set policy.accum=defer-replica")
+	elif [ $emulate = 1 ] && [ $quick = 0 ]; then
+		fams+=("hsdp-defer|--set policy.sharding=hsdp --set policy.accum=defer-replica")
 	fi
 	for m in "${models[@]}"; do
 		for fam in "${fams[@]}"; do
 			name=${fam%%|*}
 			read -r -a args <<<"${fam#*|}"
 			# shellcheck disable=SC2046
-			if ! "${MPIRUN[@]}" -np "$np" "$GPU_RUN" "$EXP" $(cluster "$np") --set model.name="$m" "${steps[@]}" \
-				"${args[@]}" --set run.out="$runs" >"$runs.log.tmp" 2>&1; then
+			if ! "${MPIRUN[@]}" -np "$(procs "$np")" "$GPU_RUN" "$EXP" $(cluster "$np") $(emu "$np") \
+				--set model.name="$m" "${steps[@]}" "${args[@]}" --set run.out="$runs" >"$runs.log.tmp" 2>&1; then
 				echo "validate: $name ($m, $np ranks) failed:" >&2
 				tail -5 "$runs.log.tmp" >&2
 				rm -f "$runs.log.tmp"

@@ -25,6 +25,8 @@ static struct {
 	char waiting[128];      /* what the host waits on, "" for nothing */
 	void (*describe)(void *ctx, char *buf, size_t n);
 	void *ctx;
+	void (*before_abort)(void *ctx);
+	void *abort_ctx;
 	atomic_ulong progress;
 	atomic_int finalizing;
 } wd = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -50,6 +52,8 @@ static void fire(double idle_s)
 		wd.rank, idle_s, wd.timeout_s, wd.waiting[0] ? wd.waiting : "nothing the host knows of",
 		streams[0] ? ": " : "", streams);
 	fflush(stderr);
+	if (wd.before_abort)
+		wd.before_abort(wd.abort_ctx);
 	if (atomic_load(&wd.finalizing))
 		_exit(WATCHDOG_EXIT);
 	MPI_Abort(MPI_COMM_WORLD, WATCHDOG_EXIT);
@@ -138,6 +142,14 @@ void watchdog_describe_with(void (*fn)(void *ctx, char *buf, size_t n), void *ct
 	pthread_mutex_lock(&wd.mu);
 	wd.describe = fn;
 	wd.ctx = ctx;
+	pthread_mutex_unlock(&wd.mu);
+}
+
+void watchdog_before_abort(void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&wd.mu);
+	wd.before_abort = fn;
+	wd.abort_ctx = ctx;
 	pthread_mutex_unlock(&wd.mu);
 }
 

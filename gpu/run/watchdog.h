@@ -15,9 +15,10 @@
  *   step 3: RS block1 m0 running on stream reduce_scatter; ...; aborting the job
  *
  * naming what the host waits on and what the backend's streams are stuck
- * in (the backend's describe callback), and aborts the job
- * (MPI_Abort, exit status WATCHDOG_EXIT); mpirun then kills every rank,
- * a stopped one included. The timeout must exceed the longest single op.
+ * in (the backend's describe callback), lets the backend prepare (its
+ * before-abort callback), and aborts the job (MPI_Abort, exit status
+ * WATCHDOG_EXIT); mpirun then kills every rank, a stopped one included.
+ * The timeout must exceed the longest single op.
  *
  * One watchdog per process (one rank): the functions use process-wide
  * state. watchdog_progress is a relaxed atomic increment, cheap enough for
@@ -53,6 +54,14 @@ void watchdog_waiting(const char *what);
  * unregisters before it is released.
  */
 void watchdog_describe_with(void (*fn)(void *ctx, char *buf, size_t n), void *ctx);
+
+/*
+ * What to do right before the job is aborted (the CUDA backend aborts its
+ * NCCL communicators, so that no collective in flight holds the exit);
+ * called from the watchdog's thread. NULL unregisters; a backend
+ * unregisters before it is released.
+ */
+void watchdog_before_abort(void (*fn)(void *ctx), void *ctx);
 
 /* MPI is being finalized: MPI_Abort is no longer allowed, the watchdog exits the process instead. */
 void watchdog_finalizing(void);
