@@ -181,7 +181,7 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 /*
  * Kendall's tau-a between the measured and the predicted order by step
  * time, over the pairs of runs in the same group (same model, cluster,
- * batch and hardware: only the policy differs). GSL has Spearman's rho but
+ * batch and hardware) with different policies. GSL has Spearman's rho but
  * not Kendall's tau, so the pairs are counted here. NAN with no pair.
  */
 static double kendall_tau(const struct cmp *c, int n, int *pairs)
@@ -191,8 +191,8 @@ static double kendall_tau(const struct cmp *c, int n, int *pairs)
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++) {
 			double dm, dp;
-			if (!c[i].have || !c[j].have || strcmp(c[i].group, c[j].group))
-				continue;
+			if (!c[i].have || !c[j].have || strcmp(c[i].group, c[j].group) || !strcmp(c[i].policy, c[j].policy))
+				continue; /* another group, or the same policy measured again */
 			dm = c[i].m->sum.step_time_s - c[j].m->sum.step_time_s;
 			dp = c[i].pred.step_time_s - c[j].pred.step_time_s;
 			np++;
@@ -359,13 +359,52 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	fputs("}}", out);
 }
 
+/*
+ * The machine's own run-to-run noise: over the configurations measured
+ * more than once (same policy, model, cluster, batch and hardware), the
+ * spread of their median steps, (largest - smallest) / smallest. Fills
+ * the median and the worst spread; returns how many configurations were
+ * repeated.
+ */
+static int repeat_spread(const struct cmp *c, int n, double *median, double *worst)
+{
+	double *v = xcalloc((size_t)n + 1, sizeof(double));
+	int *seen = xcalloc((size_t)n + 1, sizeof(int)), nv = 0;
+
+	for (int i = 0; i < n; i++) {
+		double lo, hi;
+		int k = 1;
+		if (!c[i].have || seen[i])
+			continue;
+		lo = hi = c[i].m->sum.step_time_s;
+		for (int j = i + 1; j < n; j++)
+			if (c[j].have && !strcmp(c[i].group, c[j].group) && !strcmp(c[i].policy, c[j].policy)) {
+				seen[j] = 1;
+				k++;
+				lo = fmin(lo, c[j].m->sum.step_time_s);
+				hi = fmax(hi, c[j].m->sum.step_time_s);
+			}
+		if (k > 1 && lo > 0)
+			v[nv++] = (hi - lo) / lo;
+	}
+	*median = *worst = NAN;
+	if (nv) {
+		gsl_sort(v, 1, (size_t)nv);
+		*median = gsl_stats_median_from_sorted_data(v, 1, (size_t)nv);
+		*worst = v[nv - 1];
+	}
+	free(v);
+	free(seen);
+	return nv;
+}
+
 int compare_file(const char *path, const char *calibration, int json, FILE *out)
 {
 	struct run_read *runs;
 	struct cmp *c;
 	struct run_result *app;
-	double *abserr, median = NAN, worst = NAN, tau;
-	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0;
+	double *abserr, median = NAN, worst = NAN, tau, rep_median, rep_worst;
+	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0, repeated;
 
 	if (results_read(path, &runs, &n) != 0)
 		return 2;
@@ -415,6 +454,7 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 		worst = abserr[ok - 1];
 	}
 	tau = kendall_tau(c, nc, &pairs);
+	repeated = repeat_spread(c, nc, &rep_median, &rep_worst);
 	if (napp && results_append_runs(path, app, napp) != 0)
 		rc = 1;
 	if (json) {
@@ -425,6 +465,10 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 		json_num(out, worst);
 		fprintf(out, ", \"ranked_pairs\": %d, \"kendall_tau\": ", pairs);
 		json_num(out, tau);
+		fprintf(out, ", \"repeated_configs\": %d, \"repeat_spread_median\": ", repeated);
+		json_num(out, rep_median);
+		fputs(", \"repeat_spread_worst\": ", out);
+		json_num(out, rep_worst);
 		fprintf(out, ", \"appended\": %d}\n", napp);
 	} else {
 		fprintf(out, "%d measured run%s compared", ok, ok == 1 ? "" : "s");
@@ -434,6 +478,10 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 			fprintf(out, ": step-time error median %.1f%%, worst %.1f%%; %d inside their run's noise", 100 * median,
 				100 * worst, within);
 		fputc('\n', out);
+		if (repeated)
+			fprintf(out, "the machine's own noise: %d configuration%s measured more than once, their median "
+				     "steps apart by %.1f%% (median), %.1f%% (worst)\n",
+				repeated, repeated == 1 ? "" : "s", 100 * rep_median, 100 * rep_worst);
 		if (pairs)
 			fprintf(out, "policy ranking by step time: Kendall's tau %.3f over %d pairs of runs that differ "
 				     "only in policy%s\n",

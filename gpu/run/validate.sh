@@ -6,8 +6,9 @@
 #      overheads, with 2 and with 4 ranks, for each model below
 #      (data/calibration/<hardware>-cpu.h5, appended);
 #   2. run every policy family with gpu_run on the CPU backend, 2 and 4
-#      ranks, the tiny and the small model (data/runs/<hardware>-cpu-<date>.h5);
-#   3. "$SIM" --compare that file: each run predicted from its own
+#      ranks, the tiny and the small model (data/runs/<hardware>-cpu-<date>.h5),
+#      the base policy three times (the machine's own run-to-run noise);
+#   3. ./sim --compare that file: each run predicted from its own
 #      configuration and the calibration, the predictions appended beside
 #      the measurements, the report kept as <file>.compare.txt and .json.
 #
@@ -118,6 +119,12 @@ for np in "${worlds[@]}"; do
 		fams+=("hsdp|--set policy.sharding=hsdp" "hsdp-defer|--set policy.sharding=hsdp --set policy.accum=defer-replica")
 	elif [ $emulate = 1 ] && [ $quick = 0 ]; then
 		fams+=("hsdp-defer|--set policy.sharding=hsdp --set policy.accum=defer-replica")
+	fi
+	if [ $quick = 0 ]; then
+		# the base policy again, in the middle and at the end: the machine's own
+		# run-to-run noise, which ./sim --compare reports beside the errors
+		half=$((${#fams[@]} / 2))
+		fams=("${fams[@]:0:half}" "fsdp-again|" "${fams[@]:half}" "fsdp-again|")
 	fi
 	for m in "${models[@]}"; do
 		for fam in "${fams[@]}"; do
