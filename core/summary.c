@@ -11,6 +11,7 @@
 struct edge {
 	uint64_t t;
 	int8_t comm, compute; /* +1 at a start, -1 at an end */
+	uint8_t kind;         /* the op's enum op_kind */
 };
 
 static int edge_cmp(const void *a, const void *b)
@@ -21,35 +22,143 @@ static int edge_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/*
+ * How op i counts, as bits: 1 communication (op_is_comm), 2 compute (an
+ * op of the compute stream other than a free); 0 when it does not, or
+ * takes no time.
+ */
+static int counts(const struct schedule *s, const struct op_timing *ops, int i)
+{
+	const struct op *o = &s->ops[i];
+
+	if (ops[i].end_ns <= ops[i].start_ns)
+		return 0;
+	return op_is_comm(s, o) | (o->stream == ST_COMPUTE && o->kind != OP_FREE) << 1;
+}
+
+/* The sums over the edges, taken in time order (edges at equal times in any order). */
+struct sweep {
+	int comm, comp, running[OP_KIND_COUNT];
+	uint64_t prev, exposed, busy, by_kind[OP_KIND_COUNT];
+	int want_kinds;
+};
+
+static void sweep_edge(struct sweep *w, uint64_t t, int comm, int comp, int kind)
+{
+	uint64_t dt = t - w->prev;
+
+	if (w->comm > 0 && w->comp == 0) {
+		w->exposed += dt;
+		if (w->want_kinds)
+			for (int k = 0; k < OP_KIND_COUNT; k++)
+				w->by_kind[k] += w->running[k] > 0 ? dt : 0;
+	}
+	if (w->comp > 0)
+		w->busy += dt;
+	w->comm += comm;
+	w->comp += comp;
+	w->running[kind] += comm;
+	w->prev = t;
+}
+
+/* Every edge sorted: for timelines whose streams overlap themselves (a measured run's jitter). */
+static void sweep_sorted(const struct schedule *s, const struct op_timing *ops, struct sweep *w)
+{
+	struct edge *e = xmalloc(sizeof(*e) * 2 * (size_t)(s->nops + 1));
+	int n = 0;
+
+	for (int i = 0; i < s->nops; i++) {
+		int c = counts(s, ops, i);
+		if (!c)
+			continue;
+		e[n++] = (struct edge){ ops[i].start_ns, (int8_t)(c & 1), (int8_t)(c >> 1), s->ops[i].kind };
+		e[n++] = (struct edge){ ops[i].end_ns, (int8_t)-(c & 1), (int8_t)-(c >> 1), s->ops[i].kind };
+	}
+	qsort(e, n, sizeof(*e), edge_cmp);
+	for (int i = 0; i < n; i++)
+		sweep_edge(w, e[i].t, e[i].comm, e[i].compute, e[i].kind);
+	free(e);
+}
+
+/*
+ * Ops of one stream run one after the other, so each stream's edges come
+ * in time order already: merge the streams, with a cursor on each (the
+ * stream's next counted op, and whether its start or its end is next).
+ * 0, or -1 when a stream's ops overlap (nothing summed then).
+ */
+static int sweep_merged(const struct schedule *s, const struct op_timing *ops, struct sweep *w)
+{
+	uint32_t at[ST_COUNT];
+	int end[ST_COUNT], c[ST_COUNT];
+
+	for (int st = 0; st < ST_COUNT; st++) {
+		uint64_t last = 0;
+		for (uint32_t k = s->stream_first[st]; k < s->stream_first[st + 1]; k++) {
+			int i = s->stream_ops[k];
+			if (!counts(s, ops, i))
+				continue;
+			if (ops[i].start_ns < last)
+				return -1;
+			last = ops[i].end_ns;
+		}
+	}
+	for (int st = 0; st < ST_COUNT; st++) {
+		at[st] = s->stream_first[st];
+		while (at[st] < s->stream_first[st + 1] && !(c[st] = counts(s, ops, s->stream_ops[at[st]])))
+			at[st]++;
+		end[st] = 0;
+	}
+	for (;;) {
+		int best = -1;
+		uint64_t bt = 0;
+		for (int st = 0; st < ST_COUNT; st++) {
+			uint64_t t;
+			if (at[st] >= s->stream_first[st + 1])
+				continue;
+			t = end[st] ? ops[s->stream_ops[at[st]]].end_ns : ops[s->stream_ops[at[st]]].start_ns;
+			if (best < 0 || t < bt) {
+				best = st;
+				bt = t;
+			}
+		}
+		if (best < 0)
+			return 0;
+		int i = s->stream_ops[at[best]], sign = end[best] ? -1 : 1;
+		sweep_edge(w, bt, sign * (c[best] & 1), sign * (c[best] >> 1), s->ops[i].kind);
+		if (!end[best]) {
+			end[best] = 1;
+			continue;
+		}
+		end[best] = 0;
+		do
+			at[best]++;
+		while (at[best] < s->stream_first[best + 1] && !(c[best] = counts(s, ops, s->stream_ops[at[best]])));
+	}
+}
+
+void summary_overlap_by_kind(const struct schedule *s, const struct op_timing *ops, double *compute_s,
+			     double *exposed_comm_s, double exposed_by_kind_s[OP_KIND_COUNT])
+{
+	struct sweep w;
+
+	memset(&w, 0, sizeof(w));
+	w.want_kinds = exposed_by_kind_s != NULL;
+	if (sweep_merged(s, ops, &w) != 0) {
+		memset(&w, 0, sizeof(w));
+		w.want_kinds = exposed_by_kind_s != NULL;
+		sweep_sorted(s, ops, &w);
+	}
+	*compute_s = w.busy * 1e-9;
+	*exposed_comm_s = w.exposed * 1e-9;
+	if (exposed_by_kind_s)
+		for (int k = 0; k < OP_KIND_COUNT; k++)
+			exposed_by_kind_s[k] = w.by_kind[k] * 1e-9;
+}
+
 void summary_overlap(const struct schedule *s, const struct op_timing *ops, double *compute_s,
 		     double *exposed_comm_s)
 {
-	struct edge *e = xmalloc(sizeof(*e) * 2 * (size_t)(s->nops + 1));
-	int n = 0, comm = 0, comp = 0;
-	uint64_t exposed = 0, busy = 0, prev = 0;
-
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		int c = op_is_comm(s, o), k = o->stream == ST_COMPUTE && o->kind != OP_FREE;
-		if ((!c && !k) || ops[i].end_ns <= ops[i].start_ns)
-			continue;
-		e[n++] = (struct edge){ ops[i].start_ns, (int8_t)c, (int8_t)k };
-		e[n++] = (struct edge){ ops[i].end_ns, (int8_t)-c, (int8_t)-k };
-	}
-	qsort(e, n, sizeof(*e), edge_cmp);
-	for (int i = 0; i < n; i++) {
-		uint64_t dt = e[i].t - prev;
-		if (comm > 0 && comp == 0)
-			exposed += dt;
-		if (comp > 0)
-			busy += dt;
-		comm += e[i].comm;
-		comp += e[i].compute;
-		prev = e[i].t;
-	}
-	free(e);
-	*compute_s = busy * 1e-9;
-	*exposed_comm_s = exposed * 1e-9;
+	summary_overlap_by_kind(s, ops, compute_s, exposed_comm_s, NULL);
 }
 
 void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,

@@ -26,8 +26,15 @@
 void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,
 		     const struct mem_peaks *peaks, struct summary *out);
 
-/* Compute-busy and exposed-communication seconds of a timeline. */
+/* Compute-busy and exposed-communication seconds of a timeline. O(ops). */
 void summary_overlap(const struct schedule *s, const struct op_timing *ops, double *compute_s,
 		     double *exposed_comm_s);
+/*
+ * The same, and exposed_by_kind_s[k] (NULL: not wanted): the time ops of
+ * kind k communicate while no compute op runs. Kinds that run at once
+ * both count, so the kinds may add up to more than exposed_comm_s.
+ */
+void summary_overlap_by_kind(const struct schedule *s, const struct op_timing *ops, double *compute_s,
+			     double *exposed_comm_s, double exposed_by_kind_s[OP_KIND_COUNT]);
 
 #endif
