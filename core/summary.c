@@ -84,31 +84,36 @@ static void sweep_sorted(const struct schedule *s, const struct op_timing *ops, 
  * Ops of one stream run one after the other, so each stream's edges come
  * in time order already: merge the streams, with a cursor on each (the
  * stream's next counted op, and whether its start or its end is next).
- * 0, or -1 when a stream's ops overlap (nothing summed then).
+ * One pass first classifies the ops (counts) and checks that order. 0, or
+ * -1 when a stream's ops overlap (nothing summed then).
  */
 static int sweep_merged(const struct schedule *s, const struct op_timing *ops, struct sweep *w)
 {
+	uint8_t *cls = xmalloc((size_t)s->nops + 1);
 	uint32_t at[ST_COUNT];
-	int end[ST_COUNT], c[ST_COUNT];
+	int end[ST_COUNT], rc = 0;
 
-	for (int st = 0; st < ST_COUNT; st++) {
+	for (int st = 0; st < ST_COUNT && !rc; st++) {
 		uint64_t last = 0;
 		for (uint32_t k = s->stream_first[st]; k < s->stream_first[st + 1]; k++) {
 			int i = s->stream_ops[k];
-			if (!counts(s, ops, i))
+			cls[k] = (uint8_t)counts(s, ops, i);
+			if (!cls[k])
 				continue;
-			if (ops[i].start_ns < last)
-				return -1;
+			if (ops[i].start_ns < last) {
+				rc = -1;
+				break;
+			}
 			last = ops[i].end_ns;
 		}
 	}
-	for (int st = 0; st < ST_COUNT; st++) {
+	for (int st = 0; st < ST_COUNT && !rc; st++) {
 		at[st] = s->stream_first[st];
-		while (at[st] < s->stream_first[st + 1] && !(c[st] = counts(s, ops, s->stream_ops[at[st]])))
+		while (at[st] < s->stream_first[st + 1] && !cls[at[st]])
 			at[st]++;
 		end[st] = 0;
 	}
-	for (;;) {
+	while (!rc) {
 		int best = -1;
 		uint64_t bt = 0;
 		for (int st = 0; st < ST_COUNT; st++) {
@@ -122,9 +127,9 @@ static int sweep_merged(const struct schedule *s, const struct op_timing *ops, s
 			}
 		}
 		if (best < 0)
-			return 0;
-		int i = s->stream_ops[at[best]], sign = end[best] ? -1 : 1;
-		sweep_edge(w, bt, sign * (c[best] & 1), sign * (c[best] >> 1), s->ops[i].kind);
+			break;
+		int c = cls[at[best]], sign = end[best] ? -1 : 1;
+		sweep_edge(w, bt, sign * (c & 1), sign * (c >> 1), s->ops[s->stream_ops[at[best]]].kind);
 		if (!end[best]) {
 			end[best] = 1;
 			continue;
@@ -132,8 +137,10 @@ static int sweep_merged(const struct schedule *s, const struct op_timing *ops, s
 		end[best] = 0;
 		do
 			at[best]++;
-		while (at[best] < s->stream_first[best + 1] && !(c[best] = counts(s, ops, s->stream_ops[at[best]])));
+		while (at[best] < s->stream_first[best + 1] && !cls[at[best]]);
 	}
+	free(cls);
+	return rc;
 }
 
 void summary_overlap_by_kind(const struct schedule *s, const struct op_timing *ops, double *compute_s,

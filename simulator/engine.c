@@ -478,7 +478,9 @@ struct engine_prep *engine_prepare(const struct schedule *s, int record_memory, 
 
 	p->s = s;
 	p->record_memory = record_memory;
-	if (cost_init(&cost, s, err, errlen) != 0) { /* the calibration, for the launch thread's times */
+	memset(&cost, 0, sizeof(cost));
+	/* a calibration times the launch thread; without one, the runtime spec does */
+	if (s->exp->calibration[0] && cost_init(&cost, s, err, errlen) != 0) {
 		free(p);
 		return NULL;
 	}
