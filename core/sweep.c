@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "xalloc.h"
@@ -45,6 +46,8 @@ struct reader {
 	struct sweep *sw;
 	FILE *f;
 	int line;              /* of the line inih handles */
+	int section_line;      /* of the last [section] header */
+	int reported_section;  /* the header whose unknown section was reported */
 	int cont;              /* that line starts with white space: it continues the previous value */
 	int errors;
 	char last_section[16], last_key[64];
@@ -54,8 +57,6 @@ struct reader {
 	int seen_line[SWEEP_AXES_MAX + 8];
 	int nseen;
 	struct experiment scratch;  /* where axis values are checked */
-	/* the raw text of each axis, values gathered over continuation lines */
-	char *raw[SWEEP_AXES_MAX];
 	char path[CONFIG_PATH_MAX]; /* the sweep file, for messages */
 	char what_if[80];      /* [sweep] what_if, checked once the axes are known */
 	int what_if_line;
@@ -97,6 +98,8 @@ static char *reader_line(char *str, int num, void *stream)
 	}
 	r->cont = (str[0] == ' ' || str[0] == '\t') && str[strspn(str, " \t\r\n")] != '\0' &&
 		  str[strspn(str, " \t")] != ';' && str[strspn(str, " \t")] != '#';
+	if (str[strspn(str, " \t")] == '[')
+		r->section_line = r->line;
 	return str;
 }
 
@@ -122,23 +125,27 @@ static void real_text(double v, char *buf, size_t n)
 }
 
 /* Add value text to axis a after checking it as the key's value; -1 after a message. */
-static int axis_add(struct reader *r, struct sweep_axis *a, const char *text)
+static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, int line)
 {
-	char assign[CONFIG_PATH_MAX + 128], canon[CONFIG_PATH_MAX + 8];
+	char assign[CONFIG_PATH_MAX + 128], canon[CONFIG_PATH_MAX + 8], where[CONFIG_PATH_MAX + 16];
 
 	snprintf(assign, sizeof assign, "%s.%s=%s", a->section, a->name, text);
-	if (config_set(&r->scratch, assign, a->where) != 0) {
+	if (line)
+		snprintf(where, sizeof where, "%s:%d", r->path, line);
+	else
+		snprintf(where, sizeof where, "%s", a->where);
+	if (config_set(&r->scratch, assign, where) != 0) {
 		r->errors++;
 		return -1;
 	}
 	config_get(&r->scratch, a->section, a->name, canon, sizeof canon);
 	for (int i = 0; i < a->nvalues; i++)
 		if (!strcmp(a->values[i], canon)) {
-			say(r, a->line, "%s.%s = %s is listed twice", a->section, a->name, canon);
+			say(r, line, "%s.%s = %s is listed twice", a->section, a->name, canon);
 			return -1;
 		}
 	if (a->nvalues == SWEEP_VALUES_MAX) {
-		say(r, a->line, "%s.%s has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
+		say(r, line, "%s.%s has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
 		return -1;
 	}
 	a->values = xrealloc(a->values, sizeof(char *) * (size_t)(a->nvalues + 1));
@@ -150,7 +157,7 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text)
  * A range "lo..hi", "lo..hi step S" or "lo..hi times F" of a numeric key:
  * its values, each checked as the key's. -1 after a message.
  */
-static int axis_range(struct reader *r, struct sweep_axis *a, char *item)
+static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int line)
 {
 	char *dots = strstr(item, ".."), *end, *rest, word[16], num[64];
 	double lo, hi, by = 1;
@@ -161,13 +168,13 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item)
 	errno = 0;
 	lo = strtod(trimmed(item), &end);
 	if (end == trimmed(item) || *end || !isfinite(lo)) {
-		say(r, a->line, "%s.%s: '%s' before '..' is not a number", a->section, a->name, trimmed(item));
+		say(r, line, "%s.%s: '%s' before '..' is not a number", a->section, a->name, trimmed(item));
 		return -1;
 	}
 	rest = dots + 2;
 	hi = strtod(rest, &end);
 	if (end == rest || !isfinite(hi)) {
-		say(r, a->line, "%s.%s: '%s' after '..' is not a number", a->section, a->name, trimmed(rest));
+		say(r, line, "%s.%s: '%s' after '..' is not a number", a->section, a->name, trimmed(rest));
 		return -1;
 	}
 	rest = trimmed(end);
@@ -175,24 +182,24 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item)
 		int n = 0;
 		if (sscanf(rest, "%15s %63s %n", word, num, &n) < 2 || rest[n] ||
 		    (strcmp(word, "step") && strcmp(word, "times"))) {
-			say(r, a->line, "%s.%s: '%s' after the range: write lo..hi, lo..hi step S or lo..hi times F",
+			say(r, line, "%s.%s: '%s' after the range: write lo..hi, lo..hi step S or lo..hi times F",
 			    a->section, a->name, rest);
 			return -1;
 		}
 		times = !strcmp(word, "times");
 		by = strtod(num, &end);
 		if (*end || !isfinite(by) || (times ? by <= 1 : by <= 0)) {
-			say(r, a->line, "%s.%s: %s %s: %s", a->section, a->name, word, num,
+			say(r, line, "%s.%s: %s %s: %s", a->section, a->name, word, num,
 			    times ? "the factor must be a number above 1" : "the step must be a number above 0");
 			return -1;
 		}
 	}
 	if (hi < lo) {
-		say(r, a->line, "%s.%s: the range %s..%s runs backwards", a->section, a->name, trimmed(item), trimmed(dots + 2));
+		say(r, line, "%s.%s: the range %s..%s runs backwards", a->section, a->name, trimmed(item), trimmed(dots + 2));
 		return -1;
 	}
 	if (integer && (lo != floor(lo) || hi != floor(hi) || (!times && by != floor(by)))) {
-		say(r, a->line, "%s.%s is an integer: its range needs whole numbers", a->section, a->name);
+		say(r, line, "%s.%s is an integer: its range needs whole numbers", a->section, a->name);
 		return -1;
 	}
 	for (double v = lo, prev = -INFINITY;; count++) {
@@ -205,12 +212,12 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item)
 				snprintf(text, sizeof text, "%lld", (long long)x);
 			else
 				real_text(x, text, sizeof text);
-			if (axis_add(r, a, text) != 0)
+			if (axis_add(r, a, text, line) != 0)
 				return -1;
 			prev = x;
 		}
 		if (count >= SWEEP_VALUES_MAX) {
-			say(r, a->line, "%s.%s: the range has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
+			say(r, line, "%s.%s: the range has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
 			return -1;
 		}
 		v = times ? v * by : lo + (double)(count + 1) * by;
@@ -219,25 +226,25 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item)
 }
 
 /* The values of axis a from its raw text: items separated by commas, each a value or a range. */
-static int axis_values(struct reader *r, struct sweep_axis *a, char *raw)
+static int axis_values(struct reader *r, struct sweep_axis *a, char *raw, int line)
 {
 	int rc = 0;
 
 	for (char *save = NULL, *item = strtok_r(raw, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		item = trimmed(item);
 		if (!*item) {
-			say(r, a->line, "%s.%s: an empty value in the list", a->section, a->name);
+			say(r, line, "%s.%s: an empty value in the list", a->section, a->name);
 			return -1;
 		}
 		if ((a->type == 'i' || a->type == 'r') && strstr(item, ".."))
-			rc = axis_range(r, a, item);
+			rc = axis_range(r, a, item, line);
 		else
-			rc = axis_add(r, a, item);
+			rc = axis_add(r, a, item, line);
 		if (rc)
 			return -1;
 	}
 	if (a->nvalues == 0) {
-		say(r, a->line, "%s.%s has no value", a->section, a->name);
+		say(r, line, "%s.%s has no value", a->section, a->name);
 		return -1;
 	}
 	return 0;
@@ -287,6 +294,9 @@ static void sweep_key(struct reader *r, const char *name, const char *value)
 					    value[0] == '/' ? "" : dir, value[0] == '/' ? "" : "/", value) >=
 			   sizeof sw->experiment) {
 			say(r, r->line, "sweep.experiment: the path is too long");
+		} else if (access(sw->experiment, R_OK) != 0) {
+			say(r, r->line, "sweep.experiment = %s: %s cannot be read: %s (a path relative to the sweep file)",
+			    value, sw->experiment, strerror(errno));
 		}
 	} else if (!strcmp(name, "policies")) {
 		if (!strcmp(value, "all"))
@@ -329,10 +339,9 @@ static int sweep_ini_line(void *user, const char *section, const char *name, con
 	if (r->cont && !strcmp(section, r->last_section) && !strcmp(name, r->last_key) && s > 0) {
 		for (int i = 0; i < sw->naxes; i++)
 			if (!strcmp(sw->axes[i].section, section) && !strcmp(sw->axes[i].name, name)) {
-				size_t n = strlen(r->raw[i]) + strlen(value) + 3;
-				r->raw[i] = xrealloc(r->raw[i], n);
-				strcat(r->raw[i], ", ");
-				strcat(r->raw[i], value);
+				char *raw = xstrdup(value);
+				axis_values(r, &sw->axes[i], raw, r->line);
+				free(raw);
 				return 1;
 			}
 	}
@@ -342,10 +351,14 @@ static int sweep_ini_line(void *user, const char *section, const char *name, con
 	}
 	if (s < 0) {
 		const char *close = name_closest(sections, section);
+		if (r->reported_section == r->section_line)
+			return 1;
+		r->reported_section = r->section_line;
 		if (close)
-			say(r, r->line, "unknown section [%s] (did you mean [%s]?)", section, close);
+			say(r, r->section_line, "unknown section [%s] (did you mean [%s]?)", section, close);
 		else
-			say(r, r->line, "unknown section [%s] (sections: [sweep] [model] [cluster] [policy] [run])", section);
+			say(r, r->section_line, "unknown section [%s] (sections: [sweep] [model] [cluster] [policy] [run])",
+			    section);
 		return 1;
 	}
 	snprintf(r->last_section, sizeof r->last_section, "%s", section);
@@ -392,8 +405,12 @@ static int sweep_ini_line(void *user, const char *section, const char *name, con
 	a->policy = !strcmp(section, "policy");
 	a->line = r->line;
 	snprintf(a->where, sizeof a->where, "%s:%d", r->path, r->line);
-	r->raw[sw->naxes] = xstrdup(value);
 	sw->naxes++;
+	{
+		char *raw = xstrdup(value);
+		axis_values(r, a, raw, r->line);
+		free(raw);
+	}
 	return 1;
 }
 
@@ -521,23 +538,27 @@ int sweep_load(struct sweep *sw, const char *path)
 	if (!r.errors && sw->naxes == 0 && !sw->walk)
 		say(&r, r.line ? r.line : 1, "the sweep has no axis: give a [model], [cluster], [policy] or [run] key "
 					     "a list or a range, or write policies = all in [sweep]");
-	/* the values, checked key by key */
-	for (int i = 0; i < sw->naxes; i++) {
-		if (r.errors == 0 || r.raw[i])
-			axis_values(&r, &sw->axes[i], r.raw[i]);
-		free(r.raw[i]);
-	}
 	config_release(&r.scratch);
 	if (r.errors) {
 		sweep_release(sw);
 		return -1;
 	}
-	/* the base: ./sim's defaults, then the experiment file */
+	/* the base: ./sim's defaults, then the experiment file, then the axes of one value */
 	config_init_job(&sw->base);
 	if (sw->experiment[0] && config_load(&sw->base, sw->experiment) != 0) {
 		sweep_release(sw);
 		return -1;
 	}
+	for (int i = 0; i < sw->naxes; i++)
+		if (sw->axes[i].nvalues == 1) {
+			char assign[CONFIG_PATH_MAX + 128];
+			snprintf(assign, sizeof assign, "%s.%s=%s", sw->axes[i].section, sw->axes[i].name,
+				 sw->axes[i].values[0]);
+			if (config_set(&sw->base, assign, sw->axes[i].where) != 0) {
+				sweep_release(sw);
+				return -1;
+			}
+		}
 	if (check_axes(sw, r.what_if, r.what_if_line) != 0) {
 		sweep_release(sw);
 		return -1;
@@ -601,7 +622,7 @@ int sweep_add_axis(struct sweep *sw, const char *assignment, const char *origin)
 	a->type = type;
 	snprintf(a->where, sizeof a->where, "%s", origin);
 	char *raw = xstrdup(eq + 1);
-	int rc = axis_values(&r, a, raw);
+	int rc = axis_values(&r, a, raw, 0);
 	free(raw);
 	config_release(&r.scratch);
 	if (rc != 0 || r.errors) {

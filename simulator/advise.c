@@ -110,6 +110,16 @@ static const char *fabric(const struct experiment *e, char *buf, size_t n)
 	return buf;
 }
 
+/* The link that bounds a configuration's collectives: "48 GB/s fabric", "360 GB/s NVLink". */
+static const char *link_of(const struct experiment *e, char *buf, size_t n)
+{
+	if (e->cluster.nodes > 1)
+		snprintf(buf, n, "%g GB/s fabric", e->cluster.inter_gbps);
+	else
+		snprintf(buf, n, "%g GB/s NVLink", e->cluster.intra_gbps);
+	return buf;
+}
+
 /* How policy field f of b differs from a's, as a change to make ("hsdp instead of fsdp"). */
 static size_t field_change(const struct policy *a, const struct policy *b, enum policy_field f, char *buf,
 			   size_t n)
@@ -193,7 +203,7 @@ static const char *reasons(const struct detail *a, const struct detail *b, char 
 		used += snprintf(buf + used, n - (size_t)used, "%s%.3f s %s %s", used ? ", " : "", fabs(d[p]),
 				 d[p] > 0 ? "more" : "less", part_names[p]);
 		if (p <= P_AR)
-			used += snprintf(buf + used, n - (size_t)used, " on %s", fabric(&b->e, link, sizeof link));
+			used += snprintf(buf + used, n - (size_t)used, " on this %s", link_of(&b->e, link, sizeof link));
 	}
 	if (!used)
 		snprintf(buf, n, "the parts of the step move by less than a millisecond each");
@@ -235,7 +245,7 @@ static const char *row_text(const struct sweep *sw, const struct sweep_row *r, c
 
 	label[0] = '\0';
 	for (int i = 0; i < sw->naxes; i++)
-		if (!sw->axes[i].policy && sw->axes[i].nvalues > 1)
+		if (!sw->axes[i].policy && sw->axes[i].nvalues > 1 && i != sw->what_if)
 			used += (size_t)snprintf(label + used, sizeof label - used, "%s%s=%s", used ? " " : "",
 						 sw->axes[i].name, sw->axes[i].values[r->value[i]]);
 	snprintf(buf, n, "%s%s%s", report_policy_line(e, line, sizeof line), *p ? "; " : "", label);
@@ -456,20 +466,27 @@ static long fastest(const struct sweep_row *rows, const size_t *sel, size_t n, i
 	return best;
 }
 
+/* The value of the what-if axis the detailed advice is for: the base experiment's own, when swept, else the first. */
+static int what_if_base(const struct sweep *sw)
+{
+	const struct sweep_axis *a = &sw->axes[sw->what_if];
+	char cur[CONFIG_PATH_MAX + 8];
+
+	if (config_get(&sw->base, a->section, a->name, cur, sizeof cur) == 0)
+		for (int v = 0; v < a->nvalues; v++)
+			if (!strcmp(a->values[v], cur))
+				return v;
+	return 0;
+}
+
 static int what_if(const struct sweep *sw, const struct explore_result *res, const struct advise_opts *o, FILE *f)
 {
 	const struct sweep_axis *a = &sw->axes[sw->what_if];
 	size_t *sel = xmalloc(sizeof(size_t) * (res->nrows + 1)), n;
 	long *best = xmalloc(sizeof(long) * (size_t)a->nvalues);
 	long (*fam)[SHARD_COUNT] = xmalloc(sizeof(*fam) * (size_t)a->nvalues);
-	char buf[512], cur[CONFIG_PATH_MAX + 8];
-	int base_value = 0, rc = 0;
-
-	/* the detailed advice is for the experiment's own value of the resource, when swept */
-	if (config_get(&sw->base, a->section, a->name, cur, sizeof cur) == 0)
-		for (int v = 0; v < a->nvalues; v++)
-			if (!strcmp(a->values[v], cur))
-				base_value = v;
+	char buf[512];
+	int base_value = what_if_base(sw), rc = 0;
 	for (int v = 0; v < a->nvalues; v++) {
 		n = 0;
 		for (uint64_t i = 0; i < res->nrows; i++)
@@ -572,19 +589,34 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 
 int advise_print(const struct sweep *sw, const struct explore_result *res, const struct advise_opts *o, FILE *f)
 {
-	const struct experiment *b = &sw->base;
 	int rc;
 
 	if (!o->json) {
-		fprintf(f, "advice for %s on %d x %d %s, seq %d, batch %d", b->model.name, b->cluster.nodes,
-			b->cluster.gpus_per_node, b->cluster.gpu.name, b->model.seq, b->run.batch);
-		if (sw->global_batch)
-			fprintf(f, ", global batch %ld", sw->global_batch);
-		else
-			fprintf(f, ", %d microbatch%s", b->policy.microbatches, b->policy.microbatches == 1 ? "" : "es");
-		if (sw->memory_budget_gib > 0)
-			fprintf(f, ", memory budget %g GiB", sw->memory_budget_gib);
-		fprintf(f, "%s\n", sw->walk ? "; every valid policy" : "");
+		/* the setting of the detailed advice: its fastest configuration's, else its first one's */
+		const struct sweep_row *r = res->nrows ? &res->rows[0] : NULL;
+		struct experiment e;
+		int base_value = sw->what_if >= 0 ? what_if_base(sw) : -1;
+		for (uint64_t i = 0; i < res->nrows; i++) {
+			const struct sweep_row *x = &res->rows[i];
+			if (base_value >= 0 && x->value[sw->what_if] != base_value)
+				continue;
+			if (!r || (base_value >= 0 && r->value[sw->what_if] != base_value) ||
+			    (x->fig.fits && isfinite(x->fig.step_time_s) &&
+			     (!r->fig.fits || !isfinite(r->fig.step_time_s) || x->fig.step_time_s < r->fig.step_time_s)))
+				r = x;
+		}
+		if (r && sweep_experiment_of(sw, r, &e) == 0) {
+			fprintf(f, "advice for %s on %d x %d %s, seq %d, batch %d", e.model.name, e.cluster.nodes,
+				e.cluster.gpus_per_node, e.cluster.gpu.name, e.model.seq, e.run.batch);
+			if (sw->global_batch)
+				fprintf(f, ", global batch %ld", sw->global_batch);
+			else
+				fprintf(f, ", %d microbatch%s", e.policy.microbatches, e.policy.microbatches == 1 ? "" : "es");
+			if (sw->memory_budget_gib > 0)
+				fprintf(f, ", memory budget %g GiB", sw->memory_budget_gib);
+			fprintf(f, "%s\n", sw->walk ? "; every valid policy" : "");
+			config_release(&e);
+		}
 	}
 	if (sw->what_if >= 0) {
 		if (o->json)

@@ -61,6 +61,7 @@ struct engine {
 	/* activities */
 	struct act act[MAX_ACTIVE];
 	int nact;
+	int want_pred;    /* record what bounded each start (the critical path) */
 };
 
 /* ---- rates -------------------------------------------------------------- */
@@ -331,7 +332,8 @@ static void start_op(struct engine *g, int op)
 	assert(g->nact < MAX_ACTIVE);
 	g->stream_busy[o->stream] = 1;
 	g->r->ops[op].start_ns = g->now;
-	set_pred(g, op);
+	if (g->want_pred)
+		set_pred(g, op);
 
 	a = &g->act[g->nact++];
 	memset(a, 0, sizeof(*a));
@@ -558,6 +560,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	g.s = s;
 	g.e = s->exp;
 	g.r = r;
+	g.want_pred = !p->no_pred;
 	if (cost_init(&g.cost, s, err, errlen) != 0)
 		return -1;
 	/* the graph is the prep's; what changes as the step runs starts from scratch */

@@ -42,6 +42,7 @@ struct sim_result {
 struct engine_prep {
 	const struct schedule *s;     /* the schedule prepared */
 	int record_memory;
+	int no_pred;                  /* set by the caller: r->pred is not wanted (no critical path) */
 	int used;                     /* simulated at least once */
 	struct op_timing *launch;     /* per op: the CPU thread launching it */
 	struct mem_peaks peaks;       /* the allocator's, over the run's steps */

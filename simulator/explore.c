@@ -109,6 +109,7 @@ struct worker {
 	struct experiment exp;        /* what the cached schedule points to (origins not copied) */
 	struct schedule *s;
 	struct engine_prep *prep;
+	struct summary_plan plan;     /* of s */
 	struct sim_result r;
 };
 
@@ -121,6 +122,8 @@ static void worker_init(struct worker *w, const struct sweep *sw)
 
 static void worker_drop(struct worker *w)
 {
+	if (w->s)
+		summary_plan_release(&w->plan);
 	engine_prep_free(w->prep);
 	schedule_free(w->s);
 	w->prep = NULL;
@@ -139,16 +142,6 @@ static int prep_serves(const struct experiment *a, const struct experiment *b)
 {
 	return schedule_same_inputs(a, b) && a->run.steps == b->run.steps && a->run.warmup == b->run.warmup &&
 	       !strcmp(a->calibration, b->calibration);
-}
-
-static uint64_t wire_bytes(const struct schedule *s)
-{
-	uint64_t n = 0;
-
-	for (int i = 0; i < s->nops; i++)
-		if (op_is_collective(s->ops[i].kind))
-			n += collective_wire_bytes(s->ops[i].kind, s->ops[i].bytes, schedule_group_size(s, s->ops[i].group));
-	return n;
 }
 
 /*
@@ -170,9 +163,14 @@ static int worker_figures(struct worker *w, const struct experiment *e, struct s
 			w->prep = engine_prepare(w->s, 0, err, sizeof err);
 		if (!w->s || !w->prep) {
 			snprintf(why, n, "%s", err);
-			worker_drop(w);
+			engine_prep_free(w->prep);
+			schedule_free(w->s);
+			w->prep = NULL;
+			w->s = NULL;
 			return -1;
 		}
+		w->prep->no_pred = 1; /* rows hold no critical path */
+		summary_plan_init(&w->plan, w->s);
 	} else {
 		w->exp = *e; /* the same graph, priced by this configuration's links and speeds */
 		w->exp.origins = NULL;
@@ -185,7 +183,7 @@ static int worker_figures(struct worker *w, const struct experiment *e, struct s
 	f->fits = f->peak_reserved_bytes <= f->budget_bytes;
 	if (sw->must_fit && !f->fits) {
 		f->step_time_s = f->tokens_per_s_per_gpu = f->mfu = f->compute_s = f->exposed_comm_s = NAN;
-		f->comm_bytes_per_gpu = wire_bytes(w->s);
+		f->comm_bytes_per_gpu = w->plan.wire_bytes;
 		return 0;
 	}
 	if (engine_simulate(w->prep, w->s, &w->r, err, sizeof err) != 0) {
@@ -193,7 +191,7 @@ static int worker_figures(struct worker *w, const struct experiment *e, struct s
 		return -1;
 	}
 	struct summary sum;
-	summary_of_step(w->s, w->r.ops, w->r.step_ns, &w->r.peaks, &sum);
+	summary_of_step_planned(&w->plan, w->r.ops, w->r.step_ns, &w->r.peaks, &sum);
 	f->step_time_s = sum.step_time_s;
 	f->tokens_per_s_per_gpu = sum.tokens_per_s_per_gpu;
 	f->mfu = sum.mfu;
@@ -282,7 +280,7 @@ struct coord {
 	size_t nall, cap_all;
 	uint64_t done;                   /* candidates finished */
 	double t0, last_flush, flush_cost, last_progress;
-	int tty;
+	int tty, progress_shown;
 };
 
 static void rows_push(struct sweep_row **a, size_t *n, size_t *cap, const struct sweep_row *r, size_t k)
@@ -416,9 +414,10 @@ static void coord_progress(struct coord *c, int last)
 	double t = now_s(), el = t - c->t0, rate = el > 0 ? (double)c->done / el : 0;
 	uint64_t left = c->sw->ncandidates - c->done;
 
-	if (!c->o->progress || (!last && t - c->last_progress < (c->tty ? 0.5 : 10)))
+	if (!c->o->progress || (!last && t - c->last_progress < (c->tty ? 0.5 : 10)) || (last && !c->progress_shown))
 		return;
 	c->last_progress = t;
+	c->progress_shown = 1;
 	fprintf(stderr, "%ssweep: %llu of %llu candidates (%.1f%%), %llu rows, %.0f per s",
 		c->tty ? "\r" : "", (unsigned long long)c->done, (unsigned long long)c->sw->ncandidates,
 		c->sw->ncandidates ? 100.0 * (double)c->done / (double)c->sw->ncandidates : 100.0,
@@ -595,6 +594,7 @@ int explore_run(const struct sweep *sw, const struct explore_opts *o, struct exp
 				(unsigned long long)sw->ncandidates,
 				o->out && o->out[0] ? "the rows so far are in the file" : "nothing was written");
 		rc = 130;
+		res->interrupted = 1;
 	} else {
 		coord_flush(&c, "complete");
 		coord_progress(&c, 1);

@@ -46,6 +46,7 @@ struct explore_result {
 	double seconds;
 	int ranks;
 	int write_failed;                /* a write of the results file failed (the sweep went on) */
+	int interrupted;                 /* a signal stopped it: the rows are those done so far */
 	char group[16];                  /* the sweep's group in the results file */
 };
 

@@ -232,7 +232,7 @@ static int check_flags(const struct opts *o, const struct experiment *e)
 				"object and nothing else\n");
 		return -1;
 	}
-	if (o->top && !o->all && !o->advise) {
+	if (o->top && !o->all && !o->advise && !o->sweep) {
 		fprintf(stderr, "--top needs --policy all, --sweep or --advise: it keeps the N fastest of the ranking\n");
 		return -1;
 	}
@@ -370,10 +370,11 @@ static void sweep_line(FILE *f, const struct explore_result *r, const char *out,
 {
 	char skip[1024];
 
-	fprintf(f, "%llu configurations of %llu candidates in %.1f s on %d rank%s (%.0f per s, %.0f per s per rank)\n",
-		(unsigned long long)r->nrows, (unsigned long long)candidates, r->seconds, r->ranks,
-		r->ranks == 1 ? "" : "s", r->seconds > 0 ? (double)(r->nrows + r->skipped[1] + r->skipped[2] + r->skipped[3]) / r->seconds : 0,
-		r->seconds > 0 ? (double)(r->nrows + r->skipped[1] + r->skipped[2] + r->skipped[3]) / r->seconds / r->ranks : 0);
+	fprintf(f, "%llu configurations of %llu candidates%s in %.1f s on %d rank%s (%.0f configurations per s, %.0f per s "
+		   "per rank)\n", (unsigned long long)r->nrows, (unsigned long long)candidates,
+		r->interrupted ? ", interrupted" : "", r->seconds, r->ranks, r->ranks == 1 ? "" : "s",
+		r->seconds > 0 ? (double)r->nrows / r->seconds : 0,
+		r->seconds > 0 ? (double)r->nrows / r->seconds / r->ranks : 0);
 	if (skipped_text(r, skip, sizeof skip)[0])
 		fprintf(f, "skipped: %s\n", skip);
 	if (out && out[0] && r->group[0])
@@ -388,7 +389,7 @@ static void sweep_line(FILE *f, const struct explore_result *r, const char *out,
 static int run_all(const struct experiment *base, const struct opts *o)
 {
 	struct experiment e = *base; /* shares base's origins: not released */
-	struct explore_opts eo = { o->out, !o->json && isatty(2), 1, 0 };
+	struct explore_opts eo = { o->out, !o->json, 1, 0 };
 	struct explore_result res;
 	struct sweep sw;
 	struct sweep_row *rk;
@@ -462,7 +463,7 @@ out:
 /* --sweep: every configuration of a sweep file; the rows to --out, the fastest printed. */
 static int run_sweep(const struct sweep *sw, const struct opts *o)
 {
-	struct explore_opts eo = { o->out, !o->json && isatty(2), 0, 0 };
+	struct explore_opts eo = { o->out, !o->json, 0, 0 };
 	struct explore_result res;
 	int rc = explore_run(sw, &eo, &res), shown;
 	char label[512], b[32];
@@ -509,12 +510,27 @@ static int run_sweep(const struct sweep *sw, const struct opts *o)
 	return rc;
 }
 
+/* Run sw and print its advice (rank 0). */
+static int advise_sweep(const struct sweep *sw, const struct opts *o)
+{
+	struct explore_opts eo = { o->out, !o->json, 1, 0 };
+	struct advise_opts ao = { o->top, o->json };
+	struct explore_result res;
+	int rc = explore_run(sw, &eo, &res);
+
+	if (explore_is_root()) {
+		int arc = advise_print(sw, &res, &ao, stdout);
+		if (!o->json)
+			sweep_line(stdout, &res, o->out, sw->ncandidates);
+		rc = rc ? rc : arc;
+	}
+	explore_result_release(&res);
+	return rc;
+}
+
 /* --advise: the policy walk (and the resources of --what-if) around the experiment, then the advice. */
 static int run_advise(const struct experiment *base, const struct opts *o)
 {
-	struct explore_opts eo = { o->out, !o->json && isatty(2), 1, 0 };
-	struct advise_opts ao = { o->top, o->json };
-	struct explore_result res;
 	struct sweep sw;
 	int rc;
 
@@ -534,14 +550,7 @@ static int run_advise(const struct experiment *base, const struct opts *o)
 		sweep_release(&sw);
 		return 2;
 	}
-	rc = explore_run(&sw, &eo, &res);
-	if (explore_is_root()) {
-		int arc = advise_print(&sw, &res, &ao, stdout);
-		if (!o->json)
-			sweep_line(stdout, &res, o->out, sw.ncandidates);
-		rc = rc ? rc : arc;
-	}
-	explore_result_release(&res);
+	rc = advise_sweep(&sw, o);
 	sweep_release(&sw);
 	return rc;
 }
@@ -619,8 +628,8 @@ int main(int argc, char **argv)
 	}
 	if (o.sweep) {
 		struct sweep sw;
-		const char *bad = o.all ? "--policy all" : o.advise ? "--advise" : o.schedule ? "--schedule" :
-				  o.trace ? "--trace" : o.bench ? "--bench" : o.nwhat_if ? "--what-if" : NULL;
+		const char *bad = o.all ? "--policy all" : o.schedule ? "--schedule" : o.trace ? "--trace" :
+				  o.bench ? "--bench" : o.nwhat_if ? "--what-if" : NULL;
 		if (bad) {
 			fprintf(stderr, "--sweep and %s cannot be used together: a sweep file gives its configurations "
 					"(write policies = all and what_if in its [sweep] section)\n", bad);
@@ -636,7 +645,7 @@ int main(int argc, char **argv)
 			explore_mpi_exit(2);
 		}
 		loud_again(saved_err);
-		rc = run_sweep(&sw, &o);
+		rc = o.advise ? advise_sweep(&sw, &o) : run_sweep(&sw, &o);
 		sweep_release(&sw);
 		explore_mpi_exit(rc);
 	}
