@@ -341,13 +341,13 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 		if (best.ok) {
 			fprintf(f, "{\"index\": %llu, \"configuration\": ", (unsigned long long)rows[rank[0]].index);
 			json_str(f, row_text(sw, &rows[rank[0]], &best.e, buf, sizeof buf));
-			fprintf(f, ", \"step_time_s\": %.9g, \"mfu\": %.6g, \"peak_reserved_bytes\": %llu, "
+			fprintf(f, ", \"step_time_s\": %.17g, \"mfu\": %.6g, \"peak_reserved_bytes\": %llu, "
 				   "\"critical_path\": [", best.sum.step_time_s, best.sum.mfu,
 				(unsigned long long)best.sum.peak_reserved_bytes);
 			for (int i = 0; i < best.sum.ncrit; i++) {
 				fprintf(f, "%s{\"ops\": ", i ? ", " : "");
 				json_str(f, best.sum.crit_name[i]);
-				fprintf(f, ", \"s\": %.9g}", best.sum.crit_s[i]);
+				fprintf(f, ", \"s\": %.17g}", best.sum.crit_s[i]);
 			}
 			fprintf(f, "]}");
 		} else {
@@ -361,7 +361,7 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 			fprintf(f, "%s{\"index\": %llu, \"configuration\": ", i > 1 ? ", " : "",
 				(unsigned long long)rows[rank[i]].index);
 			json_str(f, row_text(sw, &rows[rank[i]], &other.e, buf, sizeof buf));
-			fprintf(f, ", \"step_time_s\": %.9g, \"peak_reserved_bytes\": %llu, \"change\": ",
+			fprintf(f, ", \"step_time_s\": %.17g, \"peak_reserved_bytes\": %llu, \"change\": ",
 				other.sum.step_time_s, (unsigned long long)other.sum.peak_reserved_bytes);
 			json_str(f, changes(sw, &rows[rank[0]], &best, &rows[rank[i]], &other, buf, sizeof buf));
 			fprintf(f, ", \"why\": ");
@@ -373,7 +373,7 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 		}
 		fprintf(f, "], \"pareto\": [");
 		for (size_t i = 0; i < nfront; i++)
-			fprintf(f, "%s{\"index\": %llu, \"step_time_s\": %.9g, \"peak_reserved_bytes\": %llu, \"fits\": %s}",
+			fprintf(f, "%s{\"index\": %llu, \"step_time_s\": %.17g, \"peak_reserved_bytes\": %llu, \"fits\": %s}",
 				i ? ", " : "", (unsigned long long)sub[front[i]].index, sub[front[i]].fig.step_time_s,
 				(unsigned long long)sub[front[i]].fig.peak_reserved_bytes,
 				sub[front[i]].fig.fits ? "true" : "false");
@@ -501,11 +501,11 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 		for (int v = 0; v < a->nvalues; v++) {
 			fprintf(f, "%s{\"value\": ", v ? ", " : "");
 			json_str(f, a->values[v]);
-			fprintf(f, ", \"best_index\": %ld, \"best_step_time_s\": %.9g, \"by_sharding\": {", best[v] < 0 ? -1L :
+			fprintf(f, ", \"best_index\": %ld, \"best_step_time_s\": %.17g, \"by_sharding\": {", best[v] < 0 ? -1L :
 				(long)res->rows[best[v]].index, best[v] < 0 ? NAN : res->rows[best[v]].fig.step_time_s);
 			for (int sh = 0, k = 0; sh < SHARD_COUNT; sh++)
 				if (fam[v][sh] >= 0)
-					fprintf(f, "%s\"%s\": %.9g", k++ ? ", " : "", sharding_names[sh],
+					fprintf(f, "%s\"%s\": %.17g", k++ ? ", " : "", sharding_names[sh],
 						res->rows[fam[v][sh]].fig.step_time_s);
 			fprintf(f, "}}");
 		}
