@@ -508,6 +508,23 @@ static int check_axes(struct sweep *sw, const char *what_if, int what_if_line)
 	return errors ? -1 : 0;
 }
 
+/*
+ * Resolve the base, if it resolves on its own, for the values it derives
+ * (what it records, the advice's own setting); each configuration
+ * resolves again after its axes' values, so a base that does not resolve
+ * alone is no error.
+ */
+static void resolve_quietly(struct experiment *e)
+{
+	FILE *saved = config_errfile, *null = fopen("/dev/null", "w");
+
+	config_errfile = null ? null : saved;
+	config_resolve(e);
+	config_errfile = saved;
+	if (null)
+		fclose(null);
+}
+
 int sweep_load(struct sweep *sw, const char *path)
 {
 	struct reader r;
@@ -559,6 +576,7 @@ int sweep_load(struct sweep *sw, const char *path)
 				return -1;
 			}
 		}
+	resolve_quietly(&sw->base);
 	if (check_axes(sw, r.what_if, r.what_if_line) != 0) {
 		sweep_release(sw);
 		return -1;
