@@ -179,6 +179,30 @@ static const char *changes(const struct sweep *sw, const struct sweep_row *ra, c
 }
 
 /*
+ * Which policy fields and axes of b differ from a's, as a mask (the kind
+ * of change): the runners-up show one configuration of each kind.
+ */
+static uint64_t change_mask(const struct sweep *sw, const struct sweep_row *ra, const struct sweep_row *rb)
+{
+	struct policy a, b;
+	uint64_t m = 0;
+
+	sweep_policy_unpack(&ra->policy, &a);
+	sweep_policy_unpack(&rb->policy, &b);
+	for (int f = 0; f < PF_COUNT; f++) {
+		char x[64], y[64];
+		policy_field_str(&a, (enum policy_field)f, x, sizeof x);
+		policy_field_str(&b, (enum policy_field)f, y, sizeof y);
+		if (strcmp(x, y))
+			m |= 1ull << f;
+	}
+	for (int i = 0; i < sw->naxes; i++)
+		if (!sw->axes[i].policy && ra->value[i] != rb->value[i])
+			m |= 1ull << (PF_COUNT + i);
+	return m;
+}
+
+/*
  * Why b's step differs from a's: the (at most two) parts that move most
  * in the direction of the whole step's change.
  */
@@ -328,7 +352,12 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 	size_t nfit = ranked_fitting(rows, sel, n, rank), nfront, top = o->top > 0 ? (size_t)o->top : RUNNERS_UP;
 	struct detail best, other;
 	char buf[1024], buf2[512], buf3[256], b1[32], b2[32];
+	size_t up[64], nup = 0;
+	uint64_t masks[64];
 	int rc = 0;
+
+	if (top > 64)
+		top = 64;
 
 	for (size_t i = 0; i < n; i++)
 		sub[i] = rows[sel[i]];
@@ -336,6 +365,17 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 	memset(&best, 0, sizeof best);
 	if (nfit)
 		detail_of(sw, &rows[rank[0]], &best);
+	/* the runners-up: in rank order, the first of each kind of change from the fastest */
+	for (size_t i = 1; i < nfit && nup < top && best.ok; i++) {
+		uint64_t m = change_mask(sw, &rows[rank[0]], &rows[rank[i]]);
+		int seen = 0;
+		for (size_t k = 0; k < nup && !seen; k++)
+			seen = masks[k] == m;
+		if (!seen) {
+			masks[nup] = m;
+			up[nup++] = i;
+		}
+	}
 	if (o->json) {
 		fprintf(f, "{\"configurations\": %zu, \"fitting\": %zu, \"best\": ", n, nfit);
 		if (best.ok) {
@@ -354,11 +394,12 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 			fprintf(f, "null");
 		}
 		fprintf(f, ", \"runners_up\": [");
-		for (size_t i = 1; i <= top && i < nfit && best.ok; i++) {
+		for (size_t k = 0; k < nup; k++) {
+			size_t i = up[k];
 			detail_of(sw, &rows[rank[i]], &other);
 			if (!other.ok)
 				continue;
-			fprintf(f, "%s{\"index\": %llu, \"configuration\": ", i > 1 ? ", " : "",
+			fprintf(f, "%s{\"rank\": %zu, \"index\": %llu, \"configuration\": ", k ? ", " : "", i + 1,
 				(unsigned long long)rows[rank[i]].index);
 			json_str(f, row_text(sw, &rows[rank[i]], &other.e, buf, sizeof buf));
 			fprintf(f, ", \"step_time_s\": %.17g, \"peak_reserved_bytes\": %llu, \"change\": ",
@@ -411,9 +452,10 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 			fprintf(f, ") on %s", fabric(&best.e, buf2, sizeof buf2));
 		}
 		fprintf(f, "\n");
-		if (nfit > 1)
-			fprintf(f, "runners-up (what to change from the fastest, and what it does):\n");
-		for (size_t i = 1; i <= top && i < nfit; i++) {
+		if (nup)
+			fprintf(f, "runners-up, the fastest of each kind of change (what to change, what it does):\n");
+		for (size_t k = 0; k < nup; k++) {
+			size_t i = up[k];
 			const struct sweep_row *r = &rows[rank[i]];
 			detail_of(sw, r, &other);
 			if (!other.ok)

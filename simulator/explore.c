@@ -37,6 +37,7 @@
 #define BLOCKS_PER_RANK 8    /* blocks each rank gets, at least, when the sweep is large enough */
 #define FLUSH_S 2.0          /* shortest time between two writes of the results file */
 #define FLUSH_COST 20.0      /* and at least this many times as long as the last write took */
+#define EXPLORE_RANKS_MAX 4096 /* ranks whose CPU time is tallied */
 
 /* ---- MPI ------------------------------------------------------------------------ */
 
@@ -280,6 +281,7 @@ struct coord {
 	size_t nall, cap_all;
 	uint64_t done;                   /* candidates finished */
 	double t0, last_flush, flush_cost, last_progress;
+	double worker_cpu_s[EXPLORE_RANKS_MAX]; /* each rank's CPU time, as it last said */
 	int tty, progress_shown;
 };
 
@@ -446,8 +448,16 @@ static uint64_t block_size(const struct sweep *sw, int ranks)
 
 struct done_head {
 	uint64_t nrows;
+	double cpu_s;        /* the rank's CPU time so far */
 	struct tally tally;
 };
+
+static double cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* A rank other than 0: ask, simulate the block, send its rows, until told there is nothing left. */
 static void run_worker(const struct sweep *sw)
@@ -459,6 +469,7 @@ static void run_worker(const struct sweep *sw)
 	size_t msg_cap = 0;
 	uint64_t block[2];
 	struct done_head head;
+	double t0 = cpu_s();
 
 	worker_init(&w, sw);
 	memset(&head, 0, sizeof head);
@@ -476,6 +487,7 @@ static void run_worker(const struct sweep *sw)
 		tally_init(&head.tally);
 		for (uint64_t i = block[0]; i < block[1]; i++)
 			head.nrows += (uint64_t)worker_one(&w, i, &rows[head.nrows], &head.tally);
+		head.cpu_s = cpu_s() - t0;
 		size_t need = sizeof head + sizeof(*rows) * head.nrows;
 		if (need > msg_cap) {
 			msg_cap = need;
@@ -505,6 +517,8 @@ static void serve(struct coord *c, uint64_t *next, uint64_t bsize, int *active)
 		mpi_ok(MPI_Recv(msg, bytes, MPI_BYTE, st.MPI_SOURCE, TAG_DONE, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
 		struct done_head head;
 		memcpy(&head, msg, sizeof head);
+		if (st.MPI_SOURCE < EXPLORE_RANKS_MAX)
+			c->worker_cpu_s[st.MPI_SOURCE] = head.cpu_s;
 		if (head.nrows)
 			coord_rows(c, (const struct sweep_row *)(msg + sizeof head), head.nrows);
 		for (int k = 1; k < SWEEP_END; k++)
@@ -542,6 +556,8 @@ int explore_run(const struct sweep *sw, const struct explore_opts *o, struct exp
 		run_worker(sw);
 		return 0;
 	}
+	double cpu0 = cpu_s();
+
 	memset(&c, 0, sizeof c);
 	c.sw = sw;
 	c.o = o;
@@ -586,6 +602,9 @@ int explore_run(const struct sweep *sw, const struct explore_opts *o, struct exp
 	}
 	worker_release(&w);
 	res->seconds = now_s() - c.t0;
+	res->cpu_s = cpu_s() - cpu0;
+	for (int r = 1; r < ranks && r < EXPLORE_RANKS_MAX; r++)
+		res->cpu_s += c.worker_cpu_s[r];
 	if (stop_signal) {
 		coord_flush(&c, "interrupted");
 		if (o->progress)

@@ -44,6 +44,7 @@ struct explore_result {
 	uint64_t skipped[SWEEP_END];     /* candidates without a row, by reason */
 	char why[SWEEP_END][256];        /* the reason of the first such candidate of each kind */
 	double seconds;
+	double cpu_s;                    /* CPU time of every rank together */
 	int ranks;
 	int write_failed;                /* a write of the results file failed (the sweep went on) */
 	int interrupted;                 /* a signal stopped it: the rows are those done so far */

@@ -371,10 +371,11 @@ static void sweep_line(FILE *f, const struct explore_result *r, const char *out,
 	char skip[1024];
 
 	fprintf(f, "%llu configurations of %llu candidates%s in %.1f s on %d rank%s (%.0f configurations per s, %.0f per s "
-		   "per rank)\n", (unsigned long long)r->nrows, (unsigned long long)candidates,
+		   "per rank, %.0f per CPU second)\n", (unsigned long long)r->nrows, (unsigned long long)candidates,
 		r->interrupted ? ", interrupted" : "", r->seconds, r->ranks, r->ranks == 1 ? "" : "s",
 		r->seconds > 0 ? (double)r->nrows / r->seconds : 0,
-		r->seconds > 0 ? (double)r->nrows / r->seconds / r->ranks : 0);
+		r->seconds > 0 ? (double)r->nrows / r->seconds / r->ranks : 0,
+		r->cpu_s > 0 ? (double)r->nrows / r->cpu_s : 0);
 	if (skipped_text(r, skip, sizeof skip)[0])
 		fprintf(f, "skipped: %s\n", skip);
 	if (out && out[0] && r->group[0])
