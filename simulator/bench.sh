@@ -16,17 +16,21 @@ taskset -c 0 ./sim experiments/llama3.ini --bench 500
 echo "--policy all, llama3-8b, 2 x 8 h100-sxm, 4 microbatches:"
 /usr/bin/time -f "%e s, %M KB peak RSS" ./sim experiments/llama3.ini --microbatches 4 --policy all --top 1 | tail -2
 
-# configurations per second of a sweep, RUNS times: the median
+# configurations per second of a sweep (wall clock, and per CPU second of all
+# its ranks: what a shared machine's other load does not change), RUNS times:
+# the medians
+median() { sort -n | sed -n "$(( (RUNS + 1) / 2 ))p"; }
 sweep_rate() { # LABEL COMMAND...
-	local label=$1 rates=()
+	local label=$1 lines=()
 	shift
 	for _ in $(seq "$RUNS"); do
-		rates+=("$("$@" 2>/dev/null | sed -n 's/.*(\([0-9]*\) configurations per s.*/\1/p' | head -1)")
+		lines+=("$("$@" 2>/dev/null | sed -n 's/.*(\([0-9]*\) configurations per s, [0-9]* per s per rank, \([0-9]*\) per CPU second).*/\1 \2/p' | head -1)")
 	done
-	local med
-	med=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(( (RUNS + 1) / 2 ))p")
-	echo "$label: ${rates[*]} configurations per s; median $med ($((med * 60)) per minute)" >&2
-	echo "$med"
+	local wall cpu
+	wall=$(printf '%s\n' "${lines[@]}" | cut -d' ' -f1 | median)
+	cpu=$(printf '%s\n' "${lines[@]}" | cut -d' ' -f2 | median)
+	echo "$label: $(printf '%s\n' "${lines[@]}" | cut -d' ' -f1 | tr '\n' ' ')configurations per s; median $wall ($((wall * 60)) per minute), $cpu per CPU second" >&2
+	echo "$wall"
 }
 echo "sweep experiments/sweeps/bench_70b.ini (llama3-70b, 1,024 GPUs, 8 microbatches; 3,200 configurations):"
 one=$(sweep_rate "  1 rank (./sim alone)" ./sim --sweep experiments/sweeps/bench_70b.ini)
@@ -35,3 +39,4 @@ if command -v mpirun >/dev/null; then
 		./sim --sweep experiments/sweeps/bench_70b.ini)
 	echo "  per rank: $one (1 rank), $((two / 2)) (2 ranks); 1 to 2 ranks: x$(awk "BEGIN { printf \"%.2f\", $two / $one }")"
 fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
