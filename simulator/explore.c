@@ -202,23 +202,6 @@ static int worker_figures(struct worker *w, const struct experiment *e, struct s
 	return 0;
 }
 
-void explore_figures(const struct experiment *e, double budget_gib, int must_fit, struct sweep_figures *f)
-{
-	struct sweep sw;
-	struct worker w;
-	char why[256];
-
-	memset(&sw, 0, sizeof sw);
-	sw.memory_budget_gib = budget_gib;
-	sw.must_fit = must_fit;
-	memset(&w, 0, sizeof w);
-	w.sw = &sw;
-	if (worker_figures(&w, e, f, why, sizeof why) != 0)
-		f->step_time_s = NAN;
-	worker_drop(&w);
-	sim_result_release(&w.r);
-}
-
 /* What a block (or the whole sweep, on rank 0) tallies besides its rows. */
 struct tally {
 	uint64_t skipped[SWEEP_END];

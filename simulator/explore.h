@@ -73,10 +73,4 @@ int explore_is_root(void);
 int explore_run(const struct sweep *sw, const struct explore_opts *o, struct explore_result *res);
 void explore_result_release(struct explore_result *res);
 
-/*
- * The simulation of one configuration as a row gets it: e is resolved.
- * budget_gib 0: the GPU's memory. must_fit: not timed when over it.
- */
-void explore_figures(const struct experiment *e, double budget_gib, int must_fit, struct sweep_figures *f);
-
 #endif
