@@ -105,7 +105,7 @@ one=$("$SIM" experiments/llama3.ini --nodes "$nodes" --inter-gbps "$inter" --pol
 if $PY -c "
 import json, sys
 j = json.loads(sys.argv[1]); step, peak = float(sys.argv[2]), int(sys.argv[3])
-assert abs(j['step_time_s'] - step) <= 1e-8 * step  # --json prints 9 digits and j['peak_reserved_bytes'] == peak, (j['step_time_s'], step)
+assert abs(j['step_time_s'] - step) <= 1e-8 * step and j['peak_reserved_bytes'] == peak, (j['step_time_s'], step)  # --json: 9 digits
 " "$one" "$step" "$peak"; then
 	ok "a row equals ./sim on that configuration ($sharding $accum, $nodes nodes, $inter GB/s)"
 else
