@@ -91,8 +91,8 @@ else bad "small.ini on 1 to 3 ranks" "$(tail -3 "$tmp/r0.err")"; fi
 
 # a row equals the configuration run on its own
 row=$($PY - "$tmp/r2.h5" <<'PY'
-import h5py, sys
-r = h5py.File(sys.argv[1], "r")["sweeps/000000/configs"][()]
+import h5py, numpy as np, sys
+r = np.sort(h5py.File(sys.argv[1], "r")["sweeps/000000/configs"][()], order="index")
 x = r[len(r) // 2]
 s = lambda v: v.decode() if isinstance(v, bytes) else v
 print(int(x["cluster.nodes"]), x["cluster.inter_gbps"], s(x["policy.sharding"]), s(x["policy.accum"]),
