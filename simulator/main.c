@@ -68,7 +68,7 @@ static void usage(FILE *f)
 		   "  --advise            the fastest configuration that fits, the runners-up and why,\n"
 		   "                      and the Pareto front of step time against memory\n"
 		   "  --what-if KEY=VALUES  with --advise: the answer for each value of a resource\n"
-		   "                      (--what-if cluster.inter_gbps=6.25..100 times 2)\n"
+		   "                      (--what-if 'cluster.inter_gbps=6.25..100 times 2')\n"
 		   "  --memory-budget GiB what fits means (default: the GPU's memory)\n"
 		   "  --global-batch N    sequences per optimizer step: microbatches follow\n"
 		   "  under mpirun, --policy all, --sweep and --advise share the work among the ranks\n"
