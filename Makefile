@@ -118,10 +118,11 @@ $(BUILD)/catalog_data.o: $(BUILD)/catalog_data.c
 $(BUILD)/libcore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-# ./sim carries the same rpath, so that a GPU host runs it from the bundle too
-# (gpu/device_session.sh compares there).
+# ./sim runs sweeps over MPI under mpirun (simulator/explore.c), alone without
+# it; it carries the bundle's rpath, so that a GPU host runs it from the
+# bundle too (gpu/device_session.sh compares there).
 $(SIM): $(BUILD)/simulator/main.o $(SIMLIB_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS) $(BUNDLE_RPATH)
+	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(BUNDLE_RPATH)
 
 # gpu_run: the CPU backend everywhere; with CUDA also the CUDA backend
 # (gpu/run/backend_cuda*, the CUDA model of gpu/cuda, NCCL): cuda.mk sets
@@ -138,7 +139,7 @@ $(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
 $(BUILD)/tests/main.o: $(BUILD)/tests/suites.h
 
 $(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
-	$(CC) -o $@ $^ $(LDLIBS) $(CUNIT_LIBS)
+	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUNIT_LIBS)
 
 # The fuzz target (make fuzz builds it with clang, BUILD=build-fuzz).
 $(BUILD)/fuzz_config: $(BUILD)/tests/fuzz/fuzz_config.o $(BUILD)/libcore.a

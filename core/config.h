@@ -24,12 +24,46 @@
 #include <stdio.h>
 #include "experiment.h"
 
-/* Defaults: tiny model on one cpu "node"... see config_init() in config_keys.c for the values. */
+/*
+ * Defaults: the tiny model on one node of two "cpu" GPUs, what gpu_run
+ * computes on the CPU (config_init() in config_keys.c has the values).
+ */
 void config_init(struct experiment *e);
 void config_release(struct experiment *e);
 
+/*
+ * ./sim's defaults, a realistic job: Llama 3 8B (catalog shape, sequence
+ * 8192) on 2 nodes of 8 H100 SXM, the job of experiments/llama3.ini;
+ * every other key as config_init() has it. A key a file or a flag sets
+ * wins, as over any default: `--model tiny` names the tiny model.
+ */
+void config_init_job(struct experiment *e);
+
+/*
+ * dst becomes a copy of src, where each key was set included (so that
+ * dst can be changed and resolved again on its own); dst holds nothing
+ * (never initialised, or released). Release it with config_release.
+ */
+void config_copy(struct experiment *dst, const struct experiment *src);
+
+/* The value of section.key in e, as a file writes it ("llama3-8b", "12.5"): 0, or -1 for no such key. */
+int config_get(const struct experiment *e, const char *section, const char *key, char *buf, size_t n);
+
+/*
+ * The values section.key takes: 'i' integers, 'r' real numbers, 'b'
+ * booleans, 'n' names or text; 0 when there is no such key.
+ */
+int config_key_type(const char *section, const char *key);
+
 /* Read an INI file over the current values. 0, or -1 after printing errors. */
 int config_load(struct experiment *e, const char *path);
+
+/*
+ * An input file opened for reading as experiment files are: only a regular
+ * file of at most 1 MiB (a FIFO or a device is refused before it is
+ * opened). NULL after a message naming path.
+ */
+FILE *config_open(const char *path);
 
 /*
  * Set one key from the command line: `section.key=value`. `origin` names

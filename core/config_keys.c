@@ -664,6 +664,55 @@ void config_init(struct experiment *e)
 	(void)rc;
 }
 
+void config_init_job(struct experiment *e)
+{
+	config_init(e);
+	snprintf(e->model_name, sizeof e->model_name, "llama3-8b");
+	snprintf(e->gpu_name, sizeof e->gpu_name, "h100-sxm");
+	e->cluster.nodes = 2;
+	e->cluster.gpus_per_node = 8;
+	/* the catalog fills in the shape and the GPU; shard group and links follow the cluster */
+	int rc = config_resolve(e);
+	assert(rc == 0 && "the job's defaults resolve");
+	(void)rc;
+}
+
+void config_copy(struct experiment *dst, const struct experiment *src)
+{
+	*dst = *src;
+	dst->origins = xmalloc(sizeof(struct origins));
+	memcpy(dst->origins, src->origins, sizeof(struct origins));
+}
+
+int config_get(const struct experiment *e, const char *section, const char *key, char *buf, size_t n)
+{
+	int k = config_key_find(section, key);
+
+	if (k < 0)
+		return -1;
+	config_value_text(e, k, buf, n);
+	return 0;
+}
+
+int config_key_type(const char *section, const char *key)
+{
+	int k = config_key_find(section, key);
+
+	if (k < 0)
+		return 0;
+	switch (keys[k].type) {
+	case KT_INT:
+	case KT_ULONG:
+		return 'i';
+	case KT_DOUBLE:
+		return 'r';
+	case KT_BOOL:
+		return 'b';
+	default:
+		return 'n';
+	}
+}
+
 void config_release(struct experiment *e)
 {
 	if (!e)

@@ -183,9 +183,10 @@ static const char *file_kind(mode_t mode)
  * The experiment file at path, open for reading, when it is a regular
  * file of at most EXPERIMENT_MAX_BYTES; NULL after a message. It is
  * checked before it is opened (opening a FIFO for reading blocks), opened
- * without blocking, and checked again on the open descriptor.
+ * without blocking, and checked again on the open descriptor. Sweep files
+ * (core/sweep.c) are opened the same way.
  */
-static FILE *open_experiment(const char *path)
+FILE *config_open(const char *path)
 {
 	struct stat st;
 	FILE *f;
@@ -235,7 +236,7 @@ int config_load(struct experiment *e, const char *path)
 		return -1;
 	}
 	snprintf(e->path, sizeof e->path, "%s", path);
-	l.f = open_experiment(path);
+	l.f = config_open(path);
 	if (!l.f)
 		return -1;
 	l.load_id = ++os->loads;

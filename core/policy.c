@@ -318,6 +318,32 @@ _Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
 
 #define IS_SET(set, f) (((set) & POLICY_BIT(f)) != 0)
 
+const char *policy_field_str(const struct policy *p, enum policy_field f, char *buf, int len)
+{
+	switch (f) {
+	case PF_SHARDING: snprintf(buf, len, "%s", sharding_names[p->sharding]); break;
+	case PF_SHARD_GROUP: snprintf(buf, len, "%d", p->shard_group); break;
+	case PF_ACCUM: policy_accum_str(p, buf, len); break;
+	case PF_MICROBATCHES: snprintf(buf, len, "%d", p->microbatches); break;
+	case PF_ACCUM_DTYPE: snprintf(buf, len, "%s", dtype_names[p->accum_dtype]); break;
+	case PF_WRAP: policy_wrap_str(p, buf, len); break;
+	case PF_RESHARD: snprintf(buf, len, "%s", reshard_names[p->reshard]); break;
+	case PF_OPTIM: snprintf(buf, len, "%s", optim_names[p->optim]); break;
+	case PF_OPTIM_IN_BACKWARD: snprintf(buf, len, "%s", p->optim_in_backward ? "true" : "false"); break;
+	case PF_PRECISION: snprintf(buf, len, "%s", precision_names[p->precision]); break;
+	case PF_REDUCE_DTYPE: snprintf(buf, len, "%s", dtype_names[p->reduce_dtype]); break;
+	case PF_AC: snprintf(buf, len, "%s", ac_names[p->ac]); break;
+	case PF_LOSS: snprintf(buf, len, "%s", loss_names[p->loss]); break;
+	case PF_OFFLOAD: snprintf(buf, len, "%s", offload_names[p->offload]); break;
+	case PF_PREFETCH: snprintf(buf, len, "%d", p->prefetch); break;
+	case PF_FLAT_PARAMS: snprintf(buf, len, "%s", p->flat_params ? "true" : "false"); break;
+	case PF_CONCAT_LAST_ONLY: snprintf(buf, len, "%s", p->concat_last_only ? "true" : "false"); break;
+	case PF_RUNTIME: snprintf(buf, len, "%s", runtime_names[p->runtime]); break;
+	default: assert(!"bad policy field");
+	}
+	return buf;
+}
+
 /*
  * The shard group of a sharding, unless hsdp's is set: every rank shards
  * for fsdp and zero2, one node's GPUs for hsdp, nothing for ddp.

@@ -117,6 +117,9 @@ enum policy_field {
 /* The key of each field in an experiment's [policy] section, indexed by enum policy_field. */
 extern const char *const policy_field_names[];
 
+/* Field f of p as an experiment file writes it ("hsdp", "partial:4", "8", "true"), into buf. */
+const char *policy_field_str(const struct policy *p, enum policy_field f, char *buf, int len);
+
 /*
  * Make p canonical for cluster c: fill in what the rules decide and the
  * user did not. `set` has POLICY_BIT(f) for each field f set explicitly;

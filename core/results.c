@@ -260,12 +260,18 @@ static void write_summary(struct h5file_session *s, hid_t run, const struct summ
 	H5Gclose(g);
 }
 
-/* Whether an open HDF5 file is a results file: /runs, or nothing at all yet. 1, 0, or -1 on a failed call. */
+/*
+ * Whether an open HDF5 file is a results file: /runs, /sweeps (the tables
+ * of ./sim --sweep, core/sweep_table.h), or nothing at all yet. 1, 0, or
+ * -1 on a failed call.
+ */
 static int is_results(hid_t file)
 {
 	H5G_info_t info;
 	htri_t have = H5Lexists(file, "runs", H5P_DEFAULT);
 
+	if (have == 0)
+		have = H5Lexists(file, "sweeps", H5P_DEFAULT);
 	if (have != 0)
 		return have > 0 ? 1 : -1;
 	if (H5Gget_info(file, &info) < 0)
@@ -276,7 +282,11 @@ static int is_results(hid_t file)
 /* Write run r as the next group of /runs in file. 0 or -1 (reported). */
 static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 {
-	const struct run_result *r = ctx;
+	return results_write_run(s, file, ctx, NULL);
+}
+
+int results_write_run(struct h5file_session *s, int64_t file, const struct run_result *r, char name_out[16])
+{
 	char name[16], created[32], host[256] = "";
 	time_t now = time(NULL);
 	struct tm tm;
@@ -286,13 +296,15 @@ static int write_run(struct h5file_session *s, hid_t file, void *ctx)
 	if (h5file_check(s, ours, "H5Lexists(/runs)") < 0)
 		return -1;
 	if (!ours) {
-		fprintf(stderr, "%s: %s: is an HDF5 file without /runs, not a results file; not touching it\n",
+		fprintf(stderr, "%s: %s: is an HDF5 file without /runs or /sweeps, not a results file; not touching it\n",
 			s->who, s->path);
 		return -1;
 	}
 	run = h5file_next_group(s, file, "runs", name);
 	if (run < 0)
 		return -1;
+	if (name_out)
+		memcpy(name_out, name, 16);
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	gethostname(host, sizeof host - 1);
@@ -365,7 +377,7 @@ const char *results_refusal(const char *path)
 	if (ours < 0)
 		why = "is an HDF5 file that cannot be read";
 	else if (!ours)
-		why = "is an HDF5 file without /runs, not a results file";
+		why = "is an HDF5 file without /runs or /sweeps, not a results file";
 	H5Fclose(file);
 out:
 	H5Eclear2(H5E_DEFAULT);
@@ -585,6 +597,12 @@ int results_read(const char *path, struct run_read **runs, int *n)
 	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (h5file_check(&s, file, "H5Fopen") < 0)
 		goto out;
+	if (H5Lexists(file, "runs", H5P_DEFAULT) == 0) { /* sweeps only (core/sweep_table.h): no run */
+		*runs = xcalloc(1, sizeof(**runs));
+		rc = 0;
+		H5Fclose(file);
+		goto out;
+	}
 	rg = H5Gopen2(file, "runs", H5P_DEFAULT);
 	if (h5file_check(&s, rg, "H5Gopen2(/runs)") == 0) {
 		H5Literate(rg, H5_INDEX_NAME, H5_ITER_INC, NULL, name_fn, &names);

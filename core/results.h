@@ -70,6 +70,14 @@ int results_append(const char *path, const struct run_result *r);
 int results_append_runs(const char *path, const struct run_result *runs, int n);
 
 /*
+ * Inside an h5file_append() writer (core/h5file.h) that adds more than
+ * runs: write r as the next group of /runs of the open file (an hid_t),
+ * its name into name_out (NULL: not wanted). 0, or -1 after reporting.
+ */
+struct h5file_session;
+int results_write_run(struct h5file_session *s, int64_t file, const struct run_result *r, char name_out[16]);
+
+/*
  * Why the existing regular file at path is not one results_append() may
  * add to (not HDF5; HDF5 with other contents than /runs), or NULL when it
  * is: an outfile_refusal_fn (core/outfile.h), for the checks before a run.

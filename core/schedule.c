@@ -1190,6 +1190,21 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	return s;
 }
 
+/* struct policy is ints and int-sized enums only: compared as bytes */
+_Static_assert(sizeof(struct policy) == 21 * sizeof(int), "struct policy has no padding");
+
+int schedule_same_inputs(const struct experiment *a, const struct experiment *b)
+{
+	const struct model_shape *x = &a->model, *y = &b->model;
+	const struct gpu_spec *g = &a->cluster.gpu, *h = &b->cluster.gpu;
+
+	return x->layers == y->layers && x->hidden == y->hidden && x->ffn == y->ffn && x->heads == y->heads &&
+	       x->kv_heads == y->kv_heads && x->vocab == y->vocab && x->seq == y->seq &&
+	       !memcmp(&a->policy, &b->policy, sizeof a->policy) && !strcmp(a->runtime.name, b->runtime.name) &&
+	       a->cluster.nodes == b->cluster.nodes && a->cluster.gpus_per_node == b->cluster.gpus_per_node &&
+	       a->run.batch == b->run.batch && g->bf16_tflops == h->bf16_tflops && g->fp32_tflops == h->fp32_tflops;
+}
+
 void schedule_free(struct schedule *s)
 {
 	if (!s)

@@ -252,6 +252,15 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 void schedule_free(struct schedule *s);
 
 /*
+ * 1 when schedule_new builds the same graph for experiments a and b: they
+ * agree on everything it reads (the model's shape, the policy, nodes and
+ * GPUs per node, the runtime, the batch, the GPU's peak FLOP rate). Links,
+ * latencies and the GPU's other speeds may differ: they only price it. A
+ * schedule built for a serves b once its exp points to b.
+ */
+int schedule_same_inputs(const struct experiment *a, const struct experiment *b);
+
+/*
  * Check the invariants listed at the top of this file. 0, or -1 with the
  * first violation in err. O(ops + operand pairs per buffer).
  */

@@ -11,6 +11,7 @@
 struct edge {
 	uint64_t t;
 	int8_t comm, compute; /* +1 at a start, -1 at an end */
+	uint8_t kind;         /* the op's enum op_kind */
 };
 
 static int edge_cmp(const void *a, const void *b)
@@ -21,40 +22,183 @@ static int edge_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/* How op o counts, as bits: 1 communication (op_is_comm), 2 compute (an op of the compute stream other than a free). */
+static int op_class(const struct schedule *s, const struct op *o)
+{
+	return op_is_comm(s, o) | (o->stream == ST_COMPUTE && o->kind != OP_FREE) << 1;
+}
+
+void summary_plan_init(struct summary_plan *p, const struct schedule *s)
+{
+	p->s = s;
+	p->cls = xmalloc((size_t)s->nops + 1);
+	p->wire_bytes = 0;
+	for (uint32_t k = 0; k < (uint32_t)s->nops; k++) {
+		const struct op *o = &s->ops[s->stream_ops[k]];
+		p->cls[k] = (uint8_t)op_class(s, o);
+		if (op_is_collective(o->kind))
+			p->wire_bytes += collective_wire_bytes(o->kind, o->bytes, schedule_group_size(s, o->group));
+	}
+}
+
+void summary_plan_release(struct summary_plan *p)
+{
+	free(p->cls);
+	p->cls = NULL;
+}
+
+/* The sums over the edges, taken in time order (edges at equal times in any order). */
+struct sweep {
+	int comm, comp, running[OP_KIND_COUNT];
+	uint64_t prev, exposed, busy, by_kind[OP_KIND_COUNT];
+	int want_kinds;
+};
+
+static void sweep_edge(struct sweep *w, uint64_t t, int comm, int comp, int kind)
+{
+	uint64_t dt = t - w->prev;
+
+	if (w->comm > 0 && w->comp == 0) {
+		w->exposed += dt;
+		if (w->want_kinds)
+			for (int k = 0; k < OP_KIND_COUNT; k++)
+				w->by_kind[k] += w->running[k] > 0 ? dt : 0;
+	}
+	if (w->comp > 0)
+		w->busy += dt;
+	w->comm += comm;
+	w->comp += comp;
+	w->running[kind] += comm;
+	w->prev = t;
+}
+
+/* Every edge sorted: for timelines whose streams overlap themselves (a measured run's jitter). */
+static void sweep_sorted(const struct summary_plan *p, const struct op_timing *ops, struct sweep *w)
+{
+	const struct schedule *s = p->s;
+	struct edge *e = xmalloc(sizeof(*e) * 2 * (size_t)(s->nops + 1));
+	int n = 0;
+
+	for (uint32_t k = 0; k < (uint32_t)s->nops; k++) {
+		int i = s->stream_ops[k], c = p->cls[k];
+		if (!c || ops[i].end_ns <= ops[i].start_ns)
+			continue;
+		e[n++] = (struct edge){ ops[i].start_ns, (int8_t)(c & 1), (int8_t)(c >> 1), s->ops[i].kind };
+		e[n++] = (struct edge){ ops[i].end_ns, (int8_t)-(c & 1), (int8_t)-(c >> 1), s->ops[i].kind };
+	}
+	qsort(e, n, sizeof(*e), edge_cmp);
+	for (int i = 0; i < n; i++)
+		sweep_edge(w, e[i].t, e[i].comm, e[i].compute, e[i].kind);
+	free(e);
+}
+
+/* Whether the op at stream position k counts in this timeline: its class, and it takes time. */
+static int counted(const struct summary_plan *p, const struct op_timing *ops, uint32_t k)
+{
+	int i = p->s->stream_ops[k];
+	return p->cls[k] && ops[i].end_ns > ops[i].start_ns;
+}
+
+/*
+ * Ops of one stream run one after the other, so each stream's edges come
+ * in time order already: merge the streams, with a cursor on each (the
+ * stream's next counted op, and whether its start or its end is next).
+ * 0, or -1 when a stream's ops overlap (nothing summed then).
+ */
+static int sweep_merged(const struct summary_plan *p, const struct op_timing *ops, struct sweep *w)
+{
+	const struct schedule *s = p->s;
+	uint32_t at[ST_COUNT], stop[ST_COUNT];
+	int end[ST_COUNT], live = 0, streams[ST_COUNT];
+
+	for (int st = 0; st < ST_COUNT; st++) {
+		uint64_t last = 0;
+		for (uint32_t k = s->stream_first[st]; k < s->stream_first[st + 1]; k++) {
+			int i = s->stream_ops[k];
+			if (!counted(p, ops, k))
+				continue;
+			if (ops[i].start_ns < last)
+				return -1;
+			last = ops[i].end_ns;
+		}
+	}
+	for (int st = 0; st < ST_COUNT; st++) {
+		at[st] = s->stream_first[st];
+		stop[st] = s->stream_first[st + 1];
+		while (at[st] < stop[st] && !counted(p, ops, at[st]))
+			at[st]++;
+		end[st] = 0;
+		if (at[st] < stop[st])
+			streams[live++] = st;
+	}
+	while (live) {
+		int best = -1, bj = -1;
+		uint64_t bt = 0;
+		for (int j = 0; j < live; j++) {
+			int st = streams[j];
+			const struct op_timing *t = &ops[s->stream_ops[at[st]]];
+			uint64_t x = end[st] ? t->end_ns : t->start_ns;
+			if (best < 0 || x < bt) {
+				best = st;
+				bj = j;
+				bt = x;
+			}
+		}
+		int c = p->cls[at[best]], sign = end[best] ? -1 : 1;
+		sweep_edge(w, bt, sign * (c & 1), sign * (c >> 1), s->ops[s->stream_ops[at[best]]].kind);
+		if (!end[best]) {
+			end[best] = 1;
+			continue;
+		}
+		end[best] = 0;
+		do
+			at[best]++;
+		while (at[best] < stop[best] && !counted(p, ops, at[best]));
+		if (at[best] >= stop[best])
+			streams[bj] = streams[--live];
+	}
+	return 0;
+}
+
+static void overlap(const struct summary_plan *p, const struct op_timing *ops, double *compute_s,
+		    double *exposed_comm_s, double exposed_by_kind_s[OP_KIND_COUNT])
+{
+	struct sweep w;
+
+	memset(&w, 0, sizeof(w));
+	w.want_kinds = exposed_by_kind_s != NULL;
+	if (sweep_merged(p, ops, &w) != 0) {
+		memset(&w, 0, sizeof(w));
+		w.want_kinds = exposed_by_kind_s != NULL;
+		sweep_sorted(p, ops, &w);
+	}
+	*compute_s = w.busy * 1e-9;
+	*exposed_comm_s = w.exposed * 1e-9;
+	if (exposed_by_kind_s)
+		for (int k = 0; k < OP_KIND_COUNT; k++)
+			exposed_by_kind_s[k] = w.by_kind[k] * 1e-9;
+}
+
+void summary_overlap_by_kind(const struct schedule *s, const struct op_timing *ops, double *compute_s,
+			     double *exposed_comm_s, double exposed_by_kind_s[OP_KIND_COUNT])
+{
+	struct summary_plan p;
+
+	summary_plan_init(&p, s);
+	overlap(&p, ops, compute_s, exposed_comm_s, exposed_by_kind_s);
+	summary_plan_release(&p);
+}
+
 void summary_overlap(const struct schedule *s, const struct op_timing *ops, double *compute_s,
 		     double *exposed_comm_s)
 {
-	struct edge *e = xmalloc(sizeof(*e) * 2 * (size_t)(s->nops + 1));
-	int n = 0, comm = 0, comp = 0;
-	uint64_t exposed = 0, busy = 0, prev = 0;
-
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		int c = op_is_comm(s, o), k = o->stream == ST_COMPUTE && o->kind != OP_FREE;
-		if ((!c && !k) || ops[i].end_ns <= ops[i].start_ns)
-			continue;
-		e[n++] = (struct edge){ ops[i].start_ns, (int8_t)c, (int8_t)k };
-		e[n++] = (struct edge){ ops[i].end_ns, (int8_t)-c, (int8_t)-k };
-	}
-	qsort(e, n, sizeof(*e), edge_cmp);
-	for (int i = 0; i < n; i++) {
-		uint64_t dt = e[i].t - prev;
-		if (comm > 0 && comp == 0)
-			exposed += dt;
-		if (comp > 0)
-			busy += dt;
-		comm += e[i].comm;
-		comp += e[i].compute;
-		prev = e[i].t;
-	}
-	free(e);
-	*compute_s = busy * 1e-9;
-	*exposed_comm_s = exposed * 1e-9;
+	summary_overlap_by_kind(s, ops, compute_s, exposed_comm_s, NULL);
 }
 
-void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,
-		     const struct mem_peaks *peaks, struct summary *out)
+void summary_of_step_planned(const struct summary_plan *p, const struct op_timing *ops, uint64_t step_ns,
+			     const struct mem_peaks *peaks, struct summary *out)
 {
+	const struct schedule *s = p->s;
 	const struct experiment *e = s->exp;
 
 	memset(out, 0, sizeof(*out));
@@ -63,16 +207,21 @@ void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint
 		out->tokens_per_s_per_gpu = s->tokens_per_step / out->step_time_s;
 		out->mfu = s->model_flops / out->step_time_s / s->peak_flops;
 	}
-	summary_overlap(s, ops, &out->compute_s, &out->exposed_comm_s);
-	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
-		if (op_is_collective(o->kind))
-			out->comm_bytes_per_gpu +=
-				collective_wire_bytes(o->kind, o->bytes, schedule_group_size(s, o->group));
-	}
+	overlap(p, ops, &out->compute_s, &out->exposed_comm_s, NULL);
+	out->comm_bytes_per_gpu = p->wire_bytes;
 	out->peak_alloc_bytes = peaks->alloc;
 	out->peak_reserved_bytes = peaks->reserved;
 	memcpy(out->peak_by_cat, peaks->by_cat, sizeof(out->peak_by_cat));
 	out->gpu_bytes = (uint64_t)(e->cluster.gpu.hbm_gib * 1073741824.0);
 	out->fits = out->peak_reserved_bytes <= out->gpu_bytes;
+}
+
+void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,
+		     const struct mem_peaks *peaks, struct summary *out)
+{
+	struct summary_plan p;
+
+	summary_plan_init(&p, s);
+	summary_of_step_planned(&p, ops, step_ns, peaks, out);
+	summary_plan_release(&p);
 }

@@ -26,8 +26,33 @@
 void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,
 		     const struct mem_peaks *peaks, struct summary *out);
 
-/* Compute-busy and exposed-communication seconds of a timeline. */
+/*
+ * What summarising a step needs of its schedule alone (which ops count as
+ * communication or compute, the wire bytes), worked out once for the steps
+ * of one schedule (the simulator's sweeps price one schedule many times).
+ * The schedule must outlive it.
+ */
+struct summary_plan {
+	const struct schedule *s;
+	uint8_t *cls;          /* per op, in stream order (schedule.stream_ops): 1 communication | 2 compute */
+	uint64_t wire_bytes;   /* what one GPU sends in the step */
+};
+
+void summary_plan_init(struct summary_plan *p, const struct schedule *s);
+void summary_plan_release(struct summary_plan *p);
+/* summary_of_step with a plan of the step's schedule (s->exp as it is now). */
+void summary_of_step_planned(const struct summary_plan *p, const struct op_timing *ops, uint64_t step_ns,
+			     const struct mem_peaks *peaks, struct summary *out);
+
+/* Compute-busy and exposed-communication seconds of a timeline. O(ops). */
 void summary_overlap(const struct schedule *s, const struct op_timing *ops, double *compute_s,
 		     double *exposed_comm_s);
+/*
+ * The same, and exposed_by_kind_s[k] (NULL: not wanted): the time ops of
+ * kind k communicate while no compute op runs. Kinds that run at once
+ * both count, so the kinds may add up to more than exposed_comm_s.
+ */
+void summary_overlap_by_kind(const struct schedule *s, const struct op_timing *ops, double *compute_s,
+			     double *exposed_comm_s, double exposed_by_kind_s[OP_KIND_COUNT]);
 
 #endif

@@ -10,15 +10,22 @@ its measured and simulated stream timelines one above the other on one time
 axis, and its memory, measured and predicted; each file with such pairs
 gets one figure of predicted against measured step time per policy, with
 the error. Every other run gets a stream timeline and a memory timeline.
-Across the runs of all files that are not part of a comparison: one policy
-comparison. Each figure is saved as PNG and PDF under OUTDIR with a stable
-name:
+Across the runs of all files that are not part of a comparison (nor
+timelines of a sweep's rows): one policy comparison. Every sweep
+(/sweeps/NNNNNN, `./sim --sweep`, `--advise`, `--policy all` with --out)
+gets its Pareto front of step time against peak memory, and, when it has a
+what-if resource, the fastest configuration that fits of each sharding
+family at each value of the resource, with the values between which the
+fastest changes. Each figure is saved as PNG and PDF under OUTDIR with a
+stable name:
 
     <file-stem>_run<N>_timeline.{png,pdf}
     <file-stem>_run<N>_memory.{png,pdf}
     <file-stem>_run<N>_vs_sim_timeline.{png,pdf}   (N: the measured run)
     <file-stem>_run<N>_vs_sim_memory.{png,pdf}
     <file-stem>_predicted_vs_measured.{png,pdf}
+    <file-stem>_sweep<N>_pareto.{png,pdf}
+    <file-stem>_sweep<N>_whatif.{png,pdf}
     policies.{png,pdf}
 
 Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
@@ -86,6 +93,175 @@ def load_runs(path):
         for name in sorted(f["runs"]):
             runs.append(Run(path, name, f["runs"][name]))
     return runs
+
+
+class Sweep:
+    """One /sweeps/NNNNNN group: its description and its rows (schema: data/README.md)."""
+
+    def __init__(self, path, name, group):
+        self.path = path
+        self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.index = int(name)
+        self.attrs = {k: _text(v) for k, v in group.attrs.items()}
+        self.rows = group["configs"][()]
+        self.values = {k[len("values."):]: [_text(x) for x in v] for k, v in group.attrs.items()
+                       if k.startswith("values.")}
+
+    def column(self, name):
+        """A column as a list of Python values (strings decoded, enums as their names)."""
+        col = self.rows[name]
+        enum = h5py.check_enum_dtype(self.rows.dtype[name])
+        if enum:
+            names = {int(v): k for k, v in enum.items()}
+            return [names[int(x)] for x in col]
+        return [_text(x) for x in col]
+
+    def base_value(self, key):
+        """The base experiment's value of section.key (the advice's own setting), or None."""
+        section, name = key.split(".", 1)
+        current = None
+        for line in self.attrs.get("base_ini", "").splitlines():
+            line = line.strip()
+            if line.startswith("["):
+                current = line.strip("[]")
+            elif current == section and line.split("=")[0].strip() == name:
+                return line.split("=", 1)[1].strip()
+        return None
+
+
+def load_sweeps(path):
+    """Every sweep of one results file, in index order."""
+    with h5py.File(path, "r") as f:
+        if "sweeps" not in f:
+            return []
+        return [Sweep(path, name, f["sweeps"][name]) for name in sorted(f["sweeps"])
+                if "configs" in f["sweeps"][name]]
+
+
+def _number(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _family(sweep):
+    """Each row's sharding family, or None when the sweep does not vary it."""
+    if "policy.sharding" in sweep.rows.dtype.names:
+        return sweep.column("policy.sharding")
+    return None
+
+
+def _pareto(step, peak):
+    """Indices of the front of step time against peak memory: each faster than all that need no more."""
+    order = sorted(range(len(step)), key=lambda i: (peak[i], step[i]))
+    front, best = [], np.inf
+    for i in order:
+        if step[i] < best:
+            best = step[i]
+            front.append(i)
+    return front
+
+
+def plot_sweep_pareto(sweep, outdir):
+    rows = sweep.rows
+    keep = np.isfinite(rows["step_time_s"])
+    title = "%s sweep %d: step time against peak memory" % (sweep.stem, sweep.index)
+    what_if = sweep.attrs.get("what_if", "")
+    if what_if and what_if in rows.dtype.names:
+        # one value of the resource: the experiment's own, as the advice takes it
+        values = sweep.column(what_if)
+        at = sweep.base_value(what_if)
+        same = lambda v, w: str(v) == str(w) or (_number(v) is not None and _number(v) == _number(w))
+        if at is None or not any(same(v, at) for v in values):
+            at = values[0]
+        keep &= np.array([same(v, at) for v in values])
+        title += " (%s = %s)" % (what_if, at)
+    idx = np.nonzero(keep)[0]
+    if not len(idx):
+        return
+    step = rows["step_time_s"][idx]
+    peak = rows["peak_reserved_bytes"][idx] / GIB
+    fits = rows["fits"][idx] == 1
+    fam = _family(sweep)
+    fam = [fam[i] for i in idx] if fam else ["all"] * len(idx)
+    names = sorted(set(fam))
+    colors = dict(zip(names, _colors(len(names), "tab10")))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for n in names:
+        m = np.array([f == n for f in fam])
+        ax.scatter(peak[m & fits], step[m & fits], s=10, color=colors[n], alpha=0.6, label=n)
+        ax.scatter(peak[m & ~fits], step[m & ~fits], s=10, facecolors="none", edgecolors=colors[n], alpha=0.4)
+    front = _pareto(list(step), list(peak))
+    ax.step(peak[front], step[front], where="post", color="black", lw=1.2, label="Pareto front")
+    budget = rows["budget_bytes"][idx].max() / GIB
+    ax.axvline(budget, color="red", ls="--", lw=1, label="memory budget (%.1f GiB)" % budget)
+    if fits.any():
+        b = np.argmin(np.where(fits, step, np.inf))
+        ax.scatter([peak[b]], [step[b]], marker="*", s=180, color="gold", edgecolors="black", zorder=5,
+                   label="fastest that fits (%.3f s)" % step[b])
+    ax.set_xlabel("peak reserved memory per GPU (GiB); hollow: does not fit")
+    ax.set_ylabel("step time (s)")
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _save(fig, outdir, "%s_sweep%d_pareto" % (sweep.stem, sweep.index))
+
+
+def plot_sweep_whatif(sweep, outdir):
+    what_if = sweep.attrs.get("what_if", "")
+    rows = sweep.rows
+    if not what_if or what_if not in rows.dtype.names:
+        return
+    values = sweep.values.get(what_if) or sorted(set(str(v) for v in sweep.column(what_if)))
+    col = [str(v) if not isinstance(v, float) else repr(v) for v in sweep.column(what_if)]
+    try:
+        x = [float(v) for v in values]
+        col = [float(v) for v in sweep.column(what_if)]
+        numeric = True
+    except ValueError:
+        x, numeric = list(range(len(values))), False
+    fam = _family(sweep) or ["all"] * len(rows)
+    ok = np.isfinite(rows["step_time_s"]) & (rows["fits"] == 1)
+    names = sorted(set(fam))
+    colors = dict(zip(names, _colors(len(names), "tab10")))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    best_fam = []
+    styles = ["-", "--", "-.", ":"]
+    markers = ["o", "s", "^", "D"]
+    for k, n in enumerate(names):
+        y = []
+        for v in values:
+            key = float(v) if numeric else v
+            m = ok & np.array([c == key for c in col]) & np.array([f == n for f in fam])
+            y.append(rows["step_time_s"][m].min() if m.any() else np.nan)
+        ax.plot(x, y, marker=markers[k % 4], ls=styles[k % 4], color=colors[n], label=n, alpha=0.85)
+    for v in values:
+        key = float(v) if numeric else v
+        m = ok & np.array([c == key for c in col])
+        if m.any():
+            i = np.nonzero(m)[0][np.argmin(rows["step_time_s"][m])]
+            best_fam.append((fam[i], rows["step_time_s"][i]))
+        else:
+            best_fam.append((None, np.nan))
+    for k in range(1, len(values)):
+        a, b = best_fam[k - 1][0], best_fam[k][0]
+        if a and b and a != b:
+            mid = (x[k - 1] * x[k]) ** 0.5 if numeric and x[k - 1] > 0 else (x[k - 1] + x[k]) / 2
+            ax.axvline(mid, color="gray", ls=":", lw=1)
+            ax.text(mid, 0.98, " %s overtakes %s" % (b, a), transform=ax.get_xaxis_transform(), fontsize=8,
+                    rotation=90, va="top", ha="right")
+    if numeric and min(x) > 0 and max(x) / min(x) > 8:
+        ax.set_xscale("log", base=2)
+    if not numeric:
+        ax.set_xticks(x)
+        ax.set_xticklabels(values)
+    ax.set_yscale("log")
+    ax.set_xlabel(what_if)
+    ax.set_ylabel("fastest step that fits (s)")
+    ax.set_title("%s sweep %d: what if %s changes" % (sweep.stem, sweep.index, what_if), fontsize=10)
+    ax.legend(fontsize=8)
+    _save(fig, outdir, "%s_sweep%d_whatif" % (sweep.stem, sweep.index))
 
 
 def results_files(args):
@@ -349,12 +525,16 @@ def main(argv):
     for path in files:
         try:
             file_runs = load_runs(path)
+            sweeps = load_sweeps(path)
         except (OSError, KeyError) as e:
             sys.stderr.write("plots: %s: not a readable results file: %s\n" % (path, e))
             status = 1
             continue
-        if not file_runs:
+        if not file_runs and not sweeps:
             sys.stderr.write("plots: %s: no runs\n" % path)
+        for sweep in sweeps:
+            plot_sweep_pareto(sweep, outdir)
+            plot_sweep_whatif(sweep, outdir)
         pairs = compared_pairs(file_runs)
         paired = set()
         for m, p in pairs:
@@ -368,7 +548,8 @@ def main(argv):
                 continue
             plot_timeline(run, outdir)
             plot_memory(run, outdir)
-            runs.append(run)
+            if "sweep" not in run.attrs:  # a sweep's timelines are its rows, not policies to compare
+                runs.append(run)
     if runs:
         plot_policies(runs, outdir)
     print("plots: %d files into %s" % (len(files), outdir))

@@ -52,15 +52,16 @@ struct engine {
 	uint64_t now;
 	/* graph: the schedule's dependencies and the waits the allocator adds (core/memory.h) */
 	int *deps_left;
-	int *pred_first, *pred;  /* CSR of what each op waits for */
-	int *succ_first, *succ;  /* CSR of dependents */
-	int *stream_ops[ST_COUNT];
+	const int *pred_first, *pred;  /* CSR of what each op waits for (the prep's) */
+	const int *succ_first, *succ;  /* CSR of dependents (the prep's) */
+	const int *stream_ops[ST_COUNT];
 	int stream_n[ST_COUNT], stream_head[ST_COUNT], stream_busy[ST_COUNT];
 	int *launch_wait; /* op has a pending launch event */
 	uint32_t *version;
 	/* activities */
 	struct act act[MAX_ACTIVE];
 	int nact;
+	int want_pred;    /* record what bounded each start (the critical path) */
 };
 
 /* ---- rates -------------------------------------------------------------- */
@@ -333,7 +334,8 @@ static void start_op(struct engine *g, int op)
 	assert(g->nact < MAX_ACTIVE);
 	g->stream_busy[o->stream] = 1;
 	g->r->ops[op].start_ns = g->now;
-	set_pred(g, op);
+	if (g->want_pred)
+		set_pred(g, op);
 
 	a = &g->act[g->nact++];
 	memset(a, 0, sizeof(*a));
@@ -407,103 +409,185 @@ static void finish_op(struct engine *g, int i)
 }
 
 /* The CPU thread issues ops in schedule order; each op's kernels take launch time. */
-static void plan_launches(struct engine *g)
+static void plan_launches(const struct schedule *s, const struct cost *cost, struct op_timing *launch)
 {
-	const struct schedule *s = g->s;
-	const struct runtime_spec *rt = &g->e->runtime;
+	const struct runtime_spec *rt = &s->exp->runtime;
 	uint64_t t = 0, per_op = (uint64_t)llround(rt->op_overhead_us * 1e3);
 	uint64_t per_kernel = (uint64_t)llround(rt->launch_us * 1e3);
 
-	if (g->cost.cal) { /* the runtime's walker issues an op in the time it measured */
-		per_op = (uint64_t)llround(g->cost.cal->issue_ns);
+	if (cost->cal) { /* the runtime's walker issues an op in the time it measured */
+		per_op = (uint64_t)llround(cost->cal->issue_ns);
 		per_kernel = 0;
 	}
 
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
-		g->r->launch[i].start_ns = t;
+		launch[i].start_ns = t;
 		t += per_op;
 		if (o->kind != OP_FREE && o->kind != OP_CPU_OPTIM)
 			t += per_kernel * o->launches;
-		if (!g->cost.cal)
+		if (!cost->cal)
 			t += o->host_ns;
-		g->r->launch[i].end_ns = t;
+		launch[i].end_ns = t;
 	}
 }
 
-static void build_graph(struct engine *g, const struct memory *mem)
+/* The op graph: the schedule's dependencies and the allocator's waits, both ways, and the streams' ops. */
+static void build_graph(struct engine_prep *p, const struct memory *mem)
 {
-	const struct schedule *s = g->s;
+	const struct schedule *s = p->s;
 	int n = s->nops, np = 0;
 	int *cnt = xcalloc(n + 1, sizeof(int));
 
-	g->deps_left = xcalloc(n, sizeof(int));
-	g->pred_first = xcalloc(n + 1, sizeof(int));
-	g->pred = xmalloc(sizeof(int) * (s->ndeps + (size_t)n * ST_COUNT + 1));
-	g->succ_first = xcalloc(n + 1, sizeof(int));
-	g->launch_wait = xcalloc(n, sizeof(int));
-	g->version = xcalloc(n, sizeof(uint32_t));
+	p->deps_left = xcalloc(n, sizeof(int));
+	p->pred_first = xcalloc(n + 1, sizeof(int));
+	p->pred = xmalloc(sizeof(int) * (s->ndeps + (size_t)n * ST_COUNT + 1));
+	p->succ_first = xcalloc(n + 1, sizeof(int));
 	for (int i = 0; i < n; i++) {
 		const struct op *o = &s->ops[i];
-		g->pred_first[i] = np;
+		p->pred_first[i] = np;
 		for (uint32_t d = 0; d < o->ndeps; d++)
-			g->pred[np++] = (int)s->deps[o->dep_first + d];
+			p->pred[np++] = (int)s->deps[o->dep_first + d];
 		for (int t = 0; t < ST_COUNT; t++)
 			if (mem->wait[(size_t)i * ST_COUNT + t] >= 0)
-				g->pred[np++] = mem->wait[(size_t)i * ST_COUNT + t];
-		g->deps_left[i] = np - g->pred_first[i];
-		g->stream_n[o->stream]++;
+				p->pred[np++] = mem->wait[(size_t)i * ST_COUNT + t];
+		p->deps_left[i] = np - p->pred_first[i];
+		p->stream_n[o->stream]++;
 	}
-	g->pred_first[n] = np;
-	g->succ = xmalloc(sizeof(int) * (size_t)(np + 1));
+	p->pred_first[n] = np;
+	p->succ = xmalloc(sizeof(int) * (size_t)(np + 1));
 	for (int k = 0; k < np; k++)
-		g->succ_first[g->pred[k] + 1]++;
+		p->succ_first[p->pred[k] + 1]++;
 	for (int i = 0; i < n; i++)
-		g->succ_first[i + 1] += g->succ_first[i];
+		p->succ_first[i + 1] += p->succ_first[i];
 	for (int i = 0; i < n; i++)
-		for (int k = g->pred_first[i]; k < g->pred_first[i + 1]; k++) {
-			int p = g->pred[k];
-			g->succ[g->succ_first[p] + cnt[p]++] = i;
+		for (int k = p->pred_first[i]; k < p->pred_first[i + 1]; k++) {
+			int q = p->pred[k];
+			p->succ[p->succ_first[q] + cnt[q]++] = i;
 		}
 	for (int st = 0; st < ST_COUNT; st++) {
-		g->stream_ops[st] = xmalloc(sizeof(int) * (g->stream_n[st] + 1));
-		g->stream_n[st] = 0;
+		p->stream_ops[st] = xmalloc(sizeof(int) * (p->stream_n[st] + 1));
+		p->stream_n[st] = 0;
 	}
 	for (int i = 0; i < n; i++) {
 		int st = s->ops[i].stream;
-		g->stream_ops[st][g->stream_n[st]++] = i;
+		p->stream_ops[st][p->stream_n[st]++] = i;
 	}
 	free(cnt);
 }
 
-int engine_run(const struct schedule *s, int record_memory, struct sim_result *r, char *err, int errlen)
+struct engine_prep *engine_prepare(const struct schedule *s, int record_memory, char *err, int errlen)
+{
+	struct engine_prep *p = xcalloc(1, sizeof(*p));
+	struct cost cost;
+	uint64_t *issue;
+
+	p->s = s;
+	p->record_memory = record_memory;
+	memset(&cost, 0, sizeof(cost));
+	/* a calibration times the launch thread; without one, the runtime spec does */
+	if (s->exp->calibration[0] && cost_init(&cost, s, err, errlen) != 0) {
+		free(p);
+		return NULL;
+	}
+	p->launch = xcalloc(s->nops + 1, sizeof(*p->launch));
+	plan_launches(s, &cost, p->launch);
+	cost_release(&cost);
+	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
+	p->mem = memory_new(s, record_memory, NULL, NULL);
+	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = p->launch[i].start_ns;
+	memory_predict(p->mem, issue);
+	free(issue);
+	/* the step's end frees nothing that could raise a peak: the peaks are final */
+	p->peaks = p->mem->peaks;
+	build_graph(p, p->mem);
+	if (!record_memory) { /* nothing left to record at the step's end */
+		memory_free(p->mem);
+		p->mem = NULL;
+	}
+	return p;
+}
+
+void engine_prep_free(struct engine_prep *p)
+{
+	if (!p)
+		return;
+	memory_free(p->mem);
+	free(p->launch);
+	free(p->deps_left);
+	free(p->pred_first);
+	free(p->pred);
+	free(p->succ_first);
+	free(p->succ);
+	for (int st = 0; st < ST_COUNT; st++)
+		free(p->stream_ops[st]);
+	free(p->scratch);
+	if (p->q)
+		eq_release(p->q);
+	free(p->q);
+	free(p);
+}
+
+/* Arrays of n entries, kept across simulations of schedules of at most the size they have. */
+static void result_arrays(struct sim_result *r, int n)
+{
+	if (n > r->cap) {
+		free(r->ops);
+		free(r->launch);
+		free(r->pred);
+		r->ops = xmalloc(sizeof(*r->ops) * (size_t)(n + 1));
+		r->launch = xmalloc(sizeof(*r->launch) * (size_t)(n + 1));
+		r->pred = xmalloc(sizeof(*r->pred) * (size_t)(n + 1));
+		r->cap = n;
+	}
+	memset(r->ops, 0, sizeof(*r->ops) * (size_t)n);
+	memset(r->pred, 0, sizeof(*r->pred) * (size_t)n);
+	free(r->mem);
+	r->mem = NULL;
+	r->nmem = 0;
+	r->step_ns = 0;
+	r->events = 0;
+}
+
+int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_result *r, char *err, int errlen)
 {
 	struct engine g;
 	struct event ev;
-	struct memory *mem;
-	uint64_t *issue;
 
-	memset(r, 0, sizeof(*r));
+	assert(s->nops == p->s->nops && (!p->mem || !p->used));
+	p->used = 1;
+	result_arrays(r, s->nops);
+	memcpy(r->launch, p->launch, sizeof(*r->launch) * (size_t)s->nops);
 	memset(&g, 0, sizeof(g));
 	g.s = s;
 	g.e = s->exp;
 	g.r = r;
-	r->ops = xcalloc(s->nops, sizeof(*r->ops));
-	r->launch = xcalloc(s->nops, sizeof(*r->launch));
-	r->pred = xcalloc(s->nops, sizeof(*r->pred));
-	if (cost_init(&g.cost, s, err, errlen) != 0) {
-		sim_result_release(r);
+	g.want_pred = !p->no_pred;
+	if (cost_init(&g.cost, s, err, errlen) != 0)
 		return -1;
+	/* the graph is the prep's; what changes as the step runs starts from scratch */
+	if (!p->scratch) {
+		p->scratch = xmalloc(sizeof(int) * 3 * (size_t)(s->nops + 1));
+		p->q = xmalloc(sizeof(*p->q));
+		eq_init(p->q);
 	}
-	eq_init(&g.q);
-	plan_launches(&g);
-	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
-	mem = memory_new(s, record_memory, NULL, NULL);
-	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
-	for (int i = 0; i < s->nops; i++)
-		issue[i] = r->launch[i].start_ns;
-	memory_predict(mem, issue);
-	build_graph(&g, mem);
+	g.q = *p->q;
+	eq_reset(&g.q);
+	g.deps_left = p->scratch;
+	g.launch_wait = p->scratch + s->nops + 1;
+	g.version = (uint32_t *)(p->scratch + 2 * (s->nops + 1));
+	memcpy(g.deps_left, p->deps_left, sizeof(int) * (size_t)s->nops);
+	memset(g.launch_wait, 0, sizeof(int) * 2 * (size_t)(s->nops + 1));
+	g.pred_first = p->pred_first;
+	g.pred = p->pred;
+	g.succ_first = p->succ_first;
+	g.succ = p->succ;
+	for (int st = 0; st < ST_COUNT; st++) {
+		g.stream_ops[st] = p->stream_ops[st];
+		g.stream_n[st] = p->stream_n[st];
+	}
 
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);
@@ -528,26 +612,33 @@ int engine_run(const struct schedule *s, int record_memory, struct sim_result *r
 	for (int st = 0; st < ST_COUNT; st++)
 		assert(g.stream_head[st] == g.stream_n[st] && "an op never ran: cycle in the schedule");
 
-	memory_step_end(mem, r->step_ns);
-	r->peaks = mem->peaks;
-	r->mem = mem->samples; /* the timeline moves to the result */
-	r->nmem = mem->nsamples;
-	mem->samples = NULL;
-	memory_free(mem);
-	free(issue);
-
-	eq_release(&g.q);
+	r->peaks = p->peaks;
+	if (p->mem) {
+		memory_step_end(p->mem, r->step_ns);
+		r->mem = p->mem->samples; /* the timeline moves to the result */
+		r->nmem = p->mem->nsamples;
+		p->mem->samples = NULL;
+		p->mem->nsamples = 0;
+	}
+	*p->q = g.q; /* its storage, for the next simulation */
 	cost_release(&g.cost);
-	free(g.deps_left);
-	free(g.pred_first);
-	free(g.pred);
-	free(g.succ_first);
-	free(g.succ);
-	free(g.launch_wait);
-	free(g.version);
-	for (int st = 0; st < ST_COUNT; st++)
-		free(g.stream_ops[st]);
 	return 0;
+}
+
+int engine_run(const struct schedule *s, int record_memory, struct sim_result *r, char *err, int errlen)
+{
+	struct engine_prep *p;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	p = engine_prepare(s, record_memory, err, errlen);
+	if (!p)
+		return -1;
+	rc = engine_simulate(p, s, r, err, errlen);
+	engine_prep_free(p);
+	if (rc != 0)
+		sim_result_release(r);
+	return rc;
 }
 
 void sim_result_release(struct sim_result *r)

@@ -28,6 +28,33 @@ struct sim_result {
 	uint64_t step_ns;
 	struct mem_peaks peaks;     /* the allocator's, over the run's steps */
 	uint64_t events;            /* events processed */
+	int cap;                    /* ops the arrays hold: a result is reused by engine_simulate */
+};
+
+/*
+ * What simulating a schedule needs before its clock starts, and which does
+ * not depend on the links' or the GPU's speeds: the launch thread's issue
+ * times, the allocator run in issue order (peaks and the waits it adds)
+ * and the op graph with those waits. Configurations that differ only in
+ * the cluster's bandwidths or latencies, or the GPU spec's speeds, share
+ * one schedule and one prep (simulator/explore.c).
+ */
+struct engine_prep {
+	const struct schedule *s;     /* the schedule prepared */
+	int record_memory;
+	int no_pred;                  /* set by the caller: r->pred is not wanted (no critical path) */
+	int used;                     /* simulated at least once */
+	struct op_timing *launch;     /* per op: the CPU thread launching it */
+	struct mem_peaks peaks;       /* the allocator's, over the run's steps */
+	struct memory *mem;           /* record_memory: the step, ended by the one simulation */
+	int *deps_left;               /* per op: what it waits for, before anything ran */
+	int *pred_first, *pred;       /* CSR of what each op waits for */
+	int *succ_first, *succ;       /* CSR of dependents */
+	int *stream_ops[ST_COUNT];    /* each stream's ops in order */
+	int stream_n[ST_COUNT];
+	/* kept across its simulations: what each one starts from scratch */
+	int *scratch;                 /* 3 (nops + 1) ints */
+	struct eq *q;                 /* the event queue's storage */
 };
 
 /*
@@ -40,5 +67,20 @@ struct sim_result {
  */
 int engine_run(const struct schedule *s, int record_memory, struct sim_result *r, char *err, int errlen);
 void sim_result_release(struct sim_result *r);
+
+/*
+ * engine_run in two parts. engine_prepare: the prep of schedule s (NULL
+ * with a message in err when its calibration cannot be used); free it with
+ * engine_prep_free. engine_simulate: one simulation of schedule s with
+ * prep p, priced by s->exp. s may be the prepared schedule itself, or the
+ * same graph for an experiment whose schedule inputs (schedule_same_inputs)
+ * and runtime agree with the prepared one's. A prep that records memory
+ * serves one simulation (the timeline moves to the result). r is filled as
+ * engine_run fills it, and may hold a previous result of this function,
+ * whose arrays are reused; 0, or -1 with a message in err.
+ */
+struct engine_prep *engine_prepare(const struct schedule *s, int record_memory, char *err, int errlen);
+void engine_prep_free(struct engine_prep *p);
+int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_result *r, char *err, int errlen);
 
 #endif

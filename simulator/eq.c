@@ -26,6 +26,12 @@ void eq_release(struct eq *q)
 	eq_init(q);
 }
 
+void eq_reset(struct eq *q)
+{
+	q->n = 0;
+	q->next_seq = 0;
+}
+
 void eq_push(struct eq *q, uint64_t t_ns, int op, uint32_t version)
 {
 	int i;

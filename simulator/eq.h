@@ -24,6 +24,8 @@ struct eq {
 
 void eq_init(struct eq *q);
 void eq_release(struct eq *q);
+/* Empty the queue and restart its sequence numbers, keeping its storage for the next run. */
+void eq_reset(struct eq *q);
 void eq_push(struct eq *q, uint64_t t_ns, int op, uint32_t version);
 /* Pops the earliest event into *e; returns 0 when the queue is empty. */
 int eq_pop(struct eq *q, struct event *e);

@@ -1,16 +1,27 @@
 /*
- * main.c - ./sim: predict what one optimizer step of a policy costs.
+ * main.c - ./sim: predict what one optimizer step of a policy costs, and
+ * explore and advise over many.
  *
  *   ./sim [EXPERIMENT.ini] [experiment flags] [--schedule] [--json]
- *         [--out FILE.h5] [--trace FILE.json] [--policy all [--top N]]
+ *         [--out FILE.h5] [--trace FILE.json]
+ *   ./sim [EXPERIMENT.ini] [experiment flags] --policy all [--top N] [--out FILE.h5]
+ *   ./sim --sweep SWEEP.ini [--out FILE.h5] [--top N] [--json] [constraints]
+ *   ./sim [EXPERIMENT.ini] [experiment flags] --advise [--what-if KEY=VALUES]
+ *         [--top N] [--json] [--out FILE.h5] [constraints]
  *   ./sim --compare RUN.h5 [--calibration FILE] [--json]
+ *   constraints: --memory-budget GiB, --global-batch N
+ *
+ * The sweeps (--policy all, --sweep, --advise) run over MPI under mpirun
+ * (explore.h); every rank reads the same input, rank 0 prints and writes.
  *
  * Exit status: 0 on success, 2 on bad input (nothing is written then):
  * contradictory flags, or an output path that breaks a rule of
  * core/outfile.h (checked before anything runs); 1 when a result could
- * not be written.
+ * not be written; 130 when a sweep was interrupted (its rows so far are
+ * written).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +29,28 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "advise.h"
 #include "compare.h"
 #include "config.h"
 #include "engine.h"
+#include "explore.h"
 #include "outfile.h"
 #include "report.h"
 #include "results.h"
 #include "schedule.h"
+#include "sweep.h"
 #include "trace.h"
 #include "xalloc.h"
 
+#define WHAT_IF_MAX 4
+
 struct opts {
-	int schedule, json, all, top, help, bench;
-	const char *trace, *compare;
+	int schedule, json, all, top, help, bench, advise;
+	const char *trace, *compare, *sweep, *out;
+	const char *what_if[WHAT_IF_MAX];
+	int nwhat_if;
+	double memory_budget_gib;
+	long global_batch;
 };
 
 static void usage(FILE *f)
@@ -41,7 +61,17 @@ static void usage(FILE *f)
 		   "  --out FILE.h5       append the run to an HDF5 results file\n"
 		   "  --trace FILE.json   write a Chrome trace (open it in Perfetto)\n"
 		   "  --policy all        simulate every valid policy, ranked by step time\n"
-		   "  --top N             with --policy all: print the N fastest only\n"
+		   "  --top N             with --policy all: print the N fastest only; with --sweep\n"
+		   "                      and --advise: the N fastest (default 10) and runners-up (5)\n"
+		   "  --sweep SWEEP.ini   simulate every configuration of a sweep file\n"
+		   "                      (experiments/README.md); --out FILE.h5 gets one row each\n"
+		   "  --advise            the fastest configuration that fits, the runners-up and why,\n"
+		   "                      and the Pareto front of step time against memory\n"
+		   "  --what-if KEY=VALUES  with --advise: the answer for each value of a resource\n"
+		   "                      (--what-if 'cluster.inter_gbps=6.25..100 times 2')\n"
+		   "  --memory-budget GiB what fits means (default: the GPU's memory)\n"
+		   "  --global-batch N    sequences per optimizer step: microbatches follow\n"
+		   "  under mpirun, --policy all, --sweep and --advise share the work among the ranks\n"
 		   "  --bench N           build and simulate the step N times; print the speed\n"
 		   "  --compare RUN.h5 [--calibration FILE] [--json]\n"
 		   "                      predict every measured run of RUN.h5 and say how far each\n"
@@ -67,14 +97,23 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			o->all = 1;
 			if (!strcmp(a, "--policy"))
 				argv[i++] = NULL;
+		} else if (!strcmp(a, "--advise")) {
+			if (o->advise) {
+				fprintf(stderr, "%s: given twice\n", a);
+				return -1;
+			}
+			o->advise = 1;
 		} else if (!strcmp(a, "--trace") || !strcmp(a, "--top") || !strcmp(a, "--bench") ||
-			   !strcmp(a, "--compare")) {
+			   !strcmp(a, "--compare") || !strcmp(a, "--sweep") || !strcmp(a, "--what-if") ||
+			   !strcmp(a, "--memory-budget") || !strcmp(a, "--global-batch")) {
 			if (i + 1 >= argc || !argv[i + 1] || !argv[i + 1][0]) {
 				fprintf(stderr, "%s: needs a value\n", a);
 				return -1;
 			}
 			if ((!strcmp(a, "--trace") && o->trace) || (!strcmp(a, "--top") && o->top) ||
-			    (!strcmp(a, "--bench") && o->bench) || (!strcmp(a, "--compare") && o->compare)) {
+			    (!strcmp(a, "--bench") && o->bench) || (!strcmp(a, "--compare") && o->compare) ||
+			    (!strcmp(a, "--sweep") && o->sweep) || (!strcmp(a, "--memory-budget") && o->memory_budget_gib) ||
+			    (!strcmp(a, "--global-batch") && o->global_batch)) {
 				fprintf(stderr, "%s: given twice\n", a);
 				return -1;
 			}
@@ -82,6 +121,31 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				o->trace = argv[i + 1];
 			} else if (!strcmp(a, "--compare")) {
 				o->compare = argv[i + 1];
+			} else if (!strcmp(a, "--sweep")) {
+				o->sweep = argv[i + 1];
+			} else if (!strcmp(a, "--what-if")) {
+				if (o->nwhat_if == WHAT_IF_MAX) {
+					fprintf(stderr, "--what-if: at most %d resources\n", WHAT_IF_MAX);
+					return -1;
+				}
+				o->what_if[o->nwhat_if++] = argv[i + 1];
+			} else if (!strcmp(a, "--memory-budget")) {
+				char *end;
+				double v = strtod(argv[i + 1], &end);
+				if (*end || !(v > 0 && v <= 1e9)) {
+					fprintf(stderr, "--memory-budget: '%s' is not a number of GiB above 0\n", argv[i + 1]);
+					return -1;
+				}
+				o->memory_budget_gib = v;
+			} else if (!strcmp(a, "--global-batch")) {
+				char *end;
+				long v = strtol(argv[i + 1], &end, 10);
+				if (*end || v < 1 || v > (1L << 40)) {
+					fprintf(stderr, "--global-batch: '%s' is not an integer from 1 to %ld\n", argv[i + 1],
+						1L << 40);
+					return -1;
+				}
+				o->global_batch = v;
 			} else {
 				char *end;
 				long v = strtol(argv[i + 1], &end, 10);
@@ -108,7 +172,9 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 {
 	const char *cal = "";
 	const char *other = o->schedule ? "--schedule" : o->trace ? "--trace" : o->all ? "--policy all" :
-			    o->top ? "--top" : o->bench ? "--bench" : NULL;
+			    o->top ? "--top" : o->bench ? "--bench" : o->sweep ? "--sweep" : o->advise ? "--advise" :
+			    o->nwhat_if ? "--what-if" : o->memory_budget_gib ? "--memory-budget" :
+			    o->global_batch ? "--global-batch" : NULL;
 
 	if (other) {
 		fprintf(stderr, "--compare and %s cannot be used together: --compare predicts the runs of a file "
@@ -146,11 +212,12 @@ static int run_compare(int argc, char **argv, const struct opts *o)
  */
 static int check_flags(const struct opts *o, const struct experiment *e)
 {
-	const char *single[] = { e->run.out[0] ? "--out" : NULL, o->trace ? "--trace" : NULL,
-				 o->schedule ? "--schedule" : NULL };
+	const char *single[] = { o->trace ? "--trace" : NULL, o->schedule ? "--schedule" : NULL,
+				 o->bench ? "--bench" : NULL };
 	const char *bench_not[] = { o->all ? "--policy all" : NULL, o->json ? "--json" : NULL,
 				    o->schedule ? "--schedule" : NULL, e->run.out[0] ? "--out" : NULL,
 				    o->trace ? "--trace" : NULL };
+	const char *many = o->all ? "--policy all" : o->advise ? "--advise" : NULL;
 
 	if (o->bench) {
 		for (size_t i = 0; i < sizeof bench_not / sizeof bench_not[0]; i++)
@@ -165,17 +232,32 @@ static int check_flags(const struct opts *o, const struct experiment *e)
 				"object and nothing else\n");
 		return -1;
 	}
-	if (o->top && !o->all) {
-		fprintf(stderr, "--top needs --policy all: it keeps the N fastest of the ranking\n");
+	if (o->top && !o->all && !o->advise && !o->sweep) {
+		fprintf(stderr, "--top needs --policy all, --sweep or --advise: it keeps the N fastest of the ranking\n");
 		return -1;
 	}
-	if (o->all) {
+	if (o->all && o->advise) {
+		fprintf(stderr, "--policy all and --advise cannot be used together: --advise walks every policy "
+				"itself\n");
+		return -1;
+	}
+	if (many) {
 		for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
 			if (single[i]) {
-				fprintf(stderr, "--policy all and %s cannot be used together: %s needs a single "
-						"policy\n", single[i], single[i]);
+				fprintf(stderr, "%s and %s cannot be used together: %s needs a single policy\n", many,
+					single[i], single[i]);
 				return -1;
 			}
+	}
+	if (o->nwhat_if && !o->advise) {
+		fprintf(stderr, "--what-if needs --advise: it asks for the advice at each value of a resource "
+				"(a sweep file says it with what_if)\n");
+		return -1;
+	}
+	if ((o->memory_budget_gib || o->global_batch) && !many) {
+		fprintf(stderr, "%s needs --policy all, --sweep or --advise: it constrains the configurations "
+				"they compare\n", o->memory_budget_gib ? "--memory-budget" : "--global-batch");
+		return -1;
 	}
 	return 0;
 }
@@ -258,86 +340,98 @@ static int run_bench(const struct experiment *e, int n)
 	return 0;
 }
 
-/* ---- --policy all ------------------------------------------------------------ */
+/* ---- sweeps: --policy all, --sweep, --advise ------------------------------------ */
 
-/* One simulated policy of the walk: what the ranking prints. */
-struct ranked {
-	struct policy policy;
-	int order;               /* in the walk: ties keep it */
-	int fits;
-	double step_time_s, mfu, tokens_per_s_per_gpu;
-	uint64_t peak_reserved_bytes;
-};
-
-static int cmp_ranked(const void *a, const void *b)
+static int cmp_step(const void *a, const void *b)
 {
-	const struct ranked *x = a, *y = b;
-	if (x->step_time_s != y->step_time_s)
-		return x->step_time_s < y->step_time_s ? -1 : 1;
-	return x->order - y->order;
+	const struct sweep_row *x = a, *y = b;
+	if (x->fig.step_time_s != y->fig.step_time_s)
+		return x->fig.step_time_s < y->fig.step_time_s ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* "1 breaks a rule (...), 2 duplicates, ..." of a sweep's skipped candidates, or "" */
+static const char *skipped_text(const struct explore_result *r, char *buf, size_t n)
+{
+	static const char *const what[SWEEP_END] = { NULL, "break a rule", "are another combination's name",
+						     "miss the global batch" };
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int k = 1; k < SWEEP_END && used < n; k++)
+		if (r->skipped[k])
+			used += (size_t)snprintf(buf + used, n - used, "%s%llu %s (first: %s)", used ? "; " : "",
+						 (unsigned long long)r->skipped[k], what[k], r->why[k]);
+	return buf;
+}
+
+/* One line on how the sweep went: what it simulated, how fast, where the rows are. */
+static void sweep_line(FILE *f, const struct explore_result *r, const char *out, uint64_t candidates)
+{
+	char skip[1024];
+
+	fprintf(f, "%llu configurations of %llu candidates%s in %.1f s on %d rank%s (%.0f configurations per s, %.0f per s "
+		   "per rank, %.0f per CPU second)\n", (unsigned long long)r->nrows, (unsigned long long)candidates,
+		r->interrupted ? ", interrupted" : "", r->seconds, r->ranks, r->ranks == 1 ? "" : "s",
+		r->seconds > 0 ? (double)r->nrows / r->seconds : 0,
+		r->seconds > 0 ? (double)r->nrows / r->seconds / r->ranks : 0,
+		r->cpu_s > 0 ? (double)r->nrows / r->cpu_s : 0);
+	if (skipped_text(r, skip, sizeof skip)[0])
+		fprintf(f, "skipped: %s\n", skip);
+	if (out && out[0] && r->group[0])
+		fprintf(f, "rows: %s, /sweeps/%s\n", out, r->group);
 }
 
 /*
  * Every distinct valid policy (policy_next, core/policy.h) on base's model,
- * cluster and run, ranked by step time. Only the policy of a copy of base
- * changes: policy_next emits resolved, checked policies, so each is built
- * and simulated as it comes. The policy lines are written for the ranks
- * printed only.
+ * cluster and run, ranked by step time: a sweep of the policy walk
+ * (explore.h). The policy lines are written for the ranks printed only.
  */
 static int run_all(const struct experiment *base, const struct opts *o)
 {
 	struct experiment e = *base; /* shares base's origins: not released */
-	struct policy_walk w;
-	struct ranked *rk = NULL;
-	int n = 0, cap = 0, shown, best_fit = -1;
+	struct explore_opts eo = { o->out, !o->json, 1, 0 };
+	struct explore_result res;
+	struct sweep sw;
+	struct sweep_row *rk;
+	int n, shown, best_fit = -1, rc;
 	uint64_t gpu_bytes = 0;
 	char line[256], b[32];
 
-	policy_walk_init(&w, &base->policy, &base->cluster, &base->model);
-	while (policy_next(&w, &e.policy)) {
-		char err[256];
-		struct schedule *s = schedule_new(&e, err, sizeof(err));
-		struct sim_result r;
-		struct summary sum;
-
-		if (!s) {
-			/* policy_check passed it: a rule is missing from policy.c */
-			fprintf(stderr, "sim: --policy all: %s: %s\n",
-				report_policy_line(&e, line, sizeof(line)), err);
-			free(rk);
-			return 1;
-		}
-		if (engine_run(s, 0, &r, err, sizeof(err)) != 0) {
-			fprintf(stderr, "sim: %s\n", err);
-			schedule_free(s);
-			free(rk);
-			return 2;
-		}
-		report_summarize(s, &r, &sum);
-		sim_result_release(&r);
-		schedule_free(s);
-		if (n == cap) {
-			rk = xrealloc(rk, sizeof(*rk) * (cap = cap ? 2 * cap : 4096));
-		}
-		rk[n] = (struct ranked){ e.policy, n, sum.fits, sum.step_time_s, sum.mfu,
-					 sum.tokens_per_s_per_gpu, sum.peak_reserved_bytes };
-		gpu_bytes = sum.gpu_bytes;
-		n++;
+	if (sweep_of_experiment(&sw, base, 1) != 0)
+		return 2;
+	sweep_set_constraints(&sw, o->global_batch, o->memory_budget_gib);
+	if (sweep_plan(&sw) != 0) {
+		sweep_release(&sw);
+		return 2;
 	}
-	qsort(rk, n, sizeof(*rk), cmp_ranked);
+	rc = explore_run(&sw, &eo, &res);
+	if (!explore_is_root())
+		goto out;
+	if (res.skipped[SWEEP_INVALID]) {
+		/* policy_next emits checked policies: a rule is missing from policy.c */
+		fprintf(stderr, "sim: --policy all: %llu policies could not be simulated, the first: %s\n",
+			(unsigned long long)res.skipped[SWEEP_INVALID], res.why[SWEEP_INVALID]);
+		rc = rc ? rc : 1;
+	}
+	rk = res.rows;
+	n = (int)res.nrows;
+	qsort(rk, n, sizeof(*rk), cmp_step);
 	for (int i = 0; i < n && best_fit < 0; i++)
-		if (rk[i].fits)
+		if (rk[i].fig.fits)
 			best_fit = i;
+	if (n)
+		gpu_bytes = rk[0].fig.budget_bytes;
 	shown = o->top && o->top < n ? o->top : n;
 	if (o->json) {
 		printf("[");
 		for (int i = 0; i < shown; i++) {
-			e.policy = rk[i].policy;
+			sweep_policy_unpack(&rk[i].policy, &e.policy);
 			printf("%s{\"rank\": %d, \"policy\": \"%s\", \"step_time_s\": %.9g, \"mfu\": %.6g, "
 			       "\"tokens_per_s_per_gpu\": %.9g, \"peak_reserved_bytes\": %llu, \"fits\": %s}",
 			       i ? ",\n " : "", i + 1, report_policy_line(&e, line, sizeof(line)),
-			       rk[i].step_time_s, rk[i].mfu, rk[i].tokens_per_s_per_gpu,
-			       (unsigned long long)rk[i].peak_reserved_bytes, rk[i].fits ? "true" : "false");
+			       rk[i].fig.step_time_s, rk[i].fig.mfu, rk[i].fig.tokens_per_s_per_gpu,
+			       (unsigned long long)rk[i].fig.peak_reserved_bytes, rk[i].fig.fits ? "true" : "false");
 		}
 		printf("]\n");
 	} else {
@@ -346,56 +440,239 @@ static int run_all(const struct experiment *base, const struct opts *o)
 		       base->run.batch, base->policy.microbatches, n);
 		printf("%4s %10s %6s %12s %5s  %s\n", "rank", "step_s", "MFU%", "peak", "fits", "policy");
 		for (int i = 0; i < shown; i++) {
-			e.policy = rk[i].policy;
-			printf("%4d %10.4f %6.1f %12s %5s  %s\n", i + 1, rk[i].step_time_s, 100 * rk[i].mfu,
-			       report_bytes(rk[i].peak_reserved_bytes, b, sizeof(b)), rk[i].fits ? "yes" : "NO",
+			sweep_policy_unpack(&rk[i].policy, &e.policy);
+			printf("%4d %10.4f %6.1f %12s %5s  %s\n", i + 1, rk[i].fig.step_time_s, 100 * rk[i].fig.mfu,
+			       report_bytes(rk[i].fig.peak_reserved_bytes, b, sizeof(b)), rk[i].fig.fits ? "yes" : "NO",
 			       report_policy_line(&e, line, sizeof(line)));
 		}
 		if (best_fit >= 0) {
-			e.policy = rk[best_fit].policy;
-			printf("fastest that fits: rank %d, %.4f s, %s\n", best_fit + 1, rk[best_fit].step_time_s,
+			sweep_policy_unpack(&rk[best_fit].policy, &e.policy);
+			printf("fastest that fits: rank %d, %.4f s, %s\n", best_fit + 1, rk[best_fit].fig.step_time_s,
 			       report_policy_line(&e, line, sizeof(line)));
 		} else {
 			printf("no policy fits in %s\n", report_bytes(gpu_bytes, b, sizeof(b)));
 		}
+		if (o->out && o->out[0] && res.group[0])
+			printf("rows: %s, /sweeps/%s\n", o->out, res.group);
 	}
-	free(rk);
+out:
+	explore_result_release(&res);
+	sweep_release(&sw);
+	return rc;
+}
+
+/* --sweep: every configuration of a sweep file; the rows to --out, the fastest printed. */
+static int run_sweep(const struct sweep *sw, const struct opts *o)
+{
+	struct explore_opts eo = { o->out, !o->json, 0, 0 };
+	struct explore_result res;
+	int rc = explore_run(sw, &eo, &res), shown;
+	char label[512], b[32];
+
+	if (!explore_is_root())
+		return rc;
+	shown = res.nbest < (o->top ? o->top : 10) ? res.nbest : (o->top ? o->top : 10);
+	if (o->json) {
+		printf("{\"sweep\": \"%s\", \"candidates\": %llu, \"configurations\": %llu, \"skipped_invalid\": %llu, "
+		       "\"skipped_duplicate\": %llu, \"skipped_off_batch\": %llu, \"seconds\": %.6g, \"ranks\": %d, "
+		       "\"group\": \"%s\", \"fastest\": [",
+		       sw->path, (unsigned long long)sw->ncandidates, (unsigned long long)res.nrows,
+		       (unsigned long long)res.skipped[SWEEP_INVALID], (unsigned long long)res.skipped[SWEEP_DUPLICATE],
+		       (unsigned long long)res.skipped[SWEEP_OFF_BATCH], res.seconds, res.ranks, res.group);
+		for (int i = 0; i < shown; i++)
+			printf("%s{\"index\": %llu, \"configuration\": \"%s\", \"step_time_s\": %.9g, \"mfu\": %.6g, "
+			       "\"peak_reserved_bytes\": %llu}", i ? ", " : "", (unsigned long long)res.best[i].index,
+			       sweep_row_label(sw, &res.best[i], label, sizeof label), res.best[i].fig.step_time_s,
+			       res.best[i].fig.mfu, (unsigned long long)res.best[i].fig.peak_reserved_bytes);
+		printf("]}\n");
+	} else {
+		printf("sweep %s: ", sw->path);
+		sweep_line(stdout, &res, o->out, sw->ncandidates);
+		if (shown) {
+			printf("fastest that fit:\n%4s %10s %6s %12s  %s\n", "rank", "step_s", "MFU%", "peak", "configuration");
+			for (int i = 0; i < shown; i++) {
+				struct experiment e;
+				char line[256];
+				const struct sweep_row *r = &res.best[i];
+				sweep_row_label(sw, r, label, sizeof label);
+				if (sw->walk && sweep_experiment_of(sw, r, &e) == 0) {
+					snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s",
+						 label[0] ? "; " : "", report_policy_line(&e, line, sizeof line));
+					config_release(&e);
+				}
+				printf("%4d %10.4f %6.1f %12s  %s\n", i + 1, r->fig.step_time_s, 100 * r->fig.mfu,
+				       report_bytes(r->fig.peak_reserved_bytes, b, sizeof b), label);
+			}
+		} else {
+			printf("no configuration fits\n");
+		}
+	}
+	explore_result_release(&res);
+	return rc;
+}
+
+/* Run sw and print its advice (rank 0). */
+static int advise_sweep(const struct sweep *sw, const struct opts *o)
+{
+	struct explore_opts eo = { o->out, !o->json, 1, 0 };
+	struct advise_opts ao = { o->top, o->json };
+	struct explore_result res;
+	int rc = explore_run(sw, &eo, &res);
+
+	if (explore_is_root()) {
+		int arc = advise_print(sw, &res, &ao, stdout);
+		if (!o->json)
+			sweep_line(stdout, &res, o->out, sw->ncandidates);
+		rc = rc ? rc : arc;
+	}
+	explore_result_release(&res);
+	return rc;
+}
+
+/* --advise: the policy walk (and the resources of --what-if) around the experiment, then the advice. */
+static int run_advise(const struct experiment *base, const struct opts *o)
+{
+	struct sweep sw;
+	int rc;
+
+	if (sweep_of_experiment(&sw, base, 1) != 0)
+		return 2;
+	for (int i = 0; i < o->nwhat_if; i++) {
+		char origin[64];
+		snprintf(origin, sizeof origin, "--what-if %s", o->what_if[i]);
+		origin[strcspn(origin, "=")] = '\0';
+		if (sweep_add_axis(&sw, o->what_if[i], origin) != 0) {
+			sweep_release(&sw);
+			return 2;
+		}
+	}
+	sweep_set_constraints(&sw, o->global_batch, o->memory_budget_gib);
+	if (sweep_plan(&sw) != 0) {
+		sweep_release(&sw);
+		return 2;
+	}
+	rc = advise_sweep(&sw, o);
+	sweep_release(&sw);
+	return rc;
+}
+
+/* --out for --sweep, which takes no other experiment flag: its value, or NULL; -1 on a bad use. */
+static int sweep_out(int argc, char **argv, const char **out)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!argv[i])
+			continue;
+		if ((!strcmp(argv[i], "--out") || !strcmp(argv[i], "--set")) && i + 1 < argc && argv[i + 1] &&
+		    (!strcmp(argv[i], "--out") || !strncmp(argv[i + 1], "run.out=", 8))) {
+			*out = !strcmp(argv[i], "--out") ? argv[i + 1] : argv[i + 1] + 8;
+			argv[i] = argv[i + 1] = NULL;
+			i++;
+		} else if (!strncmp(argv[i], "--out=", 6)) {
+			*out = argv[i] + 6;
+			argv[i] = NULL;
+		} else {
+			fprintf(stderr, "--sweep: '%s' is not allowed here: the sweep file gives the configurations "
+					"(its [sweep] experiment, and its axes); allowed: --out FILE.h5, --top N, --json, "
+					"--memory-budget GiB, --global-batch N\n", argv[i]);
+			return -1;
+		}
+	}
 	return 0;
+}
+
+/* Under mpirun, ranks other than 0 print nothing: stdout, and stderr while reading the input. */
+static int quiet_rank(int rank, int *saved_err)
+{
+	int null;
+
+	*saved_err = -1;
+	if (rank == 0)
+		return 0;
+	null = open("/dev/null", O_WRONLY);
+	if (null < 0)
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	*saved_err = dup(2);
+	dup2(null, 1);
+	dup2(null, 2);
+	close(null);
+	return 0;
+}
+
+static void loud_again(int saved_err)
+{
+	if (saved_err >= 0) {
+		fflush(stderr);
+		dup2(saved_err, 2);
+		close(saved_err);
+	}
 }
 
 int main(int argc, char **argv)
 {
 	struct experiment e;
 	struct opts o = { 0 };
-	int rc;
+	int rc, rank, size, saved_err;
 
+	explore_mpi_init(&argc, &argv, &rank, &size);
+	quiet_rank(rank, &saved_err);
 	rc = take_own_flags(argc, argv, &o) != 0 ? 2 : 0;
 	if (rc || o.help) {
 		if (!rc)
 			usage(stdout);
-		return rc;
+		explore_mpi_exit(rc);
 	}
-	if (o.compare)
-		return run_compare(argc, argv, &o);
-	config_init(&e);
+	if (o.compare) {
+		loud_again(saved_err);
+		explore_mpi_exit(rank ? 0 : run_compare(argc, argv, &o));
+	}
+	if (o.sweep) {
+		struct sweep sw;
+		const char *bad = o.all ? "--policy all" : o.schedule ? "--schedule" : o.trace ? "--trace" :
+				  o.bench ? "--bench" : o.nwhat_if ? "--what-if" : NULL;
+		if (bad) {
+			fprintf(stderr, "--sweep and %s cannot be used together: a sweep file gives its configurations "
+					"(write policies = all and what_if in its [sweep] section)\n", bad);
+			explore_mpi_exit(2);
+		}
+		if (sweep_out(argc, argv, &o.out) != 0 || sweep_load(&sw, o.sweep) != 0)
+			explore_mpi_exit(2);
+		sweep_set_constraints(&sw, o.global_batch, o.memory_budget_gib);
+		const struct outfile outs[] = { { "--out", o.out, results_refusal } };
+		if (outfile_check(outs, 1, (const char *const[]){ o.sweep, sw.experiment, NULL }) != 0 ||
+		    sweep_plan(&sw) != 0) {
+			sweep_release(&sw);
+			explore_mpi_exit(2);
+		}
+		loud_again(saved_err);
+		rc = o.advise ? advise_sweep(&sw, &o) : run_sweep(&sw, &o);
+		sweep_release(&sw);
+		explore_mpi_exit(rc);
+	}
+	config_init_job(&e);
 	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim") != 0 ||
 	    config_resolve(&e) != 0) {
 		config_release(&e);
-		return 2;
+		explore_mpi_exit(2);
 	}
+	o.out = e.run.out;
 	const struct outfile outs[] = { { "run.out =", e.run.out, results_refusal },
 					{ "--trace", o.trace, trace_refusal } };
 	if (check_flags(&o, &e) != 0 || outfile_check(outs, 2, (const char *const[]){ e.path, NULL }) != 0) {
 		config_release(&e);
-		return 2;
+		explore_mpi_exit(2);
 	}
-	if (o.bench) {
+	loud_again(saved_err);
+	if (o.all || o.advise) {
+		rc = o.all ? run_all(&e, &o) : run_advise(&e, &o);
+	} else if (rank != 0) {
+		rc = 0; /* one configuration: rank 0 simulates it */
+	} else if (o.bench) {
 		rc = run_bench(&e, o.bench);
-	} else if (o.all) {
-		rc = run_all(&e, &o);
 	} else {
 		rc = run_one(&e, &o);
 	}
 	config_release(&e);
-	return rc;
+	explore_mpi_exit(rc);
 }

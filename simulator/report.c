@@ -11,30 +11,31 @@
 
 /* ---- summary -------------------------------------------------------------- */
 
-/* The op group an op counts toward on the critical path. */
-static void group_name(const struct schedule *s, int op, char *buf, int len)
+/*
+ * The op groups of the critical path: an op kind, with the kind of its
+ * segment when it has one ("backward block"), and the CPU launch thread.
+ */
+#define GROUP_LAUNCH (OP_KIND_COUNT * (SEG_KIND_COUNT + 1))
+#define GROUP_COUNT (GROUP_LAUNCH + 1)
+
+static int group_of(const struct schedule *s, int op)
 {
 	const struct op *o = &s->ops[op];
-	if (o->seg >= 0)
-		snprintf(buf, len, "%s %s", op_kind_name(o->kind), segment_name(s->segs[o->seg].kind));
+	return o->kind * (SEG_KIND_COUNT + 1) + (o->seg >= 0 ? 1 + (int)s->segs[o->seg].kind : 0);
+}
+
+static void group_name(int g, char *buf, int len)
+{
+	if (g == GROUP_LAUNCH)
+		snprintf(buf, len, "cpu launch");
+	else if (g % (SEG_KIND_COUNT + 1))
+		snprintf(buf, len, "%s %s", op_kind_name(g / (SEG_KIND_COUNT + 1)),
+			 segment_name(g % (SEG_KIND_COUNT + 1) - 1));
 	else
-		snprintf(buf, len, "%s", op_kind_name(o->kind));
+		snprintf(buf, len, "%s", op_kind_name(g / (SEG_KIND_COUNT + 1)));
 }
 
 struct crit { char name[48]; uint64_t ns; };
-
-static void crit_add(struct crit *c, int *n, int max, const char *name, uint64_t ns)
-{
-	for (int i = 0; i < *n; i++)
-		if (!strcmp(c[i].name, name)) {
-			c[i].ns += ns;
-			return;
-		}
-	if (*n < max) {
-		snprintf(c[*n].name, sizeof(c[*n].name), "%s", name);
-		c[(*n)++].ns = ns;
-	}
-}
 
 static int crit_cmp(const void *a, const void *b)
 {
@@ -47,25 +48,33 @@ static int crit_cmp(const void *a, const void *b)
 /* Walk back from the op that ends last along the constraints that bound each start. */
 static void critical_path(const struct schedule *s, const struct sim_result *r, struct summary *out)
 {
-	struct crit c[64];
+	uint64_t ns[GROUP_COUNT] = { 0 };
+	uint8_t on[GROUP_COUNT] = { 0 };
+	struct crit c[GROUP_COUNT];
 	int n = 0, op = -1;
-	char name[48];
 
 	for (int i = 0; i < s->nops; i++)
 		if (op < 0 || r->ops[i].end_ns > r->ops[op].end_ns)
 			op = i;
 	while (op >= 0) {
 		uint64_t d = r->ops[op].end_ns - r->ops[op].start_ns;
-		int p = r->pred[op];
-		group_name(s, op, name, sizeof(name));
-		if (d)
-			crit_add(c, &n, 64, name, d);
+		int p = r->pred[op], g = group_of(s, op);
+		if (d) {
+			ns[g] += d;
+			on[g] = 1;
+		}
 		if (p == -2) {
-			crit_add(c, &n, 64, "cpu launch", r->ops[op].start_ns);
+			ns[GROUP_LAUNCH] += r->ops[op].start_ns;
+			on[GROUP_LAUNCH] = 1;
 			break;
 		}
 		op = p;
 	}
+	for (int g = 0; g < GROUP_COUNT; g++)
+		if (on[g]) {
+			group_name(g, c[n].name, sizeof(c[n].name));
+			c[n++].ns = ns[g];
+		}
 	qsort(c, n, sizeof(c[0]), crit_cmp);
 	out->ncrit = n < RESULTS_CRIT_MAX ? n : RESULTS_CRIT_MAX;
 	for (int i = 0; i < out->ncrit; i++) {

@@ -188,7 +188,7 @@ fi
 # ---- 8. contradictory flags --------------------------------------------------
 expect2 "8 --json --schedule" "--json and --schedule cannot be used together" "$SIM" v.ini --json --schedule
 expect2 "8 --top without --policy all" "--top needs --policy all" "$SIM" v.ini --top 3
-expect2 "8 --policy all --out" "--policy all and --out cannot be used together" "$SIM" v.ini --policy all --out x.h5
+expect2 "8 --policy all --trace" "--policy all and --trace cannot be used together" "$SIM" v.ini --policy all --trace x.json
 expect2 "8 --bench --json" "--bench and --json cannot be used together" "$SIM" v.ini --bench 2 --json
 expect2 "8 --trace twice" "--trace: given twice" "$SIM" v.ini --trace a.json --trace b.json
 expect2 "8 --trace ''" "--trace: needs a value" "$SIM" v.ini --trace ""

@@ -874,7 +874,7 @@ static void test_foreign_files_untouched(void)
 	H5Gclose(g);
 	H5Fclose(f);
 	before = slurp(h5, &nb);
-	CU_ASSERT_STRING_EQUAL(results_refusal(h5), "is an HDF5 file without /runs, not a results file");
+	CU_ASSERT_STRING_EQUAL(results_refusal(h5), "is an HDF5 file without /runs or /sweeps, not a results file");
 	CU_ASSERT_EQUAL(results_append(h5, &r), -1);
 	after = slurp(h5, &na);
 	CU_ASSERT(na == nb && memcmp(before, after, na) == 0);

@@ -1,0 +1,1091 @@
+/*
+ * sweep.c - sweep files, and the configurations they describe (see
+ * sweep.h).
+ *
+ * A value of an axis is checked once, when the file is read, by setting
+ * it on a scratch experiment through config_set (the experiment key table
+ * and its messages); its canonical text (config_get) is what every
+ * configuration applies again. A configuration is the base experiment
+ * (config_copy) with its axes' values set, resolved by config_resolve:
+ * what ./sim would make of the base file with those values given as flags.
+ * Messages of candidates that break a rule are caught (config_errfile),
+ * never printed: the caller counts them.
+ *
+ * Costs: building a configuration copies the base and its origins (about
+ * 40 KB), sets one value per axis and resolves, some 10 us; seeking over
+ * other ranks' candidates costs nothing without the policy walk, and one
+ * policy_next per candidate with it.
+ */
+#include "sweep.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <ini.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "xalloc.h"
+
+#define OUTER_MAX (1ull << 40)      /* candidates a sweep may have */
+#define WALK_MEMO 64                /* policy walks counted per sweep, remembered */
+
+static const char *const sections[] = { "sweep", "model", "cluster", "policy", "run", NULL };
+static const char *const sweep_keys[] = { "experiment", "policies", "global_batch", "memory_budget_gib",
+					  "must_fit", "timelines", "what_if", NULL };
+
+/* ---- reading the file ----------------------------------------------------------- */
+
+struct reader {
+	struct sweep *sw;
+	FILE *f;
+	int line;              /* of the line inih handles */
+	int section_line;      /* of the last [section] header */
+	int reported_section;  /* the header whose unknown section was reported */
+	int cont;              /* that line starts with white space: it continues the previous value */
+	int errors;
+	char last_section[16], last_key[64];
+	int last_line;
+	/* [sweep] keys and axes seen, for "set twice" */
+	char seen[SWEEP_AXES_MAX + 8][80];
+	int seen_line[SWEEP_AXES_MAX + 8];
+	int nseen;
+	struct experiment scratch;  /* where axis values are checked */
+	char path[CONFIG_PATH_MAX]; /* the sweep file, for messages */
+	char what_if[80];      /* [sweep] what_if, checked once the axes are known */
+	int what_if_line;
+};
+
+static void say(struct reader *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void say(struct reader *r, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s:%d: ", r->sw->path, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	r->errors++;
+}
+
+static char *reader_line(char *str, int num, void *stream)
+{
+	struct reader *r = stream;
+	size_t n;
+
+	if (!fgets(str, num, r->f))
+		return NULL;
+	r->line++;
+	n = strlen(str);
+	if (n == (size_t)num - 1 && str[n - 1] != '\n') {
+		int c, more = 0;
+		while ((c = fgetc(r->f)) != EOF && c != '\n')
+			more = 1;
+		if (more) {
+			say(r, r->line, "line is longer than %d characters (continue a list on an indented line)",
+			    num - 3);
+			str[0] = '\0';
+			return str;
+		}
+	}
+	r->cont = (str[0] == ' ' || str[0] == '\t') && str[strspn(str, " \t\r\n")] != '\0' &&
+		  str[strspn(str, " \t")] != ';' && str[strspn(str, " \t")] != '#';
+	if (str[strspn(str, " \t")] == '[')
+		r->section_line = r->line;
+	return str;
+}
+
+static char *trimmed(char *s)
+{
+	size_t n;
+
+	s += strspn(s, " \t");
+	n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+		s[--n] = '\0';
+	return s;
+}
+
+/* The shortest %g text that reads back as v. */
+static void real_text(double v, char *buf, size_t n)
+{
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, n, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+/* Add value text to axis a after checking it as the key's value; -1 after a message. */
+static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, int line)
+{
+	char assign[CONFIG_PATH_MAX + 128], canon[CONFIG_PATH_MAX + 8], where[CONFIG_PATH_MAX + 16];
+
+	snprintf(assign, sizeof assign, "%s.%s=%s", a->section, a->name, text);
+	if (line)
+		snprintf(where, sizeof where, "%s:%d", r->path, line);
+	else
+		snprintf(where, sizeof where, "%s", a->where);
+	if (config_set(&r->scratch, assign, where) != 0) {
+		r->errors++;
+		return -1;
+	}
+	config_get(&r->scratch, a->section, a->name, canon, sizeof canon);
+	for (int i = 0; i < a->nvalues; i++)
+		if (!strcmp(a->values[i], canon)) {
+			say(r, line, "%s.%s = %s is listed twice", a->section, a->name, canon);
+			return -1;
+		}
+	if (a->nvalues == SWEEP_VALUES_MAX) {
+		say(r, line, "%s.%s has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
+		return -1;
+	}
+	a->values = xrealloc(a->values, sizeof(char *) * (size_t)(a->nvalues + 1));
+	a->values[a->nvalues++] = xstrdup(canon);
+	return 0;
+}
+
+/*
+ * A range "lo..hi", "lo..hi step S" or "lo..hi times F" of a numeric key:
+ * its values, each checked as the key's. -1 after a message.
+ */
+static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int line)
+{
+	char *dots = strstr(item, ".."), *end, *rest, word[16], num[64];
+	double lo, hi, by = 1;
+	int times = 0, integer = a->type == 'i';
+	long count = 0;
+
+	*dots = '\0';
+	errno = 0;
+	lo = strtod(trimmed(item), &end);
+	if (end == trimmed(item) || *end || !isfinite(lo)) {
+		say(r, line, "%s.%s: '%s' before '..' is not a number", a->section, a->name, trimmed(item));
+		return -1;
+	}
+	rest = dots + 2;
+	hi = strtod(rest, &end);
+	if (end == rest || !isfinite(hi)) {
+		say(r, line, "%s.%s: '%s' after '..' is not a number", a->section, a->name, trimmed(rest));
+		return -1;
+	}
+	rest = trimmed(end);
+	if (*rest) {
+		int n = 0;
+		if (sscanf(rest, "%15s %63s %n", word, num, &n) < 2 || rest[n] ||
+		    (strcmp(word, "step") && strcmp(word, "times"))) {
+			say(r, line, "%s.%s: '%s' after the range: write lo..hi, lo..hi step S or lo..hi times F",
+			    a->section, a->name, rest);
+			return -1;
+		}
+		times = !strcmp(word, "times");
+		by = strtod(num, &end);
+		if (*end || !isfinite(by) || (times ? by <= 1 : by <= 0)) {
+			say(r, line, "%s.%s: %s %s: %s", a->section, a->name, word, num,
+			    times ? "the factor must be a number above 1" : "the step must be a number above 0");
+			return -1;
+		}
+	}
+	if (hi < lo) {
+		say(r, line, "%s.%s: the range %s..%s runs backwards", a->section, a->name, trimmed(item), trimmed(dots + 2));
+		return -1;
+	}
+	if (integer && (lo != floor(lo) || hi != floor(hi) || (!times && by != floor(by)))) {
+		say(r, line, "%s.%s is an integer: its range needs whole numbers", a->section, a->name);
+		return -1;
+	}
+	for (double v = lo, prev = -INFINITY;; count++) {
+		double x = integer ? (double)llround(v) : v;
+		char text[64];
+		if (x > hi * (1 + 1e-12) + (hi == 0 ? 1e-300 : 0))
+			break;
+		if (x > prev) {
+			if (integer)
+				snprintf(text, sizeof text, "%lld", (long long)x);
+			else
+				real_text(x, text, sizeof text);
+			if (axis_add(r, a, text, line) != 0)
+				return -1;
+			prev = x;
+		}
+		if (count >= SWEEP_VALUES_MAX) {
+			say(r, line, "%s.%s: the range has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
+			return -1;
+		}
+		v = times ? v * by : lo + (double)(count + 1) * by;
+	}
+	return 0;
+}
+
+/* The values of axis a from its raw text: items separated by commas, each a value or a range. */
+static int axis_values(struct reader *r, struct sweep_axis *a, char *raw, int line)
+{
+	int rc = 0;
+
+	for (char *save = NULL, *item = strtok_r(raw, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		item = trimmed(item);
+		if (!*item) {
+			say(r, line, "%s.%s: an empty value in the list", a->section, a->name);
+			return -1;
+		}
+		if ((a->type == 'i' || a->type == 'r') && strstr(item, ".."))
+			rc = axis_range(r, a, item, line);
+		else
+			rc = axis_add(r, a, item, line);
+		if (rc)
+			return -1;
+	}
+	if (a->nvalues == 0) {
+		say(r, line, "%s.%s has no value", a->section, a->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Is section.name set already in this file? Say so; else remember it. */
+static int seen_twice(struct reader *r, const char *section, const char *name)
+{
+	char id[80];
+
+	snprintf(id, sizeof id, "%s.%s", section, name);
+	for (int i = 0; i < r->nseen; i++)
+		if (!strcmp(r->seen[i], id)) {
+			say(r, r->line, "%s is set twice (first at line %d)", id, r->seen_line[i]);
+			return 1;
+		}
+	if (r->nseen < SWEEP_AXES_MAX + 8) {
+		snprintf(r->seen[r->nseen], sizeof r->seen[0], "%s", id);
+		r->seen_line[r->nseen++] = r->line;
+	}
+	return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+	static const char *const words[] = { "true", "false", "yes", "no", "1", "0", NULL };
+	for (int i = 0; words[i]; i++)
+		if (!strcasecmp(words[i], v)) {
+			*out = i % 2 == 0;
+			return 0;
+		}
+	return -1;
+}
+
+static void sweep_key(struct reader *r, const char *name, const char *value)
+{
+	struct sweep *sw = r->sw;
+	char *end;
+
+	if (!strcmp(name, "experiment")) {
+		char dir[CONFIG_PATH_MAX], *copy = xstrdup(sw->path);
+		snprintf(dir, sizeof dir, "%s", dirname(copy));
+		free(copy);
+		if (!*value) {
+			say(r, r->line, "sweep.experiment is empty (leave it out to start from ./sim's defaults)");
+		} else if ((size_t)snprintf(sw->experiment, sizeof sw->experiment, "%s%s%s",
+					    value[0] == '/' ? "" : dir, value[0] == '/' ? "" : "/", value) >=
+			   sizeof sw->experiment) {
+			say(r, r->line, "sweep.experiment: the path is too long");
+		} else if (access(sw->experiment, R_OK) != 0) {
+			say(r, r->line, "sweep.experiment = %s: %s cannot be read: %s (a path relative to the sweep file)",
+			    value, sw->experiment, strerror(errno));
+		}
+	} else if (!strcmp(name, "policies")) {
+		if (!strcmp(value, "all"))
+			sw->walk = 1;
+		else if (!strcmp(value, "axes"))
+			sw->walk = 0;
+		else
+			say(r, r->line, "sweep.policies = '%s' is not a policy set (allowed: all|axes)", value);
+	} else if (!strcmp(name, "global_batch")) {
+		errno = 0;
+		long v = strtol(value, &end, 10);
+		if (!*value || *end || errno || v < 1 || v > (1L << 40))
+			say(r, r->line, "sweep.global_batch = '%s' is not an integer from 1 to %ld", value, 1L << 40);
+		else
+			sw->global_batch = v;
+		snprintf(sw->global_batch_where, sizeof sw->global_batch_where, "%s:%d", sw->path, r->line);
+	} else if (!strcmp(name, "memory_budget_gib")) {
+		double v = strtod(value, &end);
+		if (!*value || *end || !isfinite(v) || v <= 0 || v > 1e9)
+			say(r, r->line, "sweep.memory_budget_gib = '%s' is not a number above 0 (GiB)", value);
+		else
+			sw->memory_budget_gib = v;
+	} else if (!strcmp(name, "must_fit") || !strcmp(name, "timelines")) {
+		if (parse_bool(value, !strcmp(name, "must_fit") ? &sw->must_fit : &sw->timelines) != 0)
+			say(r, r->line, "sweep.%s = '%s' is not a boolean (allowed: true|false|yes|no|1|0)", name, value);
+	} else if (!strcmp(name, "what_if")) {
+		/* checked against the axes once they are all read */
+		snprintf(r->what_if, sizeof r->what_if, "%s", value);
+		r->what_if_line = r->line;
+	}
+}
+
+static int sweep_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+	struct reader *r = user;
+	struct sweep *sw = r->sw;
+	int s = name_index(sections, section), type;
+
+	/* an indented line continues the previous axis's list */
+	if (r->cont && !strcmp(section, r->last_section) && !strcmp(name, r->last_key) && s > 0) {
+		for (int i = 0; i < sw->naxes; i++)
+			if (!strcmp(sw->axes[i].section, section) && !strcmp(sw->axes[i].name, name)) {
+				char *raw = xstrdup(value);
+				axis_values(r, &sw->axes[i], raw, r->line);
+				free(raw);
+				return 1;
+			}
+	}
+	if (!*section) {
+		say(r, r->line, "key '%s' is outside any section", name);
+		return 1;
+	}
+	if (s < 0) {
+		const char *close = name_closest(sections, section);
+		if (r->reported_section == r->section_line)
+			return 1;
+		r->reported_section = r->section_line;
+		if (close)
+			say(r, r->section_line, "unknown section [%s] (did you mean [%s]?)", section, close);
+		else
+			say(r, r->section_line, "unknown section [%s] (sections: [sweep] [model] [cluster] [policy] [run])",
+			    section);
+		return 1;
+	}
+	snprintf(r->last_section, sizeof r->last_section, "%s", section);
+	snprintf(r->last_key, sizeof r->last_key, "%s", name);
+	if (seen_twice(r, section, name))
+		return 1;
+	if (s == 0) {
+		if (name_index(sweep_keys, name) < 0) {
+			const char *close = name_closest(sweep_keys, name);
+			char list[256];
+			if (close)
+				say(r, r->line, "unknown key '%s' in [sweep] (did you mean '%s'?)", name, close);
+			else
+				say(r, r->line, "unknown key '%s' in [sweep] (keys: %s)", name,
+				    names_joined(sweep_keys, list, sizeof list));
+			return 1;
+		}
+		sweep_key(r, name, value);
+		return 1;
+	}
+	type = config_key_type(section, name);
+	if (!type) {
+		char where[CONFIG_PATH_MAX + 16], assign[256];
+		/* the experiment key table's own message: closest key, or the section it belongs in */
+		snprintf(where, sizeof where, "%s:%d", sw->path, r->line);
+		snprintf(assign, sizeof assign, "%s.%s=%s", section, name, value);
+		config_set(&r->scratch, assign, where);
+		r->errors++;
+		return 1;
+	}
+	if (!strcmp(section, "run") && !strcmp(name, "out")) {
+		say(r, r->line, "run.out cannot be swept: a sweep writes its rows to the file --out names");
+		return 1;
+	}
+	if (sw->naxes == SWEEP_AXES_MAX) {
+		say(r, r->line, "more than %d axes", SWEEP_AXES_MAX);
+		return 1;
+	}
+	struct sweep_axis *a = &sw->axes[sw->naxes];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->section, sizeof a->section, "%s", section);
+	snprintf(a->name, sizeof a->name, "%s", name);
+	a->type = type;
+	a->policy = !strcmp(section, "policy");
+	a->line = r->line;
+	snprintf(a->where, sizeof a->where, "%s:%d", r->path, r->line);
+	sw->naxes++;
+	{
+		char *raw = xstrdup(value);
+		axis_values(r, a, raw, r->line);
+		free(raw);
+	}
+	return 1;
+}
+
+/* Whether key section.name only prices a step: it changes neither the schedule nor the memory. */
+static int price_only(const char *section, const char *name)
+{
+	static const char *const run_unread[] = { "seed", "lr", "weight_decay", "timeout_s", "device", NULL };
+
+	if (!strcmp(section, "run"))
+		return name_index(run_unread, name) >= 0;
+	if (strcmp(section, "cluster"))
+		return 0;
+	if (!strcmp(name, "inter_gbps"))
+		return 1;
+	/* the GPU spec keys but the peak FLOP rates, which the schedule states (schedule.peak_flops) */
+	if (!strcmp(name, "bf16_tflops") || !strcmp(name, "fp32_tflops"))
+		return 0;
+	for (const struct hw_field *f = hw_gpu_fields; f->name; f++)
+		if (!strcmp(f->name, name))
+			return 1;
+	return 0;
+}
+
+static void sweep_init(struct sweep *sw, const char *path)
+{
+	memset(sw, 0, sizeof(*sw));
+	snprintf(sw->path, sizeof sw->path, "%s", path);
+	sw->what_if = -1;
+}
+
+/* The axes' enumeration order: schedule-changing ones outermost, in file order, then the pricing ones. */
+static void order_axes(struct sweep *sw)
+{
+	int n = 0;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < sw->naxes; i++)
+			if (sw->axes[i].price_only == pass)
+				sw->order[n++] = i;
+	sw->nouter = 0;
+	for (int i = 0; i < sw->naxes; i++)
+		sw->nouter += !sw->axes[i].price_only;
+}
+
+static int what_if_axis(struct sweep *sw, const char *name, const char *where)
+{
+	for (int i = 0; i < sw->naxes; i++) {
+		char id[80];
+		snprintf(id, sizeof id, "%s.%s", sw->axes[i].section, sw->axes[i].name);
+		if (!strcmp(id, name)) {
+			if (sw->axes[i].policy) {
+				fprintf(stderr, "%s: what_if = %s: a policy key is a choice, not a resource (name a "
+						"[model], [cluster] or [run] axis)\n", where, name);
+				return -1;
+			}
+			if (sw->axes[i].nvalues < 2) {
+				fprintf(stderr, "%s: what_if = %s: the axis has one value; give it several\n", where, name);
+				return -1;
+			}
+			sw->what_if = i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "%s: what_if = %s is not an axis of the sweep (write it as section.key, and give "
+			"that key a list or a range)\n", where, name);
+	return -1;
+}
+
+/* The checks between the axes once all are read: the walk's own axes, microbatches, what_if. */
+static int check_axes(struct sweep *sw, const char *what_if, int what_if_line)
+{
+	static const char *const walked[] = { "sharding", "accum", "wrap", "reshard", "optim", "optim_in_backward",
+					      "ac", "offload", "shard_group", NULL };
+	int errors = 0;
+
+	for (int i = 0; i < sw->naxes; i++) {
+		struct sweep_axis *a = &sw->axes[i];
+		a->price_only = price_only(a->section, a->name);
+		if (sw->walk && a->policy && name_index(walked, a->name) >= 0) {
+			fprintf(stderr, "%s: policy.%s is varied by the policy walk (policies = all): leave it out, "
+					"or write policies = axes\n", a->where, a->name);
+			errors++;
+		}
+		if (a->policy && !strcmp(a->name, "microbatches")) {
+			sw->microbatches_axis = 1;
+			sw->key_microbatches_line = a->line;
+		}
+	}
+	if (what_if && what_if[0]) {
+		char where[CONFIG_PATH_MAX + 16];
+		snprintf(where, sizeof where, "%s:%d", sw->path, what_if_line);
+		errors += what_if_axis(sw, what_if, where) != 0;
+	}
+	order_axes(sw);
+	return errors ? -1 : 0;
+}
+
+/*
+ * Resolve the base, if it resolves on its own, for the values it derives
+ * (what it records, the advice's own setting); each configuration
+ * resolves again after its axes' values, so a base that does not resolve
+ * alone is no error.
+ */
+static void resolve_quietly(struct experiment *e)
+{
+	FILE *saved = config_errfile, *null = fopen("/dev/null", "w");
+
+	config_errfile = null ? null : saved;
+	config_resolve(e);
+	config_errfile = saved;
+	if (null)
+		fclose(null);
+}
+
+int sweep_load(struct sweep *sw, const char *path)
+{
+	struct reader r;
+	int rc;
+
+	sweep_init(sw, path);
+	sw->from_file = 1;
+	memset(&r, 0, sizeof r);
+	r.sw = sw;
+	snprintf(r.path, sizeof r.path, "%s", path);
+	config_init_job(&r.scratch);
+	r.f = config_open(path);
+	if (!r.f) {
+		config_release(&r.scratch);
+		return -1;
+	}
+	rc = ini_parse_stream(reader_line, &r, sweep_ini_line, &r);
+	if (ferror(r.f)) {
+		fprintf(stderr, "%s: cannot read: %s\n", path, strerror(errno));
+		r.errors++;
+	} else if (rc > 0) {
+		say(&r, rc, "syntax error: expected '[section]' or 'key = value'");
+	} else if (rc < 0) {
+		fprintf(stderr, "%s: cannot parse (inih error %d)\n", path, rc);
+		r.errors++;
+	}
+	fclose(r.f);
+	if (!r.errors && sw->naxes == 0 && !sw->walk)
+		say(&r, r.line ? r.line : 1, "the sweep has no axis: give a [model], [cluster], [policy] or [run] key "
+					     "a list or a range, or write policies = all in [sweep]");
+	config_release(&r.scratch);
+	if (r.errors) {
+		sweep_release(sw);
+		return -1;
+	}
+	/* the base: ./sim's defaults, then the experiment file, then the axes of one value */
+	config_init_job(&sw->base);
+	if (sw->experiment[0] && config_load(&sw->base, sw->experiment) != 0) {
+		sweep_release(sw);
+		return -1;
+	}
+	for (int i = 0; i < sw->naxes; i++)
+		if (sw->axes[i].nvalues == 1) {
+			char assign[CONFIG_PATH_MAX + 128];
+			snprintf(assign, sizeof assign, "%s.%s=%s", sw->axes[i].section, sw->axes[i].name,
+				 sw->axes[i].values[0]);
+			if (config_set(&sw->base, assign, sw->axes[i].where) != 0) {
+				sweep_release(sw);
+				return -1;
+			}
+		}
+	resolve_quietly(&sw->base);
+	if (check_axes(sw, r.what_if, r.what_if_line) != 0) {
+		sweep_release(sw);
+		return -1;
+	}
+	return 0;
+}
+
+int sweep_of_experiment(struct sweep *sw, const struct experiment *e, int walk)
+{
+	sweep_init(sw, e->path[0] ? e->path : "sim");
+	snprintf(sw->experiment, sizeof sw->experiment, "%s", e->path);
+	config_copy(&sw->base, e);
+	sw->walk = walk;
+	return check_axes(sw, NULL, 0);
+}
+
+int sweep_add_axis(struct sweep *sw, const char *assignment, const char *origin)
+{
+	struct reader r;
+	const char *eq = strchr(assignment, '='), *dot = strchr(assignment, '.');
+	char section[16], name[32];
+	int type;
+
+	if (!eq || !dot || dot > eq || (size_t)(dot - assignment) >= sizeof section ||
+	    (size_t)(eq - dot - 1) >= sizeof name) {
+		fprintf(stderr, "%s: expected section.key=VALUES (a list a, b, c or a range lo..hi [step S | times F])\n",
+			origin);
+		return -1;
+	}
+	snprintf(section, sizeof section, "%.*s", (int)(dot - assignment), assignment);
+	snprintf(name, sizeof name, "%.*s", (int)(eq - dot - 1), dot + 1);
+	type = config_key_type(section, name);
+	if (!type || !strcmp(section, "policy") || (!strcmp(section, "run") && !strcmp(name, "out"))) {
+		if (!type) {
+			struct experiment x;
+			config_init(&x);
+			config_set(&x, assignment, origin); /* the key table's message */
+			config_release(&x);
+		} else {
+			fprintf(stderr, "%s: %s.%s is not a resource: name a [model], [cluster] or [run] key\n", origin,
+				section, name);
+		}
+		return -1;
+	}
+	for (int i = 0; i < sw->naxes; i++)
+		if (!strcmp(sw->axes[i].section, section) && !strcmp(sw->axes[i].name, name)) {
+			fprintf(stderr, "%s: %s.%s is given twice\n", origin, section, name);
+			return -1;
+		}
+	if (sw->naxes == SWEEP_AXES_MAX) {
+		fprintf(stderr, "%s: more than %d axes\n", origin, SWEEP_AXES_MAX);
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.sw = sw;
+	config_init_job(&r.scratch);
+	struct sweep_axis *a = &sw->axes[sw->naxes];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->section, sizeof a->section, "%s", section);
+	snprintf(a->name, sizeof a->name, "%s", name);
+	a->type = type;
+	snprintf(a->where, sizeof a->where, "%s", origin);
+	char *raw = xstrdup(eq + 1);
+	int rc = axis_values(&r, a, raw, 0);
+	free(raw);
+	config_release(&r.scratch);
+	if (rc != 0 || r.errors) {
+		for (int i = 0; i < a->nvalues; i++)
+			free(a->values[i]);
+		free(a->values);
+		memset(a, 0, sizeof(*a));
+		return -1;
+	}
+	sw->naxes++;
+	a->price_only = price_only(section, name);
+	if (sw->what_if < 0 && a->nvalues > 1)
+		sw->what_if = sw->naxes - 1;
+	order_axes(sw);
+	return 0;
+}
+
+void sweep_set_constraints(struct sweep *sw, long global_batch, double memory_budget_gib)
+{
+	if (global_batch > 0) {
+		sw->global_batch = global_batch;
+		snprintf(sw->global_batch_where, sizeof sw->global_batch_where, "--global-batch");
+	}
+	if (memory_budget_gib > 0)
+		sw->memory_budget_gib = memory_budget_gib;
+}
+
+void sweep_release(struct sweep *sw)
+{
+	for (int i = 0; i < sw->naxes; i++) {
+		for (int j = 0; j < sw->axes[i].nvalues; j++)
+			free(sw->axes[i].values[j]);
+		free(sw->axes[i].values);
+	}
+	config_release(&sw->base);
+	free(sw->outer_first);
+	memset(sw, 0, sizeof(*sw));
+}
+
+/* ---- configurations --------------------------------------------------------------- */
+
+void sweep_policy_pack(const struct policy *p, struct sweep_policy *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->shard_group = (uint32_t)p->shard_group;
+	o->partial_k = (uint16_t)p->partial_k;
+	o->wrap_k = (uint16_t)p->wrap_k;
+	o->microbatches = (uint16_t)p->microbatches;
+	o->sharding = (uint8_t)p->sharding;
+	o->accum = (uint8_t)p->accum;
+	o->accum_dtype = (uint8_t)p->accum_dtype;
+	o->wrap = (uint8_t)p->wrap;
+	o->reshard = (uint8_t)p->reshard;
+	o->optim = (uint8_t)p->optim;
+	o->optim_in_backward = (uint8_t)p->optim_in_backward;
+	o->precision = (uint8_t)p->precision;
+	o->reduce_dtype = (uint8_t)p->reduce_dtype;
+	o->ac = (uint8_t)p->ac;
+	o->loss = (uint8_t)p->loss;
+	o->offload = (uint8_t)p->offload;
+	o->prefetch = (uint8_t)p->prefetch;
+	o->flat_params = (uint8_t)p->flat_params;
+	o->concat_last_only = (uint8_t)p->concat_last_only;
+	o->runtime = (uint8_t)p->runtime;
+	/* every field fits its packed width (checked by config's ranges: microbatches <= 4096, prefetch <= 8) */
+	assert(p->partial_k < 65536 && p->wrap_k < 65536 && p->microbatches < 65536);
+}
+
+void sweep_policy_unpack(const struct sweep_policy *o, struct policy *p)
+{
+	policy_default(p);
+	p->shard_group = (int)o->shard_group;
+	p->partial_k = o->partial_k;
+	p->wrap_k = o->wrap_k;
+	p->microbatches = o->microbatches;
+	p->sharding = (enum sharding)o->sharding;
+	p->accum = (enum accum)o->accum;
+	p->accum_dtype = (enum dtype)o->accum_dtype;
+	p->wrap = (enum wrap)o->wrap;
+	p->reshard = (enum reshard)o->reshard;
+	p->optim = (enum optim)o->optim;
+	p->optim_in_backward = o->optim_in_backward;
+	p->precision = (enum precision)o->precision;
+	p->reduce_dtype = (enum dtype)o->reduce_dtype;
+	p->ac = (enum ac_mode)o->ac;
+	p->loss = (enum loss_mode)o->loss;
+	p->offload = (enum offload)o->offload;
+	p->prefetch = o->prefetch;
+	p->flat_params = o->flat_params;
+	p->concat_last_only = o->concat_last_only;
+	p->runtime = (enum runtime)o->runtime;
+}
+
+/* The digits of outer combination k and inner combination j, per axis (file order), into v. */
+static void decode(const struct sweep *sw, uint64_t k, uint64_t j, uint16_t *v)
+{
+	for (int i = sw->naxes - 1; i >= 0; i--) {
+		const struct sweep_axis *a = &sw->axes[sw->order[i]];
+		uint64_t *x = i >= sw->nouter ? &j : &k;
+		v[sw->order[i]] = (uint16_t)(*x % (uint64_t)a->nvalues);
+		*x /= (uint64_t)a->nvalues;
+	}
+}
+
+/* A message caught from config, first line only, into why; the catch restarts. */
+static void caught(struct sweep_iter *it, char *why, size_t n)
+{
+	FILE *f = it->errbuf;
+	char line[1024] = "";
+
+	fflush(f);
+	rewind(f);
+	if (!fgets(line, sizeof line, f))
+		line[0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	if (why && n)
+		snprintf(why, n, "%s", line);
+	rewind(f);
+}
+
+/*
+ * e = the base with the values v applied and, under a global batch,
+ * microbatches derived; resolved. SWEEP_OK, or why not (message caught).
+ */
+static enum sweep_status build(const struct sweep *sw, const uint16_t *v, struct experiment *e, FILE *err)
+{
+	char assign[CONFIG_PATH_MAX + 128];
+	FILE *saved = config_errfile;
+	enum sweep_status st = SWEEP_OK;
+
+	config_copy(e, &sw->base);
+	config_errfile = err;
+	for (int i = 0; i < sw->naxes; i++) {
+		const struct sweep_axis *a = &sw->axes[i];
+		snprintf(assign, sizeof assign, "%s.%s=%s", a->section, a->name, a->values[v[i]]);
+		if (config_set(e, assign, a->where) != 0) {
+			st = SWEEP_INVALID; /* checked when read: a value that no longer applies */
+			goto out;
+		}
+	}
+	if (sw->global_batch && !sw->microbatches_axis) {
+		long per = (long)e->run.batch * cluster_world(&e->cluster);
+		if (sw->global_batch % per) {
+			fprintf(err, "global batch %ld is not a whole number of microbatches of batch %d on %d ranks\n",
+				sw->global_batch, e->run.batch, cluster_world(&e->cluster));
+			st = SWEEP_OFF_BATCH;
+			goto out;
+		}
+		snprintf(assign, sizeof assign, "policy.microbatches=%ld", sw->global_batch / per);
+		if (sw->global_batch / per > 4096 || config_set(e, assign, sw->global_batch_where) != 0) {
+			if (sw->global_batch / per > 4096)
+				fprintf(err, "global batch %ld needs %ld microbatches of batch %d on %d ranks (at most 4096)\n",
+					sw->global_batch, sw->global_batch / per, e->run.batch, cluster_world(&e->cluster));
+			st = SWEEP_OFF_BATCH;
+			goto out;
+		}
+	}
+	if (config_resolve(e) != 0) {
+		st = SWEEP_INVALID;
+		goto out;
+	}
+	if (sw->global_batch && sw->microbatches_axis &&
+	    (long)e->run.batch * e->policy.microbatches * cluster_world(&e->cluster) != sw->global_batch) {
+		fprintf(err, "batch %d x %d microbatches x %d ranks is not the global batch %ld\n", e->run.batch,
+			e->policy.microbatches, cluster_world(&e->cluster), sw->global_batch);
+		st = SWEEP_OFF_BATCH;
+	}
+out:
+	config_errfile = saved;
+	return st;
+}
+
+/*
+ * Without the walk: is configuration v (resolved as e) another combination
+ * of the sweep under another name? It is when the rules changed some of
+ * its policy values and the values they resolved to are all values of
+ * their axes (zero2 with reshard yes, beside zero2 with reshard no).
+ */
+static int duplicate(const struct sweep *sw, const uint16_t *v, const struct experiment *e, char *why, size_t n)
+{
+	int changed = 0;
+	size_t used = 0;
+
+	for (int i = 0; i < sw->naxes; i++) {
+		const struct sweep_axis *a = &sw->axes[i];
+		char text[64];
+		int f, found = -1;
+		if (!a->policy)
+			continue;
+		f = name_index(policy_field_names, a->name);
+		assert(f >= 0);
+		policy_field_str(&e->policy, (enum policy_field)f, text, sizeof text);
+		if (!strcmp(text, a->values[v[i]]))
+			continue;
+		for (int j = 0; j < a->nvalues && found < 0; j++)
+			if (!strcmp(text, a->values[j]))
+				found = j;
+		if (found < 0)
+			return 0;
+		changed = 1;
+		if (why && used < n)
+			used += (size_t)snprintf(why + used, n - used, "%spolicy.%s = %s resolves to %s", used ? ", " : "",
+						 a->name, a->values[v[i]], text);
+	}
+	if (changed && why && used < n)
+		snprintf(why + used, n - used, ", another combination of the sweep");
+	return changed;
+}
+
+/* Memoized policy counts of the walk: by what the walk depends on. */
+struct walk_memo {
+	struct policy base;
+	int layers, nodes, gpus_per_node;
+	uint64_t count;
+};
+
+static uint64_t walk_count(const struct experiment *e, struct walk_memo *memo, int *nmemo)
+{
+	struct policy_walk w;
+	struct policy p;
+	uint64_t n = 0;
+
+	for (int i = 0; i < *nmemo; i++)
+		if (memo[i].layers == e->model.layers && memo[i].nodes == e->cluster.nodes &&
+		    memo[i].gpus_per_node == e->cluster.gpus_per_node && !memcmp(&memo[i].base, &e->policy, sizeof p))
+			return memo[i].count;
+	policy_walk_init(&w, &e->policy, &e->cluster, &e->model);
+	while (policy_next(&w, &p))
+		n++;
+	if (*nmemo < WALK_MEMO) {
+		memo[*nmemo] = (struct walk_memo){ e->policy, e->model.layers, e->cluster.nodes,
+						   e->cluster.gpus_per_node, n };
+		(*nmemo)++;
+	}
+	return n;
+}
+
+int sweep_plan(struct sweep *sw)
+{
+	uint64_t outer = 1, inner = 1;
+
+	for (int i = 0; i < sw->naxes; i++) {
+		uint64_t *x = sw->axes[i].price_only ? &inner : &outer;
+		*x *= (uint64_t)sw->axes[i].nvalues;
+		if (outer * inner > OUTER_MAX) {
+			fprintf(stderr, "%s: the axes have more than %llu combinations\n", sw->path,
+				(unsigned long long)OUTER_MAX);
+			return -1;
+		}
+	}
+	sw->ninner = inner;
+	sw->nouter_combos = outer;
+	free(sw->outer_first);
+	sw->outer_first = NULL;
+	if (!sw->walk) {
+		sw->ncandidates = outer * inner;
+		return 0;
+	}
+	/* the walk: each outer combination's policies are counted once */
+	struct walk_memo memo[WALK_MEMO];
+	int nmemo = 0;
+	char *errtext = NULL;
+	size_t errsize = 0;
+	FILE *err = open_memstream(&errtext, &errsize);
+	uint16_t v[SWEEP_AXES_MAX];
+
+	sw->outer_first = xmalloc(sizeof(uint64_t) * (size_t)(outer + 1));
+	sw->outer_first[0] = 0;
+	for (uint64_t k = 0; k < outer; k++) {
+		struct experiment e;
+		uint64_t n = 1;
+		decode(sw, k, 0, v);
+		if (build(sw, v, &e, err) == SWEEP_OK)
+			n = walk_count(&e, memo, &nmemo);
+		config_release(&e);
+		if (n == 0)
+			n = 1; /* no policy at all: one candidate, reported as invalid */
+		sw->outer_first[k + 1] = sw->outer_first[k] + n * inner;
+		if (sw->outer_first[k + 1] > OUTER_MAX) {
+			fprintf(stderr, "%s: the sweep has more than %llu configurations\n", sw->path,
+				(unsigned long long)OUTER_MAX);
+			fclose(err);
+			free(errtext);
+			return -1;
+		}
+		rewind(err);
+	}
+	fclose(err);
+	free(errtext);
+	sw->ncandidates = sw->outer_first[outer];
+	return 0;
+}
+
+void sweep_iter_init(struct sweep_iter *it, const struct sweep *sw)
+{
+	memset(it, 0, sizeof(*it));
+	it->sw = sw;
+	it->outer = UINT64_MAX;
+	it->walk_pos = UINT64_MAX;
+	it->errbuf = open_memstream(&it->errtext, &it->errsize);
+}
+
+void sweep_iter_release(struct sweep_iter *it)
+{
+	if (it->have_e)
+		config_release(&it->e);
+	if (it->outer != UINT64_MAX)
+		config_release(&it->outer_exp);
+	if (it->errbuf)
+		fclose(it->errbuf);
+	free(it->errtext);
+	memset(it, 0, sizeof(*it));
+}
+
+/* The walk's outer combination k: resolved, and its walk started. */
+static void walk_outer(struct sweep_iter *it, uint64_t k)
+{
+	const struct sweep *sw = it->sw;
+	uint16_t v[SWEEP_AXES_MAX];
+
+	if (it->outer != UINT64_MAX)
+		config_release(&it->outer_exp);
+	it->outer = k;
+	decode(sw, k, 0, v);
+	it->outer_ok = build(sw, v, &it->outer_exp, it->errbuf);
+	if (it->outer_ok != SWEEP_OK)
+		caught(it, it->outer_why, sizeof it->outer_why);
+	it->walk_pos = UINT64_MAX;
+}
+
+/* Advance the walk to policy pos; 0, or -1 when the walk has no such policy. */
+static int walk_to(struct sweep_iter *it, uint64_t pos)
+{
+	if (it->walk_pos != UINT64_MAX && it->walk_pos > pos)
+		it->walk_pos = UINT64_MAX; /* behind: start again */
+	if (it->walk_pos == UINT64_MAX)
+		policy_walk_init(&it->walk, &it->outer_exp.policy, &it->outer_exp.cluster, &it->outer_exp.model);
+	while (it->walk_pos == UINT64_MAX || it->walk_pos < pos) {
+		if (!policy_next(&it->walk, &it->policy))
+			return -1;
+		it->walk_pos = it->walk_pos == UINT64_MAX ? 0 : it->walk_pos + 1;
+	}
+	return 0;
+}
+
+enum sweep_status sweep_iter_at(struct sweep_iter *it, uint64_t index, const struct experiment **e,
+				struct sweep_row *row, char *why, size_t n)
+{
+	const struct sweep *sw = it->sw;
+	enum sweep_status st;
+	uint64_t k, j, pos = 0;
+
+	if (why && n)
+		why[0] = '\0';
+	if (index >= sw->ncandidates)
+		return SWEEP_END;
+	memset(row, 0, sizeof(*row));
+	row->index = index;
+	if (!sw->walk) {
+		k = index / sw->ninner;
+		j = index % sw->ninner;
+	} else {
+		/* the outer combination holding index: a binary search over the counts */
+		uint64_t lo = 0, hi = sw->nouter_combos;
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+			if (sw->outer_first[mid] <= index)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		k = lo;
+		pos = (index - sw->outer_first[k]) / sw->ninner;
+		j = (index - sw->outer_first[k]) % sw->ninner;
+		if (it->outer != k)
+			walk_outer(it, k);
+		if (it->outer_ok != SWEEP_OK) {
+			if (why && n)
+				snprintf(why, n, "%s", it->outer_why);
+			return (enum sweep_status)it->outer_ok;
+		}
+		if (walk_to(it, pos) != 0) {
+			if (why && n)
+				snprintf(why, n, "no policy of the walk is valid for this configuration");
+			return SWEEP_INVALID;
+		}
+	}
+	decode(sw, k, j, row->value);
+	if (it->have_e)
+		config_release(&it->e);
+	it->have_e = 1;
+	if (sw->walk && sw->ninner == 1) {
+		config_copy(&it->e, &it->outer_exp);
+		st = SWEEP_OK;
+	} else {
+		st = build(sw, row->value, &it->e, it->errbuf);
+	}
+	if (st != SWEEP_OK) {
+		caught(it, why, n);
+		return st;
+	}
+	if (sw->walk)
+		it->e.policy = it->policy;
+	else if (duplicate(sw, row->value, &it->e, why, n))
+		return SWEEP_DUPLICATE;
+	sweep_policy_pack(&it->e.policy, &row->policy);
+	*e = &it->e;
+	return SWEEP_OK;
+}
+
+int sweep_experiment_of(const struct sweep *sw, const struct sweep_row *row, struct experiment *e)
+{
+	char *errtext = NULL;
+	size_t errsize = 0;
+	FILE *err = open_memstream(&errtext, &errsize);
+	enum sweep_status st = build(sw, row->value, e, err);
+
+	fclose(err);
+	free(errtext);
+	if (st != SWEEP_OK)
+		return -1;
+	sweep_policy_unpack(&row->policy, &e->policy);
+	return 0;
+}
+
+const char *sweep_row_text(const struct sweep *sw, const struct sweep_row *row, int axis)
+{
+	static char buf[64];
+	const struct sweep_axis *a = &sw->axes[axis];
+	struct policy p;
+
+	if (!a->policy)
+		return a->values[row->value[axis]];
+	sweep_policy_unpack(&row->policy, &p);
+	return policy_field_str(&p, (enum policy_field)name_index(policy_field_names, a->name), buf, sizeof buf);
+}
+
+const char *sweep_row_label(const struct sweep *sw, const struct sweep_row *row, char *buf, size_t n)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < sw->naxes && used < n; i++)
+		if (sw->axes[i].nvalues > 1)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s=%s", used ? " " : "", sw->axes[i].name,
+						 sweep_row_text(sw, row, i));
+	return buf;
+}

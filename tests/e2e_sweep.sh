@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# e2e_sweep.sh - ./sim's sweeps, the advisor and --policy all, end to end.
+#
+#   1. every tests/bad_sweeps/*.ini (first line `# expect: <message>`)
+#      exits 2 with its message and writes nothing; flags that do not go
+#      with --sweep are refused;
+#   2. experiments/sweeps/small.ini run alone, and on 1, 2 and 3 MPI ranks:
+#      every configuration appears exactly once in each file, the same set
+#      with the same figures whatever the rank count, as many as the sweep
+#      reports, and a row equals ./sim run on that configuration alone;
+#   3. a rank killed mid-sweep (kill -9 of a worker under mpirun) and
+#      Ctrl-C (SIGINT) of a sweep alone: the file is readable at every
+#      moment while the sweep runs, and after it holds the rows done so
+#      far, each once, marked interrupted;
+#   4. the advisor's pick is the fastest row that fits of its own table,
+#      and the minimum of the same constraints swept from a sweep file;
+#      the what-if of experiments/sweeps/fabric.ini names the change of
+#      the fastest that the rows show;
+#   5. --policy all --out writes a table of every policy.
+# One line per check, then `N passed, N failed`; non-zero exit on failure.
+set -u
+cd "$(dirname "$0")/.."
+SIM=${SIM:-./sim}
+SIM=$(realpath "$SIM")
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { echo "ok   sweep $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL sweep $1: $2"; fail=$((fail + 1)); }
+
+# ---- 1. bad sweep files and flags ----------------------------------------------
+for f in tests/bad_sweeps/*.ini; do
+	expect=$(head -n 1 "$f" | sed -n 's/^# expect: //p')
+	rm -rf "$tmp/run" && mkdir "$tmp/run"
+	(cd "$tmp/run" && timeout 20 "$SIM" --sweep "$OLDPWD/$f" --out "$tmp/run/o.h5") >"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+	if [ $rc = 2 ] && grep -qF -- "$expect" "$tmp/err" && [ -z "$(ls -A "$tmp/run")" ]; then
+		ok "bad/$(basename "$f")"
+	else
+		bad "bad/$(basename "$f")" "exit $rc, $(head -2 "$tmp/err" | tr '\n' ' ') $(ls -A "$tmp/run")"
+	fi
+done
+flag_case() { # NAME EXPECTED ARGS...
+	local name=$1 expect=$2
+	shift 2
+	timeout 20 "$SIM" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	local rc=$?
+	[ $rc = 2 ] && grep -qF -- "$expect" "$tmp/err" && ok "$name" || bad "$name" "exit $rc, $(head -2 "$tmp/err")"
+}
+flag_case "--sweep with an experiment flag" "--sweep: '--nodes' is not allowed here" \
+	--sweep experiments/sweeps/small.ini --nodes 4
+flag_case "--sweep with --policy all" "--sweep and --policy all cannot be used together" \
+	--sweep experiments/sweeps/small.ini --policy all
+flag_case "--what-if without --advise" "--what-if needs --advise" experiments/llama3.ini --what-if cluster.nodes=1,2
+flag_case "--what-if on a policy key" "policy.sharding is not a resource" \
+	experiments/llama3.ini --advise --what-if policy.sharding=fsdp,hsdp
+flag_case "--memory-budget alone" "--memory-budget needs --policy all, --sweep or --advise" \
+	experiments/llama3.ini --memory-budget 40
+
+# ---- 2. every configuration once, whatever the ranks ---------------------------
+small=experiments/sweeps/small.ini
+"$SIM" --sweep $small --json --out "$tmp/r0.h5" >"$tmp/r0.json" 2>"$tmp/r0.err"
+rc0=$?
+for np in 1 2 3; do
+	"${MPIRUN[@]}" -np $np "$SIM" --sweep $small --json --out "$tmp/r$np.h5" >"$tmp/r$np.json" 2>"$tmp/r$np.err" </dev/null
+	[ $? = 0 ] || bad "small on $np ranks" "exit status $?: $(head -3 "$tmp/r$np.err")"
+done
+if [ $rc0 = 0 ] && $PY - "$tmp" <<'PY'
+import h5py, json, numpy as np, sys
+d = sys.argv[1]
+tables = {}
+for k in "0123":
+    j = json.load(open(f"{d}/r{k}.json"))
+    g = h5py.File(f"{d}/r{k}.h5", "r")["sweeps/000000"]
+    rows = g["configs"][()]
+    assert g.attrs["status"] == "complete", g.attrs["status"]
+    assert len(rows) == j["configurations"] == g.attrs["rows"], (len(rows), j["configurations"])
+    skipped = j["skipped_invalid"] + j["skipped_duplicate"] + j["skipped_off_batch"]
+    assert j["configurations"] + skipped == j["candidates"] == 216, j
+    assert len(np.unique(rows["index"])) == len(rows), "a configuration twice"
+    assert j["ranks"] == (1 if k == "0" else int(k)), j["ranks"]
+    tables[k] = np.sort(rows, order="index")
+for k in "123":
+    assert (tables[k] == tables["0"]).all(), f"{k} ranks differ from one"
+
+PY
+then ok "small.ini: every configuration once, the same rows alone and on 1, 2 and 3 ranks"
+else bad "small.ini on 1 to 3 ranks" "$(tail -3 "$tmp/r0.err")"; fi
+
+# a row equals the configuration run on its own
+row=$($PY - "$tmp/r2.h5" <<'PY'
+import h5py, numpy as np, sys
+r = np.sort(h5py.File(sys.argv[1], "r")["sweeps/000000/configs"][()], order="index")
+x = r[len(r) // 2]
+s = lambda v: v.decode() if isinstance(v, bytes) else v
+print(int(x["cluster.nodes"]), x["cluster.inter_gbps"], s(x["policy.sharding"]), s(x["policy.accum"]),
+      s(x["policy.reshard"]), int(x["policy.microbatches"]), repr(float(x["step_time_s"])), int(x["peak_reserved_bytes"]))
+PY
+)
+read -r nodes inter sharding accum reshard mb step peak <<<"$row"
+one=$("$SIM" experiments/llama3.ini --nodes "$nodes" --inter-gbps "$inter" --policy "$sharding" --accum "$accum" \
+	--reshard "$reshard" --microbatches "$mb" --json)
+if $PY -c "
+import json, sys
+j = json.loads(sys.argv[1]); step, peak = float(sys.argv[2]), int(sys.argv[3])
+assert abs(j['step_time_s'] - step) <= 1e-8 * step and j['peak_reserved_bytes'] == peak, (j['step_time_s'], step)  # --json: 9 digits
+" "$one" "$step" "$peak"; then
+	ok "a row equals ./sim on that configuration ($sharding $accum, $nodes nodes, $inter GB/s)"
+else
+	bad "row against ./sim" "$row"
+fi
+
+# ---- 3. killed and interrupted -------------------------------------------------
+# every policy of 8b: far longer than the checks wait
+long=experiments/sweeps/policies_8b.ini
+watch() { # FILE: open the file again and again while the sweep runs; rows never go down
+	$PY - "$1" "$2" <<'PY'
+import h5py, os, sys, time
+path, pidfile = sys.argv[1], sys.argv[2]
+last, opened, t0 = 0, 0, time.time()
+while time.time() - t0 < 120:
+    if os.path.exists(path):
+        with h5py.File(path, "r") as f:
+            n = len(f["sweeps/000000/configs"])
+            assert n >= last, (n, last)
+            last, opened = n, opened + 1
+        if last > 0 and opened >= 3:
+            break
+    time.sleep(0.2)
+print(last)
+PY
+}
+"${MPIRUN[@]}" -np 3 "$SIM" --sweep $long --out "$tmp/k.h5" >"$tmp/k.out" 2>"$tmp/k.err" </dev/null &
+job=$!
+if seen=$(watch "$tmp/k.h5" x) && [ "$seen" -gt 0 ]; then
+	victim=$(pgrep -P "$job" -x sim | tail -1)
+	[ -z "$victim" ] && victim=$(pgrep -f "sim --sweep $long" | grep -v "^$job$" | tail -1)
+	kill -9 "$victim" 2>/dev/null
+fi
+wait $job
+krc=$?
+if [ $krc != 0 ] && $PY - "$tmp/k.h5" <<'PY'
+import h5py, numpy as np, sys
+g = h5py.File(sys.argv[1], "r")["sweeps/000000"]
+rows = g["configs"][()]
+assert len(rows) > 0 and len(np.unique(rows["index"])) == len(rows)
+assert g.attrs["rows"] == len(rows) and g.attrs["status"] in ("interrupted", "running"), g.attrs["status"]
+assert len(rows) < g.attrs["candidates"]
+PY
+then ok "a rank killed mid-sweep: the file holds the rows done so far, each once (exit $krc)"
+else bad "killed rank" "exit $krc, $(tail -2 "$tmp/k.err")"; fi
+
+"$SIM" --sweep $long --out "$tmp/i.h5" >"$tmp/i.out" 2>"$tmp/i.err" </dev/null &
+job=$!
+watch "$tmp/i.h5" x >/dev/null
+kill -INT $job
+wait $job
+irc=$?
+if [ $irc = 130 ] && grep -q "interrupted (SIGINT)" "$tmp/i.err" && $PY - "$tmp/i.h5" <<'PY'
+import h5py, numpy as np, sys
+g = h5py.File(sys.argv[1], "r")["sweeps/000000"]
+rows = g["configs"][()]
+assert g.attrs["status"] == "interrupted" and g.attrs["rows"] == len(rows) > 0
+assert len(np.unique(rows["index"])) == len(rows)
+PY
+then ok "Ctrl-C: exit 130, the rows so far written and marked interrupted"
+else bad "Ctrl-C" "exit $irc, $(tail -2 "$tmp/i.err")"; fi
+
+# ---- 4. the advisor --------------------------------------------------------------
+"$SIM" experiments/llama3.ini --advise --memory-budget 40 --json --out "$tmp/a.h5" >"$tmp/a.json" 2>"$tmp/a.err"
+arc=$?
+printf '[sweep]\nexperiment = %s\npolicies = all\nmemory_budget_gib = 40\n' "$(realpath experiments/llama3.ini)" >"$tmp/same.ini"
+"$SIM" --sweep "$tmp/same.ini" --json --out "$tmp/s.h5" >"$tmp/s.json" 2>"$tmp/s.err"
+src=$?
+if [ $arc = 0 ] && [ $src = 0 ] && $PY - "$tmp" <<'PY'
+import h5py, json, numpy as np, sys
+d = sys.argv[1]
+a = json.load(open(f"{d}/a.json"))
+best = a["best"]
+def fastest(path):
+    r = h5py.File(path, "r")["sweeps/000000/configs"][()]
+    fit = r[(r["fits"] == 1) & np.isfinite(r["step_time_s"])]
+    m = fit["step_time_s"].min()
+    return m, int(fit["index"][fit["step_time_s"] == m].min()), len(r)
+m, i, n = fastest(f"{d}/a.h5")
+assert best["step_time_s"] == m and best["index"] == i, (best, m, i)
+assert best["peak_reserved_bytes"] <= 40 * 2**30
+s_m, s_i, s_n = fastest(f"{d}/s.h5")
+assert s_m == m and s_i == i and s_n == n, (s_m, s_i, s_n, m, i, n)
+assert a["runners_up"] and all(r["step_time_s"] >= m for r in a["runners_up"])
+front = a["pareto"]
+assert all(x["step_time_s"] > y["step_time_s"] and x["peak_reserved_bytes"] <= y["peak_reserved_bytes"]
+           for x, y in zip(front, front[1:])), "the front is not a front"
+PY
+then ok "--advise: the pick is the fastest that fits of its table and of the same sweep from a file"
+else bad "--advise pick" "exit $arc/$src, $(tail -2 "$tmp/a.err") $(tail -2 "$tmp/s.err")"; fi
+
+"$SIM" --sweep experiments/sweeps/fabric.ini --advise --json --out "$tmp/f.h5" >"$tmp/f.json" 2>"$tmp/f.err"
+if [ $? = 0 ] && $PY - "$tmp" <<'PY'
+import h5py, json, numpy as np, sys
+d = sys.argv[1]
+w = json.load(open(f"{d}/f.json"))["what_if"]
+r = h5py.File(f"{d}/f.h5", "r")["sweeps/000000/configs"][()]
+fam = lambda v: v.decode() if isinstance(v, bytes) else v
+winners = []
+for v in w["values"]:
+    at = r[(r["cluster.inter_gbps"] == float(v["value"])) & (r["fits"] == 1) & np.isfinite(r["step_time_s"])]
+    assert v["best_step_time_s"] == at["step_time_s"].min()
+    winners.append(fam(at["policy.sharding"][at["step_time_s"].argmin()]))
+    for sh, t in v["by_sharding"].items():
+        assert t == at[np.array([fam(x) == sh for x in at["policy.sharding"]])]["step_time_s"].min()
+assert winners[0] == "hsdp" and winners[-1] == "fsdp", winners
+PY
+then ok "what-if over the fabric: the fastest at each bandwidth is the rows' minimum (hsdp, then fsdp)"
+else bad "what-if" "$(tail -2 "$tmp/f.err")"; fi
+
+# ---- 5. --policy all --out ---------------------------------------------------------
+"$SIM" experiments/tiny.ini --policy all --top 1 --out "$tmp/p.h5" >"$tmp/p.out" 2>&1
+if [ $? = 0 ] && grep -q "rows: $tmp/p.h5, /sweeps/000000" "$tmp/p.out" && $PY -c "
+import h5py, sys
+g = h5py.File(sys.argv[1], 'r')['sweeps/000000']
+assert len(g['configs']) == 1728 and g.attrs['policies'] == 'all' and g.attrs['status'] == 'complete'
+" "$tmp/p.h5"; then ok "--policy all --out: 1728 rows for tiny"
+else bad "--policy all --out" "$(tail -3 "$tmp/p.out")"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
