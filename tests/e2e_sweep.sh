@@ -206,14 +206,14 @@ r = h5py.File(f"{d}/f.h5", "r")["sweeps/000000/configs"][()]
 fam = lambda v: v.decode() if isinstance(v, bytes) else v
 winners = []
 for v in w["values"]:
-    at = r[(r["cluster.inter_gbps"] == float(v["value"])) & (r["fits"] == 1) & np.isfinite(r["step_time_s"])]
+    at = r[(r[w["key"]] == float(v["value"])) & (r["fits"] == 1) & np.isfinite(r["step_time_s"])]
     assert v["best_step_time_s"] == at["step_time_s"].min()
     winners.append(fam(at["policy.sharding"][at["step_time_s"].argmin()]))
     for sh, t in v["by_sharding"].items():
         assert t == at[np.array([fam(x) == sh for x in at["policy.sharding"]])]["step_time_s"].min()
 assert winners[0] == "hsdp" and winners[-1] == "fsdp", winners
 PY
-then ok "what-if over the fabric: the fastest at each bandwidth is the rows' minimum (hsdp, then fsdp)"
+then ok "what-if over the fabric: the fastest at each NIC speed is the rows' minimum (hsdp, then fsdp)"
 else bad "what-if" "$(tail -2 "$tmp/f.err")"; fi
 
 # ---- 5. --policy all --out ---------------------------------------------------------
