@@ -74,26 +74,37 @@ def how_text(run):
     return what + ")"
 
 
-def config_key(run):
-    """What makes two runs the same experiment: every configuration key but
-    those of NOT_CONFIG, and how it ran (source, hardware, backend, fabric)."""
-    keys = tuple(sorted((k, v) for k, v in run.attrs.items()
-                        if "." in k and k.split(".", 1)[0] in ("model", "cluster", "policy", "run")
-                        and k not in NOT_CONFIG))
-    how = tuple(run.attrs.get(k, "") for k in ("source", "hardware", "backend", "fabric", "fabric.world",
-                                                "compares"))
-    return keys + how
+def config_items(run):
+    """The configuration keys that say what a step is (every key but those
+    of NOT_CONFIG), as a dict."""
+    return {k: v for k, v in run.attrs.items()
+            if "." in k and k.split(".", 1)[0] in ("model", "cluster", "policy", "run") and k not in NOT_CONFIG}
+
+
+def how_key(run):
+    """How a run ran: source, hardware, backend, fabric, the run it predicts."""
+    return tuple(run.attrs.get(k, "") for k in ("source", "hardware", "backend", "fabric", "fabric.world", "compares"))
+
+
+def same_config(a, b):
+    """Whether runs a and b are the same experiment run the same way: equal
+    on every configuration key both record (a run written by an older build
+    may lack keys added since) and in how they ran."""
+    if getattr(a, "path", "") != getattr(b, "path", "") or how_key(a) != how_key(b):
+        return False
+    ca, cb = config_items(a), config_items(b)
+    return all(ca[k] == cb[k] for k in ca.keys() & cb.keys())
 
 
 def latest(runs):
-    """The newest run of each configuration, in the order of first appearance."""
-    newest, order = {}, []
-    for r in runs:
-        k = (r.path if hasattr(r, "path") else "", config_key(r))
-        if k not in newest:
-            order.append(k)
-        newest[k] = r
-    return [newest[k] for k in order]
+    """The newest run of each configuration (same_config), in the order of
+    the newest runs' first appearance among the runs given."""
+    kept = []
+    for r in reversed(runs):
+        if not any(same_config(r, k) for k in kept):
+            kept.append(r)
+    order = {id(r): i for i, r in enumerate(runs)}
+    return sorted(kept, key=lambda r: order[id(r)])
 
 
 def fnum(run, key, default=0.0):

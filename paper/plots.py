@@ -39,6 +39,10 @@ import casedata  # noqa: E402  (paper/casedata.py: what the report computes from
 GIB = float(1 << 30)
 # Configuration keys that never label a policy: where the results went.
 IGNORED_KEYS = {"run.out"}
+# Font sizes of the figures the report includes (the case studies, the
+# policy comparison): about 10 inches wide, read at half size on a page.
+CASE_RC = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "legend.fontsize": 9,
+           "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.titlesize": 12}
 
 
 class Run:
@@ -329,6 +333,11 @@ def policy_labels(runs):
 
 def plot_policies(runs, outdir, name="policies"):
     """Step time split into compute, exposed communication and the rest; peak memory."""
+    with plt.rc_context(CASE_RC):
+        _plot_policies(runs, outdir, name)
+
+
+def _plot_policies(runs, outdir, name):
     labels = policy_labels(runs)
     x = np.arange(len(runs))
     s = [r.summary for r in runs]
@@ -343,14 +352,14 @@ def plot_policies(runs, outdir, name="policies"):
     gpus = set(int(v.get("gpu_bytes", 0)) for v in s)
     what = sorted(set("%s, %s" % (casedata.cluster_text(r), casedata.how_text(r)) for r in runs))
 
-    width = max(6, 1.3 * len(runs) + 2)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(width, 8), sharex=True)
+    width = max(7, 0.9 * len(runs) + 3)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(width, 7.5), sharex=True)
     top.bar(x, compute, 0.6, label="compute", color="tab:blue")
     top.bar(x, comm, 0.6, bottom=compute, label="exposed communication", color="tab:orange")
     top.bar(x, other, 0.6, bottom=compute + comm, label="other (idle, host)", color="tab:gray")
     top.set_ylabel("step time (s)")
-    top.set_title("%s\nstep time and peak memory per policy" % "; ".join(what), fontsize=10)
-    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    top.set_title("%s\nstep time and peak memory per policy" % "; ".join(what))
+    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
     bottom.bar(x - 0.15, alloc, 0.3, label="peak allocated", color="tab:green")
     bottom.bar(x + 0.15, reserved, 0.3, label="peak reserved", color="tab:olive")
@@ -360,12 +369,11 @@ def plot_policies(runs, outdir, name="policies"):
         note = ""
         gpu = np.array([float(v.get("gpu_bytes", 0)) for v in s]) / div
         bottom.hlines(gpu, x - 0.35, x + 0.35, colors="red", linestyles="--", label="GPU capacity")
-    bottom.set_title("peak memory" + note, fontsize=10)
+    bottom.set_title("peak memory" + note)
     bottom.set_ylabel("memory (%s)" % uname)
     bottom.set_xticks(x)
-    bottom.set_xticklabels(labels, fontsize=8, rotation=30 if len(runs) > 4 else 0,
-                           ha="right" if len(runs) > 4 else "center")
-    bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    bottom.set_xticklabels(labels, rotation=30 if len(runs) > 4 else 0, ha="right" if len(runs) > 4 else "center")
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     _save(fig, outdir, name)
 
@@ -378,11 +386,9 @@ def plot_policies(runs, outdir, name="policies"):
 # case gets one figure of its simulated runs, case_<case>_sim, and one per
 # machine and backend that measured it, case_<case>_<hardware>-<backend>.
 # The newest run of each configuration is drawn (casedata.latest). The
-# figures are sized for a page: about 10 inches wide at 11 points.
+# figures are sized for a page (CASE_RC).
 
 CASES = ("accum", "wrap", "optim", "concat")
-CASE_RC = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "legend.fontsize": 9,
-           "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.titlesize": 12}
 POLICY_COLORS = {}
 
 
