@@ -26,7 +26,7 @@
 # Usage: paper/cases.sh [--sim-only | --measured-only] [--missing] [--case NAME]... [--out DIR]
 #   --case NAME   accum, wrap, optim, concat or bandwidth (default: all)
 #   --missing     only what has no file in DIR yet (make cases, make paper)
-# Takes about two minutes on 2 cores, nearly all of it the measured runs.
+# Takes about three minutes on 2 cores, nearly all of it the measured runs.
 # Run it again to add runs: the figures and the report use the newest run
 # of each configuration.
 set -euo pipefail

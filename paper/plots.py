@@ -258,6 +258,49 @@ def plot_predicted_vs_measured(pairs, outdir, stem):
     _save(fig, outdir, "%s_predicted_vs_measured" % stem)
 
 
+def plot_predicted_scatter(pairs, outdir, stem):
+    """Every compared run as one point: measured step time (median, p10 to
+    p90 as a bar) against the prediction, log-log, the diagonal and a band
+    of +-25% around it; a color per model and world size."""
+    groups = {}
+    for m, p in pairs:
+        key = "%s, %s x %s ranks" % (m.config.get("model.name", "?"), m.config.get("cluster.nodes", "?"),
+                                     m.config.get("cluster.gpus_per_node", "?"))
+        groups.setdefault(key, []).append((m, p))
+    with plt.rc_context(CASE_RC):
+        fig, ax = plt.subplots(figsize=(8, 6.5))
+        lo, hi = float("inf"), 0.0
+        for i, key in enumerate(sorted(groups)):
+            g = groups[key]
+            ms = np.array([float(m.summary["step_time_s"]) for m, _ in g]) * 1e3
+            p10 = np.array([float(m.summary.get("step_time_p10_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
+            p90 = np.array([float(m.summary.get("step_time_p90_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
+            ps = np.array([float(p.summary["step_time_s"]) for _, p in g]) * 1e3
+            ax.errorbar(ms, ps, xerr=[ms - p10, p90 - ms], fmt="o", markersize=4, capsize=2, elinewidth=0.8,
+                        color=plt.get_cmap("tab10")(i % 10), label="%s (%d runs)" % (key, len(g)))
+            lo, hi = min(lo, p10.min(), ps.min()), max(hi, p90.max(), ps.max())
+        x = np.array([lo / 1.3, hi * 1.3])
+        ax.plot(x, x, "k-", linewidth=0.8, label="predicted = measured")
+        ax.fill_between(x, x * 0.75, x * 1.25, color="gray", alpha=0.15, label="within 25%")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(x[0], x[1])
+        ax.set_ylim(x[0], x[1])
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))
+            axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+                lambda v, _: "%g" % v if ("%.0e" % v)[0] in "25" else ""))
+        ax.tick_params(which="minor", labelsize=8)
+        ax.set_xlabel("measured step time (ms), median and p10-p90")
+        ax.set_ylabel("predicted step time (ms)")
+        hw = sorted(set(casedata.how_text(m) for m, _ in pairs))
+        ax.set_title("%s\nstep time %s, and predicted by ./sim" % (stem, " and ".join(hw)), fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="upper left", fontsize=8)
+        fig.tight_layout()
+        _save(fig, outdir, "%s_predicted_vs_measured_scatter" % stem)
+
+
 def compared_pairs(file_runs):
     """(measured, its latest prediction) for each measured run of a file that was compared."""
     by_name = {"%06d" % r.index: r for r in file_runs}
@@ -476,8 +519,9 @@ def _step_vs_bandwidth(ax, rows, key, title, measured):
         yerr = None
         if measured:
             yerr = [t - np.array([r["p10_s"] for r in sel]) * scale, np.array([r["p90_s"] for r in sel]) * scale - t]
+        fits = all(r["fits"] for r in sel)
         ax.errorbar(bw, t, yerr=yerr, marker="o", markersize=4, linewidth=1.3, capsize=2,
-                    label=name + ("" if all(r["fits"] for r in sel) else " (x: does not fit)"),
+                    linestyle="-" if fits else "--", label=name + ("" if fits else " (dashed, x: does not fit)"),
                     color=_policy_color(name))
         for r in sel:
             if not r["fits"]:
@@ -847,6 +891,7 @@ def main(argv):
             paired.update((m.index, p.index))
         if pairs:
             plot_predicted_vs_measured(pairs, outdir, file_runs[0].stem)
+            plot_predicted_scatter(pairs, outdir, file_runs[0].stem)
         for run in file_runs:
             if run.index in paired or run.attrs.get("source") == "sim" and run.attrs.get("compares"):
                 continue

@@ -98,7 +98,10 @@ def tt(s):
 
 
 def pct(x, digits=1):
-    return (r"%+." + str(digits) + r"f\,\%%") % (100 * x)
+    """A signed percentage: +1.8\,%, a math minus (no line break after it) for -7.0\,%."""
+    v = (r"%." + str(digits) + r"f") % abs(100 * x)
+    sign = "+" if x > 0 and float(v) else "$-$" if x < 0 and float(v) else ""
+    return sign + v + r"\,\%"
 
 
 def upct(x, digits=1):
@@ -115,11 +118,21 @@ def secs(s):
 
 
 def span_bytes(vals):
-    """'-1.96 GiB at every length' or 'from -3.12 GiB to -5.24 GiB': signed byte changes."""
+    """'-1.96 GiB at every length' or 'between -3.12 GiB and -5.24 GiB': signed byte changes."""
     def sb(v):
         return ("-" if v < 0 else "+" if v > 0 else "") + nbytes(abs(v))
     lo, hi = min(vals, key=abs), max(vals, key=abs)
-    return "%s at every length" % sb(lo) if lo == hi else "from %s to %s" % (sb(lo), sb(hi))
+    return "%s at every length" % sb(lo) if lo == hi else "between %s and %s" % (sb(lo), sb(hi))
+
+
+def noise_note(a, b):
+    """For two measured runs: ' (within the runs' p10--p90 spread)' when
+    their spreads overlap, so the difference of medians is not telling."""
+    if not (a["measured"] and b["measured"]):
+        return ""
+    if a["p10_s"] <= b["p90_s"] and b["p10_s"] <= a["p90_s"]:
+        return r"; the difference is within the runs' p10--p90 spread"
+    return ""
 
 
 def sig3(v):
@@ -146,7 +159,9 @@ def table(cols, rows, caption=None, label=None, align=None, long=False, notes=No
         out.append(r"\begin{small}\begin{longtable}{%s}" % align)
         if caption:
             out.append(r"\caption{%s}%s\\" % (caption, r"\label{%s}" % label if label else ""))
-        out += [r"\toprule", " & ".join(cols) + r" \\", r"\midrule", r"\endhead"]
+        out += [r"\toprule", " & ".join(cols) + r" \\", r"\midrule", r"\endfirsthead",
+                r"\multicolumn{%d}{l}{\emph{(continued)}} \\" % len(cols), r"\toprule", " & ".join(cols) + r" \\",
+                r"\midrule", r"\endhead"]
         out += [(" & ".join(r) + r" \\") if not isinstance(r, str) else r for r in rows]
         out += [r"\bottomrule", r"\end{longtable}\end{small}"]
     else:
@@ -503,16 +518,19 @@ def case_optim(data, figs):
         else:
             out.append(r"\paragraph{Measured: %s.} %s (\texttt{experiments/cases/optim-cpu.ini}) measured by "
                        r"\texttt{gpu\_run} on %s; there the step in backward runs on the reduce-scatter stream's "
-                       r"thread beside the compute thread (Figure~\ref{fig:optim-%s}, Table~\ref{tab:optim-%s})." % (
-                           tex(what), tex(scale_text(runs)), tex(measured_text(runs)), tex(what), tex(what)))
+                       r"thread beside the compute thread (Figure~\ref{fig:optim-%s}, Table~\ref{tab:optim-%s}). "
+                       r"Step times are medians over %s measured steps; op times are those of the one step closest to "
+                       r"the median, so they carry that step's noise." % (
+                           tex(what), tex(scale_text(runs)), tex(measured_text(runs)), tex(what), tex(what),
+                           tex(attr(runs, "run.steps"))))
         facts = []
         for o, a, b in pairs:
             facts.append("%s: in backward the backward and recompute kernels take %s (%s against %s after backward), "
-                         "the optimizer's ops %s instead of %s, the step %s (%s); peak allocated %s, peak reserved %s "
+                         "the optimizer's ops %s instead of %s, the step %s (%s%s); peak allocated %s, peak reserved %s "
                          "(%s)." % (
                              tt(o), pct((b["backward_s"] - a["backward_s"]) / a["backward_s"]) if a["backward_s"] else "--",
                              secs(b["backward_s"]), secs(a["backward_s"]), secs(b["optim_s"]), secs(a["optim_s"]),
-                             secs(b["step_s"]), pct((b["step_s"] - a["step_s"]) / a["step_s"]),
+                             secs(b["step_s"]), pct((b["step_s"] - a["step_s"]) / a["step_s"]), noise_note(a, b),
                              "unchanged" if a["alloc"] == b["alloc"] else "%s to %s" % (nbytes(a["alloc"]), nbytes(b["alloc"])),
                              "unchanged" if a["reserved"] == b["reserved"] else "%s to %s" % (
                                  nbytes(a["reserved"]), nbytes(b["reserved"])),
@@ -571,20 +589,27 @@ def case_concat(data, figs):
                            tex(scale_text(runs)), tex(attr(runs, "model.seq")), tex(attr(runs, "policy.runtime"))))
         else:
             out.append(r"\paragraph{Measured: %s.} %s (\texttt{experiments/cases/concat-cpu.ini}) measured by "
-                       r"\texttt{gpu\_run} on %s (Figure~\ref{fig:concat-%s}, Table~\ref{tab:concat-%s})." % (
-                           tex(what), tex(scale_text(runs)), tex(measured_text(runs)), tex(what), tex(what)))
+                       r"\texttt{gpu\_run} on %s (Figure~\ref{fig:concat-%s}, Table~\ref{tab:concat-%s}). Step "
+                       r"times are medians over %s measured steps; op times are those of the one step closest to the "
+                       r"median." % (tex(what), tex(scale_text(runs)), tex(measured_text(runs)), tex(what), tex(what),
+                                     tex(attr(runs, "run.steps"))))
         facts = []
         multi = [(m, a, b) for m, a, b in pairs if m > 1]
         if multi:
             m, a, b = multi[-1]
             facts.append("With %d microbatches, concatenating on the last one only copies %s per microbatch instead "
                          "of %s (%s), spends %s instead of %s in concatenation per step, and the step takes %s "
-                         "instead of %s (%s)." % (
+                         "instead of %s (%s%s)." % (
                              m, nbytes(b["concat_bytes_per_micro"]), nbytes(a["concat_bytes_per_micro"]),
                              pct(b["concat_bytes_per_micro"] / a["concat_bytes_per_micro"] - 1)
                              if a["concat_bytes_per_micro"] else "--",
                              secs(b["concat_s"]), secs(a["concat_s"]), secs(b["step_s"]), secs(a["step_s"]),
-                             pct(b["step_s"] / a["step_s"] - 1)))
+                             pct(b["step_s"] / a["step_s"] - 1), noise_note(a, b)))
+            dstep, dcat = a["step_s"] - b["step_s"], a["concat_s"] - b["concat_s"]
+            if dstep:
+                facts.append("The concatenation ops' time accounts for %s of the %s step-time difference%s." % (
+                    secs(abs(dcat)) if dcat >= 0 else "$-$" + secs(-dcat), ("$-$" if dstep < 0 else "") + secs(abs(dstep)),
+                    "; the rest is not concatenation" if abs(dcat) < 0.5 * abs(dstep) else ""))
             saved = ["%d: %s" % (m, nbytes(a["concat_bytes"] - b["concat_bytes"])) for m, a, b in pairs]
             facts.append("Copy traffic saved per step, by microbatch count, %s." % "; ".join(saved))
         one = [(m, a, b) for m, a, b in pairs if m == 1]
@@ -833,9 +858,11 @@ def validation(data, figs):
     # figures
     for path in used:
         stem = os.path.splitext(os.path.basename(path))[0]
-        out.append(figs.include("%s_predicted_vs_measured" % stem, "Measured step time (median, p10--p90) and "
-                                "\\texttt{./sim}'s prediction per policy, %s, grouped by model and world size; the "
-                                "error above each pair." % tt(os.path.basename(path)), "fig:pvm-%s" % stem))
+        out.append(figs.include("%s_predicted_vs_measured_scatter" % stem, "Each run of %s: its measured step time "
+                                "(median, p10--p90) against \\texttt{./sim}'s prediction, by model and world size; on "
+                                "the diagonal the prediction is exact, in the band within 25\\,\\%%. Per policy: "
+                                "Table~\\ref{tab:val-policy} (and \\texttt{paper/figures/%s\\_predicted\\_vs\\_measured})." % (
+                                    tt(os.path.basename(path)), tex(stem)), "fig:pvm-%s" % stem, width=r"0.7\textwidth"))
     # per-policy table
     rows, last_group = [], None
     by_file = {}
@@ -880,16 +907,21 @@ def validation(data, figs):
              and abs(kinds[k]["pred"] - kinds[k]["meas"]) > WRONG_SHARE * sum(kinds[j]["meas"] for j in kinds)]
     hw = ", ".join(sorted(set(m.attrs.get("hardware", "") for m in meas)))
     if wrong:
-        items = []
-        for k in wrong[:5]:
+        items, causes = [], {}
+        for k in wrong[:6]:
             e = kinds[k]
             sign = "short" if e["pred"] < e["meas"] else "long"
-            why = _why(k, sign, hw)
             items.append(r"\item \textbf{%s}: predicted %s against %s measured over %d runs (median error %s): the "
-                         r"prediction is %s.%s" % (tex(k), secs(e["pred"]), secs(e["meas"]), e["runs"],
-                                                   pct(statistics.median(e["errs"])), "too short" if sign == "short"
-                                                   else "too long", (" What the measurement holds: " + why + ".")
-                                                   if why else ""))
+                         r"prediction is too %s." % (tex(k), secs(e["pred"]), secs(e["meas"]), e["runs"],
+                                                     pct(statistics.median(e["errs"])), sign))
+            why = _why(k, sign, hw)
+            if why:
+                causes.setdefault(why, []).append(k)
+        if causes:
+            items.append(r"\end{itemize}" + "\n" + "What the measurement holds that the prediction does not price:"
+                         + "\n" + r"\begin{itemize}")
+            for why, ks in causes.items():
+                items.append(r"\item %s: %s." % (", ".join(tex(k) for k in ks), why))
         out.append(r"\paragraph{Where the model is wrong.} The op kinds whose median error exceeds %s and whose "
                    r"summed difference is at least %s of the measured op time, largest first:" % (
                        upct(WRONG_ERR, 0), upct(WRONG_SHARE, 0)) + "\n" +
@@ -897,6 +929,10 @@ def validation(data, figs):
     else:
         out.append(r"\paragraph{Where the model is wrong.} No op kind has a median error above %s with a summed "
                    r"difference of at least %s of the measured op time." % (upct(WRONG_ERR, 0), upct(WRONG_SHARE, 0)))
+    label_of = {}
+    for (path, ct), ps in by_file.items():
+        for (m, _), l in zip(ps, casedata.policy_labels([m for m, _ in ps])):
+            label_of[(path, m.index)] = l
     worst = sorted(allpairs, key=lambda x: -abs((float(x[2].summary["step_time_s"]) - float(x[1].summary[
         "step_time_s"])) / float(x[1].summary["step_time_s"])))
     best = worst[-1]
@@ -905,7 +941,7 @@ def validation(data, figs):
         e = (float(p.summary["step_time_s"]) - float(m.summary["step_time_s"])) / float(m.summary["step_time_s"])
         out.append(figs.include("%s_run%d_vs_sim_timeline" % (stem, m.index), "The %s-predicted run: %s, %s "
                                 "(run %d of %s), measured (top) and predicted (bottom) on one time axis; step-time "
-                                "error %s." % (tag, tex(casedata.cluster_text(m)), tex(casedata.accum_policy(m)), m.index,
+                                "error %s." % (tag, tex(casedata.cluster_text(m)), tex(label_of[(path, m.index)]), m.index,
                                                tt(os.path.basename(path)), pct(e)), "fig:val-%s" % tag))
     return "\n\n".join(out), facts
 
