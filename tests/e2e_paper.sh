@@ -80,7 +80,7 @@ for f in frags:
     for env, spec, inner in re.findall(r"\\begin\{(tabular|longtable)\}\{([^}]*)\}(.*?)\\end\{\1\}", body, re.S):
         n = len(re.findall(r"[lrc]|p\{", spec))
         for row in inner.split("\\\\"):
-            row = re.sub(r"\\(toprule|midrule|bottomrule|endhead|caption\{.*\}|label\{[^}]*\})", "", row).strip()
+            row = re.sub(r"\\(toprule|midrule|bottomrule|endfirsthead|endhead|caption\{.*\}|label\{[^}]*\})", "", row).strip()
             if not row or row.startswith("\\multicolumn"):
                 continue
             cells = len(re.findall(r"(?<!\\)&", row)) + 1
