@@ -25,8 +25,8 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra $(WERROR) -MMD -MP
 DEPS_PKGS := libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libgsl-dev libcunit1-dev libinih-dev python3-matplotlib python3-h5py python3-numpy pkg-config
 
 FUZZ_PKGS := clang
-# The report (make paper): pdfLaTeX with booktabs, longtable, lmodern, hyperref.
-TEX_PKGS := texlive-latex-base texlive-latex-recommended texlive-fonts-recommended
+# The report (make paper): pdfLaTeX; booktabs is in latex-recommended, the Latin Modern fonts in lmodern.
+TEX_PKGS := texlive-latex-base texlive-latex-recommended lmodern
 
 # Libraries: found through pkg-config once the packages are installed; a
 # missing one stops the build before the compiler does, with the hint.
