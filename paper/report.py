@@ -988,9 +988,14 @@ def limitations(data, inventory):
                      r"with no other rank. Their times are real for that rank's work and the paced traffic; contention "
                      r"between real ranks, and the numerics of the whole job, were not measured." % (
                          len(emu), "- or ".join(worlds)))
+    preds = [r for r in runs if not casedata.is_measured(r) and r.attrs.get("compares")]
+    priced = sorted(set(os.path.basename(r.attrs.get("cluster.calibration", "")) for r in preds))
     if not cal:
-        items.append(r"\item \textbf{No calibration file} in data/calibration/: predictions of measured runs were "
-                     r"priced from the catalog's datasheet constants.")
+        items.append(r"\item \textbf{No calibration file} in data/calibration/: %s" % (
+            r"the predictions of measured runs here were priced by %s, which data/ does not hold." % ", ".join(
+                tt(c) if c else "the catalog's datasheet constants" for c in priced) if preds else
+            r"no price in this report comes from microbenchmarks of a machine; the simulated results use the "
+            r"catalog's datasheet constants (\texttt{core/catalog.ini})."))
     wrap = [r for p, rs in inventory if rs and os.path.basename(p) == "wrap.h5" for r in rs]
     if wrap:
         items.append(r"\item \textbf{The 24\,GB GPU of case 2} is the catalog's %s with its memory set to %s "
