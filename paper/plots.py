@@ -2,6 +2,7 @@
 """Figures from results files (schema: data/README.md).
 
 Usage: plots.py DATA_DIR_OR_FILES... OUTDIR
+       plots.py --cases CASES_DIR OUTDIR
 
 Every .h5 file given (or found directly in a given directory) is read, every
 run in it. A measured run that `./sim --compare` predicted (a simulated run
@@ -9,17 +10,22 @@ of the same file names it in `compares`) is drawn beside its prediction:
 its measured and simulated stream timelines one above the other on one time
 axis, and its memory, measured and predicted; each file with such pairs
 gets one figure of predicted against measured step time per policy, with
-the error. Every other run gets a stream timeline and a memory timeline.
-Across the runs of all files that are not part of a comparison: one policy
-comparison. Each figure is saved as PNG and PDF under OUTDIR with a stable
-name:
+the error, and one of every run as a point (measured against predicted).
+Every other run gets a stream timeline and a memory timeline. The runs of
+each file that are not part of a comparison: one policy comparison (the
+newest run of each configuration). Each figure is saved as PNG and PDF
+under OUTDIR with a stable name:
 
     <file-stem>_run<N>_timeline.{png,pdf}
     <file-stem>_run<N>_memory.{png,pdf}
     <file-stem>_run<N>_vs_sim_timeline.{png,pdf}   (N: the measured run)
     <file-stem>_run<N>_vs_sim_memory.{png,pdf}
     <file-stem>_predicted_vs_measured.{png,pdf}
-    policies.{png,pdf}
+    <file-stem>_predicted_vs_measured_scatter.{png,pdf}
+    policies.{png,pdf}          (<file-stem>_policies when several files)
+
+With --cases: the report's case-study figures from the files
+paper/cases.sh writes (below, "the report's case studies").
 
 Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
 packages); `make plots` runs it on data/ into paper/figures.
@@ -36,7 +42,6 @@ import numpy as np  # noqa: E402
 
 import casedata  # noqa: E402  (paper/casedata.py: what the report computes from the runs)
 
-GIB = float(1 << 30)
 # Configuration keys that never label a policy: where the results went.
 IGNORED_KEYS = {"run.out"}
 # Font sizes of the figures the report includes (the case studies, the

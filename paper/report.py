@@ -37,7 +37,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import casedata  # noqa: E402
 
-GIB = float(1 << 30)
 
 
 # ---- reading ---------------------------------------------------------------
