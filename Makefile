@@ -6,6 +6,8 @@
 #   make asan    sanitizer build of everything in build-asan/, then the tests against it
 #   make fuzz    libFuzzer on the experiment parser and --set (FUZZ_SECONDS=60)
 #   make plots   figures from data/*.h5 into paper/figures
+#   make cases   the report's case studies into data/cases (only those missing)
+#   make paper   the report, paper/main.pdf, from data/ (installs TeX Live if missing)
 #   make gpu-test / gpu-bench   CUDA model checks and benchmark (need a GPU)
 #
 # Plain GNU make; objects under build/, one .d file per object (-MMD -MP).
@@ -23,6 +25,8 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra $(WERROR) -MMD -MP
 DEPS_PKGS := libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libgsl-dev libcunit1-dev libinih-dev python3-matplotlib python3-h5py python3-numpy pkg-config
 
 FUZZ_PKGS := clang
+# The report (make paper): pdfLaTeX; booktabs is in latex-recommended, the Latin Modern fonts in lmodern.
+TEX_PKGS := texlive-latex-base texlive-latex-recommended lmodern
 
 # Libraries: found through pkg-config once the packages are installed; a
 # missing one stops the build before the compiler does, with the hint.
@@ -65,7 +69,7 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcubla
 # those dlopen (Open MPI's components).
 BUNDLE_RPATH := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/gpu/bundle/lib'
 
-.PHONY: all run test check bench asan fuzz validate plots deps gpu-test gpu-bench clean features pkg-check pkg-check-tests
+.PHONY: all run test check bench asan fuzz validate plots cases paper deps gpu-test gpu-bench clean features pkg-check pkg-check-tests
 all: features $(SIM) $(GPU_RUN)
 
 features:
@@ -147,7 +151,7 @@ $(BUILD)/fuzz_config: $(BUILD)/tests/fuzz/fuzz_config.o $(BUILD)/libcore.a
 
 # ---- user targets --------------------------------------------------------
 deps:
-	@missing=""; for p in $(DEPS_PKGS) $(if $(filter fuzz,$(MAKECMDGOALS)),$(FUZZ_PKGS)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEPS_PKGS) $(if $(filter fuzz,$(MAKECMDGOALS)),$(FUZZ_PKGS)) $(if $(filter paper,$(MAKECMDGOALS)),$(TEX_PKGS)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -200,6 +204,26 @@ validate: deps
 
 plots: deps
 	/usr/bin/python3 paper/plots.py data $(wildcard data/runs) paper/figures
+
+# The case studies of the report (paper/cases.sh): the files of data/cases
+# that are missing, simulated and measured on the CPU backend (minutes).
+cases: deps
+	@$(MAKE) --no-print-directory all
+	bash paper/cases.sh --missing
+
+# The report: figures (paper/plots.py) and every number and table
+# (paper/report.py) from data/, then pdfLaTeX; paper/main.pdf.
+PDFLATEX := cd paper && pdflatex -interaction=nonstopmode -halt-on-error main.tex >/dev/null
+paper: deps
+	@$(MAKE) --no-print-directory cases
+	/usr/bin/python3 paper/plots.py data $(wildcard data/runs) paper/figures
+	/usr/bin/python3 paper/plots.py --cases data/cases paper/figures
+	/usr/bin/python3 paper/report.py data paper/figures paper/gen
+	@for i in 1 2 3; do \
+	  ( $(PDFLATEX) ) || { tail -30 paper/main.log >&2; echo "paper: pdflatex failed (paper/main.log)" >&2; exit 1; }; \
+	  grep -q 'Rerun to get\|Table widths have changed\|Label(s) may have changed' paper/main.log || break; \
+	done
+	@n=$$(pdfinfo paper/main.pdf 2>/dev/null | sed -n 's/^Pages: *//p'); echo "paper: paper/main.pdf$${n:+, $$n pages}"
 
 gpu-test: deps
 	@$(MAKE) --no-print-directory gpu_test_bin

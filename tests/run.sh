@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the end-to-end checks of ./sim and ./gpu_run (bad input,
 # golden runs, sweeps and the advisor, the runtime's equivalence checks,
-# data safety, the calibrate-run-compare loop), then the CUnit suites,
+# data safety, the calibrate-run-compare loop, the report's generator), then the CUnit suites,
 # whose summary closes the output. Exit status is non-zero when anything
 # failed.
 #
@@ -25,6 +25,7 @@ bash tests/e2e_sim.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_gpu_run.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_safety.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_validate.sh || fail=1
+"${mpi_env[@]}" bash tests/e2e_paper.sh || fail=1
 
 "$RUN_TESTS" || fail=1
 exit $fail
