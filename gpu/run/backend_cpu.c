@@ -119,6 +119,7 @@ struct cpu {
 	/* calibration: inputs and outputs of one kernel at a time, grown as needed, kept */
 	float *bench[BENCH_BUFS];
 	size_t bench_floats[BENCH_BUFS];
+	uint64_t bench_calls;         /* kernels run by calibration: where their buffers are placed */
 };
 
 static struct cpu *cpu_of(struct backend *b)
@@ -562,18 +563,27 @@ static void cpu_pack(struct backend *b, int stream, const struct unit_layout *u,
  * kernel computes on the same ordinary numbers (an output fed back as an
  * input drifts, to subnormals for one, which x86 computes on many times
  * slower); outputs and in-place work go to the others; token ids to their
- * own.
+ * own. Each call places every buffer at another offset inside its first
+ * 4 KiB (64-byte steps, from a hash of the call and the buffer): how fast
+ * the reference kernels run depends on how their operands fall against
+ * each other in the caches, by up to twice here, and the runs' buffers
+ * fall as the allocator places them, so a kernel is measured over
+ * placements rather than at one.
  */
+#define BENCH_SLACK 1024 /* floats: 4 KiB of offsets */
+
 static float *bench_buf(struct cpu *c, int i, size_t n)
 {
+	uint64_t h = (c->bench_calls * BENCH_BUFS + (uint64_t)i + 1) * 0x9E3779B97F4A7C15ull;
+
 	if (c->bench_floats[i] < n) {
 		free(c->bench[i]);
-		c->bench[i] = xmalloc(sizeof(float) * n);
-		for (size_t j = 0; j < n; j++)
+		c->bench[i] = xmalloc(sizeof(float) * (n + BENCH_SLACK));
+		for (size_t j = 0; j < n + BENCH_SLACK; j++)
 			c->bench[i][j] = (float)((j * 2654435761u) % 1000) * 1e-3f - 0.5f;
 		c->bench_floats[i] = n;
 	}
-	return c->bench[i];
+	return c->bench[i] + ((h >> 40) % (BENCH_SLACK / 16)) * 16;
 }
 
 static int *bench_tokens(struct cpu *c, int n, int vocab)
@@ -608,6 +618,8 @@ static void run_kernel(struct cpu *c, const struct cmd *k)
 	struct model_dims d = model_dims_of(&k->a.bench.m, k->a.bench.batch);
 	const char *name = kn->name;
 	int N = (int)d.N, D = (int)d.D, F = (int)d.F, V = (int)d.V;
+
+	c->bench_calls++;
 
 	if (kn->kind == K_GEMM) {
 		int m = (int)kn->m, n = (int)kn->n, kk = (int)kn->k;
