@@ -11,7 +11,9 @@
  * over message sizes (and beside a running kernel), the optimizer, and the
  * runtime's per-op overheads. Everything is timed with all ranks of the
  * job running the same microbenchmark at once, so a machine whose ranks
- * share cores or memory bandwidth is measured as the runs use it.
+ * share cores or memory bandwidth is measured as the runs use it, and
+ * work is timed as its slowest rank does it, the pace of a synchronous
+ * step.
  *
  * File: `data/calibration/<hardware>-<backend>.h5`, one group per session,
  * /calibration/NNNNNN (appended, never rewritten; core/h5file.h). Its
