@@ -819,16 +819,20 @@ def validation(data, figs):
     cals = sorted(set(os.path.basename(p.attrs.get("cluster.calibration", "")) or "the catalog" for _, _, p in allpairs))
     spread = [(float(m.summary.get("step_time_p90_s", 0)) - float(m.summary.get("step_time_p10_s", 0))) /
               float(m.summary["step_time_s"]) for m in meas]
-    # Kendall's tau per group of runs that differ only in policy
+    # Kendall's tau per group of runs that differ only in policy (as ./sim --compare counts it: a policy
+    # measured again is not a pair)
     groups = {}
     for _, m, p in allpairs:
+        policy = tuple(sorted((k, v) for k, v in m.attrs.items() if k.startswith("policy.")))
         groups.setdefault((m.path, group_key(m)), []).append((float(m.summary["step_time_s"]),
-                                                               float(p.summary["step_time_s"])))
-    taus, npairs = [], 0
+                                                               float(p.summary["step_time_s"]), policy))
+    npairs = 0
     conc = disc = 0
     for g in groups.values():
         for i in range(len(g)):
             for j in range(i + 1, len(g)):
+                if g[i][2] == g[j][2]:
+                    continue
                 s = (g[i][0] - g[j][0]) * (g[i][1] - g[j][1])
                 npairs += 1
                 conc += s > 0

@@ -21,7 +21,8 @@
 /* What one comparison found. */
 struct cmp {
 	struct run_read *m;              /* the measured run; its experiment gets the calibration */
-	char policy[256];
+	char policy[256];                /* the policy as a person reads it */
+	char policy_key[512];            /* every policy key: runs of the same policy share it */
 	char calibration[CONFIG_PATH_MAX];
 	char group[512];                 /* runs that differ only in policy share it (the ranking) */
 	struct summary pred;
@@ -77,6 +78,16 @@ static void key_attr(void *ctx, const char *section, const char *key, const char
 		return;
 	if (k->n < k->len)
 		k->n += snprintf(k->buf + k->n, (size_t)(k->len - k->n), "%s.%s=%s;", section, key, value);
+}
+
+/* Every key of the policy section enters the policy key (the policy line leaves some out). */
+static void policy_attr(void *ctx, const char *section, const char *key, const char *value)
+{
+	struct key_ctx *k = ctx;
+
+	if (strcmp(section, "policy") || k->n >= k->len)
+		return;
+	k->n += snprintf(k->buf + k->n, (size_t)(k->len - k->n), "%s=%s;", key, value);
 }
 
 /* Per op kind and per stream: the time ops spend, measured and predicted. */
@@ -136,6 +147,7 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	struct run_read *m = c->m;
 	struct experiment *e = &m->exp;
 	struct key_ctx k = { c->group, sizeof c->group, 0 };
+	struct key_ctx pk = { c->policy_key, sizeof c->policy_key, 0 };
 
 	if (m->error[0]) {
 		snprintf(err, errlen, "%s", m->error);
@@ -145,6 +157,7 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	snprintf(e->calibration, sizeof e->calibration, "%s", c->calibration);
 	report_policy_line(e, c->policy, sizeof c->policy);
 	config_each(e, key_attr, &k);
+	config_each(e, policy_attr, &pk);
 	snprintf(c->group + (k.n < k.len ? k.n : k.len - 1), (size_t)(k.len - (k.n < k.len ? k.n : k.len - 1)),
 		 "hardware=%s", m->hardware);
 	c->s = schedule_new(e, err, errlen);
@@ -191,7 +204,7 @@ static double kendall_tau(const struct cmp *c, int n, int *pairs)
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++) {
 			double dm, dp;
-			if (!c[i].have || !c[j].have || strcmp(c[i].group, c[j].group) || !strcmp(c[i].policy, c[j].policy))
+			if (!c[i].have || !c[j].have || strcmp(c[i].group, c[j].group) || !strcmp(c[i].policy_key, c[j].policy_key))
 				continue; /* another group, or the same policy measured again */
 			dm = c[i].m->sum.step_time_s - c[j].m->sum.step_time_s;
 			dp = c[i].pred.step_time_s - c[j].pred.step_time_s;
@@ -378,7 +391,7 @@ static int repeat_spread(const struct cmp *c, int n, double *median, double *wor
 			continue;
 		lo = hi = c[i].m->sum.step_time_s;
 		for (int j = i + 1; j < n; j++)
-			if (c[j].have && !strcmp(c[i].group, c[j].group) && !strcmp(c[i].policy, c[j].policy)) {
+			if (c[j].have && !strcmp(c[i].group, c[j].group) && !strcmp(c[i].policy_key, c[j].policy_key)) {
 				seen[j] = 1;
 				k++;
 				lo = fmin(lo, c[j].m->sum.step_time_s);

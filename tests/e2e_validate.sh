@@ -96,7 +96,10 @@ errs.sort()
 med = (errs[1] + errs[2]) / 2
 assert abs(med - d["median_abs_step_err"]) < 1e-9, "median %g, the runs say %g" % (d["median_abs_step_err"], med)
 assert abs(errs[-1] - d["worst_abs_step_err"]) < 1e-9
+# 4 policies of one group: 6 pairs, fsdp against fsdp with the chunked loss among them (a policy key the
+# policy line leaves out: those are two policies, not one measured twice)
 assert d["ranked_pairs"] == 6, "%d ranked pairs (4 runs of one group: 6)" % d["ranked_pairs"]
+assert d["repeated_configs"] == 0, "%d configurations measured more than once (none was)" % d["repeated_configs"]
 assert -1 <= d["kendall_tau"] <= 1
 assert d["compared"] == 4 and d["failed"] == 0
 print("4 runs, median |err| %.1f%%, tau %.2f" % (100 * med, d["kendall_tau"]))

@@ -52,7 +52,7 @@ if [ $quick = 1 ]; then
 	worlds=(2)
 	steps=(--set run.warmup=1 --set run.steps=3)
 	families=("fsdp|" "ddp|--set policy.sharding=ddp" "zero2|--set policy.sharding=zero2"
-		"acfull|--set policy.ac=full")
+		"chunked|--set policy.loss=chunked") # fsdp again but for a key its policy line does not show
 	calq=(--quick)
 else
 	models=(tiny small)
