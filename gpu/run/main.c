@@ -486,6 +486,22 @@ static struct backend *backend_new(const struct experiment *e, const struct sche
 #endif
 }
 
+/* Release what main() set up, in the reverse order, and leave MPI. */
+static void release_run(struct backend *be, struct comm *c, struct schedule *s, struct experiment *e, FILE *quiet)
+{
+	be->ops->release(be);
+#ifdef GPU_RUN_CUDA
+	if (!strcmp(e->run.device, "cuda"))
+		comm_nccl_release(c);
+#endif
+	comm_release(c);
+	schedule_free(s);
+	config_release(e);
+	if (quiet)
+		fclose(quiet);
+	mpi_finish();
+}
+
 int main(int argc, char **argv)
 {
 	struct experiment e;
@@ -554,17 +570,7 @@ int main(int argc, char **argv)
 			watchdog_waiting("the calibration's microbenchmarks");
 			rc = calibrate(s, &c, be, opts.calibration, opts.quick) == 0 ? 0 : 1;
 		}
-		be->ops->release(be);
-#ifdef GPU_RUN_CUDA
-		if (!strcmp(e.run.device, "cuda"))
-			comm_nccl_release(&c);
-#endif
-		comm_release(&c);
-		schedule_free(s);
-		config_release(&e);
-		if (quiet)
-			fclose(quiet);
-		mpi_finish();
+		release_run(be, &c, s, &e, quiet);
 		return rc;
 	}
 	x = exec_new(s, &c, be, opts.serialize, err, sizeof(err));
@@ -662,16 +668,6 @@ int main(int argc, char **argv)
 	free(compute_s);
 	free(exposed_s);
 	exec_free(x);
-	be->ops->release(be);
-#ifdef GPU_RUN_CUDA
-	if (!strcmp(e.run.device, "cuda"))
-		comm_nccl_release(&c);
-#endif
-	comm_release(&c);
-	schedule_free(s);
-	config_release(&e);
-	if (quiet)
-		fclose(quiet);
-	mpi_finish();
+	release_run(be, &c, s, &e, quiet);
 	return rc;
 }
