@@ -89,6 +89,8 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_f64(s, g, "issue_ns", c->issue_ns);
 	h5file_attr_f64(s, g, "adamw_ns_per_elem", c->adamw_ns_per_elem);
 	h5file_attr_f64(s, g, "host_adamw_ns_per_elem", c->host_adamw_ns_per_elem);
+	if (c->launch_queue >= 0)
+		h5file_attr_i32(s, g, "launch_queue", c->launch_queue);
 	kt = kernel_type();
 	ct = coll_type();
 	pt = pass_type();
@@ -258,6 +260,10 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	h5file_read_f64(&s, g, "issue_ns", &c->issue_ns);
 	h5file_read_f64(&s, g, "adamw_ns_per_elem", &c->adamw_ns_per_elem);
 	h5file_read_f64(&s, g, "host_adamw_ns_per_elem", &c->host_adamw_ns_per_elem);
+	/* sessions written before it was measured: gpu_run's CPU backend never bounds its queues */
+	c->launch_queue = !strcmp(c->backend, "cpu") ? 0 : -1;
+	if (h5file_has_attr(g, "launch_queue"))
+		h5file_read_i32(&s, g, "launch_queue", &c->launch_queue);
 	kt = kernel_type();
 	ct = coll_type();
 	pt = pass_type();

@@ -76,6 +76,7 @@ struct calibration {
 	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
 	double adamw_ns_per_elem;  /* the optimizer, per parameter element */
 	double host_adamw_ns_per_elem; /* the host optimizer (offload), per element */
+	int launch_queue;          /* kernels a stream holds before a launch blocks; 0: no bound; -1: not measured */
 };
 
 /*

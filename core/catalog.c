@@ -142,10 +142,11 @@ static struct kind kinds[] = {
 		  RT_FIELD(optim_temp_bytes, F_DOUBLE, 0, 64),
 		  RT_FIELD(clip_grad_norm, F_INT, 0, 1),
 		  RT_FIELD(dtensor_us, F_DOUBLE, 0, 1e6),
+		  RT_FIELD(launch_queue, F_INT, 0, 1 << 20),
 		  { "source", F_TEXT, offsetof(struct runtime_spec, source),
 		    sizeof(((struct runtime_spec *)0)->source), 0, 0 },
 	  },
-	  .nfields = 17 },
+	  .nfields = 18 },
 };
 
 enum { KIND_GPU, KIND_MODEL, KIND_RUNTIME, KIND_COUNT };

@@ -77,6 +77,7 @@ struct runtime_spec {
 	double optim_temp_bytes;     /* bytes per parameter a foreach optimizer step allocates for its temporaries */
 	int clip_grad_norm;          /* 1: the gradient norm is clipped before the optimizer step */
 	double dtensor_us;           /* host time per tensor of each multi-tensor optimizer op (DTensor dispatch) */
+	int launch_queue;            /* kernels a stream holds launched and not yet finished before a launch blocks; 0: no bound */
 	char source[160];
 };
 

@@ -43,6 +43,36 @@ struct act {
 	struct coll coll;
 };
 
+/* What the CPU thread spends launching an op. */
+struct launch_cost {
+	uint64_t per_op, per_kernel;
+	int host;              /* the op's own host time counts (not with a calibration: its issue time has it) */
+};
+
+static struct launch_cost launch_cost_of(const struct schedule *s, const struct cost *cost)
+{
+	const struct runtime_spec *rt = &s->exp->runtime;
+	struct launch_cost lc = { (uint64_t)llround(rt->op_overhead_us * 1e3), (uint64_t)llround(rt->launch_us * 1e3), 1 };
+
+	if (cost->cal) { /* the runtime's walker issues an op in the time it measured */
+		lc.per_op = (uint64_t)llround(cost->cal->issue_ns);
+		lc.per_kernel = 0;
+		lc.host = 0;
+	}
+	return lc;
+}
+
+/* The kernels an op puts in its stream's queue (a host op and a free put none). */
+static int queue_kernels(const struct op *o)
+{
+	return o->kind == OP_FREE || o->kind == OP_CPU_OPTIM ? 0 : (int)o->launches;
+}
+
+static uint64_t launch_ns(const struct launch_cost *lc, const struct op *o)
+{
+	return lc->per_op + lc->per_kernel * (uint64_t)queue_kernels(o) + (lc->host ? o->host_ns : 0);
+}
+
 struct engine {
 	const struct schedule *s;
 	const struct experiment *e;
@@ -58,6 +88,14 @@ struct engine {
 	int stream_n[ST_COUNT], stream_head[ST_COUNT], stream_busy[ST_COUNT];
 	int *launch_wait; /* op has a pending launch event */
 	uint32_t *version;
+	/* the CPU thread launching the ops in schedule order (launch_advance) */
+	struct launch_cost lc;
+	uint64_t lfree;        /* when it can begin the next launch */
+	int lnext;             /* the next op to launch: ops from it on are not launched yet */
+	int lblocked;          /* the next launch waits for a kernel of its stream to finish */
+	int lby;               /* the op whose end let the next launch begin, -1 */
+	int depth;             /* kernels a stream holds before a launch blocks; 0: no bound */
+	int queued[ST_COUNT];  /* kernels launched on each stream whose op has not finished */
 	/* activities */
 	struct act act[MAX_ACTIVE];
 	int nact;
@@ -270,8 +308,8 @@ static void try_stream(struct engine *g, int st)
 	if (g->stream_busy[st] || g->stream_head[st] >= g->stream_n[st])
 		return;
 	op = g->stream_ops[st][g->stream_head[st]];
-	if (g->deps_left[op] > 0)
-		return;
+	if (g->deps_left[op] > 0 || op >= g->lnext)
+		return; /* waits for an op, or for its launch to begin (launch_advance tries it then) */
 	t = ready_at(g, op);
 	if (t > g->now) {
 		if (!g->launch_wait[op]) {
@@ -380,6 +418,62 @@ static void start_op(struct engine *g, int op)
 	update_rates(g);
 }
 
+/*
+ * Launch ops in schedule order for as long as their streams' queues have
+ * room: a stream holds `depth` kernels launched and not yet finished, and
+ * a launch that would overfill it blocks the CPU thread until enough of
+ * them finish (CUDA's pending-launch queue; an op's kernels are counted
+ * as finishing together, at its end). A launched op that heads its stream
+ * may start once its launch has ended.
+ */
+static int queue_full(const struct engine *g, int op)
+{
+	const struct op *o = &g->s->ops[op];
+	int k = queue_kernels(o), q = g->queued[o->stream];
+
+	return g->depth && k && q && q + k > g->depth; /* an op of more kernels than the queue takes goes into an empty one */
+}
+
+static void launch_advance(struct engine *g)
+{
+	const struct schedule *s = g->s;
+
+	while (g->lnext < s->nops) {
+		int op = g->lnext, st = s->ops[op].stream, k = queue_kernels(&s->ops[op]);
+
+		if (queue_full(g, op)) {
+			g->lblocked = 1;
+			return;
+		}
+		g->lblocked = 0;
+		g->r->launch[op].start_ns = g->lfree;
+		g->lfree += launch_ns(&g->lc, &s->ops[op]);
+		g->r->launch[op].end_ns = g->lfree;
+		if (g->r->launch_by)
+			g->r->launch_by[op] = g->lby;
+		g->lby = -1;
+		g->queued[st] += k;
+		g->lnext++;
+		if (g->stream_head[st] < g->stream_n[st] && g->stream_ops[st][g->stream_head[st]] == op)
+			try_stream(g, st);
+	}
+}
+
+/* op has finished: its kernels leave its stream's queue, which may let the blocked launch go on. */
+static void launch_release(struct engine *g, int op)
+{
+	const struct op *o = &g->s->ops[op];
+
+	g->queued[o->stream] -= queue_kernels(o);
+	if (!g->lblocked || g->s->ops[g->lnext].stream != o->stream || queue_full(g, g->lnext))
+		return;
+	if (g->lfree < g->now) { /* the thread waited for this op */
+		g->lfree = g->now;
+		g->lby = op;
+	}
+	launch_advance(g);
+}
+
 static void finish_op(struct engine *g, int i)
 {
 	const struct schedule *s = g->s;
@@ -406,28 +500,22 @@ static void finish_op(struct engine *g, int i)
 	for (int st = 0; st < ST_COUNT; st++)
 		if ((streams >> st) & 1)
 			try_stream(g, st);
+	launch_release(g, op); /* last: the streams' heads are where this op's end left them */
 }
 
-/* The CPU thread issues ops in schedule order; each op's kernels take launch time. */
+/*
+ * The CPU thread issues ops in schedule order; each op's kernels take
+ * launch time. Unbounded, as the allocator's issue order assumes: the
+ * simulation bounds it by the streams' queues (launch_advance).
+ */
 static void plan_launches(const struct schedule *s, const struct cost *cost, struct op_timing *launch)
 {
-	const struct runtime_spec *rt = &s->exp->runtime;
-	uint64_t t = 0, per_op = (uint64_t)llround(rt->op_overhead_us * 1e3);
-	uint64_t per_kernel = (uint64_t)llround(rt->launch_us * 1e3);
-
-	if (cost->cal) { /* the runtime's walker issues an op in the time it measured */
-		per_op = (uint64_t)llround(cost->cal->issue_ns);
-		per_kernel = 0;
-	}
+	struct launch_cost lc = launch_cost_of(s, cost);
+	uint64_t t = 0;
 
 	for (int i = 0; i < s->nops; i++) {
-		const struct op *o = &s->ops[i];
 		launch[i].start_ns = t;
-		t += per_op;
-		if (o->kind != OP_FREE && o->kind != OP_CPU_OPTIM)
-			t += per_kernel * o->launches;
-		if (!cost->cal)
-			t += o->host_ns;
+		t += launch_ns(&lc, &s->ops[i]);
 		launch[i].end_ns = t;
 	}
 }
@@ -537,9 +625,11 @@ static void result_arrays(struct sim_result *r, int n)
 		free(r->ops);
 		free(r->launch);
 		free(r->pred);
+		free(r->launch_by);
 		r->ops = xmalloc(sizeof(*r->ops) * (size_t)(n + 1));
 		r->launch = xmalloc(sizeof(*r->launch) * (size_t)(n + 1));
 		r->pred = xmalloc(sizeof(*r->pred) * (size_t)(n + 1));
+		r->launch_by = xmalloc(sizeof(*r->launch_by) * (size_t)(n + 1));
 		r->cap = n;
 	}
 	memset(r->ops, 0, sizeof(*r->ops) * (size_t)n);
@@ -559,7 +649,6 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	assert(s->nops == p->s->nops && (!p->mem || !p->used));
 	p->used = 1;
 	result_arrays(r, s->nops);
-	memcpy(r->launch, p->launch, sizeof(*r->launch) * (size_t)s->nops);
 	memset(&g, 0, sizeof(g));
 	g.s = s;
 	g.e = s->exp;
@@ -589,6 +678,10 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 		g.stream_n[st] = p->stream_n[st];
 	}
 
+	g.lc = launch_cost_of(s, &g.cost);
+	g.depth = g.cost.cal && g.cost.cal->launch_queue >= 0 ? g.cost.cal->launch_queue : s->exp->runtime.launch_queue;
+	g.lby = -1;
+	launch_advance(&g);
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);
 	while (eq_pop(&g.q, &ev)) {
@@ -646,6 +739,7 @@ void sim_result_release(struct sim_result *r)
 	free(r->ops);
 	free(r->launch);
 	free(r->pred);
+	free(r->launch_by);
 	free(r->mem);
 	memset(r, 0, sizeof(*r));
 }

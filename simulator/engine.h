@@ -3,7 +3,9 @@
  *
  * The engine owns an integer nanosecond clock that only moves forward.
  * Streams are in-order queues; an op starts when it heads its stream, its
- * dependencies have finished and the CPU thread has launched it. Running
+ * dependencies have finished and the CPU thread has launched it. The CPU
+ * thread launches in schedule order, and blocks while the op's stream
+ * holds as many launched, unfinished kernels as the runtime's queue takes. Running
  * ops are activities that share rates: collectives and copies share links,
  * NCCL kernels hold SMs and HBM bandwidth, and kernels on different streams
  * share the SMs and HBM. Whenever the set of activities changes, every
@@ -23,6 +25,7 @@ struct sim_result {
 	struct op_timing *ops;      /* per op: start and end */
 	struct op_timing *launch;   /* per op: the CPU thread launching it */
 	int32_t *pred;              /* per op: the op whose end let it start; -1 none, -2 its launch */
+	int32_t *launch_by;         /* per op: the op whose end let its launch begin (a full queue), -1 */
 	struct mem_sample *mem;     /* memory timeline at the ops' issue times (when recorded) */
 	int nmem;
 	uint64_t step_ns;

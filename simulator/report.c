@@ -63,10 +63,18 @@ static void critical_path(const struct schedule *s, const struct sim_result *r, 
 			ns[g] += d;
 			on[g] = 1;
 		}
-		if (p == -2) {
-			ns[GROUP_LAUNCH] += r->ops[op].start_ns;
+		if (p == -2) { /* its launch: back along the launch thread to the start, or to an op it waited for */
+			int k = op;
+			while (k > 0 && r->launch_by[k] < 0)
+				k--;
 			on[GROUP_LAUNCH] = 1;
-			break;
+			if (r->launch_by[k] < 0) {
+				ns[GROUP_LAUNCH] += r->ops[op].start_ns;
+				break;
+			}
+			ns[GROUP_LAUNCH] += r->ops[op].start_ns - r->ops[r->launch_by[k]].end_ns;
+			op = r->launch_by[k];
+			continue;
 		}
 		op = p;
 	}

@@ -218,6 +218,65 @@ static void test_deterministic(void)
 	config_release(&e);
 }
 
+/* The CPU thread launches in order, and blocks while the op's stream holds the runtime's queue of kernels. */
+static void test_launch_queue(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct sim_result free_run, one;
+	char err[256];
+	int blocked = 0;
+
+	config_init(&e);
+	config_set(&e, "model.name=llama3-8b", "t");
+	config_set(&e, "cluster.gpu=h100-sxm", "t");
+	config_set(&e, "cluster.nodes=1", "t");
+	config_set(&e, "cluster.gpus_per_node=8", "t");
+	config_set(&e, "policy.runtime=pytorch", "t");
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	CU_ASSERT_EQUAL(e.runtime.launch_queue, 1024);
+	e.runtime.launch_queue = 0; /* no bound: each launch begins where the one before it ended */
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_FATAL(engine_run(s, 0, &free_run, NULL, 0) == 0);
+	CU_ASSERT_EQUAL(free_run.launch[0].start_ns, 0);
+	for (int i = 1; i < s->nops; i++) {
+		CU_ASSERT_EQUAL(free_run.launch[i].start_ns, free_run.launch[i - 1].end_ns);
+		CU_ASSERT_EQUAL(free_run.launch_by[i], -1);
+	}
+	/* a queue of one kernel: a launch waits for the stream's op before it to finish */
+	e.runtime.launch_queue = 1;
+	CU_ASSERT_FATAL(engine_run(s, 0, &one, NULL, 0) == 0);
+	for (int st = 0; st < ST_COUNT; st++) {
+		int prev = -1;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			if (o->stream != st || o->kind == OP_FREE || o->kind == OP_CPU_OPTIM || !o->launches)
+				continue;
+			if (prev >= 0)
+				CU_ASSERT(one.launch[i].start_ns >= one.ops[prev].end_ns);
+			prev = i;
+		}
+	}
+	for (int i = 1; i < s->nops; i++) {
+		CU_ASSERT(one.launch[i].start_ns >= one.launch[i - 1].end_ns);
+		blocked += one.launch_by[i] >= 0;
+	}
+	CU_ASSERT(blocked > 0);
+	/* the GPU now idles while each launch is made: a longer step */
+	CU_ASSERT(one.step_ns > free_run.step_ns);
+	/* a launch that waited began at the end of the op it waited for, one of its stream's */
+	for (int i = 0; i < s->nops; i++)
+		if (one.launch_by[i] >= 0) {
+			CU_ASSERT_EQUAL(one.launch[i].start_ns, one.ops[one.launch_by[i]].end_ns);
+			CU_ASSERT_EQUAL(s->ops[one.launch_by[i]].stream, s->ops[i].stream);
+		}
+	sim_result_release(&free_run);
+	sim_result_release(&one);
+	schedule_free(s);
+	config_release(&e);
+}
+
 #define L8 "model.name=llama3-8b", "cluster.gpu=h100-sxm"
 
 static void test_accumulation_tradeoff(void)
@@ -338,6 +397,7 @@ void suite_sim(void)
 	CU_add_test(s, "wave quantization", test_wave_quantization);
 	CU_add_test(s, "collective cost", test_collective_cost);
 	CU_add_test(s, "deterministic and consistent", test_deterministic);
+	CU_add_test(s, "launch queue", test_launch_queue);
 	CU_add_test(s, "sync-each vs no-sync", test_accumulation_tradeoff);
 	CU_add_test(s, "hsdp vs fsdp by network speed", test_hsdp_vs_fsdp);
 	CU_add_test(s, "block+io lowers peak memory", test_block_io_lowers_peak);

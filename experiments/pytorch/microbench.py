@@ -11,7 +11,9 @@ boundaries (dataset `gemm`) and at the model's shapes by their recipe names
 (`kernels`): SDPA forward and backward, RMSNorm, the RoPE casts and complex
 product, repeat_kv, silu, mul, the cross-entropy's cast and log_softmax;
 memory passes over sizes (`passes`); foreach and fused AdamW per element;
-an empty op's cost (dispatch). No run is timed end to end here.
+an empty op's cost (dispatch); on a GPU, how many kernels one stream holds
+launched and not yet run before a launch blocks (`launch_queue`). No run is
+timed end to end here.
 """
 import argparse, datetime, socket, statistics, time
 
@@ -39,6 +41,26 @@ def timer(device):
                 t0 = time.perf_counter(); fn(); ts.append((time.perf_counter() - t0) * 1e9)
             return statistics.median(ts)
     return run
+
+
+def launch_queue_depth():
+    """Kernels a stream holds before cudaLaunchKernel blocks: launch long kernels back to back and find where the
+    host's launch time jumps from microseconds to a kernel's length (the queue full, a launch waits for a slot)."""
+    torch.cuda.synchronize()
+    cycles = 2_000_000  # about a millisecond per kernel: far longer than a launch
+    torch.cuda._sleep(cycles)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(4096):
+        t0 = time.perf_counter()
+        torch.cuda._sleep(cycles)
+        ts.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    base = statistics.median(ts[:64])
+    for i, d in enumerate(ts):
+        if i >= 64 and d > 50 * base and d > 200e-6:
+            return i
+    return 0  # never blocked within 4096 launches
 
 
 def main():
@@ -131,6 +153,7 @@ def main():
             scal[name] = float("nan")
     e1 = torch.empty(1, device=dev)
     dispatch = t(lambda: e1.add_(1), reps)
+    queue = launch_queue_depth() if cuda else 0
     hw = a.hardware or (torch.cuda.get_device_name().lower().replace(" ", "-") if cuda else "cpu")
     kt = np.dtype([("name", "S24"), ("kind", "u1"), ("m", "<i8"), ("n", "<i8"), ("k", "<i8"), ("flops", "<u8"),
                    ("bytes", "<u8"), ("ns", "<f8"), ("ns_comm", "<f8")])
@@ -148,11 +171,12 @@ def main():
         s.attrs["adamw_ns_per_elem"] = scal["foreach"]
         s.attrs["adamw_fused_ns_per_elem"] = scal["fused"]
         s.attrs["host_adamw_ns_per_elem"] = scal["foreach"]
+        s.attrs["launch_queue"] = np.int32(queue)
         s.create_dataset("kernels", data=np.array(kernels, dtype=kt))
         s.create_dataset("gemm", data=np.array(gemms, dtype=kt))
         s.create_dataset("passes", data=np.array(passes, dtype=[("bytes", "<u8"), ("ns", "<f8")]))
-    print("%s: %d kernels, %d gemms, %d passes; AdamW foreach %.3g, fused %.3g ns/elem" %
-          (a.out, len(kernels), len(gemms), len(passes), scal["foreach"], scal["fused"]))
+    print("%s: %d kernels, %d gemms, %d passes; AdamW foreach %.3g, fused %.3g ns/elem; launch queue %d kernels" %
+          (a.out, len(kernels), len(gemms), len(passes), scal["foreach"], scal["fused"], queue))
 
 
 if __name__ == "__main__":

@@ -604,6 +604,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	clock_gettime(CLOCK_MONOTONIC, &k.t0);
 	b->ops->hardware(b, cal.hardware, sizeof cal.hardware);
 	snprintf(cal.backend, sizeof cal.backend, "%s", b->ops->name);
+	/* the CPU backend's stream queues have no bound; CUDA's is not measured here (the catalog's applies) */
+	cal.launch_queue = !strcmp(cal.backend, "cpu") ? 0 : -1;
 	MPI_Get_library_version(mpi, &len);
 	mpi[strcspn(mpi, "\n,")] = '\0';
 	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);
