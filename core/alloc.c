@@ -9,12 +9,13 @@
  * adjacent usable blocks (ties: the lowest segment, then offset, so the
  * choice never depends on list order). An arena's pools hold about ten
  * free blocks, and a request looks at each. A caching pool holds a hundred
- * or more (every segment PyTorch ever reserved stays in it), so it also
- * keeps its free blocks ordered by size and a list of the free blocks whose
- * next block is free: a request looks at the blocks large enough, from the
+ * or more (every segment PyTorch ever reserved stays in it), so it keeps
+ * its free blocks ordered by size, apart by how they can serve its stream
+ * (struct pool), and a list of the free blocks whose next block is free: a
+ * request looks at the blocks large enough that serve it best, from the
  * smallest up, and at the runs of several blocks, which finds the run the
- * scan of every block would (llama3-70b, 8 microbatches: about 4 times
- * faster). A step has a few thousand requests.
+ * scan of every block would. A step has a few thousand requests; a caching
+ * allocator's peaks take up to warmup + steps of them (core/memory.c).
  *
  * An arena region is a segment whose last block is free and unbounded:
  * the region is as large as the highest byte ever granted in it, rounded
@@ -51,28 +52,59 @@ struct block {
 	uint32_t ready[ST_COUNT]; /* free: the clock an op must have reached to take it */
 	uint32_t freed_op;        /* free: issue index of the (latest) op that freed it */
 	uint32_t mark;            /* a search's stamp: (search << 2) | usability */
+	uint32_t gen;             /* caching: changes when a free block's key or clock changes, or it leaves its pool */
+	int level;                /* caching, free: in its pool's order of level 2 (ready), 1 (old), or 0 (neither) */
 };
 
 /*
- * A pool's free blocks: in no order (free[], a block's slot), by size
- * (bysize[], ascending (size, segment, offset): a best-fit search starts
- * at the first block large enough), and those whose next block in the
- * segment is free too (linked[]: the starts of the runs of more than one
- * block). PyTorch's allocator keeps its free blocks ordered by size as
- * well (a std::set searched with lower_bound).
+ * A pool's free blocks: in no order (free[], a block's slot), and those
+ * whose next block in the segment is free too (linked[]: the starts of the
+ * runs of more than one block).
+ *
+ * A caching pool serves the ops of one stream in issue order, so the
+ * clocks and issue indices of its requests only grow: a free block, once
+ * ready for a request (level 2), or old enough to wait for (level 1),
+ * stays so for every later request until it changes. So the pool keeps
+ * the clock and issue index of its last request, and orders its free
+ * blocks at level 2 by size (ready[], ascending (size, segment, offset):
+ * a best-fit search starts at the first block large enough, as PyTorch's
+ * allocator does with its std::set and lower_bound), and those at level 1
+ * likewise (old[]). A block below level 2 waits in the heap of a stream
+ * whose clock it waits for (watch[t], by the position it waits for), and
+ * below level 1 also in the heap of ages (aging, by the issue index at
+ * which it becomes old): a request whose clock or index passes that
+ * position looks at the block again. So a search looks at the blocks of
+ * its level, not at the many blocks freed by ops of other streams that
+ * this stream never waits for, and a block freed recently enters no order
+ * until it could serve (llama3-70b, pytorch, 8 microbatches: a few blocks
+ * looked at per request, of a hundred or more free).
  */
 struct skey {
 	uint64_t size, at; /* at: (segment << 40) | offset */
 	int b;
 };
 
+/* A free block below a level, waiting for position `at` of a stream (or issue index `at`). */
+struct watch {
+	uint32_t at, gen; /* gen: the block's when it was watched; stale once the block's differs */
+	int b;
+};
+
+struct heap {
+	struct watch *v;
+	int n, cap;
+};
+
 struct pool {
 	int *free;
 	int n, cap;
-	struct skey *bysize; /* ascending keys; nsize blocks: n, less one whose key is changing */
-	int nsize;
 	int *linked;
 	int nlinked, caplinked;
+	struct skey *ready, *old; /* caching: the free blocks at level 2 and 1, ascending keys */
+	int nready, nold, capready, capold;
+	uint32_t clk[ST_COUNT];   /* caching: the last request's clock and issue index */
+	uint32_t op;
+	struct heap watch[ST_COUNT], aging;
 };
 
 struct alloc_seg {
@@ -131,8 +163,12 @@ void alloc_free(struct allocator *a)
 		return;
 	for (int p = 0; p < NPOOLS; p++) {
 		free(a->pools[p].free);
-		free(a->pools[p].bysize);
 		free(a->pools[p].linked);
+		free(a->pools[p].ready);
+		free(a->pools[p].old);
+		for (int t = 0; t < ST_COUNT; t++)
+			free(a->pools[p].watch[t].v);
+		free(a->pools[p].aging.v);
 	}
 	free(a->blocks);
 	free(a->spare);
@@ -145,10 +181,12 @@ void alloc_free(struct allocator *a)
 
 static int block_new(struct allocator *a)
 {
+	uint32_t gen = 0;
 	int b;
 
 	if (a->nspare) {
 		b = a->spare[--a->nspare];
+		gen = a->blocks[b].gen + 1; /* its watches, if any, stay stale */
 	} else {
 		if (a->nblocks == a->cap_blocks) {
 			a->cap_blocks = a->cap_blocks ? 2 * a->cap_blocks : 256;
@@ -158,6 +196,7 @@ static int block_new(struct allocator *a)
 	}
 	memset(&a->blocks[b], 0, sizeof(a->blocks[b]));
 	a->blocks[b].prev = a->blocks[b].next = a->blocks[b].slot = a->blocks[b].lslot = -1;
+	a->blocks[b].gen = gen;
 	return b;
 }
 
@@ -184,14 +223,14 @@ static int key_less(const struct skey *x, const struct skey *y)
 	return x->size != y->size ? x->size < y->size : x->at < y->at;
 }
 
-/* The first position of p->bysize whose key is not below k. */
-static int bysize_lower(const struct pool *p, const struct skey *k)
+/* The first position of the n ascending keys v whose key is not below k. */
+static int keys_lower(const struct skey *v, int n, const struct skey *k)
 {
-	int lo = 0, hi = p->nsize;
+	int lo = 0, hi = n;
 
 	while (lo < hi) {
 		int mid = (lo + hi) / 2;
-		if (key_less(&p->bysize[mid], k))
+		if (key_less(&v[mid], k))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -199,25 +238,159 @@ static int bysize_lower(const struct pool *p, const struct skey *k)
 	return lo;
 }
 
-/* Block b, free, enters or leaves its pool's size order; its key must not change meanwhile. */
-static void bysize_insert(struct allocator *a, struct pool *p, int b)
+/* Block b enters or leaves the n ascending keys *v (cap of room); its key must not change meanwhile. */
+static void keys_insert(struct allocator *a, struct skey **v, int *n, int *cap, int b)
 {
 	struct skey k = key_of(a, b);
-	int i = bysize_lower(p, &k);
+	int i;
 
-	memmove(p->bysize + i + 1, p->bysize + i, sizeof(*p->bysize) * (size_t)(p->nsize - i));
-	p->bysize[i] = k;
-	p->nsize++;
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 16;
+		*v = xrealloc(*v, sizeof(**v) * (size_t)*cap);
+	}
+	i = keys_lower(*v, *n, &k);
+	memmove(*v + i + 1, *v + i, sizeof(**v) * (size_t)(*n - i));
+	(*v)[i] = k;
+	(*n)++;
 }
 
-static void bysize_remove(struct allocator *a, struct pool *p, int b)
+static void keys_remove(struct allocator *a, struct skey *v, int *n, int b)
 {
 	struct skey k = key_of(a, b);
-	int i = bysize_lower(p, &k);
+	int i = keys_lower(v, *n, &k);
 
-	assert(i < p->nsize && p->bysize[i].b == b);
-	memmove(p->bysize + i, p->bysize + i + 1, sizeof(*p->bysize) * (size_t)(p->nsize - i - 1));
-	p->nsize--;
+	assert(i < *n && v[i].b == b);
+	memmove(v + i, v + i + 1, sizeof(*v) * (size_t)(*n - i - 1));
+	(*n)--;
+}
+
+/* ---- the levels of a caching pool's free blocks ----------------------------------- */
+
+static void heap_push(struct heap *h, uint32_t at, int b, uint32_t gen)
+{
+	int i;
+
+	if (h->n == h->cap) {
+		h->cap = h->cap ? 2 * h->cap : 16;
+		h->v = xrealloc(h->v, sizeof(*h->v) * (size_t)h->cap);
+	}
+	for (i = h->n++; i > 0 && h->v[(i - 1) / 2].at > at; i = (i - 1) / 2)
+		h->v[i] = h->v[(i - 1) / 2];
+	h->v[i] = (struct watch){ at, gen, b };
+}
+
+static struct watch heap_pop(struct heap *h)
+{
+	struct watch top = h->v[0], last = h->v[--h->n];
+	int i = 0;
+
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && h->v[c + 1].at < h->v[c].at)
+			c++;
+		if (h->v[c].at >= last.at)
+			break;
+		h->v[i] = h->v[c];
+		i = c;
+	}
+	h->v[i] = last;
+	return top;
+}
+
+/*
+ * Free block b, at level 0 or 1, looked at for its pool's last request:
+ * into the order of its level, watched on a stream it waits for while
+ * below 2, and with `age`, on its age while below 1 (without, a block
+ * below 1 is watched on its age already).
+ */
+static void level_enter(struct allocator *a, int b, int age)
+{
+	struct block *k = &a->blocks[b];
+	struct pool *p = &a->pools[k->pool];
+
+	assert(k->slot >= 0 && k->level < 2);
+	for (int t = 0; t < ST_COUNT; t++)
+		if (k->ready[t] > p->clk[t]) {
+			heap_push(&p->watch[t], k->ready[t], b, k->gen);
+			if (k->level || !a->cfg.wait_age || !age)
+				return;
+			if (p->op >= k->freed_op + a->cfg.wait_age) {
+				keys_insert(a, &p->old, &p->nold, &p->capold, b);
+				k->level = 1;
+			} else {
+				heap_push(&p->aging, k->freed_op + a->cfg.wait_age, b, k->gen);
+			}
+			return;
+		}
+	if (k->level == 1)
+		keys_remove(a, p->old, &p->nold, b);
+	keys_insert(a, &p->ready, &p->nready, &p->capready, b);
+	k->level = 2;
+}
+
+/* Free block b leaves the order of its level and its watches (they go stale). */
+static void level_leave(struct allocator *a, int b)
+{
+	struct block *k = &a->blocks[b];
+	struct pool *p = &a->pools[k->pool];
+
+	if (k->level == 2)
+		keys_remove(a, p->ready, &p->nready, b);
+	else if (k->level == 1)
+		keys_remove(a, p->old, &p->nold, b);
+	k->level = 0;
+	k->gen++;
+}
+
+/* Every free block of pool p looked at again, for the pool's last request as it is now. */
+static void level_rebuild(struct allocator *a, struct pool *p)
+{
+	p->nready = p->nold = p->aging.n = 0;
+	for (int t = 0; t < ST_COUNT; t++)
+		p->watch[t].n = 0;
+	for (int i = 0; i < p->n; i++) {
+		struct block *k = &a->blocks[p->free[i]];
+		k->level = 0;
+		k->gen++;
+		level_enter(a, p->free[i], 1);
+	}
+}
+
+/*
+ * A request of pool p by op `op` at `clock`: the blocks whose watched
+ * position the clock or the index has passed are looked at again. A clock
+ * or index below the pool's last (not one stream's ops in issue order)
+ * looks at every block again.
+ */
+static void level_advance(struct allocator *a, struct pool *p, const uint32_t *clock, uint32_t op)
+{
+	int back = op < p->op;
+
+	for (int t = 0; t < ST_COUNT; t++)
+		back |= clock[t] < p->clk[t];
+	memcpy(p->clk, clock, sizeof(p->clk));
+	p->op = op;
+	if (back) {
+		level_rebuild(a, p);
+		return;
+	}
+	for (int t = 0; t < ST_COUNT; t++)
+		while (p->watch[t].n && p->watch[t].v[0].at <= clock[t]) {
+			struct watch w = heap_pop(&p->watch[t]);
+			struct block *k = &a->blocks[w.b];
+			if (k->gen == w.gen && k->slot >= 0 && k->level < 2)
+				level_enter(a, w.b, 0); /* ready now, or watched on a stream it still waits for */
+		}
+	while (p->aging.n && p->aging.v[0].at <= op) {
+		struct watch w = heap_pop(&p->aging);
+		struct block *k = &a->blocks[w.b];
+		if (k->gen == w.gen && k->slot >= 0 && k->level == 0) {
+			keys_insert(a, &p->old, &p->nold, &p->capold, w.b);
+			k->level = 1;
+		}
+	}
 }
 
 /* Block b (or none, -1) is in its pool's linked list exactly when it and its next block are free. */
@@ -254,13 +427,11 @@ static void pool_add(struct allocator *a, int b)
 	if (p->n == p->cap) {
 		p->cap = p->cap ? 2 * p->cap : 16;
 		p->free = xrealloc(p->free, sizeof(int) * (size_t)p->cap);
-		if (a->cfg.caching)
-			p->bysize = xrealloc(p->bysize, sizeof(*p->bysize) * (size_t)p->cap);
 	}
-	if (a->cfg.caching)
-		bysize_insert(a, p, b);
 	a->blocks[b].slot = p->n;
 	p->free[p->n++] = b;
+	if (a->cfg.caching)
+		level_enter(a, b, 1);
 	relink(a, b);
 	relink(a, a->blocks[b].prev);
 }
@@ -272,7 +443,7 @@ static void pool_remove(struct allocator *a, int b)
 
 	assert(slot >= 0 && p->free[slot] == b);
 	if (a->cfg.caching)
-		bysize_remove(a, p, b);
+		level_leave(a, b);
 	last = p->free[--p->n];
 	p->free[slot] = last;
 	a->blocks[last].slot = slot;
@@ -281,17 +452,17 @@ static void pool_remove(struct allocator *a, int b)
 	relink(a, a->blocks[b].prev);
 }
 
-/* A free block's key (size, offset) is about to change: out of the size order until key_changed. */
+/* A free block's key (size, offset) or clock is about to change: out of its level until key_changed. */
 static void key_changing(struct allocator *a, int b)
 {
 	if (a->cfg.caching && a->blocks[b].slot >= 0)
-		bysize_remove(a, &a->pools[a->blocks[b].pool], b);
+		level_leave(a, b);
 }
 
 static void key_changed(struct allocator *a, int b)
 {
 	if (a->cfg.caching && a->blocks[b].slot >= 0)
-		bysize_insert(a, &a->pools[a->blocks[b].pool], b);
+		level_enter(a, b, 1);
 }
 
 /* Merge free block b into its free neighbour `into`; the later of the clocks stays. */
@@ -331,11 +502,14 @@ static int split(struct allocator *a, int b, uint64_t r)
 {
 	int rest = block_new(a);
 	struct block *k = &a->blocks[b]; /* block_new may have moved the table */
+	uint32_t gen = a->blocks[rest].gen;
 
 	key_changing(a, b);
 	a->blocks[rest] = *k;
 	a->blocks[rest].slot = -1;
 	a->blocks[rest].lslot = -1;
+	a->blocks[rest].level = 0;
+	a->blocks[rest].gen = gen;
 	a->blocks[rest].off = k->off + r;
 	a->blocks[rest].size = k->size - r;
 	a->blocks[rest].prev = b;
@@ -460,19 +634,31 @@ static int fits_better(const struct block *k, uint64_t run, const struct block *
  */
 static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, int *level)
 {
-	struct skey key = { r, 0, -1 };
+	struct skey key = { r, 0, -1 }, k, bk = { 0, 0, -1 };
 	int best[3] = { -1, -1, -1 };
 	uint64_t best_run[3] = { 0, 0, 0 };
 
-	/* the first lone block at level 2 ends the scan; the first at level 1 stands in if none */
-	for (int i = bysize_lower(p, &key); i < p->nsize && best[2] < 0; i++) {
-		int b = p->bysize[i].b;
-		for (int need = 2; need >= 1; need--)
-			if (best[need] < 0 && usable(a, b, need) && !usable(a, a->blocks[b].prev, need) &&
-			    !usable(a, a->blocks[b].next, need)) {
-				best[need] = b;
-				best_run[need] = a->blocks[b].size;
+	if (!a->rq->clock) {
+		/* every free block is ready (the persistent buffers, at the start): the smallest lone one */
+		for (int i = 0; i < p->n; i++) {
+			int b = p->free[i];
+			k = key_of(a, b);
+			if (k.size >= r && (bk.b < 0 || key_less(&k, &bk)) && !usable(a, a->blocks[b].prev, 2) &&
+			    !usable(a, a->blocks[b].next, 2))
+				bk = k;
+		}
+		best[2] = bk.b;
+		best_run[2] = bk.size;
+	} else {
+		/* the first lone block at level 2 by size */
+		for (int i = keys_lower(p->ready, p->nready, &key); i < p->nready && best[2] < 0; i++) {
+			int b = p->ready[i].b;
+			assert(usable(a, b, 2));
+			if (!usable(a, a->blocks[b].prev, 2) && !usable(a, a->blocks[b].next, 2)) {
+				best[2] = b;
+				best_run[2] = a->blocks[b].size;
 			}
+		}
 	}
 	for (int need = 2; need >= 1; need--) {
 		for (int j = 0; j < p->nlinked; j++) {
@@ -492,6 +678,19 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 		if (best[need] >= 0) {
 			*level = need;
 			return best[need];
+		}
+		if (need == 2 && a->rq->clock) {
+			/* none at level 2: the first lone block at level 1 or 2 by size, in the two orders */
+			int i = keys_lower(p->ready, p->nready, &key), j = keys_lower(p->old, p->nold, &key);
+			while (best[1] < 0 && (i < p->nready || j < p->nold)) {
+				int b = j >= p->nold || (i < p->nready && key_less(&p->ready[i], &p->old[j])) ?
+						p->ready[i++].b : p->old[j++].b;
+				assert(usable(a, b, 1));
+				if (!usable(a, a->blocks[b].prev, 1) && !usable(a, a->blocks[b].next, 1)) {
+					best[1] = b;
+					best_run[1] = a->blocks[b].size;
+				}
+			}
 		}
 	}
 	return -1;
@@ -621,6 +820,8 @@ int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_r
 			return -1;
 		a->region[pool] = a->nsegs - 1;
 	}
+	if (a->cfg.caching && rq->clock)
+		level_advance(a, &a->pools[pool], rq->clock, rq->op);
 	if (a->cfg.wait_age && a->pools[pool].n > COMPACT_AT && rq->clock)
 		compact(a, &a->pools[pool], rq->op);
 	best = find_run(a, &a->pools[pool], r, rq, first_fit, high);
@@ -705,6 +906,13 @@ void alloc_settle(struct allocator *a)
 				merge(a, b, next);
 				i = -1;
 			}
+		}
+	/* the next step's clocks start again from 0: every free block is ready for them */
+	if (a->cfg.caching)
+		for (int p = 0; p < NPOOLS; p++) {
+			memset(a->pools[p].clk, 0, sizeof(a->pools[p].clk));
+			a->pools[p].op = 0;
+			level_rebuild(a, &a->pools[p]);
 		}
 }
 

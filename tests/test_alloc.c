@@ -173,6 +173,63 @@ static void test_caching_pools(void)
 	alloc_free(a);
 }
 
+/*
+ * A caching pool's free blocks by how they serve its stream: the smallest
+ * block ready for the op, even when a smaller one is not; a block becomes
+ * ready once the stream's clock passes the op that freed it, and old once
+ * wait_age ops have passed; after a step's end, everything is ready again.
+ */
+static void test_caching_levels(void)
+{
+	struct alloc_cfg aged = caching;
+	struct allocator *a;
+	uint32_t clock[ST_COUNT] = { 0 }, wait[ST_COUNT] = { 0 };
+	struct alloc_req rq = { ST_COMPUTE, 0, 0, clock };
+
+	aged.wait_age = 8;
+	a = alloc_new(&aged, 8, fake_reserve, NULL);
+	/* four segments, one per request: A 40 MiB, B 60, C 80, D 36 */
+	CU_ASSERT_EQUAL(get(a, 0, 40 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 1, 60 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 2, 80 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 3, 36 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 216 * MIB);
+	alloc_put(a, 0, ST_ALLREDUCE, 3, 10); /* A: ready once the op has seen 4 all-reduces */
+	alloc_put(a, 1, ST_COMPUTE, 5, 11);   /* B: once it has seen 6 compute ops */
+	alloc_put(a, 2, ST_ALLREDUCE, 9, 12); /* C: 10 all-reduces */
+	alloc_put(a, 3, ST_ALLREDUCE, 20, 13); /* D: 21 all-reduces */
+	/* op 14 after B's free only: B (60), not the smaller A or D; the rest of B stays free */
+	clock[ST_COMPUTE] = 6;
+	rq.op = 14;
+	CU_ASSERT_EQUAL(alloc_get(a, 4, 30 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(addr(a, 4), (uintptr_t)2 << 40);
+	CU_ASSERT_EQUAL(wait[ST_ALLREDUCE], 0);
+	/* op 15 has seen 4 all-reduces: A is ready now, and serves 35 MiB without a wait or new memory */
+	clock[ST_COMPUTE] = 7;
+	clock[ST_ALLREDUCE] = 4;
+	rq.op = 15;
+	CU_ASSERT_EQUAL(alloc_get(a, 5, 35 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(addr(a, 5), (uintptr_t)1 << 40);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 216 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_ALLREDUCE], 4);
+	/* op 30: nothing ready holds 70 MiB; C, freed 18 ops before, is old: taken, with a wait for it */
+	clock[ST_COMPUTE] = 8;
+	rq.op = 30;
+	CU_ASSERT_EQUAL(alloc_get(a, 6, 70 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(addr(a, 6), (uintptr_t)3 << 40);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 216 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_ALLREDUCE], 10);
+	/* the next step starts with every clock at 0, and every free block ready: D is the best fit */
+	alloc_settle(a);
+	memset(clock, 0, sizeof(clock));
+	memset(wait, 0, sizeof(wait));
+	rq.op = 1;
+	CU_ASSERT_EQUAL(alloc_get(a, 7, 33 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(addr(a, 7), (uintptr_t)4 << 40);
+	CU_ASSERT_EQUAL(wait[ST_ALLREDUCE], 0);
+	alloc_free(a);
+}
+
 /* The step's memory in issue order: the peak is the largest live sum, and steps repeat. */
 static void test_memory_of_a_step(void)
 {
@@ -232,5 +289,6 @@ void suite_alloc(void)
 	CU_add_test(s, "brief buffers high, long-lived low", test_brief_high_long_low);
 	CU_add_test(s, "reuse waits for happens-before", test_reuse_waits_for_happens_before);
 	CU_add_test(s, "caching pools", test_caching_pools);
+	CU_add_test(s, "caching pools: blocks by how they serve the stream", test_caching_levels);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 }
