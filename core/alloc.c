@@ -22,6 +22,31 @@
  * up to segment_bytes, and that is what it reserves. So every step starts
  * from the same state (the persistent blocks, everything else free) and
  * one step tells what every step does.
+ *
+ * A caching allocator has the device's capacity (alloc.h). A new segment
+ * that would take the reserved bytes above it flushes the cache as
+ * PyTorch's malloc() does when cudaMalloc fails (CUDACachingAllocator.cpp:
+ * alloc_block fails; release_available_cached_blocks, which releases
+ * nothing unless max_split_size is set, its default being unlimited;
+ * release_cached_blocks: synchronize_and_free_events, then release_blocks
+ * of large_blocks and small_blocks, every block with no neighbour, i.e.
+ * the segments entirely free; alloc_block again with isRetry, counting
+ * num_alloc_retries; failing that, num_ooms and OutOfMemoryError). The
+ * flush (flush()): the device has drained, so every free block loses its
+ * clock and merges with its free neighbours (drain(), as at a step's
+ * end); each pool's free blocks, all ready now, are ordered by size at
+ * once (drained()); the blocks that span their segment are released,
+ * large pools before small; then the segment is reserved without a new
+ * search of the pool, as PyTorch goes straight to cudaMalloc. A released
+ * segment's index is never reused: a new segment takes the next one, so
+ * that ties still fall to the older segment. When the segment still does
+ * not fit, PyTorch would raise; here it is an OOM, and the segment is
+ * reserved past the capacity, which rises to the reserved bytes: from
+ * then on the allocator is that of a device with just the memory the run
+ * has needed, and flushes at that limit. So "reserved" past the GPU's
+ * capacity is about the memory a device would need to run the step with
+ * PyTorch's flushes, and a step fits when no allocation failed, that is
+ * when reserved stays within the GPU's memory.
  */
 #include "alloc.h"
 
@@ -111,11 +136,14 @@ struct alloc_seg {
 	void *ptr;
 	uint64_t bytes;   /* reserved: caching, its size; arena, the high water rounded up */
 	uint64_t high;    /* arena: the highest byte granted + 1 */
+	int pool;
+	int released;     /* caching: a flush gave it back to the device */
 };
 
 struct allocator {
 	struct alloc_cfg cfg;
 	alloc_reserve_fn reserve;
+	alloc_release_fn release;
 	void *ctx;
 	struct block *blocks;
 	int nblocks, cap_blocks;
@@ -128,7 +156,12 @@ struct allocator {
 	int *buf_block;      /* per buffer: its block, -1 */
 	int nbufs;
 	uint64_t allocated, reserved;
+	uint32_t retries, ooms; /* flushes of the cache; segments reserved past the capacity even so */
+	uint64_t capacity;      /* the capacity, raised by each segment reserved past it */
 	uint32_t search;     /* searches so far, for the stamps */
+	int draining;        /* drain(): blocks leave their levels without leaving the orders (drained()) */
+	struct skey *keys;   /* drained(): scratch */
+	int capkeys;
 	const struct alloc_req *rq; /* the request being searched for */
 };
 
@@ -148,6 +181,7 @@ struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserv
 		a->cfg.segment = 2ull << 20;
 	a->reserve = reserve;
 	a->ctx = ctx;
+	a->capacity = a->cfg.caching ? a->cfg.capacity : 0;
 	a->nbufs = nbufs;
 	a->buf_block = xmalloc(sizeof(int) * (size_t)(nbufs > 0 ? nbufs : 1));
 	for (int i = 0; i < nbufs; i++)
@@ -155,6 +189,11 @@ struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserv
 	for (int p = 0; p < NPOOLS; p++)
 		a->region[p] = -1;
 	return a;
+}
+
+void alloc_set_release(struct allocator *a, alloc_release_fn release)
+{
+	a->release = release;
 }
 
 void alloc_free(struct allocator *a)
@@ -170,6 +209,7 @@ void alloc_free(struct allocator *a)
 			free(a->pools[p].watch[t].v);
 		free(a->pools[p].aging.v);
 	}
+	free(a->keys);
 	free(a->blocks);
 	free(a->spare);
 	free(a->segs);
@@ -266,6 +306,16 @@ static void keys_remove(struct allocator *a, struct skey *v, int *n, int b)
 
 /* ---- the levels of a caching pool's free blocks ----------------------------------- */
 
+static int ready_for(const struct block *k, const uint32_t *clock)
+{
+	if (!clock)
+		return 1;
+	for (int t = 0; t < ST_COUNT; t++)
+		if (k->ready[t] > clock[t])
+			return 0;
+	return 1;
+}
+
 static void heap_push(struct heap *h, uint32_t at, int b, uint32_t gen)
 {
 	int i;
@@ -336,6 +386,11 @@ static void level_leave(struct allocator *a, int b)
 	struct block *k = &a->blocks[b];
 	struct pool *p = &a->pools[k->pool];
 
+	if (a->draining) { /* its entry in ready[] or old[], if any, goes stale: drained() drops it */
+		k->level = 0;
+		k->gen++;
+		return;
+	}
 	if (k->level == 2)
 		keys_remove(a, p->ready, &p->nready, b);
 	else if (k->level == 1)
@@ -344,18 +399,38 @@ static void level_leave(struct allocator *a, int b)
 	k->gen++;
 }
 
-/* Every free block of pool p looked at again, for the pool's last request as it is now. */
+static int key_cmp(const void *x, const void *y)
+{
+	return key_less(x, y) ? -1 : key_less(y, x);
+}
+
+/*
+ * Every free block of pool p looked at again, for the pool's last request
+ * as it is now: those ready for it sorted at once (after a step or a
+ * flush, every block), the others entering their levels one by one.
+ */
 static void level_rebuild(struct allocator *a, struct pool *p)
 {
 	p->nready = p->nold = p->aging.n = 0;
 	for (int t = 0; t < ST_COUNT; t++)
 		p->watch[t].n = 0;
+	if (p->capready < p->n) {
+		p->capready = p->n;
+		p->ready = xrealloc(p->ready, sizeof(*p->ready) * (size_t)p->capready);
+	}
 	for (int i = 0; i < p->n; i++) {
-		struct block *k = &a->blocks[p->free[i]];
+		int b = p->free[i];
+		struct block *k = &a->blocks[b];
 		k->level = 0;
 		k->gen++;
-		level_enter(a, p->free[i], 1);
+		if (ready_for(k, p->clk)) {
+			p->ready[p->nready++] = key_of(a, b);
+			k->level = 2;
+		} else {
+			level_enter(a, b, 1); /* never into ready[]: it waits for some stream */
+		}
 	}
+	qsort(p->ready, (size_t)p->nready, sizeof(*p->ready), key_cmp);
 }
 
 /*
@@ -461,7 +536,7 @@ static void key_changing(struct allocator *a, int b)
 
 static void key_changed(struct allocator *a, int b)
 {
-	if (a->cfg.caching && a->blocks[b].slot >= 0)
+	if (a->cfg.caching && a->blocks[b].slot >= 0 && !a->draining)
 		level_enter(a, b, 1);
 }
 
@@ -536,7 +611,7 @@ static int segment_new(struct allocator *a, uint64_t bytes, int pool)
 		a->cap_segs = a->cap_segs ? 2 * a->cap_segs : 16;
 		a->segs = xrealloc(a->segs, sizeof(*a->segs) * (size_t)a->cap_segs);
 	}
-	a->segs[a->nsegs] = (struct alloc_seg){ ptr, unbounded ? 0 : bytes, 0 };
+	a->segs[a->nsegs] = (struct alloc_seg){ ptr, unbounded ? 0 : bytes, 0, pool, 0 };
 	if (!unbounded)
 		a->reserved += bytes;
 	b = block_new(a);
@@ -567,16 +642,6 @@ static int region_cover(struct allocator *a, const struct block *k)
 }
 
 /* ---- search ---------------------------------------------------------------------- */
-
-static int ready_for(const struct block *k, const uint32_t *clock)
-{
-	if (!clock)
-		return 1;
-	for (int t = 0; t < ST_COUNT; t++)
-		if (k->ready[t] > clock[t])
-			return 0;
-	return 1;
-}
 
 /*
  * How a free block serves this request: 2 when ready for the op, 1 when
@@ -803,6 +868,134 @@ static void compact(struct allocator *a, struct pool *p, uint32_t op)
 	}
 }
 
+/* ---- the device's capacity -------------------------------------------------------- */
+
+/*
+ * Every op issued so far has completed: each free block is free for any
+ * op, and each run of adjacent free blocks becomes one block. The pools'
+ * levels are stale until rebuilt.
+ */
+static void drain(struct allocator *a)
+{
+	for (int p = 0; p < NPOOLS; p++)
+		for (int i = 0; i < a->pools[p].n; i++) {
+			struct block *k = &a->blocks[a->pools[p].free[i]];
+			memset(k->ready, 0, sizeof(k->ready));
+			k->freed_op = 0;
+		}
+	/*
+	 * with every clock cleared, each run of free blocks becomes one
+	 * block: a caching pool knows the free blocks whose next is free
+	 * (linked); an arena's few are looked at (merging reorders the list)
+	 */
+	a->draining = a->cfg.caching;
+	for (int p = 0; p < NPOOLS; p++) {
+		struct pool *q = &a->pools[p];
+		if (a->cfg.caching) {
+			while (q->nlinked)
+				merge(a, q->linked[0], a->blocks[q->linked[0]].next);
+			continue;
+		}
+		for (int i = 0; i < q->n; i++) {
+			int b = q->free[i], next = a->blocks[b].next;
+			if (next >= 0 && a->blocks[next].slot >= 0) {
+				merge(a, b, next);
+				i = -1;
+			}
+		}
+	}
+	a->draining = 0;
+}
+
+/*
+ * After drain, every free block of a caching pool is ready for any op:
+ * ready[] holds them all, by key. The blocks drain left at level 2 are
+ * still in order in ready[] (the rest of its entries went stale); the
+ * others (below 2 before, or merged) are sorted and merged in.
+ */
+static void drained(struct allocator *a, struct pool *p)
+{
+	int na = 0, nb = 0, i, j, w;
+
+	p->nold = p->aging.n = 0;
+	for (int t = 0; t < ST_COUNT; t++)
+		p->watch[t].n = 0;
+	for (i = 0; i < p->nready; i++) {
+		const struct block *k = &a->blocks[p->ready[i].b];
+		if (k->level == 2 && k->slot >= 0)
+			p->ready[na++] = p->ready[i];
+	}
+	if (a->capkeys < p->n) {
+		a->capkeys = p->n;
+		a->keys = xrealloc(a->keys, sizeof(*a->keys) * (size_t)a->capkeys);
+	}
+	for (i = 0; i < p->n; i++) {
+		struct block *k = &a->blocks[p->free[i]];
+		if (k->level != 2) {
+			k->level = 2;
+			k->gen++;
+			a->keys[nb++] = key_of(a, p->free[i]);
+		}
+	}
+	assert(na + nb == p->n);
+	qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
+	if (p->capready < p->n) {
+		p->capready = p->n;
+		p->ready = xrealloc(p->ready, sizeof(*p->ready) * (size_t)p->capready);
+	}
+	/* merge from the back, in place */
+	for (i = na - 1, j = nb - 1, w = na + nb - 1; j >= 0; w--)
+		p->ready[w] = i >= 0 && key_less(&a->keys[j], &p->ready[i]) ? p->ready[i--] : a->keys[j--];
+	p->nready = p->n;
+}
+
+/* Free block b spans its segment: the segment goes back to the device. */
+static void segment_release(struct allocator *a, int b)
+{
+	int seg = a->blocks[b].seg;
+	struct alloc_seg *g = &a->segs[seg];
+
+	assert(a->blocks[b].prev < 0 && a->blocks[b].next < 0 && !g->released);
+	pool_remove(a, b);
+	block_release(a, b);
+	a->reserved -= g->bytes;
+	g->released = 1;
+	if (a->release)
+		a->release(a->ctx, seg);
+	g->ptr = NULL;
+}
+
+/*
+ * PyTorch's release_cached_blocks: the device is synchronized (its
+ * outstanding events too), so every free block is free for any op and
+ * merges with its free neighbours; then every free block that spans its
+ * segment is released, walking the large pools before the small ones, as
+ * PyTorch walks large_blocks then small_blocks, each by size. (The order
+ * only decides the order of the release callbacks: every such segment
+ * goes.) Segments with a live block stay.
+ */
+static void flush(struct allocator *a)
+{
+	drain(a);
+	for (int p = 0; p < NPOOLS; p++)
+		drained(a, &a->pools[p]); /* every free block ready, each pool's in ready[] by size */
+	for (int small = 0; small < 2; small++)
+		for (int t = 0; t < ST_COUNT; t++) {
+			struct pool *p = &a->pools[2 * t + !small];
+			int kept = 0;
+			for (int i = 0; i < p->nready; i++) {
+				struct skey k = p->ready[i];
+				if (a->blocks[k.b].prev < 0 && a->blocks[k.b].next < 0) {
+					a->blocks[k.b].level = 0; /* out of ready[] here, in one pass */
+					segment_release(a, k.b);
+				} else {
+					p->ready[kept++] = k;
+				}
+			}
+			p->nready = kept;
+		}
+}
+
 /* ---- requests ---------------------------------------------------------------------- */
 
 int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_req *rq, uint32_t *wait)
@@ -826,9 +1019,19 @@ int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_r
 		compact(a, &a->pools[pool], rq->op);
 	best = find_run(a, &a->pools[pool], r, rq, first_fit, high);
 	if (best < 0) {
+		uint64_t bytes = small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER : round_up(r, a->cfg.segment);
 		assert(a->cfg.caching); /* an arena always has room at its end */
-		if ((best = segment_new(a, small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER
-								  : round_up(r, a->cfg.segment), pool)) < 0)
+		if (a->capacity && a->reserved + bytes > a->capacity) {
+			/* cudaMalloc would fail: flush the cache and retry (no new search of the pool, as in PyTorch) */
+			flush(a);
+			a->retries++;
+			if (a->reserved + bytes > a->capacity) {
+				/* PyTorch raises here; from now on, a device with just the memory the run has needed */
+				a->ooms++;
+				a->capacity = a->reserved + bytes;
+			}
+		}
+		if ((best = segment_new(a, bytes, pool)) < 0)
 			return -1;
 	}
 	for (int t = 0; t < ST_COUNT; t++)
@@ -892,27 +1095,13 @@ void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t 
 
 void alloc_settle(struct allocator *a)
 {
-	for (int p = 0; p < NPOOLS; p++)
-		for (int i = 0; i < a->pools[p].n; i++) {
-			struct block *k = &a->blocks[a->pools[p].free[i]];
-			memset(k->ready, 0, sizeof(k->ready));
-			k->freed_op = 0;
-		}
-	/* with every clock cleared, each run of free blocks becomes one block (merging reorders the list) */
-	for (int p = 0; p < NPOOLS; p++)
-		for (int i = 0; i < a->pools[p].n; i++) {
-			int b = a->pools[p].free[i], next = a->blocks[b].next;
-			if (next >= 0 && a->blocks[next].slot >= 0) {
-				merge(a, b, next);
-				i = -1;
-			}
-		}
+	drain(a);
 	/* the next step's clocks start again from 0: every free block is ready for them */
 	if (a->cfg.caching)
 		for (int p = 0; p < NPOOLS; p++) {
 			memset(a->pools[p].clk, 0, sizeof(a->pools[p].clk));
 			a->pools[p].op = 0;
-			level_rebuild(a, &a->pools[p]);
+			drained(a, &a->pools[p]);
 		}
 }
 
@@ -962,4 +1151,25 @@ uint64_t alloc_segment_bytes(const struct allocator *a, int i)
 {
 	assert(i >= 0 && i < a->nsegs);
 	return a->segs[i].bytes;
+}
+
+int alloc_segment_pool(const struct allocator *a, int i)
+{
+	assert(i >= 0 && i < a->nsegs);
+	return a->segs[i].released ? -1 : a->segs[i].pool;
+}
+
+uint32_t alloc_retries(const struct allocator *a)
+{
+	return a->retries;
+}
+
+uint32_t alloc_ooms(const struct allocator *a)
+{
+	return a->ooms;
+}
+
+uint64_t alloc_capacity(const struct allocator *a)
+{
+	return a->capacity;
 }

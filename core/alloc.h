@@ -42,6 +42,25 @@
  * a merged block keeps the later of the clocks, stream by stream. Given
  * the same requests, the allocator makes the same decisions: the
  * simulator's peaks and waits equal the runtime's, byte for byte.
+ *
+ * The device's capacity (caching only; the arena has none). PyTorch's
+ * allocator, when cudaMalloc of a new segment fails, synchronizes the
+ * device, returns every cached segment that is entirely free to CUDA and
+ * tries cudaMalloc once more (CUDACachingAllocator.cpp, malloc():
+ * alloc_block, release_available_cached_blocks, which does nothing unless
+ * max_split_size is set, then release_cached_blocks and alloc_block with
+ * isRetry, which counts num_alloc_retries); if that fails too it raises
+ * OutOfMemoryError (num_ooms). Here, a new segment that would take the
+ * reserved bytes above `capacity` does the same: a flush (every op issued
+ * so far has completed: free blocks lose their clocks and merge; the free
+ * blocks that span their segment are released, large pools before small,
+ * each by size), counted as a retry; if the segment still does not fit,
+ * it is counted as an OOM and reserved all the same, past the capacity,
+ * which rises to the reserved bytes (PyTorch would have stopped there;
+ * the allocator goes on as on a device with the memory the run has
+ * needed, so that the caller learns about how much that is). The caller
+ * makes the requesting op wait for the device to drain (core/memory.h:
+ * sync).
  */
 #ifndef CORE_ALLOC_H
 #define CORE_ALLOC_H
@@ -55,6 +74,7 @@ struct alloc_cfg {
 	uint64_t round;    /* requests are rounded up to this */
 	uint64_t segment;  /* segment granularity */
 	uint32_t wait_age; /* a block not yet safe is taken (with a wait) only when freed this many ops ago */
+	uint64_t capacity; /* caching: the device's bytes, beyond which a new segment flushes the cache; 0: none */
 };
 
 /* One request: which pool, for which op. */
@@ -73,6 +93,12 @@ struct alloc_req {
  * callback.
  */
 typedef void *(*alloc_reserve_fn)(void *ctx, int seg, uint64_t offset, uint64_t bytes);
+/*
+ * Segment seg is released by a flush (its memory goes back to the device:
+ * the owner frees it, after synchronizing the device). Its index is never
+ * given to another segment.
+ */
+typedef void (*alloc_release_fn)(void *ctx, int seg);
 
 struct allocator;
 
@@ -80,6 +106,8 @@ struct allocator;
 struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserve_fn reserve, void *ctx);
 /* Frees the allocator's own tables, not the segments (their owner releases those); NULL is a no-op. */
 void alloc_free(struct allocator *a);
+/* Called for each segment a flush releases (with alloc_new's ctx); none by default. */
+void alloc_set_release(struct allocator *a, alloc_release_fn release);
 
 /*
  * Give buffer `buf` a block of at least `bytes` for request rq. wait[t]
@@ -104,12 +132,22 @@ int alloc_steps_repeat(const struct allocator *a);
 /* The block size buffer buf holds (0 when none), its memory (NULL without a reserve callback). */
 uint64_t alloc_granted(const struct allocator *a, int buf);
 void *alloc_ptr(const struct allocator *a, int buf);
-/* Bytes granted now, bytes of the segments reserved, and the number of segments. */
+/* Bytes granted now, bytes of the segments reserved, and the number of segments ever reserved (released ones too). */
 uint64_t alloc_allocated(const struct allocator *a);
 uint64_t alloc_reserved(const struct allocator *a);
 int alloc_segments(const struct allocator *a);
-/* The memory of segment i (NULL without a reserve callback): for its owner to release; its size. */
+/*
+ * The memory of segment i (NULL without a reserve callback, or once
+ * released): for its owner to release; its size (a released one's, the
+ * size it had); its pool, -1 once released.
+ */
 void *alloc_segment_ptr(const struct allocator *a, int i);
 uint64_t alloc_segment_bytes(const struct allocator *a, int i);
+int alloc_segment_pool(const struct allocator *a, int i);
+/* Flushes of the cache so far (PyTorch's num_alloc_retries), and new segments reserved past the capacity (num_ooms). */
+uint32_t alloc_retries(const struct allocator *a);
+uint32_t alloc_ooms(const struct allocator *a);
+/* The capacity now: cfg.capacity, raised to the reserved bytes by each segment past it (0: none). */
+uint64_t alloc_capacity(const struct allocator *a);
 
 #endif

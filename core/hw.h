@@ -49,6 +49,12 @@ struct gpu_spec {
 	char source[160];      /* where the numbers come from */
 };
 
+/* The GPU's memory in bytes: what the report's "GPU has" says, and the caching allocator's capacity. */
+static inline uint64_t gpu_spec_bytes(const struct gpu_spec *g)
+{
+	return (uint64_t)(g->hbm_gib * 1073741824.0);
+}
+
 struct cluster {
 	struct gpu_spec gpu;
 	int nodes;

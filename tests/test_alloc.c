@@ -16,8 +16,8 @@
 
 #define MIB (1ull << 20)
 
-static const struct alloc_cfg arena = { 0, 512, 2 * MIB, 0 };
-static const struct alloc_cfg caching = { 1, 512, 2 * MIB, 0 };
+static const struct alloc_cfg arena = { 0, 512, 2 * MIB, 0, 0 };
+static const struct alloc_cfg caching = { 1, 512, 2 * MIB, 0, 0 };
 
 /* Fake memory behind the segments, to check addresses: a base per segment, never dereferenced. */
 static void *fake_reserve(void *ctx, int seg, uint64_t offset, uint64_t bytes)
@@ -230,6 +230,83 @@ static void test_caching_levels(void)
 	alloc_free(a);
 }
 
+/* The segments a flush released, in order. */
+static int released[8], nreleased;
+
+static void record_release(void *ctx, int seg)
+{
+	(void)ctx;
+	if (nreleased < 8)
+		released[nreleased++] = seg;
+}
+
+/*
+ * A caching allocator at its capacity (PyTorch's malloc when cudaMalloc
+ * fails): a new segment that would take the reserved bytes above it
+ * flushes the cache first: the device is synchronized, so blocks freed by
+ * ops the request does not wait for are free now, and the segments that
+ * are entirely free go back (large pools before small); segments with a
+ * live block stay. Then the segment is reserved, without a second search
+ * of the pool. When even that does not fit, it is an OOM: reserved all the
+ * same, and the capacity rises to it.
+ */
+static void test_caching_capacity(void)
+{
+	struct alloc_cfg capped = caching;
+	struct allocator *a;
+	uint32_t clock[ST_COUNT] = { 0 }, wait[ST_COUNT] = { 0 };
+	struct alloc_req rq = { ST_COMPUTE, 0, 0, clock };
+
+	capped.capacity = 100 * MIB;
+	a = alloc_new(&capped, 8, fake_reserve, NULL);
+	alloc_set_release(a, record_release);
+	nreleased = 0;
+	/* seg 0: 40 MiB; seg 1: 30 MiB; seg 2: 20 MiB holding two 5 MiB blocks; seg 3: a small 2 MiB one */
+	CU_ASSERT_EQUAL(get(a, 0, 40 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 1, 30 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 2, 5 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 3, 5 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 4, 1000, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 92 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 4);
+	/* freed by an all-reduce the compute stream has not waited for: not ready for its ops */
+	alloc_put(a, 1, ST_ALLREDUCE, 9, 10);
+	alloc_put(a, 3, ST_ALLREDUCE, 9, 10);
+	alloc_put(a, 4, ST_ALLREDUCE, 9, 10);
+	/* 12 MiB: nothing ready holds it; 12 MiB more would make 104 > 100: flush, then it fits */
+	rq.op = 11;
+	CU_ASSERT_EQUAL(alloc_get(a, 5, 12 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_retries(a), 1);
+	CU_ASSERT_EQUAL(alloc_ooms(a), 0);
+	CU_ASSERT_EQUAL(nreleased, 2);
+	CU_ASSERT_EQUAL(released[0], 1); /* the large pool's free 30 MiB segment, then the small one */
+	CU_ASSERT_EQUAL(released[1], 3);
+	CU_ASSERT_EQUAL(alloc_segment_pool(a, 1), -1);
+	CU_ASSERT_EQUAL(alloc_segment_pool(a, 3), -1);
+	CU_ASSERT_PTR_NULL(alloc_segment_ptr(a, 1));
+	CU_ASSERT_EQUAL(alloc_segment_pool(a, 0), 2 * ST_COMPUTE + 1); /* live blocks: kept */
+	CU_ASSERT_EQUAL(alloc_segment_pool(a, 2), 2 * ST_COMPUTE + 1);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 92 * MIB - 30 * MIB - 2 * MIB + 12 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 5); /* a new index: a released one is never reused */
+	CU_ASSERT_EQUAL(addr(a, 5), (uintptr_t)5 << 40);
+	CU_ASSERT_EQUAL(alloc_capacity(a), 100 * MIB);
+	/* the flush synchronized the device: the all-reduce's block in seg 2 (merged, 15 MiB) serves at once */
+	rq.op = 12;
+	CU_ASSERT_EQUAL(alloc_get(a, 6, 15 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(addr(a, 6), ((uintptr_t)3 << 40) + 5 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_ALLREDUCE], 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 72 * MIB);
+	/* 40 MiB more would make 112: a flush releases nothing (every segment has a live block): an OOM */
+	rq.op = 13;
+	CU_ASSERT_EQUAL(alloc_get(a, 7, 40 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_retries(a), 2);
+	CU_ASSERT_EQUAL(alloc_ooms(a), 1);
+	CU_ASSERT_EQUAL(nreleased, 2);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 112 * MIB);
+	CU_ASSERT_EQUAL(alloc_capacity(a), 112 * MIB); /* from now on, a device with the memory it needed */
+	alloc_free(a);
+}
+
 /* The step's memory in issue order: the peak is the largest live sum, and steps repeat. */
 static void test_memory_of_a_step(void)
 {
@@ -290,5 +367,6 @@ void suite_alloc(void)
 	CU_add_test(s, "reuse waits for happens-before", test_reuse_waits_for_happens_before);
 	CU_add_test(s, "caching pools", test_caching_pools);
 	CU_add_test(s, "caching pools: blocks by how they serve the stream", test_caching_levels);
+	CU_add_test(s, "caching pools at the device's capacity: flush, retry, OOM", test_caching_capacity);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 }
