@@ -33,6 +33,7 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 		.round = rt->alloc_round_bytes > 0 ? (uint64_t)rt->alloc_round_bytes : 512,
 		.segment = rt->segment_bytes > 0 ? (uint64_t)rt->segment_bytes : 2ull << 20,
 		.wait_age = WAIT_AGE_OPS,
+		.capacity = rt->caching_allocator ? gpu_spec_bytes(&s->exp->cluster.gpu) : 0,
 	};
 	struct memory *m = xcalloc(1, sizeof(*m));
 
@@ -42,6 +43,7 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 	m->wait = xmalloc(sizeof(int32_t) * (size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT);
 	for (int i = 0; i < s->nops * ST_COUNT; i++)
 		m->wait[i] = -1;
+	m->sync = xcalloc((size_t)(s->nops > 0 ? s->nops : 1), 1);
 	return m;
 }
 
@@ -52,6 +54,7 @@ void memory_free(struct memory *m)
 	alloc_free(m->a);
 	free(m->samples);
 	free(m->wait);
+	free(m->sync);
 	free(m);
 }
 
@@ -151,6 +154,7 @@ int memory_persistent(struct memory *m)
 void memory_step_begin(struct memory *m)
 {
 	alloc_settle(m->a);
+	m->peaks.step_retries = m->step_ooms = 0;
 	m->nsamples = 0;
 	sample(m, 0);
 }
@@ -160,12 +164,20 @@ int memory_grant(struct memory *m, int op, uint64_t t_ns)
 	const struct schedule *s = m->s;
 	const struct op *o = &s->ops[op];
 	const uint32_t *clock = &s->clock[(size_t)op * ST_COUNT];
-	uint32_t wait[ST_COUNT] = { 0 };
+	uint32_t wait[ST_COUNT] = { 0 }, retries = alloc_retries(m->a), ooms = alloc_ooms(m->a);
 
 	for (int i = 0; i < o->nalloc; i++) {
 		int b = (int)s->bufrefs[o->buf_first + i];
 		if (on_device(&s->bufs[b]) && grant(m, b, o->stream, clock, wait) != 0)
 			return -1;
+	}
+	/* flushes of the cache: the device is synchronized before the op issues */
+	m->sync[op] = alloc_retries(m->a) != retries;
+	if (m->sync[op]) {
+		m->peaks.step_retries += alloc_retries(m->a) - retries;
+		m->peaks.retries += alloc_retries(m->a) - retries;
+		m->step_ooms += alloc_ooms(m->a) - ooms;
+		m->peaks.ooms += alloc_ooms(m->a) - ooms;
 	}
 	/* blocks from ops the schedule does not order before this one: wait for the last freeing op per stream */
 	for (int t = 0; t < ST_COUNT; t++)
@@ -221,22 +233,88 @@ void *memory_ptr(const struct memory *m, int buf)
 	return alloc_ptr(m->a, buf);
 }
 
+/*
+ * The allocator's state between steps: its capacity, and the segments
+ * reserved, in order, pool and size of each (released ones left out).
+ * Once a step has ended and the allocator settled, the blocks are the
+ * persistent buffers, where they always are (in the first segments, never
+ * released), and free ones between them: two steps that begin with the
+ * same state make the same decisions.
+ */
+struct layout {
+	uint64_t *v;
+	int n;
+};
+
+static void layout_of(const struct memory *m, struct layout *l)
+{
+	int nsegs = alloc_segments(m->a);
+
+	l->v = xmalloc(sizeof(*l->v) * (size_t)(2 * nsegs + 1));
+	l->n = 0;
+	l->v[l->n++] = alloc_capacity(m->a);
+	for (int i = 0; i < nsegs; i++) {
+		int pool = alloc_segment_pool(m->a, i);
+		if (pool >= 0) {
+			l->v[l->n++] = (uint64_t)pool;
+			l->v[l->n++] = alloc_segment_bytes(m->a, i);
+		}
+	}
+}
+
+static int layout_same(const struct layout *x, const struct layout *y)
+{
+	return x->n == y->n && !memcmp(x->v, y->v, sizeof(*x->v) * (size_t)x->n);
+}
+
 void memory_predict(struct memory *m, const uint64_t *issue_ns)
 {
 	const struct run_settings *run = &m->s->exp->run;
-	int steps = run->warmup + run->steps;
+	int steps = run->warmup + run->steps, stop, k;
+	struct layout *h;     /* h[k + 1]: the state after step k; h[0], before the first */
+	uint32_t *retries;    /* per step simulated: its flushes */
+	uint64_t more = 0;    /* flushes of the steps not simulated */
 
 	memory_persistent(m);
-	if (alloc_steps_repeat(m->a))
+	if (alloc_steps_repeat(m->a) || steps < 1)
 		steps = 1;
-	for (int k = 0; k < (steps > 1 ? steps : 1); k++) {
-		uint64_t before = alloc_reserved(m->a);
+	h = xcalloc((size_t)steps + 1, sizeof(*h));
+	retries = xcalloc((size_t)steps, sizeof(*retries));
+	layout_of(m, &h[0]);
+	for (k = 0, stop = steps; k < stop; k++) {
 		if (k)
 			memory_step_end(m, 0);
 		memory_step_begin(m);
 		for (int i = 0; i < m->s->nops; i++)
 			memory_issue(m, i, issue_ns[i]);
-		if (alloc_reserved(m->a) == before)
-			break; /* nothing new reserved: every later step is this one again */
+		retries[k] = m->peaks.step_retries;
+		if (stop < steps)
+			continue; /* in a cycle: the steps up to the phase of the run's last */
+		layout_of(m, &h[k + 1]);
+		/*
+		 * The state after this step is the state after step j - 1:
+		 * steps j to k repeat from now on (one step, j = k, when this
+		 * one reserved nothing new; several when flushes release and
+		 * reserve segments again and again). Simulate the steps up to
+		 * the one in the phase of the run's last, whose timeline and
+		 * waits the caller wants; the rest are whole cycles, each with
+		 * the flushes of steps j to k (and no segment past the
+		 * capacity: it would have raised it, and changed the state).
+		 */
+		for (int j = k; j >= 0; j--)
+			if (layout_same(&h[k + 1], &h[j])) {
+				int period = k + 1 - j, left = steps - 1 - k, phase = left % period;
+				uint64_t cycle = 0;
+				for (int i = j; i <= k; i++)
+					cycle += retries[i];
+				more = (uint64_t)((left - phase) / period) * cycle;
+				stop = k + 1 + phase;
+				break;
+			}
 	}
+	m->peaks.retries += (uint32_t)more;
+	for (k = 0; k <= steps; k++)
+		free(h[k].v);
+	free(h);
+	free(retries);
 }

@@ -15,6 +15,13 @@
  * op's memory comes from a block freed by an op the schedule does not
  * order before it, the op must also wait for that op (memory.wait): the
  * runtime makes its stream wait, the simulator adds the dependency.
+ *
+ * PyTorch's caching allocator has the GPU's memory (the GPU spec's
+ * hbm_gib) as its capacity: an op whose new segment would not fit
+ * flushes the cache (core/alloc.h), which synchronizes the device
+ * (memory.sync): its issue waits until every op issued before it has
+ * finished. The counts of flushes and of segments reserved past the
+ * capacity even so are kept per step.
  */
 #ifndef CORE_MEMORY_H
 #define CORE_MEMORY_H
@@ -25,11 +32,14 @@
 #include "results.h"
 #include "schedule.h"
 
-/* Peaks over every step so far. */
+/* Peaks over every step so far, and what the allocator did at its capacity. */
 struct mem_peaks {
 	uint64_t alloc;                 /* bytes granted */
 	uint64_t reserved;              /* bytes of the segments reserved */
 	uint64_t by_cat[MEM_CAT_COUNT]; /* the categories at the allocated peak */
+	uint32_t retries;               /* flushes of the cache over every step (PyTorch's num_alloc_retries) */
+	uint32_t ooms;                  /* segments reserved past the capacity even so, over every step (num_ooms) */
+	uint32_t step_retries;          /* flushes in the last step begun */
 };
 
 struct memory {
@@ -47,6 +57,9 @@ struct memory {
 	 * schedule does not already order them; -1 when none (this step).
 	 */
 	int32_t *wait;
+	/* sync[op]: 1 when the op's grants flushed the cache (this step): it issues once the device has drained */
+	uint8_t *sync;
+	uint32_t step_ooms;                  /* this step's segments past the capacity */
 };
 
 /*
@@ -78,8 +91,10 @@ void *memory_ptr(const struct memory *m, int buf);
 
 /*
  * Simulate the allocator over the steps of a run (run.warmup + run.steps,
- * stopping early once a step reserves nothing new: every later step is
- * then the same), recording the last step's timeline at the op issue times
+ * stopping early once a step ends with the segments it began with, in
+ * pools, sizes and order, and with the capacity it began with: every later
+ * step is then the same, and its counts of flushes are added for each),
+ * recording the last step's timeline at the op issue times
  * `issue_ns`: what the runtime measures over the same run. The last step
  * is left open (its waits in m->wait) for the caller to end with
  * memory_step_end once it knows when the step ends.

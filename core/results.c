@@ -254,6 +254,9 @@ static void write_summary(struct h5file_session *s, hid_t run, const struct summ
 	h5file_attr_strs(s, g, "categories", MEM_CAT_COUNT, cats);
 	h5file_attr_u64(s, g, "gpu_bytes", m->gpu_bytes);
 	h5file_attr_i32(s, g, "fits", m->fits);
+	h5file_attr_i32(s, g, "alloc_retries", m->alloc_retries);
+	h5file_attr_i32(s, g, "alloc_ooms", m->alloc_ooms);
+	h5file_attr_i32(s, g, "alloc_retries_step", m->alloc_retries_step);
 	h5file_attr_i32(s, g, "ncrit", ncrit);
 	h5file_attr_strs(s, g, "crit_names", ncrit, crit);
 	h5file_attr_write(s, g, "crit_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, ncrit, m->crit_s);
@@ -486,6 +489,12 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 	h5file_read_u64(s, g, "gpu_bytes", &m->gpu_bytes);
 	h5file_read_i32(s, g, "fits", &i);
 	m->fits = i;
+	m->alloc_retries = m->alloc_ooms = m->alloc_retries_step = 0; /* files written before the allocator had a capacity */
+	if (h5file_has_attr(g, "alloc_retries")) {
+		h5file_read_i32(s, g, "alloc_retries", &m->alloc_retries);
+		h5file_read_i32(s, g, "alloc_ooms", &m->alloc_ooms);
+		h5file_read_i32(s, g, "alloc_retries_step", &m->alloc_retries_step);
+	}
 	H5Gclose(g);
 }
 

@@ -44,6 +44,10 @@ struct summary {
 	uint64_t peak_by_cat[MEM_CAT_COUNT]; /* allocation by category at the peak */
 	uint64_t gpu_bytes;        /* memory the GPU has */
 	int fits;
+	/* the caching allocator at the GPU's memory, over the run's steps (warmup included) and in its last */
+	int alloc_retries;         /* flushes of its cache (PyTorch's num_alloc_retries) */
+	int alloc_ooms;            /* new segments reserved past the GPU's memory even so (num_ooms) */
+	int alloc_retries_step;    /* flushes in the last step (every step's, once the allocator settled) */
 	int ncrit;
 	char crit_name[RESULTS_CRIT_MAX][48]; /* the op groups that dominate the critical path */
 	double crit_s[RESULTS_CRIT_MAX];      /* their time on it */

@@ -212,8 +212,27 @@ void summary_of_step_planned(const struct summary_plan *p, const struct op_timin
 	out->peak_alloc_bytes = peaks->alloc;
 	out->peak_reserved_bytes = peaks->reserved;
 	memcpy(out->peak_by_cat, peaks->by_cat, sizeof(out->peak_by_cat));
-	out->gpu_bytes = (uint64_t)(e->cluster.gpu.hbm_gib * 1073741824.0);
-	out->fits = out->peak_reserved_bytes <= out->gpu_bytes;
+	out->gpu_bytes = gpu_spec_bytes(&e->cluster.gpu);
+	out->alloc_retries = (int)peaks->retries;
+	out->alloc_ooms = (int)peaks->ooms;
+	out->alloc_retries_step = (int)peaks->step_retries;
+	/* a segment past the capacity leaves the reserved bytes above it: one test says both */
+	out->fits = out->peak_reserved_bytes <= out->gpu_bytes && !out->alloc_ooms;
+}
+
+const char *summary_allocator_line(const struct experiment *e, const struct summary *m, char *buf, int len)
+{
+	int n;
+
+	if (!m->alloc_retries)
+		return NULL;
+	n = snprintf(buf, (size_t)len, "allocator: %d cache flush%s a step, %d over the run's %d steps (PyTorch's "
+		     "num_alloc_retries), each a device synchronization", m->alloc_retries_step,
+		     m->alloc_retries_step == 1 ? "" : "es", m->alloc_retries, e->run.warmup + e->run.steps);
+	if (m->alloc_ooms && n >= 0 && n < len)
+		snprintf(buf + n, (size_t)(len - n), "; %d segment%s past the GPU's memory even so (num_ooms: PyTorch "
+			 "raises OutOfMemoryError at the first)", m->alloc_ooms, m->alloc_ooms == 1 ? "" : "s");
+	return buf;
 }
 
 void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint64_t step_ns,

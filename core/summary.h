@@ -44,6 +44,13 @@ void summary_plan_release(struct summary_plan *p);
 void summary_of_step_planned(const struct summary_plan *p, const struct op_timing *ops, uint64_t step_ns,
 			     const struct mem_peaks *peaks, struct summary *out);
 
+/*
+ * What the caching allocator did at the GPU's capacity, as one line
+ * ("allocator: 3 cache flushes a step, 36 over the run's 12 steps ..."),
+ * in buf; NULL when it never reached the capacity.
+ */
+const char *summary_allocator_line(const struct experiment *e, const struct summary *m, char *buf, int len);
+
 /* Compute-busy and exposed-communication seconds of a timeline. O(ops). */
 void summary_overlap(const struct schedule *s, const struct op_timing *ops, double *compute_s,
 		     double *exposed_comm_s);

@@ -425,8 +425,11 @@ static int price_only(const char *section, const char *name)
 		return 0;
 	if (!strcmp(name, "inter_gbps"))
 		return 1;
-	/* the GPU spec keys but the peak FLOP rates, which the schedule states (schedule.peak_flops) */
-	if (!strcmp(name, "bf16_tflops") || !strcmp(name, "fp32_tflops"))
+	/*
+	 * the GPU spec keys but the peak FLOP rates, which the schedule states
+	 * (schedule.peak_flops), and the memory, the caching allocator's capacity
+	 */
+	if (!strcmp(name, "bf16_tflops") || !strcmp(name, "fp32_tflops") || !strcmp(name, "hbm_gib"))
 		return 0;
 	for (const struct hw_field *f = hw_gpu_fields; f->name; f++)
 		if (!strcmp(f->name, name))

@@ -92,7 +92,9 @@ struct engine {
 	struct launch_cost lc;
 	uint64_t lfree;        /* when it can begin the next launch */
 	int lnext;             /* the next op to launch: ops from it on are not launched yet */
-	int lblocked;          /* the next launch waits for a kernel of its stream to finish */
+	int lblocked;          /* the next launch waits for a kernel of its stream, or every launched op, to finish */
+	const uint8_t *sync;   /* per op: its launch waits until every op launched before has finished; NULL: none */
+	int nfinished;         /* ops finished so far */
 	int lby;               /* the op whose end let the next launch begin, -1 */
 	int depth;             /* kernels a stream holds before a launch blocks; 0: no bound */
 	int queued[ST_COUNT];  /* kernels launched on each stream whose op has not finished */
@@ -434,6 +436,16 @@ static int queue_full(const struct engine *g, int op)
 	return g->depth && k && q && q + k > g->depth; /* an op of more kernels than the queue takes goes into an empty one */
 }
 
+/*
+ * The launch of op waits: for room in its stream's queue, or, when its
+ * memory flushed the allocator's cache (a device synchronization, then
+ * cudaFree), for every op launched before it to finish.
+ */
+static int launch_blocked(const struct engine *g, int op)
+{
+	return queue_full(g, op) || (g->sync && g->sync[op] && g->nfinished < op);
+}
+
 static void launch_advance(struct engine *g)
 {
 	const struct schedule *s = g->s;
@@ -441,7 +453,7 @@ static void launch_advance(struct engine *g)
 	while (g->lnext < s->nops) {
 		int op = g->lnext, st = s->ops[op].stream, k = queue_kernels(&s->ops[op]);
 
-		if (queue_full(g, op)) {
+		if (launch_blocked(g, op)) {
 			g->lblocked = 1;
 			return;
 		}
@@ -465,7 +477,8 @@ static void launch_release(struct engine *g, int op)
 	const struct op *o = &g->s->ops[op];
 
 	g->queued[o->stream] -= queue_kernels(o);
-	if (!g->lblocked || g->s->ops[g->lnext].stream != o->stream || queue_full(g, g->lnext))
+	g->nfinished++;
+	if (!g->lblocked || launch_blocked(g, g->lnext))
 		return;
 	if (g->lfree < g->now) { /* the thread waited for this op */
 		g->lfree = g->now;
@@ -528,6 +541,11 @@ static void build_graph(struct engine_prep *p, const struct memory *mem)
 	int *cnt = xcalloc(n + 1, sizeof(int));
 
 	p->deps_left = xcalloc(n, sizeof(int));
+	for (int i = 0; i < n && !p->sync; i++)
+		if (mem->sync[i]) {
+			p->sync = xmalloc((size_t)n);
+			memcpy(p->sync, mem->sync, (size_t)n);
+		}
 	p->pred_first = xcalloc(n + 1, sizeof(int));
 	p->pred = xmalloc(sizeof(int) * (s->ndeps + (size_t)n * ST_COUNT + 1));
 	p->succ_first = xcalloc(n + 1, sizeof(int));
@@ -604,6 +622,7 @@ void engine_prep_free(struct engine_prep *p)
 		return;
 	memory_free(p->mem);
 	free(p->launch);
+	free(p->sync);
 	free(p->deps_left);
 	free(p->pred_first);
 	free(p->pred);
@@ -681,6 +700,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	g.lc = launch_cost_of(s, &g.cost);
 	g.depth = g.cost.cal && g.cost.cal->launch_queue >= 0 ? g.cost.cal->launch_queue : s->exp->runtime.launch_queue;
 	g.lby = -1;
+	g.sync = p->sync;
 	launch_advance(&g);
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);

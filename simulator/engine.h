@@ -50,6 +50,7 @@ struct engine_prep {
 	struct op_timing *launch;     /* per op: the CPU thread launching it */
 	struct mem_peaks peaks;       /* the allocator's, over the run's steps */
 	struct memory *mem;           /* record_memory: the step, ended by the one simulation */
+	uint8_t *sync;                /* per op: its issue waits for the device to drain (a flush of the cache), or NULL: none */
 	int *deps_left;               /* per op: what it waits for, before anything ran */
 	int *pred_first, *pred;       /* CSR of what each op waits for */
 	int *succ_first, *succ;       /* CSR of dependents */

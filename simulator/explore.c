@@ -138,10 +138,15 @@ static void worker_release(struct worker *w)
 	sweep_iter_release(&w->it);
 }
 
-/* Whether the cached prep serves e: the same schedule, and the same allocator run and launch thread. */
+/*
+ * Whether the cached prep serves e: the same schedule, and the same
+ * allocator run (steps; a caching allocator's capacity, the GPU's memory)
+ * and launch thread.
+ */
 static int prep_serves(const struct experiment *a, const struct experiment *b)
 {
 	return schedule_same_inputs(a, b) && a->run.steps == b->run.steps && a->run.warmup == b->run.warmup &&
+	       (!a->runtime.caching_allocator || a->cluster.gpu.hbm_gib == b->cluster.gpu.hbm_gib) &&
 	       !strcmp(a->calibration, b->calibration);
 }
 
@@ -180,7 +185,7 @@ static int worker_figures(struct worker *w, const struct experiment *e, struct s
 	f->peak_alloc_bytes = w->prep->peaks.alloc;
 	f->peak_reserved_bytes = w->prep->peaks.reserved;
 	f->budget_bytes = sw->memory_budget_gib > 0 ? (uint64_t)(sw->memory_budget_gib * 1073741824.0)
-						    : (uint64_t)(e->cluster.gpu.hbm_gib * 1073741824.0);
+						    : gpu_spec_bytes(&e->cluster.gpu);
 	f->fits = f->peak_reserved_bytes <= f->budget_bytes;
 	if (sw->must_fit && !f->fits) {
 		f->step_time_s = f->tokens_per_s_per_gpu = f->mfu = f->compute_s = f->exposed_comm_s = NAN;

@@ -127,6 +127,7 @@ void report_print(FILE *f, const struct schedule *s, const struct summary *sum)
 {
 	const struct experiment *e = s->exp;
 	char b1[32], b2[32], b3[32], line[256];
+	const char *al;
 
 	fprintf(f, "%s on %d x %d %s (%d GPUs), seq %d, batch %d, runtime %s\n", e->model.name,
 		e->cluster.nodes, e->cluster.gpus_per_node, e->cluster.gpu.name, s->world, e->model.seq,
@@ -154,6 +155,8 @@ void report_print(FILE *f, const struct schedule *s, const struct summary *sum)
 		fprintf(f, "  needs %s more than the GPU's %s\n",
 			report_bytes(sum->peak_reserved_bytes - sum->gpu_bytes, b1, sizeof(b1)),
 			report_bytes(sum->gpu_bytes, b2, sizeof(b2)));
+	if ((al = summary_allocator_line(e, sum, line, sizeof(line))))
+		fprintf(f, "  %s\n", al);
 	fprintf(f, "critical path:");
 	for (int i = 0; i < sum->ncrit; i++)
 		fprintf(f, "%s %s %.4f s", i ? "," : "", sum->crit_name[i], sum->crit_s[i]);

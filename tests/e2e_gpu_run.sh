@@ -16,6 +16,9 @@
 #      parameters to its --serialize run (one op at a time, no overlap),
 #      and its peak allocated and reserved memory equal ./sim's prediction
 #      for the same configuration, byte for byte (one allocator, core/alloc.c);
+#      and at a capacity small enough that the caching allocator flushes its
+#      cache (releasing segments) and overruns it: the numbers of a run
+#      without a capacity, ./sim's memory and ./sim's allocator line;
 #   4. run.out appends one run per invocation (/runs/000000, /runs/000001)
 #      with its ops and memory datasets, and the ops show a collective
 #      overlapping compute;
@@ -195,6 +198,26 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 	fi
 else
 	bad "equivalence" "the fsdp reference runs failed: $(tail -3 "$tmp/fsdp2.err" "$tmp/fsdp4.err")"
+fi
+
+# the caching allocator at the GPU's capacity (a 20.5 MiB "GPU"): flushes release cached segments,
+# whose memory goes back to the backend, and the run goes on with the numbers of a run without a
+# capacity, ./sim's peak memory and ./sim's counts of flushes and segments past the capacity
+cap=(--set policy.runtime=pytorch --set run.batch=8)
+if run capfree 2 "${STEPS[@]}" "${cap[@]}" && run capped 2 "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.02; then
+	line=$(sed -n 's/^summary: allocator: //p' "$tmp/capped.out")
+	simline=$("$SIM" "$EXP" "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.02 | sed -n 's/^  allocator: //p')
+	if ! diff=$(same capfree capped); then
+		bad "capacity" "losses differ from the run without one: $diff"
+	elif ! got=$(memory capped); then
+		bad "capacity memory" "$got"
+	elif [ -z "$line" ] || [ "$line" != "$simline" ]; then
+		bad "capacity" "allocator: '$line', ./sim's: '$simline'"
+	else
+		ok "at a 20.5 MiB capacity: the numbers of a run without one ($diff), peak memory = ./sim's ($got), as its ${line%% (*}"
+	fi
+else
+	bad "capacity" "exit status $?: $(tail -3 "$tmp/capfree.err" "$tmp/capped.err")"
 fi
 
 # 3. results file: one run per invocation, appended

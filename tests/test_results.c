@@ -127,6 +127,9 @@ static struct run_result make_run(const char *source, double step_s)
 		r.sum.peak_by_cat[c] = (1ull << 34) + (uint64_t)c * 3;
 	r.sum.gpu_bytes = 80ull << 30;
 	r.sum.fits = 1;
+	r.sum.alloc_retries = 36;
+	r.sum.alloc_ooms = 0;
+	r.sum.alloc_retries_step = 3;
 	r.sum.ncrit = 2;
 	snprintf(r.sum.crit_name[0], sizeof r.sum.crit_name[0], "backward");
 	snprintf(r.sum.crit_name[1], sizeof r.sum.crit_name[1], "allgather");
@@ -375,6 +378,9 @@ static void check_summary(hid_t run, const struct summary *want)
 	CU_ASSERT_EQUAL(read_u64_attr(g, "peak_reserved_bytes"), want->peak_reserved_bytes);
 	CU_ASSERT_EQUAL(read_u64_attr(g, "gpu_bytes"), want->gpu_bytes);
 	CU_ASSERT_EQUAL(read_u64_attr(g, "fits"), (uint64_t)want->fits);
+	CU_ASSERT_EQUAL(read_u64_attr(g, "alloc_retries"), (uint64_t)want->alloc_retries);
+	CU_ASSERT_EQUAL(read_u64_attr(g, "alloc_ooms"), (uint64_t)want->alloc_ooms);
+	CU_ASSERT_EQUAL(read_u64_attr(g, "alloc_retries_step"), (uint64_t)want->alloc_retries_step);
 	CU_ASSERT_EQUAL(read_u64_attr(g, "ncrit"), (uint64_t)want->ncrit);
 
 	a = H5Aopen(g, "peak_by_cat_bytes", H5P_DEFAULT);

@@ -233,6 +233,8 @@ static void test_launch_queue(void)
 	config_set(&e, "cluster.nodes=1", "t");
 	config_set(&e, "cluster.gpus_per_node=8", "t");
 	config_set(&e, "policy.runtime=pytorch", "t");
+	/* a GPU whose memory the caching allocator never fills: no flush makes a launch wait for the GPU */
+	config_set(&e, "cluster.hbm_gib=1000", "t");
 	CU_ASSERT_FATAL(config_resolve(&e) == 0);
 	CU_ASSERT_EQUAL(e.runtime.launch_queue, 1024);
 	e.runtime.launch_queue = 0; /* no bound: each launch begins where the one before it ended */
@@ -390,6 +392,75 @@ static void test_not_fitting_is_reported(void)
 	CU_ASSERT(s.peak_reserved_bytes > s.gpu_bytes);
 }
 
+/*
+ * PyTorch's caching allocator at the GPU's capacity. experiments/llama3.ini
+ * with 4 microbatches on the pytorch runtime allocates 67.8 GiB; without a
+ * capacity its cache would reserve 100.8 GiB of the H100's 79.6 GiB and
+ * not fit. PyTorch flushes its cache when cudaMalloc fails, and so does
+ * the model: reserved stays within the GPU, no allocation fails, the step
+ * fits; the op whose memory flushed the cache is launched once every op
+ * before it has finished (the flush synchronizes the device).
+ */
+static void test_caching_allocator_at_capacity(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct engine_prep *p;
+	struct sim_result r;
+	struct summary sum, unbounded;
+	char err[256];
+	uint64_t drained = 0;
+	int synced = 0;
+
+	config_init_job(&e);
+	CU_ASSERT_FATAL(config_load(&e, "experiments/llama3.ini") == 0);
+	CU_ASSERT_FATAL(config_set(&e, "policy.runtime=pytorch", "t") == 0);
+	CU_ASSERT_FATAL(config_set(&e, "policy.microbatches=4", "t") == 0);
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	memset(&r, 0, sizeof(r));
+	p = engine_prepare(s, 0, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_FATAL(engine_simulate(p, s, &r, err, sizeof(err)) == 0);
+	report_summarize(s, &r, &sum);
+	CU_ASSERT_EQUAL(sum.gpu_bytes, (uint64_t)(79.6 * 1073741824.0));
+	CU_ASSERT(sum.peak_alloc_bytes < sum.gpu_bytes);
+	CU_ASSERT(sum.peak_reserved_bytes <= sum.gpu_bytes);
+	CU_ASSERT(sum.peak_reserved_bytes >= sum.peak_alloc_bytes);
+	CU_ASSERT_EQUAL(sum.fits, 1);
+	CU_ASSERT_EQUAL(sum.alloc_ooms, 0);
+	CU_ASSERT(sum.alloc_retries_step > 0);
+	CU_ASSERT(sum.alloc_retries >= (e.run.warmup + e.run.steps) * sum.alloc_retries_step / 2);
+	/* the flushes of the step simulated: each op's launch waits for every op before it */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->sync);
+	for (int i = 0; i < s->nops; i++) {
+		if (p->sync[i]) {
+			CU_ASSERT(r.launch[i].start_ns >= drained);
+			synced++;
+		}
+		if (r.ops[i].end_ns > drained)
+			drained = r.ops[i].end_ns;
+	}
+	CU_ASSERT_EQUAL(synced, sum.alloc_retries_step);
+	sim_result_release(&r);
+	engine_prep_free(p);
+	schedule_free(s);
+	/* the same step on a GPU of 1000 GiB: never at its capacity, the cache reserves a third more */
+	CU_ASSERT_FATAL(config_set(&e, "cluster.hbm_gib=1000", "t") == 0);
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_FATAL(engine_run(s, 0, &r, NULL, 0) == 0);
+	report_summarize(s, &r, &unbounded);
+	CU_ASSERT_EQUAL(unbounded.alloc_retries, 0);
+	CU_ASSERT(unbounded.peak_reserved_bytes > sum.gpu_bytes);
+	CU_ASSERT(unbounded.peak_reserved_bytes > sum.peak_reserved_bytes + (sum.peak_reserved_bytes >> 3));
+	sim_result_release(&r);
+	schedule_free(s);
+	config_release(&e);
+}
+
 void suite_sim(void)
 {
 	CU_pSuite s = CU_add_suite("sim", NULL, NULL);
@@ -406,4 +477,5 @@ void suite_sim(void)
 	CU_add_test(s, "concat on the last microbatch only", test_concat_saving);
 	CU_add_test(s, "offload and checkpointing", test_offload_and_checkpointing);
 	CU_add_test(s, "not fitting is reported", test_not_fitting_is_reported);
+	CU_add_test(s, "the caching allocator at the GPU's capacity", test_caching_allocator_at_capacity);
 }

@@ -74,6 +74,23 @@ static void *reserve(void *ctx, int seg, uint64_t offset, uint64_t bytes)
 	return offset + bytes <= x->seg_bytes[seg] ? x->seg_base[seg] : NULL;
 }
 
+/*
+ * A flush of the caching allocator gives segment seg back to the device
+ * (PyTorch: release_cached_blocks, which synchronizes, then cudaFree):
+ * once every stream has run everything, its memory is freed.
+ */
+static void release(void *ctx, int seg)
+{
+	struct exec *x = ctx;
+
+	assert(seg < x->nsegs);
+	ops_of(x)->sync(x->be);
+	if (x->seg_base[seg])
+		ops_of(x)->dev_free(x->be, x->seg_base[seg]);
+	x->seg_base[seg] = NULL;
+	x->seg_bytes[seg] = 0;
+}
+
 /* The segments the allocator will reserve over the run: a dry run of the same allocator. */
 static void plan_memory(struct exec *x)
 {
@@ -204,6 +221,7 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 	x->lay = layout_new(s);
 	plan_memory(x);
 	x->mem = memory_new(s, 1, reserve, x);
+	alloc_set_release(x->mem->a, release);
 	x->host = xcalloc((size_t)s->nbufs, sizeof(void *));
 	x->master = xmalloc(sizeof(int) * (size_t)s->nunits);
 	x->tokens = xcalloc((size_t)x->N, sizeof(int));
@@ -477,6 +495,9 @@ double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *
 				(unsigned long long)alloc_reserved(x->mem->a));
 			return NAN;
 		}
+		/* its memory flushed the allocator's cache: the device drained first (as ./sim has it wait) */
+		if (x->mem->sync[i])
+			b->sync(x->be);
 		for (uint32_t d = 0; d < o->ndeps; d++) {
 			int p = (int)s->deps[o->dep_first + d];
 			if (s->ops[p].stream != o->stream)

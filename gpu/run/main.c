@@ -354,7 +354,7 @@ static const char *mib(uint64_t b, char *buf, int len)
 
 static void print_summary(const struct schedule *s, const struct summary *m)
 {
-	char b[32], r[32];
+	char b[32], r[32], line[256];
 
 	printf("summary: step time %.3f ms (median of %d steps, 10th to 90th percentile %.3f to %.3f ms), "
 	       "%.0f tokens/s per rank, MFU %.2f%% of %s\n", m->step_time_s * 1e3, m->steps, m->step_time_p10_s * 1e3,
@@ -368,6 +368,8 @@ static void print_summary(const struct schedule *s, const struct summary *m)
 		if (m->peak_by_cat[c])
 			printf(" %s %s", mem_cat_name(c), mib(m->peak_by_cat[c], b, sizeof(b)));
 	printf("\n");
+	if (summary_allocator_line(s->exp, m, line, sizeof(line)))
+		printf("summary: %s\n", line);
 }
 
 /* The measured step whose time is closest to the median (the one whose ops a run records). */
