@@ -83,6 +83,8 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_str(s, g, "date", c->date[0] ? c->date : date);
 	h5file_attr_str(s, g, "versions", c->versions);
 	h5file_attr_str(s, g, "fabric", c->fabric[0] ? c->fabric : "real");
+	if (c->series[0])
+		h5file_attr_str(s, g, "series", c->series);
 	h5file_attr_i32(s, g, "ranks", c->ranks);
 	h5file_attr_f64(s, g, "dispatch_ns", c->dispatch_ns);
 	h5file_attr_f64(s, g, "wake_ns", c->wake_ns);
@@ -115,6 +117,7 @@ struct pick {
 	int ranks;
 	char (*names)[16];
 	char (*fabric)[CAL_TEXT_MAX]; /* each one's */
+	char (*series)[CAL_NAME_MAX]; /* each one's, "" for none */
 	int n;
 	struct h5file_session *s;
 };
@@ -136,6 +139,7 @@ static void pick_same_fabric(struct pick *p)
 		if (!strcmp(p->fabric[i], p->fabric[0])) {
 			memmove(p->names[m], p->names[i], sizeof(p->names[0]));
 			memmove(p->fabric[m], p->fabric[i], sizeof(p->fabric[0]));
+			memmove(p->series[m], p->series[i], sizeof(p->series[0]));
 			m++;
 		}
 	p->n = m;
@@ -157,10 +161,15 @@ static herr_t pick_fn(hid_t g, const char *name, const H5L_info_t *info, void *c
 		/* names come in increasing order: each new one goes first */
 		p->names = xrealloc(p->names, sizeof(*p->names) * (size_t)(p->n + 1));
 		p->fabric = xrealloc(p->fabric, sizeof(*p->fabric) * (size_t)(p->n + 1));
+		p->series = xrealloc(p->series, sizeof(*p->series) * (size_t)(p->n + 1));
 		memmove(p->names + 1, p->names, sizeof(*p->names) * (size_t)p->n);
 		memmove(p->fabric + 1, p->fabric, sizeof(*p->fabric) * (size_t)p->n);
+		memmove(p->series + 1, p->series, sizeof(*p->series) * (size_t)p->n);
 		snprintf(p->names[0], 16, "%s", name);
 		session_fabric(p->s, sess, p->fabric[0], sizeof(p->fabric[0]));
+		p->series[0][0] = '\0';
+		if (h5file_has_attr(sess, "series"))
+			h5file_read_str(p->s, sess, "series", p->series[0], sizeof(p->series[0]));
 		p->n++;
 	}
 	H5Gclose(sess);
@@ -173,20 +182,6 @@ static int same_kernel(const struct cal_kernel *a, const struct cal_kernel *b)
 	       a->flops == b->flops && a->bytes == b->bytes;
 }
 
-/* Append to *v (n entries) those of w (m entries) that no entry of *v measures already. */
-#define MERGE(v, n, w, m, same)                                                         \
-	do {                                                                            \
-		int n0_ = (n);                                                          \
-		(v) = xrealloc((v), sizeof(*(v)) * (size_t)((n) + (m) + 1));            \
-		for (size_t i_ = 0; i_ < (size_t)(m); i_++) {                           \
-			int have_ = 0;                                                  \
-			for (int j_ = 0; j_ < n0_ && !have_; j_++)                      \
-				have_ = same(&(v)[j_], &(w)[i_]);                       \
-			if (!have_)                                                     \
-				(v)[(n)++] = (w)[i_];                                   \
-		}                                                                       \
-	} while (0)
-
 static int same_pass(const struct cal_pass *a, const struct cal_pass *b)
 {
 	return a->bytes == b->bytes;
@@ -197,32 +192,172 @@ static int same_coll(const struct cal_coll *a, const struct cal_coll *b)
 	return a->kind == b->kind && a->ranks == b->ranks && a->bytes == b->bytes;
 }
 
-/* The tables of session g, added to c where c does not measure the same point. */
-static void read_tables(struct h5file_session *s, hid_t g, struct calibration *c, hid_t kt, hid_t ct, hid_t pt)
+/* The median of v[0..n), which it sorts (GSL). */
+static double median_of(double *v, int n)
 {
-	size_t n;
-	struct cal_kernel *k;
-	struct cal_pass *p;
-	struct cal_coll *cc;
+	gsl_sort(v, 1, (size_t)n);
+	return gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
+}
 
-	k = h5file_read_dataset(s, g, "kernels", kt, &n);
-	MERGE(c->kernels, c->nkernels, k, n, same_kernel);
-	free(k);
-	k = h5file_read_dataset(s, g, "gemm", kt, &n);
-	MERGE(c->gemm, c->ngemm, k, n, same_kernel);
-	free(k);
-	p = h5file_read_dataset(s, g, "passes", pt, &n);
-	MERGE(c->passes, c->npasses, p, n, same_pass);
-	free(p);
-	cc = h5file_read_dataset(s, g, "collectives", ct, &n);
-	MERGE(c->colls, c->ncolls, cc, n, same_coll);
-	free(cc);
+/* A point's value fields set to their medians over its n measurements. */
+static void kernel_median(void *into, const void *const *of, int n)
+{
+	struct cal_kernel *k = into;
+	double *a = xmalloc(sizeof(double) * 2 * (size_t)n);
+
+	for (int i = 0; i < n; i++) {
+		a[i] = ((const struct cal_kernel *)of[i])->ns;
+		a[n + i] = ((const struct cal_kernel *)of[i])->ns_comm;
+	}
+	k->ns = median_of(a, n);
+	k->ns_comm = median_of(a + n, n);
+	free(a);
+}
+
+static void pass_median(void *into, const void *const *of, int n)
+{
+	double *a = xmalloc(sizeof(double) * (size_t)n);
+
+	for (int i = 0; i < n; i++)
+		a[i] = ((const struct cal_pass *)of[i])->ns;
+	((struct cal_pass *)into)->ns = median_of(a, n);
+	free(a);
+}
+
+static void coll_median(void *into, const void *const *of, int n)
+{
+	struct cal_coll *c = into;
+	double *a = xmalloc(sizeof(double) * 2 * (size_t)n);
+
+	for (int i = 0; i < n; i++) {
+		a[i] = ((const struct cal_coll *)of[i])->ns;
+		a[n + i] = ((const struct cal_coll *)of[i])->ns_busy;
+	}
+	c->ns = median_of(a, n);
+	c->ns_busy = median_of(a + n, n);
+	free(a);
+}
+
+/* One table of every session picked, newest first. */
+struct tables {
+	void **rows;
+	size_t *n;
+	size_t size;                                  /* of a row */
+	int (*same)(const void *, const void *);      /* the same point */
+	void (*median)(void *, const void *const *, int);
+};
+
+/*
+ * The table of the calibration: each point as its newest session measured
+ * it, or, when that session belongs to a series (repeats of one
+ * calibration in separate processes), as the median of the series'
+ * measurements of it. Older sessions fill in the points newer ones lack.
+ */
+static void *merge_tables(const struct tables *t, const struct pick *p, int *nout)
+{
+	char *out = NULL;
+	const void **of = xmalloc(sizeof(void *) * (size_t)p->n);
+	int n = 0;
+
+	for (int i = 0; i < p->n; i++)
+		for (size_t e = 0; e < t->n[i]; e++) {
+			const char *x = (const char *)t->rows[i] + e * t->size;
+			int have = 0, m = 0;
+			for (int j = 0; j < n && !have; j++)
+				have = t->same(out + (size_t)j * t->size, x);
+			if (have)
+				continue;
+			out = xrealloc(out, t->size * (size_t)(n + 1));
+			memcpy(out + (size_t)n * t->size, x, t->size);
+			for (int j = i; j < p->n && p->series[i][0]; j++) {
+				if (strcmp(p->series[j], p->series[i]))
+					continue;
+				for (size_t f = 0; f < t->n[j]; f++) {
+					const char *y = (const char *)t->rows[j] + f * t->size;
+					if (t->same(y, x)) {
+						of[m++] = y;
+						break;
+					}
+				}
+			}
+			if (m > 1)
+				t->median(out + (size_t)n * t->size, of, m);
+			n++;
+		}
+	free(of);
+	*nout = n;
+	return out;
+}
+
+static int same_kernel_v(const void *a, const void *b) { return same_kernel(a, b); }
+static int same_pass_v(const void *a, const void *b) { return same_pass(a, b); }
+static int same_coll_v(const void *a, const void *b) { return same_coll(a, b); }
+
+/* The tables of the sessions picked, merged into c (merge_tables). */
+static void read_tables(struct h5file_session *s, hid_t cal, const struct pick *p, struct calibration *c, hid_t kt,
+			hid_t ct, hid_t pt)
+{
+	struct tables t[4] = {
+		{ NULL, NULL, sizeof(struct cal_kernel), same_kernel_v, kernel_median },
+		{ NULL, NULL, sizeof(struct cal_kernel), same_kernel_v, kernel_median },
+		{ NULL, NULL, sizeof(struct cal_pass), same_pass_v, pass_median },
+		{ NULL, NULL, sizeof(struct cal_coll), same_coll_v, coll_median },
+	};
+	static const char *const names[4] = { "kernels", "gemm", "passes", "collectives" };
+	hid_t types[4] = { kt, kt, pt, ct };
+
+	for (int k = 0; k < 4; k++) {
+		t[k].rows = xcalloc((size_t)p->n, sizeof(void *));
+		t[k].n = xcalloc((size_t)p->n, sizeof(size_t));
+	}
+	for (int i = 0; i < p->n && !s->failed; i++) {
+		hid_t g = H5Gopen2(cal, p->names[i], H5P_DEFAULT);
+		if (h5file_check(s, g, p->names[i]) < 0)
+			break;
+		for (int k = 0; k < 4; k++)
+			t[k].rows[i] = h5file_read_dataset(s, g, names[k], types[k], &t[k].n[i]);
+		H5Gclose(g);
+	}
+	if (!s->failed) {
+		c->kernels = merge_tables(&t[0], p, &c->nkernels);
+		c->gemm = merge_tables(&t[1], p, &c->ngemm);
+		c->passes = merge_tables(&t[2], p, &c->npasses);
+		c->colls = merge_tables(&t[3], p, &c->ncolls);
+	}
+	for (int k = 0; k < 4; k++) {
+		for (int i = 0; i < p->n; i++)
+			free(t[k].rows[i]);
+		free(t[k].rows);
+		free(t[k].n);
+	}
+}
+
+/* A scalar of the newest session, or the median over its series. */
+static double series_scalar(struct h5file_session *s, hid_t cal, const struct pick *p, const char *name)
+{
+	double *v = xmalloc(sizeof(double) * (size_t)p->n), x;
+	int m = 0;
+
+	for (int i = 0; i < p->n && !s->failed; i++) {
+		hid_t g;
+		if (i > 0 && (!p->series[0][0] || strcmp(p->series[i], p->series[0])))
+			continue;
+		g = H5Gopen2(cal, p->names[i], H5P_DEFAULT);
+		if (h5file_check(s, g, p->names[i]) < 0)
+			break;
+		if (h5file_read_f64(s, g, name, &v[m]) == 0)
+			m++;
+		H5Gclose(g);
+	}
+	x = m ? median_of(v, m) : 0;
+	free(v);
+	return x;
 }
 
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
 {
 	struct h5file_session s;
-	struct pick p = { ranks, NULL, NULL, 0, &s };
+	struct pick p = { ranks, NULL, NULL, NULL, 0, &s };
 	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1;
 	int rc = -1;
 
@@ -244,7 +379,7 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 		goto out_file;
 	}
 	pick_same_fabric(&p);
-	/* the newest session's scalars; the tables of all, the newest measurement of a point kept */
+	/* the newest session's scalars (its series' medians); the tables of all (merge_tables) */
 	g = H5Gopen2(cal, p.names[0], H5P_DEFAULT);
 	snprintf(c->path, sizeof c->path, "%s", path);
 	snprintf(c->session, sizeof c->session, "%s", p.names[0]);
@@ -254,12 +389,13 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	h5file_read_str(&s, g, "date", c->date, sizeof c->date);
 	h5file_read_str(&s, g, "versions", c->versions, sizeof c->versions);
 	snprintf(c->fabric, sizeof c->fabric, "%s", p.fabric[0]);
+	snprintf(c->series, sizeof c->series, "%s", p.series[0]);
 	h5file_read_i32(&s, g, "ranks", &c->ranks);
-	h5file_read_f64(&s, g, "dispatch_ns", &c->dispatch_ns);
-	h5file_read_f64(&s, g, "wake_ns", &c->wake_ns);
-	h5file_read_f64(&s, g, "issue_ns", &c->issue_ns);
-	h5file_read_f64(&s, g, "adamw_ns_per_elem", &c->adamw_ns_per_elem);
-	h5file_read_f64(&s, g, "host_adamw_ns_per_elem", &c->host_adamw_ns_per_elem);
+	c->dispatch_ns = series_scalar(&s, cal, &p, "dispatch_ns");
+	c->wake_ns = series_scalar(&s, cal, &p, "wake_ns");
+	c->issue_ns = series_scalar(&s, cal, &p, "issue_ns");
+	c->adamw_ns_per_elem = series_scalar(&s, cal, &p, "adamw_ns_per_elem");
+	c->host_adamw_ns_per_elem = series_scalar(&s, cal, &p, "host_adamw_ns_per_elem");
 	/* sessions written before it was measured: gpu_run's CPU backend never bounds its queues */
 	c->launch_queue = !strcmp(c->backend, "cpu") ? 0 : -1;
 	if (h5file_has_attr(g, "launch_queue"))
@@ -267,15 +403,8 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	kt = kernel_type();
 	ct = coll_type();
 	pt = pass_type();
-	read_tables(&s, g, c, kt, ct, pt);
 	H5Gclose(g);
-	for (int i = 1; i < p.n && !s.failed; i++) {
-		g = H5Gopen2(cal, p.names[i], H5P_DEFAULT);
-		if (h5file_check(&s, g, p.names[i]) < 0)
-			break;
-		read_tables(&s, g, c, kt, ct, pt);
-		H5Gclose(g);
-	}
+	read_tables(&s, cal, &p, c, kt, ct, pt);
 	if (s.failed) {
 		snprintf(err, errlen, "%s: /calibration cannot be read (see above)", path);
 		calibration_release(c);
@@ -292,6 +421,7 @@ out_file:
 out:
 	free(p.names);
 	free(p.fabric);
+	free(p.series);
 	h5file_end(&s);
 	return rc;
 }

@@ -62,6 +62,7 @@ struct calibration {
 	char date[32];
 	char versions[CAL_TEXT_MAX];
 	char fabric[CAL_TEXT_MAX]; /* "real", or "emulated" (gpu_run --emulate-world) with its overrides */
+	char series[CAL_NAME_MAX]; /* sessions of one series are repeats: each point is their median ("": none) */
 	int ranks;                 /* the world size the tables stand for: processes measured at once, or N emulated */
 	struct cal_kernel *kernels; /* the model's kernels, by name and shape */
 	int nkernels;

@@ -356,6 +356,8 @@ two 1 "one of sm, ce" --emulate-world 2 --emulate-engine xx
 two 1 "option of the cuda backend" --nccl-max-ctas 4
 two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-ctas 4
 two 1 "autotuning synchronizes the stream" --device cuda --calibrate --gemm-autotune
+two 1 "it goes with --calibrate" --series s1
+two 1 "a name of 1 to 23" --calibrate --series "a b"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

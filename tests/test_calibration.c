@@ -7,6 +7,9 @@
  * emulated 8-rank job, then real again. Reading 8 ranks gives the newest
  * session's fabric and the points of the sessions on it only; a 2-rank
  * session is never mixed in.
+ *
+ * Sessions of a series (a calibration repeated in separate processes)
+ * give each point, and each scalar, as the median of their measurements.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -33,12 +36,13 @@ static int teardown(void)
 	return rmdir(dir);
 }
 
-static void append(const char *fabric, int ranks, uint64_t bytes, double ns)
+static void append_series(const char *fabric, const char *series, int ranks, uint64_t bytes, double ns)
 {
 	struct calibration c;
 	struct cal_coll coll = { OP_ALLGATHER, ranks, bytes, ns, ns };
 
 	memset(&c, 0, sizeof c);
+	snprintf(c.series, sizeof c.series, "%s", series);
 	snprintf(c.hardware, sizeof c.hardware, "test");
 	snprintf(c.backend, sizeof c.backend, "cpu");
 	snprintf(c.fabric, sizeof c.fabric, "%s", fabric);
@@ -47,6 +51,11 @@ static void append(const char *fabric, int ranks, uint64_t bytes, double ns)
 	c.ncolls = 1;
 	c.dispatch_ns = ns;
 	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
+}
+
+static void append(const char *fabric, int ranks, uint64_t bytes, double ns)
+{
+	append_series(fabric, "", ranks, bytes, ns);
 }
 
 static int has_point(const struct calibration *c, uint64_t bytes)
@@ -87,9 +96,53 @@ static void test_fabrics_do_not_merge(void)
 	CU_ASSERT(strstr(err, "16 ranks") != NULL);
 }
 
+static double point_ns(const struct calibration *c, uint64_t bytes)
+{
+	for (int i = 0; i < c->ncolls; i++)
+		if (c->colls[i].bytes == bytes)
+			return c->colls[i].ns;
+	return -1;
+}
+
+static void test_series_median(void)
+{
+	struct calibration c;
+	char err[256];
+
+	/* older sessions alone, then three repeats of series "v" measuring one point 10, 20 and 40 */
+	append("real", 4, 1024, 100.0);
+	append("real", 4, 512, 7.0);
+	append_series("real", "v", 4, 1024, 10.0);
+	append_series("real", "v", 4, 1024, 20.0);
+	append_series("real", "v", 4, 1024, 40.0);
+	CU_ASSERT_FATAL(calibration_read(path, 4, &c, err, sizeof err) == 0);
+	CU_ASSERT_STRING_EQUAL(c.series, "v");
+	CU_ASSERT_EQUAL(point_ns(&c, 1024), 20.0); /* the series' median, not the newest (40) */
+	CU_ASSERT_EQUAL(point_ns(&c, 512), 7.0);   /* a point the series lacks: the older session's */
+	CU_ASSERT_EQUAL(c.colls[0].ns_busy, 20.0);
+	CU_ASSERT_EQUAL(c.dispatch_ns, 20.0);
+	calibration_release(&c);
+
+	/* a fourth repeat, 15: the median of 10, 15, 20, 40 is 17.5, which no session measured */
+	append_series("real", "v", 4, 1024, 15.0);
+	CU_ASSERT_FATAL(calibration_read(path, 4, &c, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL(point_ns(&c, 1024), 17.5);
+	CU_ASSERT_EQUAL(c.dispatch_ns, 17.5);
+	calibration_release(&c);
+
+	/* a session of no series after them: it alone, newest, prices its point and its scalars */
+	append("real", 4, 1024, 50.0);
+	CU_ASSERT_FATAL(calibration_read(path, 4, &c, err, sizeof err) == 0);
+	CU_ASSERT_STRING_EQUAL(c.series, "");
+	CU_ASSERT_EQUAL(point_ns(&c, 1024), 50.0);
+	CU_ASSERT_EQUAL(c.dispatch_ns, 50.0);
+	calibration_release(&c);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
 
 	CU_add_test(s, "sessions merge on one fabric only", test_fabrics_do_not_merge);
+	CU_add_test(s, "a series gives its medians", test_series_median);
 }

@@ -588,7 +588,8 @@ static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
 	snprintf(buf, len, "data/calibration/%s-%s.h5", hw, k->o->name);
 }
 
-int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, int quick)
+int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, const char *series,
+	      int quick)
 {
 	struct cal k = { .s = s, .c = c, .b = b, .o = b->ops, .quick = quick, .target_ns = quick ? QUICK_NS : TARGET_NS,
 			 .max_reps = MAX_REPS };
@@ -606,6 +607,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	snprintf(cal.backend, sizeof cal.backend, "%s", b->ops->name);
 	/* the CPU backend's stream queues have no bound; CUDA's is not measured here (the catalog's applies) */
 	cal.launch_queue = !strcmp(cal.backend, "cpu") ? 0 : -1;
+	if (series)
+		snprintf(cal.series, sizeof cal.series, "%s", series);
 	MPI_Get_library_version(mpi, &len);
 	mpi[strcspn(mpi, "\n,")] = '\0';
 	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);

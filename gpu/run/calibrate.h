@@ -24,9 +24,11 @@
 /*
  * Measure and (rank 0) append the session to path ("" for the default,
  * data/calibration/<hardware>-<backend>.h5). quick: a few points of each
- * table, for tests. Collective over MPI_COMM_WORLD. 0, or -1 after a
+ * table, for tests. series: the series this session repeats (NULL: none).
+ * Collective over MPI_COMM_WORLD. 0, or -1 after a
  * message (rank 0).
  */
-int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, int quick);
+int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, const char *series,
+	      int quick);
 
 #endif

@@ -42,6 +42,7 @@
 
 #include "backend.h"
 #include "calibrate.h"
+#include "calibration.h"
 #include "comm.h"
 #include "config.h"
 #include "exec.h"
@@ -58,6 +59,7 @@ struct run_opts {
 	int serialize;
 	int calibrate, quick, hardware;  /* --calibrate [FILE.h5] [--quick], --hardware */
 	const char *calibration;         /* --calibrate FILE.h5, or NULL for the default */
+	const char *series;              /* --series NAME: the calibration repeats a series */
 	struct comm_emu_opts emu;        /* emu.world > 0: --emulate-world */
 	struct comm_nccl_opts nccl;
 	struct cuda_opts cuda;
@@ -96,6 +98,9 @@ static void usage(FILE *f)
 		   "                         overheads for ./sim --calibration (default file:\n"
 		   "                         data/calibration/<hardware>-<backend>.h5); --quick: a\n"
 		   "                         few points; with --emulate-world N, rank 0 of N\n"
+		   "  --series NAME          with --calibrate: this calibration repeats the earlier\n"
+		   "                         ones of series NAME (separate processes); ./sim takes\n"
+		   "                         the median of the series' measurements of each point\n"
 		   "  --hardware             print <hardware>-<backend>, the name of this machine's\n"
 		   "                         calibration\n");
 	config_usage(f);
@@ -196,6 +201,14 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 			takes = n > 3 && !strcmp(v + n - 3, ".h5");
 			if (takes)
 				o->calibration = v;
+		} else if (!strcmp(a, "--series")) {
+			size_t n = v ? strlen(v) : 0;
+			if (!n || n >= CAL_NAME_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
+				say0(rank, "gpu_run: --series '%s': a name of 1 to %d letters, digits, '.', '_' or '-'\n",
+				     v ? v : "", CAL_NAME_MAX - 1);
+				finish(2);
+			}
+			o->series = v;
 		} else if (!strcmp(a, "--emulate-world")) {
 			o->emu.world = (int)flag_number(rank, a, v, 1, 1 << 20, 1);
 		} else if (!strcmp(a, "--emulate-gbps")) {
@@ -237,6 +250,10 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		argv[i] = NULL;
 		if (takes)
 			argv[++i] = NULL;
+	}
+	if (o->series && !o->calibrate) {
+		say0(rank, "gpu_run: --series names a calibration's series: it goes with --calibrate\n");
+		finish(2);
 	}
 	if (o->calibrate && o->cuda.gemm_autotune) {
 		say0(rank, "gpu_run: --calibrate with --gemm-autotune: the autotuning synchronizes the stream, and the "
@@ -570,7 +587,7 @@ int main(int argc, char **argv)
 			rc = 2;
 		} else {
 			watchdog_waiting("the calibration's microbenchmarks");
-			rc = calibrate(s, &c, be, opts.calibration, opts.quick) == 0 ? 0 : 1;
+			rc = calibrate(s, &c, be, opts.calibration, opts.series, opts.quick) == 0 ? 0 : 1;
 		}
 		release_run(be, &c, s, &e, quiet);
 		return rc;

@@ -4,7 +4,8 @@
 #   1. calibrate: gpu_run --calibrate measures kernels, GEMMs, memory
 #      passes, every sharding's collectives, the optimizer and the per-op
 #      overheads, with 2 and with 4 ranks, for each model below
-#      (data/calibration/<hardware>-cpu.h5, appended);
+#      (data/calibration/<hardware>-cpu.h5, appended), CAL_REPEATS times
+#      (default 3; 1 with --quick) as a series whose medians ./sim uses;
 #   2. run every policy family with gpu_run on the CPU backend, 2 and 4
 #      ranks, the tiny and the small model (data/runs/<hardware>-cpu-<date>.h5),
 #      the base policy three times (the machine's own run-to-run noise);
@@ -54,6 +55,7 @@ if [ $quick = 1 ]; then
 	families=("fsdp|" "ddp|--set policy.sharding=ddp" "zero2|--set policy.sharding=zero2"
 		"chunked|--set policy.loss=chunked") # fsdp again but for a key its policy line does not show
 	calq=(--quick)
+	repeats=1
 else
 	models=(tiny small)
 	worlds=(2 4)
@@ -71,6 +73,7 @@ else
 		"flat|--set policy.flat_params=true --set policy.concat_last_only=true"
 		"pytorch|--set policy.runtime=pytorch" "chunked|--set policy.loss=chunked")
 	calq=()
+	repeats=${CAL_REPEATS:-3}
 fi
 if [ $emulate = 1 ]; then
 	if [ $quick = 1 ]; then worlds=(8); else worlds=(8 16); fi
@@ -92,20 +95,26 @@ cluster() {
 procs() { if [ $emulate = 1 ]; then echo 1; else echo "$1"; fi; }
 emu() { if [ $emulate = 1 ]; then echo "--emulate-world $1"; fi; }
 
-# 1. calibration
+# 1. calibration, CAL_REPEATS times in separate processes (a series: ./sim
+# prices each point at the median of its repeats, since on a shared
+# machine a process keeps the speed of where it was placed)
 hw=$("${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --hardware)
 cal=$dir/calibration/$hw.h5
+stamp=$(date -u +%H%M%S)
 for np in "${worlds[@]}"; do
 	for m in "${models[@]}"; do
-		echo "validate: calibrating $m on $np ranks$([ $emulate = 1 ] && echo ", emulated")"
-		# shellcheck disable=SC2046
-		if ! "${MPIRUN[@]}" -np "$(procs "$np")" "$GPU_RUN" "$EXP" $(cluster "$np") $(emu "$np") \
-			--set model.name="$m" --calibrate "$cal" "${calq[@]}" 2>"$cal.log.tmp" | sed 's/^/  /'; then
-			tail -5 "$cal.log.tmp" >&2
-			rm -f "$cal.log.tmp"
-			echo "validate: gpu_run --calibrate failed ($m, $np ranks)" >&2
-			exit 1
-		fi
+		for rep in $(seq "$repeats"); do
+			echo "validate: calibrating $m on $np ranks$([ $emulate = 1 ] && echo ", emulated") ($rep of $repeats)"
+			# shellcheck disable=SC2046
+			if ! "${MPIRUN[@]}" -np "$(procs "$np")" "$GPU_RUN" "$EXP" $(cluster "$np") $(emu "$np") \
+				--set model.name="$m" --calibrate "$cal" --series "v$stamp-$m-$np" "${calq[@]}" \
+				2>"$cal.log.tmp" | sed 's/^/  /'; then
+				tail -5 "$cal.log.tmp" >&2
+				rm -f "$cal.log.tmp"
+				echo "validate: gpu_run --calibrate failed ($m, $np ranks)" >&2
+				exit 1
+			fi
+		done
 	done
 done
 rm -f "$cal.log.tmp"
