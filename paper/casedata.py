@@ -234,8 +234,11 @@ def policy_labels(runs):
         parts = [_label_part(k, c.get(k, "-")) for i, k in enumerate(kept)
                  if i == 0 or (c.get(k, "") != usual[k] and not _implied(c, k))]
         labels.append(" + ".join(parts))
-    if len(set(labels)) < len(labels):
-        labels = [("%s, " % l if l else "") + "%s run %d" % (r.stem, r.index) for l, r in zip(labels, runs)]
+    # a label that several runs share (a policy measured again) names its run, and its file if they differ
+    stems = len(set(r.stem for r in runs)) > 1
+    twice = set(l for l in labels if labels.count(l) > 1)
+    labels = [("%s, " % l if l else "") + ("%s " % r.stem if stems else "") + "run %d" % r.index
+              if l in twice else l for l, r in zip(labels, runs)]
     return labels
 
 
