@@ -441,6 +441,29 @@ static void violation(struct checker *ck, const char *key, const char *other0, c
  * The rules, in the order their violations are reported. Each names the
  * key it is about first, then the keys that make it wrong.
  */
+int policy_sharding_variants(const struct policy *p, const struct cluster *c, const struct model_shape *m,
+			     struct policy *out)
+{
+	static const enum sharding others[] = { SHARD_DDP, SHARD_FSDP, SHARD_HSDP };
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+		struct policy *v = &out[n];
+		if (others[i] == p->sharding)
+			continue;
+		*v = *p;
+		v->sharding = others[i];
+		v->shard_group = 0;
+		v->accum = ACC_SYNC_EACH;
+		v->reshard = RESHARD_YES;
+		v->optim_in_backward = 0;
+		policy_resolve(v, POLICY_ALL_FIELDS & ~(POLICY_BIT(PF_SHARD_GROUP) | POLICY_BIT(PF_RESHARD)), c, m);
+		if (policy_check(v, c, m, NULL, 0) == 0)
+			n++;
+	}
+	return n;
+}
+
 int policy_check(const struct policy *p, const struct cluster *c, const struct model_shape *m,
 		 struct policy_violation *out, int max)
 {

@@ -164,6 +164,18 @@ struct policy_violation {
 int policy_check(const struct policy *p, const struct cluster *c, const struct model_shape *m,
 		 struct policy_violation *out, int max);
 
+/*
+ * The policies whose collectives a calibration measures besides p's own,
+ * so that one calibration prices every sharding: for each of ddp, fsdp and
+ * hsdp other than p's that the rules allow on cluster c and model m, p
+ * with that sharding (its default shard group), sync-each accumulation,
+ * reshard yes and the optimizer after backward, resolved. Fills out and
+ * returns how many (at most POLICY_SHARDING_VARIANTS). Pure.
+ */
+#define POLICY_SHARDING_VARIANTS 3
+int policy_sharding_variants(const struct policy *p, const struct cluster *c, const struct model_shape *m,
+			     struct policy *out);
+
 /* The axes policy_next() varies, outermost first. */
 enum policy_axis {
 	PA_SHARDING, PA_ACCUM, PA_WRAP, PA_RESHARD, PA_OPTIM, PA_OPTIM_IN_BACKWARD, PA_AC,

@@ -1108,6 +1108,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	s->shard_spans_nodes = s->shard_n > e->cluster.gpus_per_node;
 	s->per_tensor_shards = e->runtime.copy_in_out;
 	s->microbatches = p->microbatches;
+	s->optim = p->optim;
 	s->batch = e->run.batch;
 	s->ac = p->ac;
 	s->loss = p->loss;
@@ -1203,6 +1204,19 @@ int schedule_same_inputs(const struct experiment *a, const struct experiment *b)
 	       !memcmp(&a->policy, &b->policy, sizeof a->policy) && !strcmp(a->runtime.name, b->runtime.name) &&
 	       a->cluster.nodes == b->cluster.nodes && a->cluster.gpus_per_node == b->cluster.gpus_per_node &&
 	       a->run.batch == b->run.batch && g->bf16_tflops == h->bf16_tflops && g->fp32_tflops == h->fp32_tflops;
+}
+
+int schedule_calibration_variants(const struct schedule *s, struct experiment *out)
+{
+	struct policy v[POLICY_SHARDING_VARIANTS];
+	const struct experiment *e = s->exp;
+	int n = policy_sharding_variants(&e->policy, &e->cluster, &e->model, v);
+
+	for (int i = 0; i < n; i++) {
+		out[i] = *e;
+		out[i].policy = v[i];
+	}
+	return n;
 }
 
 void schedule_free(struct schedule *s)

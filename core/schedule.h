@@ -204,6 +204,7 @@ struct schedule {
 	 */
 	int per_tensor_shards;
 	int microbatches;              /* M per optimizer step */
+	enum optim optim;              /* how an optimizer step launches: foreach, fused or a kernel per tensor */
 	int batch;                     /* sequences per microbatch */
 	enum ac_mode ac;               /* how segments keep activations (per-layer: each block none or full) */
 	enum loss_mode loss;
@@ -250,6 +251,14 @@ struct schedule {
  */
 struct schedule *schedule_new(const struct experiment *e, char *err, int errlen);
 void schedule_free(struct schedule *s);
+
+/*
+ * The experiments whose collectives a calibration of s measures besides
+ * s's own, so that one calibration prices every sharding: s's experiment
+ * with each policy of policy_sharding_variants(). They share s's strings.
+ * Returns how many it wrote (at most POLICY_SHARDING_VARIANTS).
+ */
+int schedule_calibration_variants(const struct schedule *s, struct experiment *out);
 
 /*
  * 1 when schedule_new builds the same graph for experiments a and b: they

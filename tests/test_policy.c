@@ -587,6 +587,44 @@ static int is_every(const struct policy *p, int k) { return p->wrap == WRAP_EVER
  * M = 1: only sync-each, one accumulation instead of 4 (hsdp: 5):
  * 240 + 120 + 72 = 432 on 1 node; + 360 = 792 on 2 nodes.
  */
+/* The shardings a calibration measures besides the run's: the others the cluster allows, in one form each. */
+static void test_sharding_variants(void)
+{
+	struct model_shape m = model_of("tiny");
+	struct cluster two = cluster_of(2, 4), one = cluster_of(1, 2);
+	struct policy p, v[POLICY_SHARDING_VARIANTS];
+	int n;
+
+	policy_default(&p);
+	p.microbatches = 4;
+	p.accum = ACC_NO_SYNC;
+	p.reshard = RESHARD_NO;
+	p.optim_in_backward = 1;
+	policy_resolve(&p, BIT(PF_ACCUM) | BIT(PF_RESHARD), &two, &m);
+	n = policy_sharding_variants(&p, &two, &m, v);
+	CU_ASSERT_EQUAL_FATAL(n, 2); /* fsdp's: ddp and hsdp */
+	CU_ASSERT_EQUAL(v[0].sharding, SHARD_DDP);
+	CU_ASSERT_EQUAL(v[0].shard_group, 1);
+	CU_ASSERT_EQUAL(v[1].sharding, SHARD_HSDP);
+	CU_ASSERT_EQUAL(v[1].shard_group, 4); /* a node */
+	for (int i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(v[i].accum, ACC_SYNC_EACH);
+		CU_ASSERT_EQUAL(v[i].optim_in_backward, 0);
+		CU_ASSERT_EQUAL(v[i].microbatches, 4); /* the rest is the run's */
+		CU_ASSERT_EQUAL(policy_check(&v[i], &two, &m, NULL, 0), 0);
+	}
+	CU_ASSERT_EQUAL(v[1].reshard, RESHARD_YES);
+	/* ddp's on one node of 2: fsdp over both, and hsdp with its one node as the shard group */
+	p.sharding = SHARD_DDP;
+	policy_resolve(&p, BIT(PF_SHARDING) | BIT(PF_ACCUM), &one, &m);
+	n = policy_sharding_variants(&p, &one, &m, v);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(v[0].sharding, SHARD_FSDP);
+	CU_ASSERT_EQUAL(v[0].shard_group, 2);
+	CU_ASSERT_EQUAL(v[1].sharding, SHARD_HSDP);
+	CU_ASSERT_EQUAL(v[1].shard_group, 2);
+}
+
 static void test_walk_counts(void)
 {
 	struct model_shape m = model_of("tiny");
@@ -697,6 +735,7 @@ void suite_policy(void)
 	CU_add_test(s, "name_closest suggestions", test_name_closest);
 	CU_add_test(s, "names_joined", test_names_joined);
 	CU_add_test(s, "policy_default", test_defaults);
+	CU_add_test(s, "sharding variants of a calibration", test_sharding_variants);
 	CU_add_test(s, "bytes per element", test_bytes);
 	CU_add_test(s, "partial:K and every:K", test_k_forms);
 	CU_add_test(s, "policy_field_names", test_field_names);

@@ -75,6 +75,7 @@ struct optim_args {
 	float lr, beta1, beta2, eps, weight_decay;
 	int step;               /* AdamW's t, from 1 */
 	float grad_scale;       /* the gradients are sums over microbatches: 1 / M */
+	enum optim form;        /* the schedule's launch form: foreach, fused or per-tensor */
 };
 
 struct backend_ops {

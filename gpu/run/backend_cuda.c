@@ -1042,7 +1042,7 @@ static int shard_pieces(const struct cu *c, int k, size_t *off, size_t *len, int
 static void device_optimizer(struct cu *c, cudaStream_t st, const struct optim_args *a)
 {
 	const struct cuda_adamw_hparams hp = { a->lr, a->beta1, a->beta2, a->eps, a->weight_decay };
-	enum optim form = c->s->exp->policy.optim;
+	enum optim form = a->form;
 	struct cuda_adamw_tensor *list = NULL;
 	int nlist = 0, cap = 0;
 
@@ -1174,7 +1174,7 @@ static void bench_adamw(struct cu *c, cudaStream_t st, size_t n)
 	}
 	if (c->M > 1) /* the gradient's mean over microbatches, as device_optimizer does */
 		bcu_scale(g, n, ELEM_FP32, 1.0f / (float)c->M, st);
-	switch (c->s->exp->policy.optim) {
+	switch (c->s->optim) {
 	case OPT_FUSED:
 		cuda_adamw_fused((float *)p, NULL, (float *)g, (float *)m, (float *)v, n, &hp, 1, 0, st);
 		break;

@@ -416,28 +416,16 @@ struct variant {
 static int variants(const struct schedule *s, struct comm *c, int nccl, struct variant *v)
 {
 	(void)nccl; /* a build without CUDA has no NCCL */
-	static const enum sharding others[] = { SHARD_DDP, SHARD_FSDP, SHARD_HSDP };
-	int n = 1;
+	struct experiment others[POLICY_SHARDING_VARIANTS];
+	int n = 1, nothers = schedule_calibration_variants(s, others);
 
 	v[0].s = (struct schedule *)s;
 	v[0].c = *c;
-	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+	for (int i = 0; i < nothers; i++) {
 		struct variant *w = &v[n];
-		struct policy *p = &w->e.policy;
 		char err[256];
 
-		if (others[i] == s->exp->policy.sharding)
-			continue;
-		w->e = *s->exp; /* shares the run's strings: never released */
-		p->sharding = others[i];
-		p->shard_group = 0;
-		p->accum = ACC_SYNC_EACH;
-		p->reshard = RESHARD_YES;
-		p->optim_in_backward = 0;
-		policy_resolve(p, POLICY_ALL_FIELDS & ~(POLICY_BIT(PF_SHARD_GROUP) | POLICY_BIT(PF_RESHARD)),
-			       &w->e.cluster, &w->e.model);
-		if (policy_check(p, &w->e.cluster, &w->e.model, NULL, 0) != 0)
-			continue;
+		w->e = others[i]; /* shares the run's strings: never released */
 		w->s = schedule_new(&w->e, err, sizeof err);
 		if (!w->s)
 			continue;
@@ -595,7 +583,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 			 .max_reps = MAX_REPS };
 	struct calibration cal;
 	struct coll_arg *how = NULL;
-	struct variant v[4];
+	struct variant v[1 + POLICY_SHARDING_VARIANTS];
 	int nv;
 	char file[1024], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
 	int len = 0, rc = 0, busy = -1, nccl;

@@ -352,6 +352,7 @@ static void launch_optimizer(struct exec *x, int i, int step)
 		.weight_decay = (float)x->e->run.weight_decay,
 		.step = step,
 		.grad_scale = 1.0f / (float)x->s->microbatches,
+		.form = x->s->optim,
 	};
 	ops_of(x)->optimizer(x->be, x->s->ops[i].stream, &a);
 }
