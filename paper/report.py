@@ -242,6 +242,15 @@ def missing(what, how):
     return r"\emph{No %s in data/: %s.}" % (what, how)
 
 
+def case_text(out, case, sim, meas):
+    """A case's paragraphs, saying which of its simulated and measured runs data/ lacks."""
+    if not sim:
+        out.insert(0, missing("simulated run of case %d" % case, "run paper/cases.sh"))
+    if not meas:
+        out.append(missing("measured run of case %d" % case, "run paper/cases.sh"))
+    return "\n\n".join(out)
+
+
 # ---- case 1 ----------------------------------------------------------------
 
 def accum_table(rows, unit_s, caption, label, fabric=None):
@@ -491,11 +500,7 @@ def case_wrap(data, figs):
                          "Case 2 %s (%s): peak allocated / reserved memory in %s per wrapping; $^\\dagger$: does not "
                          "fit %s." % ("simulated" if not measured else "measured on " + tex(measured_text(runs)),
                                       tex(scale_text(runs)), un, nbytes(gpu)), "tab:wrap-%s" % what))
-    if not sim:
-        out.insert(0, missing("simulated run of case 2", "run paper/cases.sh"))
-    if not meas:
-        out.append(missing("measured run of case 2", "run paper/cases.sh"))
-    return "\n\n".join(out)
+    return case_text(out, 2, sim, meas)
 
 
 # ---- case 3 ----------------------------------------------------------------
@@ -564,11 +569,7 @@ def case_optim(data, figs):
                              "stream; optimizer: the optimizer ops' summed time." % (
                                  "simulated" if not measured else "measured on " + tex(measured_text(runs)),
                                  tex(scale_text(runs))), "tab:optim-%s" % what, align="llrrrrr"))
-    if not sim:
-        out.insert(0, missing("simulated run of case 3", "run paper/cases.sh"))
-    if not meas:
-        out.append(missing("measured run of case 3", "run paper/cases.sh"))
-    return "\n\n".join(out)
+    return case_text(out, 3, sim, meas)
 
 
 # ---- case 4 ----------------------------------------------------------------
@@ -632,11 +633,7 @@ def case_concat(data, figs):
                              "Case 4 %s (%s), per step." % (
                                  "simulated" if not measured else "measured on " + tex(measured_text(runs)),
                                  tex(scale_text(runs))), "tab:concat-%s" % what, align="rlrrrr"))
-    if not sim:
-        out.insert(0, missing("simulated run of case 4", "run paper/cases.sh"))
-    if not meas:
-        out.append(missing("measured run of case 4", "run paper/cases.sh"))
-    return "\n\n".join(out)
+    return case_text(out, 4, sim, meas)
 
 
 # ---- the reference experiment: bandwidth, front, policies ------------------
