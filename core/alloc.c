@@ -75,6 +75,7 @@ struct block {
 	int slot;         /* index in its pool's free list, -1 while in use */
 	int lslot;        /* index in its pool's linked list (free, and so is its next block), -1 */
 	uint32_t ready[ST_COUNT]; /* free: the clock an op must have reached to take it */
+	uint32_t waits;           /* free: the streams t whose ready[t] is above 0, a bit each */
 	uint32_t freed_op;        /* free: issue index of the (latest) op that freed it */
 	uint32_t mark;            /* a search's stamp: (search << 2) | usability */
 	uint32_t gen;             /* caching: changes when a free block's key or clock changes, or it leaves its pool */
@@ -258,7 +259,7 @@ static struct skey key_of(const struct allocator *a, int b)
 	return (struct skey){ k->size, (uint64_t)k->seg << 40 | k->off, b };
 }
 
-static int key_less(const struct skey *x, const struct skey *y)
+static inline int key_less(const struct skey *x, const struct skey *y)
 {
 	return x->size != y->size ? x->size < y->size : x->at < y->at;
 }
@@ -310,9 +311,11 @@ static int ready_for(const struct block *k, const uint32_t *clock)
 {
 	if (!clock)
 		return 1;
-	for (int t = 0; t < ST_COUNT; t++)
+	for (uint32_t w = k->waits; w; w &= w - 1) {
+		int t = __builtin_ctz(w);
 		if (k->ready[t] > clock[t])
 			return 0;
+	}
 	return 1;
 }
 
@@ -361,7 +364,8 @@ static void level_enter(struct allocator *a, int b, int age)
 	struct pool *p = &a->pools[k->pool];
 
 	assert(k->slot >= 0 && k->level < 2);
-	for (int t = 0; t < ST_COUNT; t++)
+	for (uint32_t w = k->waits; w; w &= w - 1) {
+		int t = __builtin_ctz(w);
 		if (k->ready[t] > p->clk[t]) {
 			heap_push(&p->watch[t], k->ready[t], b, k->gen);
 			if (k->level || !a->cfg.wait_age || !age)
@@ -374,6 +378,7 @@ static void level_enter(struct allocator *a, int b, int age)
 			}
 			return;
 		}
+	}
 	if (k->level == 1)
 		keys_remove(a, p->old, &p->nold, b);
 	keys_insert(a, &p->ready, &p->nready, &p->capready, b);
@@ -553,6 +558,7 @@ static void merge(struct allocator *a, int into, int b)
 	for (int t = 0; t < ST_COUNT; t++)
 		if (y->ready[t] > x->ready[t])
 			x->ready[t] = y->ready[t];
+	x->waits |= y->waits;
 	if (y->freed_op > x->freed_op)
 		x->freed_op = y->freed_op;
 	if (x->prev == b)
@@ -647,7 +653,7 @@ static int region_cover(struct allocator *a, const struct block *k)
  * How a free block serves this request: 2 when ready for the op, 1 when
  * not yet but freed at least wait_age ops before it, 0 when not at all.
  */
-static int usability(const struct allocator *a, const struct block *k, const struct alloc_req *rq)
+static inline int usability(const struct allocator *a, const struct block *k, const struct alloc_req *rq)
 {
 	if (ready_for(k, rq->clock))
 		return 2;
@@ -663,7 +669,7 @@ static int unbounded(const struct block *k)
  * Block b is free and serves this search's request at level `need` or
  * better; the level is stamped on the block the first time the search asks.
  */
-static int usable(struct allocator *a, int b, int need)
+static inline __attribute__((always_inline)) int usable(struct allocator *a, int b, int need)
 {
 	struct block *k;
 
@@ -673,6 +679,12 @@ static int usable(struct allocator *a, int b, int need)
 	if (k->mark >> 2 != a->search)
 		k->mark = a->search << 2 | (uint32_t)(unbounded(k) ? 0 : usability(a, k, a->rq));
 	return (int)(k->mark & 3) >= need;
+}
+
+/* An arena search, every free block stamped: block b's level (2, 1, 0), 0 when in use or none. */
+static inline int level_of(const struct allocator *a, int b)
+{
+	return b < 0 || a->blocks[b].slot < 0 ? 0 : (int)(a->blocks[b].mark & 3);
 }
 
 /*
@@ -778,7 +790,6 @@ static int find_run(struct allocator *a, const struct pool *p, uint64_t r, const
 		    int first_fit, int high)
 {
 	int best = -1, k, need, end = -1;
-	uint64_t best_run = 0;
 
 	a->search = (a->search + 1) & 0x3fffffff;
 	a->rq = rq;
@@ -793,20 +804,27 @@ static int find_run(struct allocator *a, const struct pool *p, uint64_t r, const
 			end = p->free[i];
 		b->mark = a->search << 2 | (uint32_t)(unbounded(b) ? 0 : usability(a, b, rq));
 	}
-	for (need = 2; need >= 1 && best < 0; need--)
+	/* one pass: at each level, the runs that start at a block (its previous one below the level) */
+	{
+		int at[3] = { -1, -1, -1 };
+		uint64_t at_run[3] = { 0, 0, 0 };
 		for (int i = 0; i < p->n; i++) {
-			int b = p->free[i];
-			uint64_t run = 0;
-			if (!usable(a, b, need) || usable(a, a->blocks[b].prev, need))
-				continue;
-			for (k = b; usable(a, k, need); k = a->blocks[k].next)
-				run += a->blocks[k].size;
-			if (run >= r && fits_better(&a->blocks[b], run, best >= 0 ? &a->blocks[best] : NULL, best_run,
-						    first_fit)) {
-				best = b;
-				best_run = run;
+			int b = p->free[i], lb = level_of(a, b), lp = lb ? level_of(a, a->blocks[b].prev) : 0;
+			for (need = lb; need > lp; need--) {
+				uint64_t run = 0;
+				for (k = b; level_of(a, k) >= need; k = a->blocks[k].next)
+					run += a->blocks[k].size;
+				if (run >= r && fits_better(&a->blocks[b], run, at[need] >= 0 ? &a->blocks[at[need]] : NULL,
+							    at_run[need], first_fit)) {
+					at[need] = b;
+					at_run[need] = run;
+				}
 			}
 		}
+		need = at[2] >= 0 ? 2 : 1;
+		best = at[need];
+		need--; /* as the loop over levels leaves it */
+	}
 	if (best < 0 && end >= 0) {
 		/* grow the region: its end, after the usable blocks right before it */
 		a->blocks[end].mark = a->search << 2 | 2;
@@ -881,6 +899,7 @@ static void drain(struct allocator *a)
 		for (int i = 0; i < a->pools[p].n; i++) {
 			struct block *k = &a->blocks[a->pools[p].free[i]];
 			memset(k->ready, 0, sizeof(k->ready));
+			k->waits = 0;
 			k->freed_op = 0;
 		}
 	/*
@@ -1088,6 +1107,7 @@ void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t 
 	a->allocated -= k->size;
 	memset(k->ready, 0, sizeof(k->ready));
 	k->ready[stream] = pos + 1;
+	k->waits = 1u << stream;
 	k->freed_op = op;
 	pool_add(a, b);
 	merge_neighbours(a, b);

@@ -102,6 +102,7 @@ struct engine {
 	struct act act[MAX_ACTIVE];
 	int nact;
 	int want_pred;    /* record what bounded each start (the critical path) */
+	int dirty;        /* the set of activities changed since the rates were last set */
 };
 
 /* ---- rates -------------------------------------------------------------- */
@@ -277,6 +278,19 @@ static void update_rates(struct engine *g)
 	reschedule(g);
 }
 
+/*
+ * The ops an event ends and starts change the set of activities; the
+ * rates are set once for the set they leave (an op's start or end at the
+ * same instant moves no work, so only the last set's rates matter).
+ */
+static void settle(struct engine *g)
+{
+	if (g->dirty) {
+		g->dirty = 0;
+		update_rates(g);
+	}
+}
+
 /* ---- ops ------------------------------------------------------------------ */
 
 static void start_op(struct engine *g, int op);
@@ -385,7 +399,7 @@ static void start_op(struct engine *g, int op)
 	a->floor = g->r->launch[op].end_ns;
 	if (g->cost.cal) {
 		start_calibrated(g, a, o);
-		update_rates(g);
+		g->dirty = 1;
 		return;
 	}
 	if (op_is_collective(o->kind)) {
@@ -417,7 +431,7 @@ static void start_op(struct engine *g, int op)
 		finish_op(g, g->nact - 1);
 		return;
 	}
-	update_rates(g);
+	g->dirty = 1;
 }
 
 /*
@@ -508,7 +522,7 @@ static void finish_op(struct engine *g, int i)
 			streams |= 1u << g->s->ops[d].stream;
 	}
 	if (!instant)
-		update_rates(g);
+		g->dirty = 1;
 	/* only the op's own stream and those of ops it released can start something */
 	for (int st = 0; st < ST_COUNT; st++)
 		if ((streams >> st) & 1)
@@ -704,6 +718,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	launch_advance(&g);
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);
+	settle(&g);
 	while (eq_pop(&g.q, &ev)) {
 		r->events++;
 		assert(ev.t_ns >= g.now);
@@ -711,6 +726,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 			g.now = ev.t_ns;
 			g.launch_wait[ev.op] = 0;
 			try_stream(&g, s->ops[ev.op].stream);
+			settle(&g);
 			continue;
 		}
 		if (ev.version != g.version[ev.op])
@@ -721,6 +737,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 				finish_op(&g, i);
 				break;
 			}
+		settle(&g);
 	}
 	for (int st = 0; st < ST_COUNT; st++)
 		assert(g.stream_head[st] == g.stream_n[st] && "an op never ran: cycle in the schedule");
