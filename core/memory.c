@@ -41,8 +41,7 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 	m->record = record;
 	m->a = alloc_new(&cfg, s->nbufs, reserve, ctx);
 	m->wait = xmalloc(sizeof(int32_t) * (size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT);
-	for (int i = 0; i < s->nops * ST_COUNT; i++)
-		m->wait[i] = -1;
+	memset(m->wait, 0xff, sizeof(int32_t) * (size_t)s->nops * ST_COUNT); /* every entry -1 */
 	m->sync = xcalloc((size_t)(s->nops > 0 ? s->nops : 1), 1);
 	return m;
 }
