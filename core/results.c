@@ -129,6 +129,31 @@ static hid_t mem_row_type(struct h5file_session *s)
 	return t;
 }
 
+/* The kernels row compound (a PyTorch run's, written by fsdp_bench.py), or -1. Caller closes. */
+static hid_t kernel_row_type(struct h5file_session *s)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct run_kernel)), str = H5Tcopy(H5T_C_S1);
+
+	if (h5file_check(s, t, "H5Tcreate") < 0 || h5file_check(s, str, "H5Tcopy") < 0 ||
+	    h5file_check(s, H5Tset_size(str, sizeof(((struct run_kernel *)0)->name)), "H5Tset_size") < 0) {
+		if (t >= 0)
+			H5Tclose(t);
+		if (str >= 0)
+			H5Tclose(str);
+		return -1;
+	}
+	h5file_check(s, H5Tinsert(t, "name", HOFFSET(struct run_kernel, name), str), "H5Tinsert(name)");
+	h5file_check(s, H5Tinsert(t, "calls", HOFFSET(struct run_kernel, calls), H5T_NATIVE_INT32), "H5Tinsert(calls)");
+	h5file_check(s, H5Tinsert(t, "device_us", HOFFSET(struct run_kernel, device_us), H5T_NATIVE_DOUBLE),
+		     "H5Tinsert(device_us)");
+	H5Tclose(str);
+	if (s->failed) {
+		H5Tclose(t);
+		return -1;
+	}
+	return t;
+}
+
 static void write_ops(struct h5file_session *s, hid_t run, const struct run_result *r)
 {
 	const struct schedule *sc = r->sched;
@@ -480,10 +505,15 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 		m->steps = i;
 	}
 	h5file_read_f64(s, g, "tokens_per_s_per_gpu", &m->tokens_per_s_per_gpu);
-	h5file_read_f64(s, g, "mfu", &m->mfu);
-	h5file_read_f64(s, g, "compute_s", &m->compute_s);
-	h5file_read_f64(s, g, "exposed_comm_s", &m->exposed_comm_s);
-	h5file_read_u64(s, g, "comm_bytes_per_gpu", &m->comm_bytes_per_gpu);
+	/* what a PyTorch run (experiments/pytorch/fsdp_bench.py) does not measure is absent: 0 */
+	if (h5file_has_attr(g, "mfu"))
+		h5file_read_f64(s, g, "mfu", &m->mfu);
+	if (h5file_has_attr(g, "compute_s"))
+		h5file_read_f64(s, g, "compute_s", &m->compute_s);
+	if (h5file_has_attr(g, "exposed_comm_s"))
+		h5file_read_f64(s, g, "exposed_comm_s", &m->exposed_comm_s);
+	if (h5file_has_attr(g, "comm_bytes_per_gpu"))
+		h5file_read_u64(s, g, "comm_bytes_per_gpu", &m->comm_bytes_per_gpu);
 	h5file_read_u64(s, g, "peak_alloc_bytes", &m->peak_alloc_bytes);
 	h5file_read_u64(s, g, "peak_reserved_bytes", &m->peak_reserved_bytes);
 	h5file_read_u64(s, g, "gpu_bytes", &m->gpu_bytes);
@@ -566,10 +596,14 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		}
 		free(br);
 	}
-	t = mem_row_type(s);
-	if (t >= 0) {
+	if (H5Lexists(run, "memory", H5P_DEFAULT) > 0 && (t = mem_row_type(s)) >= 0) { /* a PyTorch run has none */
 		r->mem = h5file_read_dataset(s, run, "memory", t, &n);
 		r->nmem = (int)n;
+		H5Tclose(t);
+	}
+	if (H5Lexists(run, "kernels", H5P_DEFAULT) > 0 && (t = kernel_row_type(s)) >= 0) {
+		r->kernels = h5file_read_dataset(s, run, "kernels", t, &n);
+		r->nkernels = r->kernels ? (int)n : 0;
 		H5Tclose(t);
 	}
 	read_summary(s, run, &r->sum);
@@ -642,6 +676,7 @@ void results_read_free(struct run_read *runs, int n)
 		free(runs[i].streams);
 		free(runs[i].by_rank);
 		free(runs[i].mem);
+		free(runs[i].kernels);
 	}
 	free(runs);
 }

@@ -91,6 +91,13 @@ const char *results_refusal(const char *path);
 /* Number of runs in a results file, or -1 when it cannot be read. */
 int results_count(const char *path);
 
+/* A device kernel of a PyTorch run's profiled step (dataset `kernels`, experiments/pytorch/fsdp_bench.py). */
+struct run_kernel {
+	char name[64];
+	int32_t calls;
+	double device_us; /* summed over its calls in the step */
+};
+
 /* One run read back from a results file (results_read). */
 struct run_read {
 	char name[16];             /* "000003" */
@@ -106,6 +113,8 @@ struct run_read {
 	int nranks;
 	struct mem_sample *mem;
 	int nmem;
+	struct run_kernel *kernels; /* PyTorch runs: the device's kernels of one step (NULL: none recorded) */
+	int nkernels;
 	struct summary sum;
 	struct fabric_record fabric; /* gpu_run's fabric.* attributes (core/fabric.h) */
 };

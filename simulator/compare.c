@@ -18,6 +18,53 @@
 #include "schedule.h"
 #include "xalloc.h"
 
+/*
+ * A PyTorch run is timed per device kernel (its profiler's), not per op of
+ * the schedule. Its kernels are summed by the kind of work they do, and so
+ * are the predicted ops: NCCL's kernels by collective (their names carry
+ * it: ncclDevKernel_AllGather_..., _ReduceScatter_..., _AllReduce_...),
+ * every other kernel as compute, which on the schedule's side is every op
+ * that runs kernels and is not a collective (forward, recompute, backward,
+ * accumulation, FSDP2's copies in and out, the optimizer).
+ */
+enum work { W_COMPUTE, W_ALLGATHER, W_REDUCE_SCATTER, W_ALLREDUCE, W_OTHER_COMM, W_COUNT };
+
+static const char *const work_name[W_COUNT] = { "compute", "allgather", "reduce_scatter", "allreduce",
+						 "other collectives" };
+
+static enum work kernel_work(const char *name)
+{
+	if (!strstr(name, "nccl"))
+		return W_COMPUTE;
+	if (strstr(name, "AllGather"))
+		return W_ALLGATHER;
+	if (strstr(name, "ReduceScatter"))
+		return W_REDUCE_SCATTER;
+	if (strstr(name, "AllReduce"))
+		return W_ALLREDUCE;
+	return W_OTHER_COMM;
+}
+
+/* The kind of work of a schedule op, or -1 for those that run no device kernel (frees, host work, copies over PCIe). */
+static int op_work(enum op_kind k)
+{
+	switch (k) {
+	case OP_ALLGATHER:
+		return W_ALLGATHER;
+	case OP_REDUCE_SCATTER:
+		return W_REDUCE_SCATTER;
+	case OP_ALLREDUCE:
+		return W_ALLREDUCE;
+	case OP_FREE:
+	case OP_CPU_OPTIM:
+	case OP_D2H:
+	case OP_H2D:
+		return -1;
+	default:
+		return W_COMPUTE;
+	}
+}
+
 /* What one comparison found. */
 struct cmp {
 	struct run_read *m;              /* the measured run; its experiment gets the calibration */
@@ -32,6 +79,10 @@ struct cmp {
 	int kind_n[OP_KIND_COUNT];
 	double stream_meas[ST_COUNT], stream_pred[ST_COUNT];
 	int stream_n[ST_COUNT];
+	int timed;                       /* the run has op times (a PyTorch run has kernel times instead) */
+	int mem_measured;                /* it has peak memory (a PyTorch run on the CPU has none) */
+	double work_meas[W_COUNT], work_pred[W_COUNT]; /* untimed runs with kernels: seconds per kind of work */
+	int work_kernels[W_COUNT], work_ops[W_COUNT];
 	struct schedule *s;
 	struct sim_result r;
 	double rank_wait_s;              /* measured: the first rank's wait for the last, summed over the collectives */
@@ -105,7 +156,18 @@ static void tally(struct cmp *c)
 		c->stream_meas[o->stream] += dm;
 		c->stream_pred[o->stream] += dp;
 		c->stream_n[o->stream]++;
+		c->timed |= c->m->ops[i].end_ns > c->m->ops[i].start_ns;
+		if (op_work(o->kind) >= 0) {
+			c->work_pred[op_work(o->kind)] += dp;
+			c->work_ops[op_work(o->kind)]++;
+		}
 	}
+	for (int i = 0; i < c->m->nkernels; i++) {
+		enum work w = kernel_work(c->m->kernels[i].name);
+		c->work_meas[w] += c->m->kernels[i].device_us * 1e-6;
+		c->work_kernels[w] += c->m->kernels[i].calls;
+	}
+	c->mem_measured = c->m->sum.peak_alloc_bytes || c->m->sum.peak_reserved_bytes;
 }
 
 /*
@@ -187,6 +249,8 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	c->within_noise = c->pred.step_time_s >= m->sum.step_time_p10_s &&
 			  c->pred.step_time_s <= m->sum.step_time_p90_s;
 	tally(c);
+	if (!c->mem_measured)
+		c->alloc_err = c->reserved_err = NAN;
 	c->rank_wait_s = rank_wait(c->s, m);
 	return 0;
 }
@@ -268,19 +332,42 @@ static void print_text(FILE *out, const struct cmp *c)
 	fprintf(out, "  step        measured %.3f ms (%d steps, p10-p90 %.3f-%.3f)  predicted %.3f ms  error %+.1f%%%s\n",
 		m->sum.step_time_s * 1e3, m->sum.steps, m->sum.step_time_p10_s * 1e3, m->sum.step_time_p90_s * 1e3,
 		p->step_time_s * 1e3, 100 * c->step_err, c->within_noise ? "  (inside the run's noise)" : "");
-	fprintf(out, "  compute     measured %.3f ms  predicted %.3f ms  error %+.1f%%\n", m->sum.compute_s * 1e3,
-		p->compute_s * 1e3, 100 * rel(p->compute_s, m->sum.compute_s));
-	fprintf(out, "  exposed comm measured %.3f ms  predicted %.3f ms\n", m->sum.exposed_comm_s * 1e3,
-		p->exposed_comm_s * 1e3);
+	if (c->timed) {
+		fprintf(out, "  compute     measured %.3f ms  predicted %.3f ms  error %+.1f%%\n", m->sum.compute_s * 1e3,
+			p->compute_s * 1e3, 100 * rel(p->compute_s, m->sum.compute_s));
+		fprintf(out, "  exposed comm measured %.3f ms  predicted %.3f ms\n", m->sum.exposed_comm_s * 1e3,
+			p->exposed_comm_s * 1e3);
+	} else {
+		fprintf(out, "  compute     not measured (no op times)  predicted %.3f ms\n", p->compute_s * 1e3);
+		fprintf(out, "  exposed comm not measured  predicted %.3f ms\n", p->exposed_comm_s * 1e3);
+	}
 	if (m->nranks > 1)
 		fprintf(out, "  rank skew   %.3f ms: the collectives' first rank waiting for their last, summed "
 			     "(%d ranks measured; the model's ranks run alike)\n", c->rank_wait_s * 1e3, m->nranks);
-	fprintf(out, "  peak alloc  measured %s  predicted %s  error %+.2f%%\n",
-		report_bytes(m->sum.peak_alloc_bytes, b1, sizeof b1), report_bytes(p->peak_alloc_bytes, b2, sizeof b2),
-		100 * c->alloc_err);
-	fprintf(out, "  peak reserved measured %s  predicted %s  error %+.2f%%\n",
-		report_bytes(m->sum.peak_reserved_bytes, b1, sizeof b1),
-		report_bytes(p->peak_reserved_bytes, b2, sizeof b2), 100 * c->reserved_err);
+	if (c->mem_measured) {
+		fprintf(out, "  peak alloc  measured %s  predicted %s  error %+.2f%%\n",
+			report_bytes(m->sum.peak_alloc_bytes, b1, sizeof b1),
+			report_bytes(p->peak_alloc_bytes, b2, sizeof b2), 100 * c->alloc_err);
+		fprintf(out, "  peak reserved measured %s  predicted %s  error %+.2f%%\n",
+			report_bytes(m->sum.peak_reserved_bytes, b1, sizeof b1),
+			report_bytes(p->peak_reserved_bytes, b2, sizeof b2), 100 * c->reserved_err);
+	} else {
+		fprintf(out, "  peak alloc  not measured  predicted %s\n", report_bytes(p->peak_alloc_bytes, b2, sizeof b2));
+		fprintf(out, "  peak reserved not measured  predicted %s\n",
+			report_bytes(p->peak_reserved_bytes, b2, sizeof b2));
+	}
+	if (!c->timed) {
+		if (!m->nkernels) {
+			fprintf(out, "    per op kind: not measured (no op times, no kernel times)\n");
+			return;
+		}
+		fprintf(out, "    %-22s %4s %11s %11s %9s\n", "work (summed kernels)", "ops", "measured ms",
+			"predicted ms", "error");
+		for (int w = 0; w < W_COUNT; w++)
+			if (c->work_kernels[w] || c->work_ops[w])
+				print_ms_row(out, work_name[w], c->work_meas[w], c->work_pred[w], c->work_ops[w]);
+		return;
+	}
 	fprintf(out, "    %-22s %4s %11s %11s %9s\n", "op kind (summed time)", "ops", "measured ms", "predicted ms",
 		"error");
 	kinds_by_error(c, order, &nk);
@@ -338,17 +425,39 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 		     "\"measured_steps\": %d, \"predicted_step_s\": %.9g, \"step_err\": ",
 		m->sum.step_time_s, m->sum.step_time_p10_s, m->sum.step_time_p90_s, m->sum.steps, p->step_time_s);
 	json_num(out, c->step_err);
-	fprintf(out, ", \"within_noise\": %s, \"measured_compute_s\": %.9g, \"predicted_compute_s\": %.9g, "
-		     "\"measured_exposed_comm_s\": %.9g, \"predicted_exposed_comm_s\": %.9g, \"measured_rank_wait_s\": %.9g, "
-		     "\"measured_peak_alloc_bytes\": %llu, \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ",
-		c->within_noise ? "true" : "false", m->sum.compute_s, p->compute_s, m->sum.exposed_comm_s,
-		p->exposed_comm_s, c->rank_wait_s, (unsigned long long)m->sum.peak_alloc_bytes,
-		(unsigned long long)p->peak_alloc_bytes);
+	/* what the run did not measure (a PyTorch run: op times; on the CPU, memory) is null */
+	fprintf(out, ", \"within_noise\": %s, \"measured_compute_s\": ", c->within_noise ? "true" : "false");
+	json_num(out, c->timed ? m->sum.compute_s : NAN);
+	fprintf(out, ", \"predicted_compute_s\": %.9g, \"measured_exposed_comm_s\": ", p->compute_s);
+	json_num(out, c->timed ? m->sum.exposed_comm_s : NAN);
+	fprintf(out, ", \"predicted_exposed_comm_s\": %.9g, \"measured_rank_wait_s\": %.9g, \"measured_peak_alloc_bytes\": ",
+		p->exposed_comm_s, c->rank_wait_s);
+	json_num(out, c->mem_measured ? (double)m->sum.peak_alloc_bytes : NAN);
+	fprintf(out, ", \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ", (unsigned long long)p->peak_alloc_bytes);
 	json_num(out, c->alloc_err);
-	fprintf(out, ", \"measured_peak_reserved_bytes\": %llu, \"predicted_peak_reserved_bytes\": %llu, "
-		     "\"peak_reserved_err\": ",
-		(unsigned long long)m->sum.peak_reserved_bytes, (unsigned long long)p->peak_reserved_bytes);
+	fputs(", \"measured_peak_reserved_bytes\": ", out);
+	json_num(out, c->mem_measured ? (double)m->sum.peak_reserved_bytes : NAN);
+	fprintf(out, ", \"predicted_peak_reserved_bytes\": %llu, \"peak_reserved_err\": ",
+		(unsigned long long)p->peak_reserved_bytes);
 	json_num(out, c->reserved_err);
+	fprintf(out, ", \"memory_measured\": %s, \"op_times_measured\": %s", c->mem_measured ? "true" : "false",
+		c->timed ? "true" : "false");
+	if (!c->timed) {
+		/* per kind of work, from the kernels (null where there are none); no per-stream times */
+		fputs(", \"by_kind\": {", out);
+		for (int w = 0; w < W_COUNT; w++) {
+			if (!c->work_kernels[w] && !c->work_ops[w])
+				continue;
+			fprintf(out, "%s\"%s\": {\"ops\": %d, \"kernels\": %d, \"measured_s\": ", sep++ ? ", " : "",
+				work_name[w], c->work_ops[w], c->work_kernels[w]);
+			json_num(out, m->nkernels ? c->work_meas[w] : NAN);
+			fprintf(out, ", \"predicted_s\": %.9g, \"err\": ", c->work_pred[w]);
+			json_num(out, m->nkernels ? rel(c->work_pred[w], c->work_meas[w]) : NAN);
+			fputc('}', out);
+		}
+		fputs("}, \"by_stream\": {}}", out);
+		return;
+	}
 	fputs(", \"by_kind\": {", out);
 	for (int k = 0; k < OP_KIND_COUNT; k++) {
 		if (!c->kind_n[k])

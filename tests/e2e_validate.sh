@@ -22,7 +22,9 @@
 #      node and 2 across); every emulated run is compared (none refused),
 #      memory byte for byte; the emulated all-reduces of ddp across nodes
 #      take the latency ./sim's catalog prices (a double binary tree's,
-#      core/fabric.h), not the ring's.
+#      core/fabric.h), not the ring's;
+#   7. a PyTorch run (fsdp_bench.py's schema): its kernels by kind of work
+#      against the predicted ops, null for what it did not measure.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -210,6 +212,68 @@ print("%d all-reduces across nodes: %.0f us over their bytes (tree %.0f, ring %.
     len(over), med / 1e3, tree / 1e3, ring / 1e3))
 EOF
 	); then ok "emulated latency = ./sim's: $out"; else bad "emulated latency" "$out"; fi
+fi
+
+# 7. a PyTorch run (experiments/pytorch/fsdp_bench.py's schema, written here without PyTorch):
+#    attach_schedule.py gives it its ops; --compare sums its device kernels by kind of work
+#    (NCCL's by collective, the rest as compute) against the predicted ops of each, says what
+#    it did not measure (op times; memory on the CPU) as null, and compares the memory it did
+pt="$tmp/pytorch.h5"
+if out=$(/usr/bin/python3 - "$pt" <<'EOF'
+import sys, h5py, numpy as np
+attrs = {"model.name": "custom", "model.layers": 2, "model.hidden": 64, "model.ffn": 192, "model.heads": 4,
+         "model.kv_heads": 2, "model.vocab": 256, "model.seq": 32, "cluster.gpu": "h100-sxm", "cluster.nodes": 1,
+         "cluster.gpus_per_node": 2, "policy.sharding": "fsdp", "policy.accum": "sync-each",
+         "policy.microbatches": 1, "policy.wrap": "block", "policy.reshard": "yes", "policy.optim": "foreach",
+         "policy.optim_in_backward": "false", "policy.precision": "mixed", "policy.ac": "none",
+         "policy.runtime": "pytorch", "run.batch": 1, "run.steps": 3, "run.warmup": 1}
+kt = np.dtype([("name", "S64"), ("calls", "<i4"), ("device_us", "<f8")])
+kernels = [(b"sm90_xmma_gemm_bf16bf16_bf16f32", 40, 300.0), (b"ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgs", 5, 20.0),
+           (b"ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDe", 3, 12.0), (b"multi_tensor_apply_kernel<Tens", 9, 8.0)]
+with h5py.File(sys.argv[1], "w") as f:
+    for name, peaks, ks in (("000000", (3 << 20, 8 << 20), kernels), ("000001", (0, 0), None)):
+        g = f.require_group("runs").create_group(name)
+        g.attrs["source"], g.attrs["hardware"], g.attrs["schema_version"] = "pytorch", "test-gpu", np.int32(1)
+        for k, v in attrs.items():
+            g.attrs[k] = str(v)
+        s = g.create_group("summary")
+        for k, v in (("step_time_s", 0.002), ("step_time_p10_s", 0.0019), ("step_time_p90_s", 0.0021),
+                     ("tokens_per_s_per_gpu", 16000.0)):
+            s.attrs[k] = v
+        s.attrs["steps"], s.attrs["fits"] = np.int32(3), np.int32(1)
+        s.attrs["peak_alloc_bytes"], s.attrs["peak_reserved_bytes"] = np.uint64(peaks[0]), np.uint64(peaks[1])
+        s.attrs["gpu_bytes"] = np.uint64(80 << 30)
+        if ks:
+            g.create_dataset("kernels", data=np.array(ks, dtype=kt))
+EOF
+) && /usr/bin/python3 experiments/pytorch/attach_schedule.py "$pt" --sim "$SIM" >/dev/null &&
+	"$SIM" --compare "$pt" --json >"$tmp/pt.json" 2>"$tmp/pt.err" && out=$(/usr/bin/python3 - "$tmp/pt.json" "$tmp/pt.err" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert open(sys.argv[2]).read() == "", open(sys.argv[2]).read()  # no message for what a PyTorch run lacks
+a, b = d["runs"]
+for r in (a, b):
+    assert r["op_times_measured"] is False and r["measured_compute_s"] is None and r["by_stream"] == {}, r
+    assert set(r["by_kind"]) == {"compute", "allgather", "reduce_scatter"}, r["by_kind"]
+    assert all(k["predicted_s"] > 0 and k["ops"] > 0 for k in r["by_kind"].values()), r["by_kind"]
+k = a["by_kind"]
+assert (k["compute"]["kernels"], k["allgather"]["kernels"], k["reduce_scatter"]["kernels"]) == (49, 5, 3), k
+assert abs(k["compute"]["measured_s"] - 308e-6) < 1e-12 and abs(k["allgather"]["measured_s"] - 20e-6) < 1e-12, k
+assert abs(k["reduce_scatter"]["err"] - (k["reduce_scatter"]["predicted_s"] / 12e-6 - 1)) < 1e-6, k
+assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
+assert abs(a["peak_reserved_err"] - (a["predicted_peak_reserved_bytes"] / (8 << 20) - 1)) < 1e-9, a
+assert b["memory_measured"] is False and b["measured_peak_alloc_bytes"] is None and b["peak_alloc_err"] is None
+assert b["by_kind"]["compute"]["measured_s"] is None and b["by_kind"]["compute"]["err"] is None
+print("kernels by kind of work: compute %.0f us measured / %.0f predicted; memory not measured: null" % (
+    1e6 * k["compute"]["measured_s"], 1e6 * k["compute"]["predicted_s"]))
+EOF
+); then ok "pytorch run: $out"; else bad "pytorch run" "${out:-} $(head -3 "$tmp/pt.err" 2>/dev/null)"; fi
+if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)" "$tmp/pt.txt" &&
+	grep -q "peak alloc  not measured" "$tmp/pt.txt" &&
+	grep -q "per op kind: not measured (no op times, no kernel times)" "$tmp/pt.txt" && ! grep -q "inf%" "$tmp/pt.txt"; then
+	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was"
+else
+	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
 
 echo "$passed passed, $failed failed"

@@ -194,7 +194,8 @@ def measure(cfg, args, device, mesh, rank):
             sync(device)
         for e in p.key_averages():
             dev_us = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0) or 0
-            prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us)))
+            kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA  # a kernel, not an op
+            prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
     peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if device.type == "cuda" else (0, 0)
     del model, opt
     return times, peaks, prof_rows
@@ -246,7 +247,11 @@ def append(path, cfg, world, hardware, times, peaks, prof, gpu_bytes):
         s.attrs["fits"] = np.int32(1)
         if prof:
             dt = np.dtype([("name", "S64"), ("calls", "<i4"), ("cpu_us", "<f8"), ("device_us", "<f8")])
-            g.create_dataset("profile", data=np.array([(n.encode(), c, a, b) for n, c, a, b in prof], dtype=dt))
+            g.create_dataset("profile", data=np.array([(n.encode(), c, a, b) for n, c, a, b, _ in prof], dtype=dt))
+            # the device's kernels alone (an op's device time is its kernels' again): ./sim --compare
+            # sums them by kind of work (NCCL's collectives, the optimizer's, FSDP2's copies, compute)
+            kt = np.dtype([("name", "S64"), ("calls", "<i4"), ("device_us", "<f8")])
+            g.create_dataset("kernels", data=np.array([(n.encode(), c, b) for n, c, _, b, k in prof if k], dtype=kt))
     return name
 
 

@@ -15,7 +15,7 @@ hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" 
 rc=0
 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
-	torchrun --standalone --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
+	$PY -m torch.distributed.run --standalone --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
 		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
 	[ "$n" = 1 ] && break
 done
