@@ -175,6 +175,9 @@ def main():
         s.create_dataset("kernels", data=np.array(kernels, dtype=kt))
         s.create_dataset("gemm", data=np.array(gemms, dtype=kt))
         s.create_dataset("passes", data=np.array(passes, dtype=[("bytes", "<u8"), ("ns", "<f8")]))
+        # one process measures no collective: the table is there, empty, as ./sim reads every session's
+        s.create_dataset("collectives", data=np.zeros(0, dtype=[("kind", "u1"), ("ranks", "<i4"), ("bytes", "<u8"),
+                                                                ("ns", "<f8"), ("ns_busy", "<f8")]))
     print("%s: %d kernels, %d gemms, %d passes; AdamW foreach %.3g, fused %.3g ns/elem; launch queue %d kernels" %
           (a.out, len(kernels), len(gemms), len(passes), scal["foreach"], scal["fused"], queue))
 
