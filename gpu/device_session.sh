@@ -91,15 +91,17 @@ pack() {
 # Open MPI from the bundle (mpirun is a script giving the bundle's libraries to
 # itself and its job); the CUDA libraries from the toolkit where it has them,
 # else from the Python environment's nvidia/*/lib folders.
-find_python() {
-	local py
+find_python() { # the first Python that imports torch (its nvidia/*/lib hold the CUDA libraries), else the first
+	local py first=""
 	for py in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
-		if command -v "$py" >/dev/null 2>&1; then
+		command -v "$py" >/dev/null 2>&1 || continue
+		[ -n "$first" ] || first=$(command -v "$py")
+		if "$py" -c 'import torch' >/dev/null 2>&1; then
 			command -v "$py"
 			return 0
 		fi
 	done
-	return 1
+	[ -n "$first" ] && echo "$first"
 }
 
 setup_libs() {

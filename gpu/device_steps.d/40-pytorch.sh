@@ -4,7 +4,7 @@
 # exits 0 when PyTorch or a GPU is missing (it says so), non-zero when a measurement fails.
 set -uo pipefail
 : "${OUT:?OUT must name the folder results go to}"
-PY=${PYTHON:-python3}
+PY=${PYTHON:-${PY:-python3}} # device_session.sh exports PY: the Python that has torch
 mkdir -p "$OUT/pytorch"
 if ! $PY -c 'import torch, h5py; assert torch.cuda.is_available()' 2>/dev/null; then
 	echo "40-pytorch: no PyTorch with CUDA here; skipped"
