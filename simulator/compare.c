@@ -80,6 +80,7 @@ struct cmp {
 	double stream_meas[ST_COUNT], stream_pred[ST_COUNT];
 	int stream_n[ST_COUNT];
 	int timed;                       /* the run has op times (a PyTorch run has kernel times instead) */
+	int kernel_timed;                /* it has kernel times (a kernels table whose time is not all 0) */
 	int mem_measured;                /* it has peak memory (a PyTorch run on the CPU has none) */
 	double work_meas[W_COUNT], work_pred[W_COUNT]; /* untimed runs with kernels: seconds per kind of work */
 	int work_kernels[W_COUNT], work_ops[W_COUNT];
@@ -166,6 +167,7 @@ static void tally(struct cmp *c)
 		enum work w = kernel_work(c->m->kernels[i].name);
 		c->work_meas[w] += c->m->kernels[i].device_us * 1e-6;
 		c->work_kernels[w] += c->m->kernels[i].calls;
+		c->kernel_timed |= c->m->kernels[i].device_us > 0;
 	}
 	c->mem_measured = c->m->sum.peak_alloc_bytes || c->m->sum.peak_reserved_bytes;
 }
@@ -298,7 +300,12 @@ static int already_there(const struct cmp *c, const struct run_read *all, int n)
 
 static void print_ms_row(FILE *out, const char *what, double meas, double pred, int n)
 {
-	fprintf(out, "    %-22s %4d %11.3f %11.3f %+8.1f%%\n", what, n, meas * 1e3, pred * 1e3, 100 * rel(pred, meas));
+	double e = rel(pred, meas);
+
+	if (isfinite(e))
+		fprintf(out, "    %-22s %4d %11.3f %11.3f %+8.1f%%\n", what, n, meas * 1e3, pred * 1e3, 100 * e);
+	else /* nothing measured to be off from */
+		fprintf(out, "    %-22s %4d %11.3f %11.3f %9s\n", what, n, meas * 1e3, pred * 1e3, "n/a");
 }
 
 /* The op kinds, heaviest absolute difference first. */
@@ -357,7 +364,7 @@ static void print_text(FILE *out, const struct cmp *c)
 			report_bytes(p->peak_reserved_bytes, b2, sizeof b2));
 	}
 	if (!c->timed) {
-		if (!m->nkernels) {
+		if (!c->kernel_timed) {
 			fprintf(out, "    per op kind: not measured (no op times, no kernel times)\n");
 			return;
 		}
@@ -450,9 +457,9 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 				continue;
 			fprintf(out, "%s\"%s\": {\"ops\": %d, \"kernels\": %d, \"measured_s\": ", sep++ ? ", " : "",
 				work_name[w], c->work_ops[w], c->work_kernels[w]);
-			json_num(out, m->nkernels ? c->work_meas[w] : NAN);
+			json_num(out, c->kernel_timed ? c->work_meas[w] : NAN);
 			fprintf(out, ", \"predicted_s\": %.9g, \"err\": ", c->work_pred[w]);
-			json_num(out, m->nkernels ? rel(c->work_pred[w], c->work_meas[w]) : NAN);
+			json_num(out, c->kernel_timed ? rel(c->work_pred[w], c->work_meas[w]) : NAN);
 			fputc('}', out);
 		}
 		fputs("}, \"by_stream\": {}}", out);
