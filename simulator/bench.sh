@@ -14,6 +14,20 @@ for rt in testbed pytorch pytorch-compile; do
 	taskset -c 0 ./sim --model llama3-70b --gpu h100-sxm --nodes 128 --gpus-per-node 8 --policy hsdp \
 		--microbatches 8 --runtime "$rt" --bench "$([ "$rt" = testbed ] && echo 200 || echo 20)"
 done
+# the same steps in instructions (valgrind's callgrind, where installed): a count that the
+# machine's other load does not change, for comparing builds on a shared machine
+if command -v valgrind >/dev/null && [ "${BENCH_INSTR:-1}" = 1 ]; then
+	echo "  instructions per simulated step (callgrind: (3 steps - 1 step) / 2):"
+	for rt in testbed pytorch pytorch-compile; do
+		ir=()
+		for n in 1 3; do
+			ir+=("$(valgrind --tool=callgrind --callgrind-out-file=/dev/null ./sim --model llama3-70b --gpu h100-sxm \
+				--nodes 128 --gpus-per-node 8 --policy hsdp --microbatches 8 --runtime "$rt" --bench $n 2>&1 |
+				sed -n 's/.*Collected : \([0-9]*\).*/\1/p')")
+		done
+		printf '  %-16s%s M\n' "$rt:" "$(awk "BEGIN { printf \"%.1f\", (${ir[1]} - ${ir[0]}) / 2e6 }")"
+	done
+fi
 echo "llama3-8b, 2 x 8 h100-sxm, fsdp:"
 taskset -c 0 ./sim experiments/llama3.ini --bench 500
 echo "--policy all, llama3-8b, 2 x 8 h100-sxm, 4 microbatches:"
