@@ -110,6 +110,12 @@ struct skey {
 	int b;
 };
 
+/* Free blocks ascending by key. */
+struct order {
+	struct skey *v;
+	int n, cap;
+};
+
 /* A free block below a level, waiting for position `at` of a stream (or issue index `at`). */
 struct watch {
 	uint32_t at, gen; /* gen: the block's when it was watched; stale once the block's differs */
@@ -126,8 +132,7 @@ struct pool {
 	int n, cap;
 	int *linked;
 	int nlinked, caplinked;
-	struct skey *ready, *old; /* caching: the free blocks at level 2 and 1, ascending keys */
-	int nready, nold, capready, capold;
+	struct order ready, old;  /* caching: the free blocks at level 2 and 1 */
 	uint32_t clk[ST_COUNT];   /* caching: the last request's clock and issue index */
 	uint32_t op;
 	struct heap watch[ST_COUNT], aging;
@@ -160,9 +165,13 @@ struct allocator {
 	uint32_t retries, ooms; /* flushes of the cache; segments reserved past the capacity even so */
 	uint64_t capacity;      /* the capacity, raised by each segment reserved past it */
 	uint32_t search;     /* searches so far, for the stamps */
-	int draining;        /* drain(): blocks leave their levels without leaving the orders (drained()) */
-	struct skey *keys;   /* drained(): scratch */
+	int draining;        /* drain(): merged blocks stay out of the levels until drain puts every block at 2 */
+	int at_b, at_i;      /* the block a search chose and its place in its order, a guess (order_remove) */
+	struct skey *keys;   /* drain(): scratch, the blocks entering ready[] */
 	int capkeys;
+	struct skey *whole;  /* drain(): the free blocks that span their segment, pool by pool */
+	int nwhole, capwhole;
+	int whole_at[NPOOLS + 1]; /* pool p's in whole[whole_at[p], whole_at[p + 1]) */
 	const struct alloc_req *rq; /* the request being searched for */
 };
 
@@ -204,13 +213,14 @@ void alloc_free(struct allocator *a)
 	for (int p = 0; p < NPOOLS; p++) {
 		free(a->pools[p].free);
 		free(a->pools[p].linked);
-		free(a->pools[p].ready);
-		free(a->pools[p].old);
+		free(a->pools[p].ready.v);
+		free(a->pools[p].old.v);
 		for (int t = 0; t < ST_COUNT; t++)
 			free(a->pools[p].watch[t].v);
 		free(a->pools[p].aging.v);
 	}
 	free(a->keys);
+	free(a->whole);
 	free(a->blocks);
 	free(a->spare);
 	free(a->segs);
@@ -279,30 +289,37 @@ static int keys_lower(const struct skey *v, int n, const struct skey *k)
 	return lo;
 }
 
-/* Block b enters or leaves the n ascending keys *v (cap of room); its key must not change meanwhile. */
-static void keys_insert(struct allocator *a, struct skey **v, int *n, int *cap, int b)
+/* Block b enters o with key k (the caller sets the block's level); its key must not change while there. */
+static void order_insert(struct order *o, struct skey k)
 {
-	struct skey k = key_of(a, b);
 	int i;
 
-	if (*n == *cap) {
-		*cap = *cap ? 2 * *cap : 16;
-		*v = xrealloc(*v, sizeof(**v) * (size_t)*cap);
+	if (o->n == o->cap) {
+		o->cap = o->cap ? 2 * o->cap : 16;
+		o->v = xrealloc(o->v, sizeof(*o->v) * (size_t)o->cap);
 	}
-	i = keys_lower(*v, *n, &k);
-	memmove(*v + i + 1, *v + i, sizeof(**v) * (size_t)(*n - i));
-	(*v)[i] = k;
-	(*n)++;
+	i = keys_lower(o->v, o->n, &k);
+	memmove(o->v + i + 1, o->v + i, sizeof(*o->v) * (size_t)(o->n - i));
+	o->v[i] = k;
+	o->n++;
 }
 
-static void keys_remove(struct allocator *a, struct skey *v, int *n, int b)
+/*
+ * Block b leaves o. The search that chose the block to give out knows its
+ * place (a->at_b, a->at_i): a guess, right when o->v[at_i] is b's entry;
+ * else the binary search finds it.
+ */
+static void order_remove(struct allocator *a, struct order *o, int b)
 {
-	struct skey k = key_of(a, b);
-	int i = keys_lower(v, *n, &k);
+	int i = a->at_i;
 
-	assert(i < *n && v[i].b == b);
-	memmove(v + i, v + i + 1, sizeof(*v) * (size_t)(*n - i - 1));
-	(*n)--;
+	if (a->at_b != b || i >= o->n || o->v[i].b != b) {
+		struct skey k = key_of(a, b);
+		i = keys_lower(o->v, o->n, &k);
+	}
+	assert(i < o->n && o->v[i].b == b);
+	memmove(o->v + i, o->v + i + 1, sizeof(*o->v) * (size_t)(o->n - i - 1));
+	o->n--;
 }
 
 /* ---- the levels of a caching pool's free blocks ----------------------------------- */
@@ -371,7 +388,7 @@ static void level_enter(struct allocator *a, int b, int age)
 			if (k->level || !a->cfg.wait_age || !age)
 				return;
 			if (p->op >= k->freed_op + a->cfg.wait_age) {
-				keys_insert(a, &p->old, &p->nold, &p->capold, b);
+				order_insert(&p->old, key_of(a, b));
 				k->level = 1;
 			} else {
 				heap_push(&p->aging, k->freed_op + a->cfg.wait_age, b, k->gen);
@@ -380,8 +397,8 @@ static void level_enter(struct allocator *a, int b, int age)
 		}
 	}
 	if (k->level == 1)
-		keys_remove(a, p->old, &p->nold, b);
-	keys_insert(a, &p->ready, &p->nready, &p->capready, b);
+		order_remove(a, &p->old, b);
+	order_insert(&p->ready, key_of(a, b));
 	k->level = 2;
 }
 
@@ -391,15 +408,10 @@ static void level_leave(struct allocator *a, int b)
 	struct block *k = &a->blocks[b];
 	struct pool *p = &a->pools[k->pool];
 
-	if (a->draining) { /* its entry in ready[] or old[], if any, goes stale: drained() drops it */
-		k->level = 0;
-		k->gen++;
-		return;
-	}
 	if (k->level == 2)
-		keys_remove(a, p->ready, &p->nready, b);
+		order_remove(a, &p->ready, b);
 	else if (k->level == 1)
-		keys_remove(a, p->old, &p->nold, b);
+		order_remove(a, &p->old, b);
 	k->level = 0;
 	k->gen++;
 }
@@ -416,12 +428,12 @@ static int key_cmp(const void *x, const void *y)
  */
 static void level_rebuild(struct allocator *a, struct pool *p)
 {
-	p->nready = p->nold = p->aging.n = 0;
+	p->ready.n = p->old.n = p->aging.n = 0;
 	for (int t = 0; t < ST_COUNT; t++)
 		p->watch[t].n = 0;
-	if (p->capready < p->n) {
-		p->capready = p->n;
-		p->ready = xrealloc(p->ready, sizeof(*p->ready) * (size_t)p->capready);
+	if (p->ready.cap < p->n) {
+		p->ready.cap = p->n;
+		p->ready.v = xrealloc(p->ready.v, sizeof(*p->ready.v) * (size_t)p->ready.cap);
 	}
 	for (int i = 0; i < p->n; i++) {
 		int b = p->free[i];
@@ -429,13 +441,13 @@ static void level_rebuild(struct allocator *a, struct pool *p)
 		k->level = 0;
 		k->gen++;
 		if (ready_for(k, p->clk)) {
-			p->ready[p->nready++] = key_of(a, b);
+			p->ready.v[p->ready.n++] = key_of(a, b);
 			k->level = 2;
 		} else {
 			level_enter(a, b, 1); /* never into ready[]: it waits for some stream */
 		}
 	}
-	qsort(p->ready, (size_t)p->nready, sizeof(*p->ready), key_cmp);
+	qsort(p->ready.v, (size_t)p->ready.n, sizeof(*p->ready.v), key_cmp);
 }
 
 /*
@@ -467,7 +479,7 @@ static void level_advance(struct allocator *a, struct pool *p, const uint32_t *c
 		struct watch w = heap_pop(&p->aging);
 		struct block *k = &a->blocks[w.b];
 		if (k->gen == w.gen && k->slot >= 0 && k->level == 0) {
-			keys_insert(a, &p->old, &p->nold, &p->capold, w.b);
+			order_insert(&p->old, key_of(a, w.b));
 			k->level = 1;
 		}
 	}
@@ -728,10 +740,12 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 		best_run[2] = bk.size;
 	} else {
 		/* the first lone block at level 2 by size */
-		for (int i = keys_lower(p->ready, p->nready, &key); i < p->nready && best[2] < 0; i++) {
-			int b = p->ready[i].b;
+		for (int i = keys_lower(p->ready.v, p->ready.n, &key); i < p->ready.n && best[2] < 0; i++) {
+			int b = p->ready.v[i].b;
 			assert(usable(a, b, 2));
 			if (!usable(a, a->blocks[b].prev, 2) && !usable(a, a->blocks[b].next, 2)) {
+				a->at_b = b;
+				a->at_i = i;
 				best[2] = b;
 				best_run[2] = a->blocks[b].size;
 			}
@@ -758,10 +772,13 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 		}
 		if (need == 2 && a->rq->clock) {
 			/* none at level 2: the first lone block at level 1 or 2 by size, in the two orders */
-			int i = keys_lower(p->ready, p->nready, &key), j = keys_lower(p->old, p->nold, &key);
-			while (best[1] < 0 && (i < p->nready || j < p->nold)) {
-				int b = j >= p->nold || (i < p->nready && key_less(&p->ready[i], &p->old[j])) ?
-						p->ready[i++].b : p->old[j++].b;
+			const struct order *x = &p->ready, *y = &p->old;
+			int i = keys_lower(x->v, x->n, &key), j = keys_lower(y->v, y->n, &key);
+			while (best[1] < 0 && (i < x->n || j < y->n)) {
+				int in_x = j >= y->n || (i < x->n && key_less(&x->v[i], &y->v[j]));
+				int b = in_x ? x->v[i++].b : y->v[j++].b;
+				a->at_b = b;
+				a->at_i = in_x ? i - 1 : j - 1;
 				assert(usable(a, b, 1));
 				if (!usable(a, a->blocks[b].prev, 1) && !usable(a, a->blocks[b].next, 1)) {
 					best[1] = b;
@@ -889,12 +906,85 @@ static void compact(struct allocator *a, struct pool *p, uint32_t op)
 /* ---- the device's capacity -------------------------------------------------------- */
 
 /*
+ * After drain's merges, every free block of caching pool p is ready for
+ * any op: its clock cleared, each at level 2, in ready[]. Those at level 2
+ * already stay where they are; the others (below 2 before, or merged)
+ * enter one by one when few, else sorted and merged in. The blocks that
+ * span their segment are noted in whole[] (flush() releases them).
+ */
+static void drained(struct allocator *a, struct pool *p)
+{
+	struct order *o = &p->ready;
+	int nb = 0, i, j, w;
+
+	p->old.n = p->aging.n = 0;
+	for (int t = 0; t < ST_COUNT; t++)
+		p->watch[t].n = 0;
+	if (a->capkeys < p->n) {
+		a->capkeys = p->n;
+		a->keys = xrealloc(a->keys, sizeof(*a->keys) * (size_t)a->capkeys);
+	}
+	if (a->capwhole < a->nwhole + p->n) {
+		a->capwhole = 2 * (a->nwhole + p->n);
+		a->whole = xrealloc(a->whole, sizeof(*a->whole) * (size_t)a->capwhole);
+	}
+	for (i = 0; i < p->n; i++) {
+		int b = p->free[i];
+		struct block *k = &a->blocks[b];
+		memset(k->ready, 0, sizeof(k->ready));
+		k->waits = 0;
+		k->freed_op = 0;
+		if (k->prev < 0 && k->next < 0)
+			a->whole[a->nwhole++] = key_of(a, b);
+		if (k->level != 2) {
+			k->level = 2;
+			k->gen++;
+			a->keys[nb++] = key_of(a, b);
+		}
+	}
+	assert(o->n + nb == p->n);
+	if (nb * 8 <= o->n) {
+		for (j = 0; j < nb; j++)
+			order_insert(o, a->keys[j]);
+		return;
+	}
+	qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
+	if (o->cap < p->n) {
+		o->cap = p->n;
+		o->v = xrealloc(o->v, sizeof(*o->v) * (size_t)o->cap);
+	}
+	/* merge from the back, in place */
+	for (i = o->n - 1, j = nb - 1, w = p->n - 1; j >= 0; w--)
+		o->v[w] = i >= 0 && key_less(&a->keys[j], &o->v[i]) ? o->v[i--] : a->keys[j--];
+	o->n = p->n;
+}
+
+/*
  * Every op issued so far has completed: each free block is free for any
- * op, and each run of adjacent free blocks becomes one block. The pools'
- * levels are stale until rebuilt.
+ * op, and each run of adjacent free blocks becomes one block. A caching
+ * pool's free blocks are all at level 2 then (drained()).
  */
 static void drain(struct allocator *a)
 {
+	a->nwhole = 0;
+	if (a->cfg.caching) {
+		/*
+		 * each run of free blocks becomes one block (the pool knows
+		 * the free blocks whose next is free: linked); the merged
+		 * blocks' clocks are cleared after, as every other's
+		 */
+		a->draining = 1;
+		for (int p = 0; p < NPOOLS; p++) {
+			struct pool *q = &a->pools[p];
+			while (q->nlinked)
+				merge(a, q->linked[0], a->blocks[q->linked[0]].next);
+			a->whole_at[p] = a->nwhole;
+			drained(a, q);
+		}
+		a->whole_at[NPOOLS] = a->nwhole;
+		a->draining = 0;
+		return;
+	}
 	for (int p = 0; p < NPOOLS; p++)
 		for (int i = 0; i < a->pools[p].n; i++) {
 			struct block *k = &a->blocks[a->pools[p].free[i]];
@@ -902,19 +992,9 @@ static void drain(struct allocator *a)
 			k->waits = 0;
 			k->freed_op = 0;
 		}
-	/*
-	 * with every clock cleared, each run of free blocks becomes one
-	 * block: a caching pool knows the free blocks whose next is free
-	 * (linked); an arena's few are looked at (merging reorders the list)
-	 */
-	a->draining = a->cfg.caching;
+	/* with every clock cleared, each run of free blocks becomes one block (merging reorders the list) */
 	for (int p = 0; p < NPOOLS; p++) {
 		struct pool *q = &a->pools[p];
-		if (a->cfg.caching) {
-			while (q->nlinked)
-				merge(a, q->linked[0], a->blocks[q->linked[0]].next);
-			continue;
-		}
 		for (int i = 0; i < q->n; i++) {
 			int b = q->free[i], next = a->blocks[b].next;
 			if (next >= 0 && a->blocks[next].slot >= 0) {
@@ -923,49 +1003,6 @@ static void drain(struct allocator *a)
 			}
 		}
 	}
-	a->draining = 0;
-}
-
-/*
- * After drain, every free block of a caching pool is ready for any op:
- * ready[] holds them all, by key. The blocks drain left at level 2 are
- * still in order in ready[] (the rest of its entries went stale); the
- * others (below 2 before, or merged) are sorted and merged in.
- */
-static void drained(struct allocator *a, struct pool *p)
-{
-	int na = 0, nb = 0, i, j, w;
-
-	p->nold = p->aging.n = 0;
-	for (int t = 0; t < ST_COUNT; t++)
-		p->watch[t].n = 0;
-	for (i = 0; i < p->nready; i++) {
-		const struct block *k = &a->blocks[p->ready[i].b];
-		if (k->level == 2 && k->slot >= 0)
-			p->ready[na++] = p->ready[i];
-	}
-	if (a->capkeys < p->n) {
-		a->capkeys = p->n;
-		a->keys = xrealloc(a->keys, sizeof(*a->keys) * (size_t)a->capkeys);
-	}
-	for (i = 0; i < p->n; i++) {
-		struct block *k = &a->blocks[p->free[i]];
-		if (k->level != 2) {
-			k->level = 2;
-			k->gen++;
-			a->keys[nb++] = key_of(a, p->free[i]);
-		}
-	}
-	assert(na + nb == p->n);
-	qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
-	if (p->capready < p->n) {
-		p->capready = p->n;
-		p->ready = xrealloc(p->ready, sizeof(*p->ready) * (size_t)p->capready);
-	}
-	/* merge from the back, in place */
-	for (i = na - 1, j = nb - 1, w = na + nb - 1; j >= 0; w--)
-		p->ready[w] = i >= 0 && key_less(&a->keys[j], &p->ready[i]) ? p->ready[i--] : a->keys[j--];
-	p->nready = p->n;
 }
 
 /* Free block b spans its segment: the segment goes back to the device. */
@@ -995,23 +1032,13 @@ static void segment_release(struct allocator *a, int b)
  */
 static void flush(struct allocator *a)
 {
-	drain(a);
-	for (int p = 0; p < NPOOLS; p++)
-		drained(a, &a->pools[p]); /* every free block ready, each pool's in ready[] by size */
+	drain(a); /* every free block ready; those that span their segment in whole[] */
 	for (int small = 0; small < 2; small++)
 		for (int t = 0; t < ST_COUNT; t++) {
-			struct pool *p = &a->pools[2 * t + !small];
-			int kept = 0;
-			for (int i = 0; i < p->nready; i++) {
-				struct skey k = p->ready[i];
-				if (a->blocks[k.b].prev < 0 && a->blocks[k.b].next < 0) {
-					a->blocks[k.b].level = 0; /* out of ready[] here, in one pass */
-					segment_release(a, k.b);
-				} else {
-					p->ready[kept++] = k;
-				}
-			}
-			p->nready = kept;
+			int p = 2 * t + !small, lo = a->whole_at[p], n = a->whole_at[p + 1] - lo;
+			qsort(a->whole + lo, (size_t)n, sizeof(*a->whole), key_cmp);
+			for (int i = 0; i < n; i++)
+				segment_release(a, a->whole[lo + i].b);
 		}
 }
 
@@ -1121,7 +1148,6 @@ void alloc_settle(struct allocator *a)
 		for (int p = 0; p < NPOOLS; p++) {
 			memset(a->pools[p].clk, 0, sizeof(a->pools[p].clk));
 			a->pools[p].op = 0;
-			drained(a, &a->pools[p]);
 		}
 }
 
