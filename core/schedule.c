@@ -1357,22 +1357,6 @@ void schedule_static_bytes(const struct schedule *s, uint64_t out[MEM_CAT_COUNT]
 			out[s->bufs[i].cat] += s->bufs[i].bytes;
 }
 
-int op_is_collective(enum op_kind k)
-{
-	return k == OP_ALLGATHER || k == OP_REDUCE_SCATTER || k == OP_ALLREDUCE;
-}
-
-int op_is_kernel(const struct op *o)
-{
-	switch (o->kind) {
-	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
-	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 int op_is_comm(const struct schedule *s, const struct op *o)
 {
 	if (op_is_collective(o->kind))

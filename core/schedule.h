@@ -295,8 +295,21 @@ static inline int schedule_group_size(const struct schedule *s, int group)
 }
 
 /* Collectives (all-gather, reduce-scatter, all-reduce) and kernel ops (run on the GPU's SMs). */
-int op_is_collective(enum op_kind k);
-int op_is_kernel(const struct op *o);
+static inline int op_is_collective(enum op_kind k)
+{
+	return k == OP_ALLGATHER || k == OP_REDUCE_SCATTER || k == OP_ALLREDUCE;
+}
+
+static inline int op_is_kernel(const struct op *o)
+{
+	switch (o->kind) {
+	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
+	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM:
+		return 1;
+	default:
+		return 0;
+	}
+}
 /* Communication the step can expose: a collective over more than one rank, or a host-device copy. */
 int op_is_comm(const struct schedule *s, const struct op *o);
 

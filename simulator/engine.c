@@ -524,9 +524,8 @@ static void finish_op(struct engine *g, int i)
 	if (!instant)
 		g->dirty = 1;
 	/* only the op's own stream and those of ops it released can start something */
-	for (int st = 0; st < ST_COUNT; st++)
-		if ((streams >> st) & 1)
-			try_stream(g, st);
+	for (; streams; streams &= streams - 1)
+		try_stream(g, __builtin_ctz(streams));
 	launch_release(g, op); /* last: the streams' heads are where this op's end left them */
 }
 
