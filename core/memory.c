@@ -163,8 +163,12 @@ int memory_grant(struct memory *m, int op, uint64_t t_ns)
 	const struct schedule *s = m->s;
 	const struct op *o = &s->ops[op];
 	const uint32_t *clock = &s->clock[(size_t)op * ST_COUNT];
-	uint32_t wait[ST_COUNT] = { 0 }, retries = alloc_retries(m->a), ooms = alloc_ooms(m->a);
+	uint32_t wait[ST_COUNT] = { 0 }, retries, ooms;
 
+	if (!o->nalloc) /* nothing to grant: no flush, no wait (m->wait starts at -1) */
+		return 0;
+	retries = alloc_retries(m->a);
+	ooms = alloc_ooms(m->a);
 	for (int i = 0; i < o->nalloc; i++) {
 		int b = (int)s->bufrefs[o->buf_first + i];
 		if (on_device(&s->bufs[b]) && grant(m, b, o->stream, clock, wait) != 0)
@@ -182,8 +186,7 @@ int memory_grant(struct memory *m, int op, uint64_t t_ns)
 	for (int t = 0; t < ST_COUNT; t++)
 		m->wait[(size_t)op * ST_COUNT + t] =
 			wait[t] > clock[t] ? s->stream_ops[s->stream_first[t] + wait[t] - 1] : -1;
-	if (o->nalloc)
-		sample(m, t_ns);
+	sample(m, t_ns);
 	return 0;
 }
 
