@@ -3,19 +3,21 @@
  * by happens-before (see alloc.h).
  *
  * Blocks tile their segment: each knows its neighbours, so a freed block
- * merges with the free ones beside it when their clocks agree. Free blocks
- * sit in their pool's list; a request stamps them with how they can serve
- * (ready, old enough to wait for, not at all) and walks the runs of
- * adjacent usable blocks (ties: the lowest segment, then offset, so the
- * choice never depends on list order). An arena's pools hold about ten
- * free blocks, and a request looks at each. A caching pool holds a hundred
- * or more (every segment PyTorch ever reserved stays in it), so it keeps
- * its free blocks ordered by size, apart by how they can serve its stream
- * (struct pool), and a list of the free blocks whose next block is free: a
- * request looks at the blocks large enough that serve it best, from the
- * smallest up, and at the runs of several blocks, which finds the run the
- * scan of every block would. A step has a few thousand requests; a caching
- * allocator's peaks take up to warmup + steps of them (core/memory.c).
+ * merges with the free ones beside it when their clocks agree. A request
+ * asks of free blocks how they can serve it (ready, old enough to wait
+ * for, not at all) and takes a run of adjacent usable blocks (ties: the
+ * lowest segment, then offset). An arena's pools hold about ten free
+ * blocks each, listed in offset order, so that a run of adjacent free
+ * blocks is a stretch of the list: a request walks the list once, summing
+ * the runs as it goes (first fit stops at the first run that serves it
+ * ready). A caching pool holds a hundred or more (every segment PyTorch
+ * ever reserved stays in it), so it keeps its free blocks ordered by size,
+ * apart by how they can serve its stream (struct pool), and a list of the
+ * free blocks whose next block is free: a request looks at the blocks
+ * large enough that serve it best, from the smallest up, and at the runs
+ * of several blocks, which finds the run the scan of every block would. A
+ * step has a few thousand requests; a caching allocator's peaks take up to
+ * warmup + steps of them (core/memory.c).
  *
  * An arena region is a segment whose last block is free and unbounded:
  * the region is as large as the highest byte ever granted in it, rounded
@@ -72,20 +74,24 @@ struct block {
 	int seg;
 	int pool;
 	int prev, next;   /* neighbours in the segment, -1 at its ends */
-	int slot;         /* index in its pool's free list, -1 while in use */
+	int slot;         /* free: its index in a caching pool's free list, 0 in an arena's; -1 while in use */
 	int lslot;        /* index in its pool's linked list (free, and so is its next block), -1 */
+	int fprev, fnext; /* arena, free: the free blocks before and after it in its pool's list, -1 at the ends */
 	uint32_t ready[ST_COUNT]; /* free: the clock an op must have reached to take it */
 	uint32_t waits;           /* free: the streams t whose ready[t] is above 0, a bit each */
 	uint32_t freed_op;        /* free: issue index of the (latest) op that freed it */
-	uint32_t mark;            /* a search's stamp: (search << 2) | usability */
+	uint32_t mark;            /* caching: a search's stamp, (search << 2) | usability */
 	uint32_t gen;             /* caching: changes when a free block's key or clock changes, or it leaves its pool */
 	int level;                /* caching, free: in its pool's order of level 2 (ready), 1 (old), or 0 (neither) */
 };
 
 /*
- * A pool's free blocks: in no order (free[], a block's slot), and those
- * whose next block in the segment is free too (linked[]: the starts of the
- * runs of more than one block).
+ * A pool's free blocks: a caching pool's in no order (free[], a block's
+ * slot), and those whose next block in the segment is free too (linked[]:
+ * the starts of the runs of more than one block); an arena pool's, whose
+ * blocks all lie in its one region, in a list by offset (head, a block's
+ * fprev and fnext), which a search walks once and a merge or a split
+ * changes where it happens.
  *
  * A caching pool serves the ops of one stream in issue order, so the
  * clocks and issue indices of its requests only grow: a free block, once
@@ -128,8 +134,9 @@ struct heap {
 };
 
 struct pool {
-	int *free;
-	int n, cap;
+	int *free;        /* caching: the free blocks */
+	int n, cap;       /* n: the free blocks, in either kind */
+	int head, tail;   /* arena: the first and last free block by offset, -1 when none */
 	int *linked;
 	int nlinked, caplinked;
 	struct order ready, old;  /* caching: the free blocks at level 2 and 1 */
@@ -196,8 +203,10 @@ struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserv
 	a->buf_block = xmalloc(sizeof(int) * (size_t)(nbufs > 0 ? nbufs : 1));
 	for (int i = 0; i < nbufs; i++)
 		a->buf_block[i] = -1;
-	for (int p = 0; p < NPOOLS; p++)
+	for (int p = 0; p < NPOOLS; p++) {
 		a->region[p] = -1;
+		a->pools[p].head = a->pools[p].tail = -1;
+	}
 	return a;
 }
 
@@ -230,24 +239,33 @@ void alloc_free(struct allocator *a)
 
 /* ---- blocks and pools ------------------------------------------------------ */
 
+/*
+ * A block's place in the table, a released one first, with the gen the
+ * block takes (a released one's moves on: its watches, if any, stay
+ * stale); the caller sets every field. The table may move.
+ */
+static int block_slot(struct allocator *a, uint32_t *gen)
+{
+	if (a->nspare) {
+		int b = a->spare[--a->nspare];
+		*gen = a->blocks[b].gen + 1;
+		return b;
+	}
+	if (a->nblocks == a->cap_blocks) {
+		a->cap_blocks = a->cap_blocks ? 2 * a->cap_blocks : 256;
+		a->blocks = xrealloc(a->blocks, sizeof(*a->blocks) * (size_t)a->cap_blocks);
+	}
+	*gen = 0;
+	return a->nblocks++;
+}
+
 static int block_new(struct allocator *a)
 {
-	uint32_t gen = 0;
-	int b;
+	uint32_t gen;
+	int b = block_slot(a, &gen);
 
-	if (a->nspare) {
-		b = a->spare[--a->nspare];
-		gen = a->blocks[b].gen + 1; /* its watches, if any, stay stale */
-	} else {
-		if (a->nblocks == a->cap_blocks) {
-			a->cap_blocks = a->cap_blocks ? 2 * a->cap_blocks : 256;
-			a->blocks = xrealloc(a->blocks, sizeof(*a->blocks) * (size_t)a->cap_blocks);
-		}
-		b = a->nblocks++;
-	}
-	memset(&a->blocks[b], 0, sizeof(a->blocks[b]));
-	a->blocks[b].prev = a->blocks[b].next = a->blocks[b].slot = a->blocks[b].lslot = -1;
-	a->blocks[b].gen = gen;
+	a->blocks[b] = (struct block){ .prev = -1, .next = -1, .slot = -1, .lslot = -1, .fprev = -1, .fnext = -1,
+				       .gen = gen };
 	return b;
 }
 
@@ -512,36 +530,105 @@ static void relink(struct allocator *a, int b)
 	}
 }
 
+/*
+ * Block b enters its pool's free list: a caching pool's at the end, an
+ * arena's in offset order (its blocks all lie in its one region): right
+ * after its previous block or before its next one when that is free (a
+ * split's rest, a freed block beside a hole), else where a walk from the
+ * first free block finds its place.
+ */
 static void pool_add(struct allocator *a, int b)
 {
 	struct pool *p = &a->pools[a->blocks[b].pool];
+	struct block *k = &a->blocks[b];
+	int after;
 
-	if (p->n == p->cap) {
-		p->cap = p->cap ? 2 * p->cap : 16;
-		p->free = xrealloc(p->free, sizeof(int) * (size_t)p->cap);
-	}
-	a->blocks[b].slot = p->n;
-	p->free[p->n++] = b;
-	if (a->cfg.caching)
+	if (a->cfg.caching) {
+		if (p->n == p->cap) {
+			p->cap = p->cap ? 2 * p->cap : 16;
+			p->free = xrealloc(p->free, sizeof(int) * (size_t)p->cap);
+		}
+		k->slot = p->n;
+		p->free[p->n++] = b;
 		level_enter(a, b, 1);
-	relink(a, b);
-	relink(a, a->blocks[b].prev);
+		relink(a, b);
+		relink(a, k->prev);
+		return;
+	}
+	if (k->prev >= 0 && a->blocks[k->prev].slot >= 0) {
+		after = k->prev;
+	} else if (k->next >= 0 && a->blocks[k->next].slot >= 0) {
+		after = a->blocks[k->next].fprev;
+	} else {
+		int before = p->head;
+		for (after = -1; before >= 0 && a->blocks[before].off < k->off; before = a->blocks[before].fnext)
+			after = before;
+	}
+	assert(after < 0 || a->blocks[after].off < k->off);
+	k->slot = 0;
+	k->fprev = after;
+	k->fnext = after >= 0 ? a->blocks[after].fnext : p->head;
+	if (after >= 0)
+		a->blocks[after].fnext = b;
+	else
+		p->head = b;
+	if (k->fnext >= 0)
+		a->blocks[k->fnext].fprev = b;
+	else
+		p->tail = b;
+	p->n++;
 }
 
+/* Block b leaves its pool's free list (a caching pool's last block takes its slot). */
 static void pool_remove(struct allocator *a, int b)
 {
 	struct pool *p = &a->pools[a->blocks[b].pool];
-	int slot = a->blocks[b].slot, last;
+	struct block *k = &a->blocks[b];
+	int slot = k->slot, last;
 
-	assert(slot >= 0 && p->free[slot] == b);
-	if (a->cfg.caching)
-		level_leave(a, b);
+	assert(slot >= 0);
+	if (!a->cfg.caching) {
+		if (k->fprev >= 0)
+			a->blocks[k->fprev].fnext = k->fnext;
+		else
+			p->head = k->fnext;
+		if (k->fnext >= 0)
+			a->blocks[k->fnext].fprev = k->fprev;
+		else
+			p->tail = k->fprev;
+		k->slot = k->fprev = k->fnext = -1;
+		p->n--;
+		return;
+	}
+	assert(p->free[slot] == b);
+	level_leave(a, b);
 	last = p->free[--p->n];
 	p->free[slot] = last;
 	a->blocks[last].slot = slot;
 	a->blocks[b].slot = -1;
 	relink(a, b);
 	relink(a, a->blocks[b].prev);
+}
+
+/* Arena: free block b leaves its pool's list, and block `rest` beside it (split off it) takes its place there. */
+static void pool_replace(struct allocator *a, int b, int rest)
+{
+	struct pool *p = &a->pools[a->blocks[b].pool];
+	struct block *k = &a->blocks[b], *x = &a->blocks[rest];
+
+	assert(!a->cfg.caching && k->slot >= 0 && x->slot < 0 && (x->prev == b || x->next == b));
+	x->slot = 0;
+	x->fprev = k->fprev;
+	x->fnext = k->fnext;
+	if (x->fprev >= 0)
+		a->blocks[x->fprev].fnext = rest;
+	else
+		p->head = rest;
+	if (x->fnext >= 0)
+		a->blocks[x->fnext].fprev = rest;
+	else
+		p->tail = rest;
+	k->slot = k->fprev = k->fnext = -1;
 }
 
 /* A free block's key (size, offset) or clock is about to change: out of its level until key_changed. */
@@ -567,9 +654,11 @@ static void merge(struct allocator *a, int into, int b)
 	if (y->off < x->off)
 		x->off = y->off;
 	x->size += y->size;
-	for (int t = 0; t < ST_COUNT; t++)
+	for (uint32_t w = y->waits; w; w &= w - 1) { /* the streams whose ready[] is above 0 */
+		int t = __builtin_ctz(w);
 		if (y->ready[t] > x->ready[t])
 			x->ready[t] = y->ready[t];
+	}
 	x->waits |= y->waits;
 	if (y->freed_op > x->freed_op)
 		x->freed_op = y->freed_op;
@@ -593,14 +682,15 @@ static void merge(struct allocator *a, int into, int b)
  */
 static int split(struct allocator *a, int b, uint64_t r)
 {
-	int rest = block_new(a);
-	struct block *k = &a->blocks[b]; /* block_new may have moved the table */
-	uint32_t gen = a->blocks[rest].gen;
+	uint32_t gen;
+	int rest = block_slot(a, &gen);
+	struct block *k = &a->blocks[b]; /* block_slot may have moved the table */
 
 	key_changing(a, b);
 	a->blocks[rest] = *k;
 	a->blocks[rest].slot = -1;
 	a->blocks[rest].lslot = -1;
+	a->blocks[rest].fprev = a->blocks[rest].fnext = -1;
 	a->blocks[rest].level = 0;
 	a->blocks[rest].gen = gen;
 	a->blocks[rest].off = k->off + r;
@@ -691,12 +781,6 @@ static inline __attribute__((always_inline)) int usable(struct allocator *a, int
 	if (k->mark >> 2 != a->search)
 		k->mark = a->search << 2 | (uint32_t)(unbounded(k) ? 0 : usability(a, k, a->rq));
 	return (int)(k->mark & 3) >= need;
-}
-
-/* An arena search, every free block stamped: block b's level (2, 1, 0), 0 when in use or none. */
-static inline int level_of(const struct allocator *a, int b)
-{
-	return b < 0 || a->blocks[b].slot < 0 ? 0 : (int)(a->blocks[b].mark & 3);
 }
 
 /*
@@ -791,71 +875,145 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 }
 
 /*
+ * The run of an arena pool that holds r bytes, in one pass over its free
+ * blocks in offset order: a run of adjacent free blocks is a stretch of
+ * the list (a block is adjacent to the one before it in the list when
+ * that is its previous block), so the runs at level 2 (blocks ready for
+ * the op) and at level 1 (ready or old) are sums kept as the pass goes,
+ * each block's level computed once. First fit takes the first run that
+ * reaches r at level 2, where the pass stops, else the first at level 1;
+ * best fit the smallest, the lowest of equal ones (a later run wins only
+ * when smaller), with its last block in *last. When no run holds r: the
+ * region's end (the list's last block), from the first block of the run
+ * at level 1 just before it, and *grow is set. A pool has ten free blocks
+ * or so, mostly adjacent ones freed by different ops; a step has a few
+ * thousand requests.
+ */
+static int arena_run(const struct allocator *a, const struct pool *p, uint64_t r, const struct alloc_req *rq,
+		     int first_fit, int *last, int *grow)
+{
+	const struct block *blocks = a->blocks;
+	int s2 = -1, s1 = -1;    /* the first blocks of the runs being summed at levels 2 and 1; -1, none */
+	uint64_t n2 = 0, n1 = 0; /* their bytes so far */
+	int b2 = -1, e2 = -1, b1 = -1, e1 = -1; /* the best runs so far, first and last blocks */
+	uint64_t bn2 = UINT64_MAX, bn1 = UINT64_MAX;
+	int prev = -1, b, end = p->tail;
+
+	assert(unbounded(&blocks[end])); /* the region's end, always free */
+	if (first_fit) {
+		for (b = p->head; b != end; prev = b, b = blocks[b].fnext) {
+			const struct block *k = &blocks[b];
+			int level = usability(a, k, rq);
+			if (k->prev != prev)
+				s2 = s1 = -1;
+			if (level == 2) {
+				if (s2 < 0) {
+					s2 = b;
+					n2 = 0;
+				}
+				if ((n2 += k->size) >= r)
+					return s2;
+			} else {
+				s2 = -1;
+			}
+			if (level == 0) {
+				s1 = -1;
+			} else if (b1 < 0) {
+				if (s1 < 0) {
+					s1 = b;
+					n1 = 0;
+				}
+				if ((n1 += k->size) >= r)
+					b1 = s1;
+			}
+		}
+		if (b1 >= 0)
+			return b1;
+		*grow = 1;
+		return blocks[end].prev == prev && s1 >= 0 ? s1 : end;
+	}
+	for (b = p->head; b != end; prev = b, b = blocks[b].fnext) {
+		const struct block *k = &blocks[b];
+		int level = usability(a, k, rq), adjacent = k->prev == prev;
+		if (s2 >= 0 && (level < 2 || !adjacent)) {
+			/* the run at level 2 ended at the block before */
+			if (n2 >= r && n2 < bn2) {
+				b2 = s2;
+				e2 = prev;
+				bn2 = n2;
+			}
+			s2 = -1;
+		}
+		if (s1 >= 0 && (level < 1 || !adjacent)) {
+			if (n1 >= r && n1 < bn1) {
+				b1 = s1;
+				e1 = prev;
+				bn1 = n1;
+			}
+			s1 = -1;
+		}
+		if (level == 2) {
+			if (s2 < 0) {
+				s2 = b;
+				n2 = 0;
+			}
+			n2 += k->size;
+		}
+		if (level >= 1) {
+			if (s1 < 0) {
+				s1 = b;
+				n1 = 0;
+			}
+			n1 += k->size;
+		}
+	}
+	/* the runs still open end at the block before the region's end */
+	if (s2 >= 0 && n2 >= r && n2 < bn2) {
+		b2 = s2;
+		e2 = prev;
+	}
+	if (b2 >= 0) {
+		*last = e2;
+		return b2;
+	}
+	if (s1 >= 0 && n1 >= r && n1 < bn1) {
+		b1 = s1;
+		e1 = prev;
+	}
+	if (b1 >= 0) {
+		*last = e1;
+		return b1;
+	}
+	*grow = 1;
+	return blocks[end].prev == prev && s1 >= 0 ? s1 : end;
+}
+
+/*
  * A run of adjacent usable blocks that holds r bytes: the smallest (best
  * fit), or the lowest (first_fit); runs of blocks ready for the op first,
  * else runs that may include blocks old enough to wait for; only when none
  * holds r, the end of an arena region, with the usable blocks just before
  * it (the region grows). Blocks freed by different ops stay apart while
  * their clocks differ, so that each is given out as soon as its own op
- * allows; a request may span several of them. One pass stamps every free
- * block with how it serves the request; runs are then walked from their
- * first block only. Returns one block of r bytes or more made from the
- * run's low end, or with `high` from its high end (never from a region's
- * end); -1 when no run holds r.
+ * allows; a request may span several of them. Returns one block of r
+ * bytes or more made from the run's low end, or with `high` from its high
+ * end (never from a region's end); -1 when no run holds r.
  */
 static int find_run(struct allocator *a, const struct pool *p, uint64_t r, const struct alloc_req *rq,
 		    int first_fit, int high)
 {
-	int best = -1, k, need, end = -1;
+	int best, k = -1, need, grow = 0;
 
-	a->search = (a->search + 1) & 0x3fffffff;
-	a->rq = rq;
-	if (a->cfg.caching && !first_fit) {
+	if (a->cfg.caching) {
+		assert(!first_fit && !high);
+		a->search = (a->search + 1) & 0x3fffffff;
+		a->rq = rq;
 		if ((best = find_best_fit(a, p, r, &need)) < 0)
 			return -1;
-		goto found;
+	} else {
+		best = arena_run(a, p, r, rq, first_fit, &k, &grow);
+		high &= !grow;
 	}
-	for (int i = 0; i < p->n; i++) {
-		struct block *b = &a->blocks[p->free[i]];
-		if (unbounded(b))
-			end = p->free[i];
-		b->mark = a->search << 2 | (uint32_t)(unbounded(b) ? 0 : usability(a, b, rq));
-	}
-	/* one pass: at each level, the runs that start at a block (its previous one below the level) */
-	{
-		int at[3] = { -1, -1, -1 };
-		uint64_t at_run[3] = { 0, 0, 0 };
-		for (int i = 0; i < p->n; i++) {
-			int b = p->free[i], lb = level_of(a, b), lp = lb ? level_of(a, a->blocks[b].prev) : 0;
-			for (need = lb; need > lp; need--) {
-				uint64_t run = 0;
-				for (k = b; level_of(a, k) >= need; k = a->blocks[k].next)
-					run += a->blocks[k].size;
-				if (run >= r && fits_better(&a->blocks[b], run, at[need] >= 0 ? &a->blocks[at[need]] : NULL,
-							    at_run[need], first_fit)) {
-					at[need] = b;
-					at_run[need] = run;
-				}
-			}
-		}
-		need = at[2] >= 0 ? 2 : 1;
-		best = at[need];
-		need--; /* as the loop over levels leaves it */
-	}
-	if (best < 0 && end >= 0) {
-		/* grow the region: its end, after the usable blocks right before it */
-		a->blocks[end].mark = a->search << 2 | 2;
-		need = 0;
-		for (best = end; usable(a, a->blocks[best].prev, 1); best = a->blocks[best].prev)
-			;
-		high = 0;
-	}
-	if (best < 0)
-		return -1;
-	need++; /* the level the run was found at */
-found:
-	for (k = best; usable(a, a->blocks[k].next, need); k = a->blocks[k].next)
-		;
 	/* merge only what r needs: the part split off a block keeps that block's own clock */
 	if (!high) {
 		while (a->blocks[best].size < r) {
@@ -885,19 +1043,31 @@ found:
  * Merge runs of adjacent free blocks that are all old for op `op` (freed
  * wait_age ops or more before it): any later request may take them, with a
  * wait on ops long finished, so keeping their clocks apart gains nothing
- * and lengthens the searches. Merging reorders the list: scan again.
+ * and lengthens the searches. Each such run becomes its first block
+ * whatever the order of the merges (a merged block is old too), so an
+ * arena's list, in offset order, is walked once, each block merging with
+ * the next entry while that is its neighbour and old; a caching pool's
+ * (linked, reordered by merging) is scanned again after each merge.
  */
 static void compact(struct allocator *a, struct pool *p, uint32_t op)
 {
-	/* a caching pool knows its adjacent free blocks (linked); an arena's few are all looked at */
-	int n = a->cfg.caching ? p->nlinked : p->n;
+	int n = p->nlinked;
 
+	if (!a->cfg.caching) {
+		for (int b = p->head, next; b >= 0 && (next = a->blocks[b].fnext) >= 0;)
+			if (a->blocks[b].next == next && op >= a->blocks[b].freed_op + a->cfg.wait_age &&
+			    op >= a->blocks[next].freed_op + a->cfg.wait_age && !unbounded(&a->blocks[next]))
+				merge(a, b, next);
+			else
+				b = next;
+		return;
+	}
 	for (int i = 0; i < n; i++) {
-		int b = a->cfg.caching ? p->linked[i] : p->free[i], next = a->blocks[b].next;
+		int b = p->linked[i], next = a->blocks[b].next;
 		if (next >= 0 && a->blocks[next].slot >= 0 && op >= a->blocks[b].freed_op + a->cfg.wait_age &&
 		    op >= a->blocks[next].freed_op + a->cfg.wait_age && !unbounded(&a->blocks[next])) {
 			merge(a, b, next);
-			n = a->cfg.caching ? p->nlinked : p->n;
+			n = p->nlinked;
 			i = -1;
 		}
 	}
@@ -986,22 +1156,20 @@ static void drain(struct allocator *a)
 		return;
 	}
 	for (int p = 0; p < NPOOLS; p++)
-		for (int i = 0; i < a->pools[p].n; i++) {
-			struct block *k = &a->blocks[a->pools[p].free[i]];
+		for (int b = a->pools[p].head; b >= 0; b = a->blocks[b].fnext) {
+			struct block *k = &a->blocks[b];
 			memset(k->ready, 0, sizeof(k->ready));
 			k->waits = 0;
 			k->freed_op = 0;
 		}
-	/* with every clock cleared, each run of free blocks becomes one block (merging reorders the list) */
+	/* with every clock cleared, each run of free blocks (a stretch of the list, in offset order) becomes one block */
 	for (int p = 0; p < NPOOLS; p++) {
 		struct pool *q = &a->pools[p];
-		for (int i = 0; i < q->n; i++) {
-			int b = q->free[i], next = a->blocks[b].next;
-			if (next >= 0 && a->blocks[next].slot >= 0) {
+		for (int b = q->head, next; b >= 0 && (next = a->blocks[b].fnext) >= 0;)
+			if (a->blocks[b].next == next)
 				merge(a, b, next);
-				i = -1;
-			}
-		}
+			else
+				b = next;
 	}
 }
 
@@ -1080,22 +1248,25 @@ int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_r
 		if ((best = segment_new(a, bytes, pool)) < 0)
 			return -1;
 	}
-	for (int t = 0; t < ST_COUNT; t++)
-		if (a->blocks[best].ready[t] > wait[t])
-			wait[t] = a->blocks[best].ready[t];
-	pool_remove(a, best);
-	split_min = !a->cfg.caching ? a->cfg.round : small ? MIN_BLOCK : SMALL_SIZE + 1;
 	k = &a->blocks[best];
-	if (k->size - r >= split_min) {
-		/* the rest of the block stays free: after it, or before it with `high` */
-		int rest;
-		if (high && !unbounded(k)) {
-			rest = best;
+	for (uint32_t w = k->waits; w; w &= w - 1) { /* the streams whose ready[] is above 0 */
+		int t = __builtin_ctz(w);
+		if (k->ready[t] > wait[t])
+			wait[t] = k->ready[t];
+	}
+	split_min = !a->cfg.caching ? a->cfg.round : small ? MIN_BLOCK : SMALL_SIZE + 1;
+	if (!a->cfg.caching) {
+		/* the rest of the block stays free where it is in the list: after the part given out, or before it with `high` */
+		if (k->size - r < split_min)
+			pool_remove(a, best);
+		else if (high && !unbounded(k))
 			best = split(a, best, k->size - r);
-		} else {
-			rest = split(a, best, r);
-		}
-		pool_add(a, rest);
+		else
+			pool_replace(a, best, split(a, best, r));
+	} else {
+		pool_remove(a, best);
+		if (k->size - r >= split_min)
+			pool_add(a, split(a, best, r)); /* the rest of the block stays free, after it */
 	}
 	k = &a->blocks[best];
 	if (!a->cfg.caching && region_cover(a, k) != 0) {
