@@ -34,7 +34,6 @@ struct act {
 	double remaining;  /* kernels: fraction; collectives and copies: bytes; host: ns */
 	double fixed_ns;   /* collectives: latency still to pay */
 	double rate;       /* per ns */
-	double ns_total;   /* host: duration */
 	unsigned links;
 	uint64_t last_t;
 	uint64_t finish;
@@ -103,6 +102,7 @@ struct engine {
 	int nact;
 	int want_pred;    /* record what bounded each start (the critical path) */
 	int dirty;        /* the set of activities changed since the rates were last set */
+	int side_sms;     /* the SMs a side kernel (optimizer, accumulation on a reduction stream) takes */
 };
 
 /* ---- rates -------------------------------------------------------------- */
@@ -204,7 +204,6 @@ static void update_rates(struct engine *g)
 	const struct gpu_spec *gpu = g->cost.gpu;
 	int on_link[LINK_COUNT] = { 0 }, ncoll = 0, nside = 0, main = -1;
 	double coll_hbm = 0, hbm, free_sms;
-	int side_sms;
 
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
@@ -245,7 +244,6 @@ static void update_rates(struct engine *g)
 	free_sms = gpu->sms - (double)ncoll * gpu->nccl_sms;
 	if (free_sms < gpu->sms / 4.0)
 		free_sms = gpu->sms / 4.0;
-	side_sms = (int)ceil(gpu->elementwise_sms_frac * gpu->sms);
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
 		const struct op *o = &g->s->ops[a->op];
@@ -255,7 +253,7 @@ static void update_rates(struct engine *g)
 			continue;
 		if (main >= 0 && nside) {
 			/* side kernels (optimizer or accumulation on a reduction stream) take their SMs */
-			sms = i == main ? (int)free_sms - nside * side_sms : side_sms;
+			sms = i == main ? (int)free_sms - nside * g->side_sms : g->side_sms;
 			share = hbm / (nside + 1);
 		} else {
 			sms = (int)(free_sms / (main >= 0 ? 1 : nside));
@@ -711,6 +709,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	}
 
 	g.lc = launch_cost_of(s, &g.cost);
+	g.side_sms = (int)ceil(g.cost.gpu->elementwise_sms_frac * g.cost.gpu->sms);
 	g.depth = g.cost.cal && g.cost.cal->launch_queue >= 0 ? g.cost.cal->launch_queue : s->exp->runtime.launch_queue;
 	g.lby = -1;
 	g.sync = p->sync;
