@@ -529,31 +529,63 @@ static void level_advance(struct allocator *a, struct pool *p, const uint32_t *c
 	}
 }
 
-/* Block b (or none, -1) is in its pool's linked list exactly when it and its next block are free. */
-static void relink(struct allocator *a, int b)
+/* Block b enters its pool's linked list (`in`) or leaves it. */
+static void relink_set(struct allocator *a, int b, int in)
 {
-	struct block *k;
-	struct pool *p;
-	int want;
+	struct block *k = &a->blocks[b];
+	struct pool *p = &a->pools[k->pool];
 
-	if (b < 0 || !a->cfg.caching)
-		return;
-	k = &a->blocks[b];
-	p = &a->pools[k->pool];
-	want = k->slot >= 0 && k->next >= 0 && a->blocks[k->next].slot >= 0;
-	if (want && k->lslot < 0) {
+	if (in) {
 		if (p->nlinked == p->caplinked) {
 			p->caplinked = p->caplinked ? 2 * p->caplinked : 16;
 			p->linked = xrealloc(p->linked, sizeof(int) * (size_t)p->caplinked);
 		}
 		k->lslot = p->nlinked;
 		p->linked[p->nlinked++] = b;
-	} else if (!want && k->lslot >= 0) {
+	} else {
 		int last = p->linked[--p->nlinked];
 		p->linked[k->lslot] = last;
 		a->blocks[last].lslot = k->lslot;
 		k->lslot = -1;
 	}
+}
+
+/*
+ * Block b (or none, -1) is in its pool's linked list exactly when it and
+ * its next block are free. Mostly it is already where it should be: that
+ * is checked inline.
+ */
+static inline void relink(struct allocator *a, int b)
+{
+	const struct block *k;
+	int want;
+
+	if (b < 0 || !a->cfg.caching)
+		return;
+	k = &a->blocks[b];
+	want = k->slot >= 0 && k->next >= 0 && a->blocks[k->next].slot >= 0;
+	if (want != (k->lslot >= 0))
+		relink_set(a, b, want);
+}
+
+/*
+ * Caching: block b enters its pool's free list, at the end. Apart from
+ * pool_add (noinline): inlined there, the relinks slow its arena path.
+ */
+static __attribute__((noinline)) void cache_add(struct allocator *a, int b)
+{
+	struct block *k = &a->blocks[b];
+	struct pool *p = &a->pools[k->pool];
+
+	if (p->n == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 16;
+		p->free = xrealloc(p->free, sizeof(int) * (size_t)p->cap);
+	}
+	k->slot = p->n;
+	p->free[p->n++] = b;
+	level_enter(a, b, 1);
+	relink(a, b);
+	relink(a, k->prev);
 }
 
 /*
@@ -570,15 +602,7 @@ static void pool_add(struct allocator *a, int b)
 	int after;
 
 	if (a->cfg.caching) {
-		if (p->n == p->cap) {
-			p->cap = p->cap ? 2 * p->cap : 16;
-			p->free = xrealloc(p->free, sizeof(int) * (size_t)p->cap);
-		}
-		k->slot = p->n;
-		p->free[p->n++] = b;
-		level_enter(a, b, 1);
-		relink(a, b);
-		relink(a, k->prev);
+		cache_add(a, b);
 		return;
 	}
 	if (k->prev >= 0 && a->blocks[k->prev].slot >= 0) {
