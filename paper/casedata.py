@@ -64,10 +64,13 @@ def cluster_text(run):
 
 def how_text(run):
     """'simulated', or 'measured on amd-epyc-2-cores (cpu backend)', with the
-    emulated fabric's world when it was one rank of N."""
+    emulated fabric's world when it was one rank of N, or 'measured with
+    PyTorch FSDP2 on ...'."""
     if not is_measured(run):
         return "simulated"
     a = run.attrs
+    if a.get("source") == "pytorch":  # experiments/pytorch/fsdp_bench.py
+        return "measured with PyTorch FSDP2 on %s" % a.get("hardware", "?")
     what = "measured on %s (%s backend" % (a.get("hardware", "?"), a.get("backend", a.get("run.device", "?")))
     if a.get("fabric") == "emulated":
         what += ", rank 0 of %s on the emulated fabric" % a.get("fabric.world", "?")

@@ -66,11 +66,14 @@ class Run:
         self.index = int(name)
         self.attrs = {k: _text(v) for k, v in group.attrs.items()}
         self.ops = group["ops"][()]
-        self.memory = group["memory"][()]
+        # a PyTorch run (experiments/pytorch/) has no memory timeline, and ops without times
+        self.memory = group["memory"][()] if "memory" in group else None
+        self.timed = len(self.ops) > 0 and bool((self.ops["end_ns"] > self.ops["start_ns"]).any())
         self.summary = dict(group["summary"].attrs.items())
         self.kind_names = _enum_names(group["ops"].dtype, "kind")
         self.stream_names = _enum_names(group["ops"].dtype, "stream")
-        self.categories = [n for n in group["memory"].dtype.names if n not in ("t_ns", "reserved")]
+        self.categories = [] if self.memory is None else [
+            n for n in group["memory"].dtype.names if n not in ("t_ns", "reserved")]
 
     @property
     def config(self):
@@ -1071,8 +1074,10 @@ def main(argv):
         pairs = compared_pairs(file_runs)
         paired = set()
         for m, p in pairs:
-            plot_vs_sim_timeline(m, p, outdir)
-            plot_vs_sim_memory(m, p, outdir)
+            if m.timed:
+                plot_vs_sim_timeline(m, p, outdir)
+            if m.memory is not None:
+                plot_vs_sim_memory(m, p, outdir)
             paired.update((m.index, p.index))
         if pairs:
             plot_predicted_vs_measured(pairs, outdir, file_runs[0].stem)
@@ -1080,8 +1085,10 @@ def main(argv):
         for run in file_runs:
             if run.index in paired or run.attrs.get("source") == "sim" and run.attrs.get("compares"):
                 continue
-            plot_timeline(run, outdir)
-            plot_memory(run, outdir)
+            if run.timed:
+                plot_timeline(run, outdir)
+            if run.memory is not None:
+                plot_memory(run, outdir)
             if "sweep" not in run.attrs:  # a sweep's timelines are its rows, not policies to compare
                 runs.append(run)
     stems = sorted(set(r.stem for r in runs))
