@@ -276,6 +276,13 @@ if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
+# its figures: predicted against measured, no timeline or memory (it has neither)
+if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&
+	[ -s "$tmp/ptfig/pytorch_predicted_vs_measured.png" ] && ! ls "$tmp/ptfig" | grep -q "memory\|timeline"; then
+	ok "pytorch run, plots: predicted against measured"
+else
+	bad "pytorch run, plots" "$(tail -3 "$tmp/ptfig.log"; ls "$tmp/ptfig" 2>&1 | head -5)"
+fi
 
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
