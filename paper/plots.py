@@ -485,17 +485,6 @@ def plot_predicted_scatter(pairs, outdir, stem):
         _save(fig, outdir, "%s_predicted_vs_measured_scatter" % stem)
 
 
-def compared_pairs(file_runs):
-    """(measured, its latest prediction) for each measured run of a file that was compared."""
-    by_name = {"%06d" % r.index: r for r in file_runs}
-    latest = {}
-    for r in file_runs:
-        c = r.attrs.get("compares")
-        if r.attrs.get("source") == "sim" and c in by_name:
-            latest[c] = r
-    return [(by_name[c], p) for c, p in sorted(latest.items())]
-
-
 def _steps(t, y):
     """A step function (value held until the next sample) as plottable points."""
     if len(t) == 0:
@@ -1071,7 +1060,7 @@ def main(argv):
         for sweep in sweeps:
             plot_sweep_pareto(sweep, outdir)
             plot_sweep_whatif(sweep, outdir)
-        pairs = compared_pairs(file_runs)
+        pairs = casedata.compared_pairs(file_runs)
         paired = set()
         for m, p in pairs:
             if m.timed:
