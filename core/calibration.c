@@ -499,7 +499,7 @@ double calibration_pass_ns(const struct calibration *c, uint64_t bytes)
 	double *ys = xmalloc(sizeof(double) * (size_t)(c->npasses + 1)), ns;
 
 	for (int i = 0; i < c->npasses; i++) {
-		xs[i] = (double)c->passes[i].bytes;
+		xs[i] = PASS_TRAFFIC * (double)c->passes[i].bytes;
 		ys[i] = c->passes[i].ns;
 	}
 	ns = interp(xs, ys, (size_t)c->npasses, (double)(bytes ? bytes : 1));

@@ -28,6 +28,7 @@
 #include "schedule.h"
 
 #define CAL_NAME_MAX 24
+#define PASS_TRAFFIC 1.5 /* a pass's traffic per byte of its label (struct cal_pass) */
 #define CAL_TEXT_MAX 160
 
 /* One kernel (or GEMM of the grid) measured: ns alone, and beside a running collective. */
@@ -47,7 +48,11 @@ struct cal_coll {
 	double ns, ns_busy;
 };
 
-/* A memory-bound pass (read and write) over `bytes` of HBM traffic. */
+/*
+ * A memory-bound pass labelled `bytes`: dst += src over bytes / 8 fp32
+ * elements, so half its bytes read and half read and written, 1.5 times
+ * its bytes of traffic (PASS_TRAFFIC), the traffic an op's bytes count.
+ */
 struct cal_pass {
 	uint64_t bytes;
 	double ns;
@@ -111,7 +116,7 @@ double calibration_kernel_ns(const struct calibration *c, const struct kernel *k
 /* A collective of S bytes over `ranks` (interpolated between sizes); busy: beside a kernel. */
 double calibration_collective_ns(const struct calibration *c, enum op_kind k, int ranks, uint64_t bytes,
 				 int busy);
-/* A memory-bound op moving `bytes`. */
+/* A memory-bound op moving `bytes` (reads and writes counted): the pass of that much traffic. */
 double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
 
 #endif

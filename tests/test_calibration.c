@@ -10,6 +10,7 @@
  *
  * Sessions of a series (a calibration repeated in separate processes)
  * give each point, and each scalar, as the median of their measurements.
+ * A memory-bound op is priced by the pass of its traffic.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -139,10 +140,33 @@ static void test_series_median(void)
 	calibration_release(&c);
 }
 
+/*
+ * A pass labelled b moves 1.5 b (dst += src over b / 8 floats): an op whose
+ * bytes count 1.5 b of traffic, as an accumulation of b / 8 fp32 elements
+ * does (3 x 4 bytes each), costs what that pass measured; an op of b bytes
+ * of traffic, less.
+ */
+static void test_pass_traffic(void)
+{
+	struct cal_pass p[] = { { 1 << 20, 100e3 }, { 4 << 20, 400e3 }, { 16 << 20, 1600e3 } };
+	struct calibration c;
+	struct kernel k = { .kind = K_ELEMENTWISE, .bytes = 6 << 20 };
+	int exact;
+
+	memset(&c, 0, sizeof c);
+	c.passes = p;
+	c.npasses = 3;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&c, 6 << 20), 400e3, 1.0);        /* 3 x 4 bytes x (4 MiB / 8) */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&c, 3 << 20), 200e3, 1.0);        /* between two points, log-log */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&c, &k, 0, &exact), 400e3, 1.0); /* a kernel of no measured name */
+	CU_ASSERT_EQUAL(exact, 0);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
 
 	CU_add_test(s, "sessions merge on one fabric only", test_fabrics_do_not_merge);
 	CU_add_test(s, "a series gives its medians", test_series_median);
+	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
 }
