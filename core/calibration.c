@@ -66,13 +66,23 @@ static hid_t pass_type(void)
 	return t;
 }
 
+static hid_t copy_type(void)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct cal_copy));
+
+	H5Tinsert(t, "kind", HOFFSET(struct cal_copy, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "bytes", HOFFSET(struct cal_copy, bytes), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "ns", HOFFSET(struct cal_copy, ns), H5T_NATIVE_DOUBLE);
+	return t;
+}
+
 static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 {
 	const struct calibration *c = ctx;
 	char name[16], date[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	hid_t g = h5file_next_group(s, file, "calibration", name), kt, ct, pt;
+	hid_t g = h5file_next_group(s, file, "calibration", name), kt, ct, pt, yt;
 
 	if (g < 0)
 		return -1;
@@ -100,9 +110,12 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_dataset(s, g, "gemm", kt, (size_t)c->ngemm, c->gemm);
 	h5file_dataset(s, g, "passes", pt, (size_t)c->npasses, c->passes);
 	h5file_dataset(s, g, "collectives", ct, (size_t)c->ncolls, c->colls);
+	yt = copy_type();
+	h5file_dataset(s, g, "copies", yt, (size_t)c->ncopies, c->copies);
 	H5Tclose(kt);
 	H5Tclose(ct);
 	H5Tclose(pt);
+	H5Tclose(yt);
 	H5Gclose(g);
 	return s->failed ? -1 : 0;
 }
@@ -192,6 +205,11 @@ static int same_coll(const struct cal_coll *a, const struct cal_coll *b)
 	return a->kind == b->kind && a->ranks == b->ranks && a->bytes == b->bytes;
 }
 
+static int same_copy(const struct cal_copy *a, const struct cal_copy *b)
+{
+	return a->kind == b->kind && a->bytes == b->bytes;
+}
+
 /* The median of v[0..n), which it sorts (GSL). */
 static double median_of(double *v, int n)
 {
@@ -221,6 +239,16 @@ static void pass_median(void *into, const void *const *of, int n)
 	for (int i = 0; i < n; i++)
 		a[i] = ((const struct cal_pass *)of[i])->ns;
 	((struct cal_pass *)into)->ns = median_of(a, n);
+	free(a);
+}
+
+static void copy_median(void *into, const void *const *of, int n)
+{
+	double *a = xmalloc(sizeof(double) * (size_t)n);
+
+	for (int i = 0; i < n; i++)
+		a[i] = ((const struct cal_copy *)of[i])->ns;
+	((struct cal_copy *)into)->ns = median_of(a, n);
 	free(a);
 }
 
@@ -292,21 +320,26 @@ static void *merge_tables(const struct tables *t, const struct pick *p, int *nou
 static int same_kernel_v(const void *a, const void *b) { return same_kernel(a, b); }
 static int same_pass_v(const void *a, const void *b) { return same_pass(a, b); }
 static int same_coll_v(const void *a, const void *b) { return same_coll(a, b); }
+static int same_copy_v(const void *a, const void *b) { return same_copy(a, b); }
+
+#define NTABLES 5
+#define OPTIONAL_TABLE 4 /* copies: sessions from before they were measured have none */
 
 /* The tables of the sessions picked, merged into c (merge_tables). */
 static void read_tables(struct h5file_session *s, hid_t cal, const struct pick *p, struct calibration *c, hid_t kt,
-			hid_t ct, hid_t pt)
+			hid_t ct, hid_t pt, hid_t yt)
 {
-	struct tables t[4] = {
+	struct tables t[NTABLES] = {
 		{ NULL, NULL, sizeof(struct cal_kernel), same_kernel_v, kernel_median },
 		{ NULL, NULL, sizeof(struct cal_kernel), same_kernel_v, kernel_median },
 		{ NULL, NULL, sizeof(struct cal_pass), same_pass_v, pass_median },
 		{ NULL, NULL, sizeof(struct cal_coll), same_coll_v, coll_median },
+		{ NULL, NULL, sizeof(struct cal_copy), same_copy_v, copy_median },
 	};
-	static const char *const names[4] = { "kernels", "gemm", "passes", "collectives" };
-	hid_t types[4] = { kt, kt, pt, ct };
+	static const char *const names[NTABLES] = { "kernels", "gemm", "passes", "collectives", "copies" };
+	hid_t types[NTABLES] = { kt, kt, pt, ct, yt };
 
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < NTABLES; k++) {
 		t[k].rows = xcalloc((size_t)p->n, sizeof(void *));
 		t[k].n = xcalloc((size_t)p->n, sizeof(size_t));
 	}
@@ -314,8 +347,9 @@ static void read_tables(struct h5file_session *s, hid_t cal, const struct pick *
 		hid_t g = H5Gopen2(cal, p->names[i], H5P_DEFAULT);
 		if (h5file_check(s, g, p->names[i]) < 0)
 			break;
-		for (int k = 0; k < 4; k++)
-			t[k].rows[i] = h5file_read_dataset(s, g, names[k], types[k], &t[k].n[i]);
+		for (int k = 0; k < NTABLES; k++)
+			if (k != OPTIONAL_TABLE || H5Lexists(g, names[k], H5P_DEFAULT) > 0)
+				t[k].rows[i] = h5file_read_dataset(s, g, names[k], types[k], &t[k].n[i]);
 		H5Gclose(g);
 	}
 	if (!s->failed) {
@@ -323,8 +357,9 @@ static void read_tables(struct h5file_session *s, hid_t cal, const struct pick *
 		c->gemm = merge_tables(&t[1], p, &c->ngemm);
 		c->passes = merge_tables(&t[2], p, &c->npasses);
 		c->colls = merge_tables(&t[3], p, &c->ncolls);
+		c->copies = merge_tables(&t[4], p, &c->ncopies);
 	}
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < NTABLES; k++) {
 		for (int i = 0; i < p->n; i++)
 			free(t[k].rows[i]);
 		free(t[k].rows);
@@ -358,7 +393,7 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 {
 	struct h5file_session s;
 	struct pick p = { ranks, NULL, NULL, NULL, 0, &s };
-	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1;
+	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1, yt = -1;
 	int rc = -1;
 
 	memset(c, 0, sizeof(*c));
@@ -403,8 +438,9 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	kt = kernel_type();
 	ct = coll_type();
 	pt = pass_type();
+	yt = copy_type();
 	H5Gclose(g);
-	read_tables(&s, cal, &p, c, kt, ct, pt);
+	read_tables(&s, cal, &p, c, kt, ct, pt, yt);
 	if (s.failed) {
 		snprintf(err, errlen, "%s: /calibration cannot be read (see above)", path);
 		calibration_release(c);
@@ -414,6 +450,7 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	H5Tclose(kt);
 	H5Tclose(ct);
 	H5Tclose(pt);
+	H5Tclose(yt);
 out_file:
 	if (cal >= 0)
 		H5Gclose(cal);
@@ -432,6 +469,7 @@ void calibration_release(struct calibration *c)
 	free(c->gemm);
 	free(c->passes);
 	free(c->colls);
+	free(c->copies);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -503,6 +541,23 @@ double calibration_pass_ns(const struct calibration *c, uint64_t bytes)
 		ys[i] = c->passes[i].ns;
 	}
 	ns = interp(xs, ys, (size_t)c->npasses, (double)(bytes ? bytes : 1));
+	free(xs);
+	free(ys);
+	return ns;
+}
+
+double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t bytes)
+{
+	double *xs = xmalloc(sizeof(double) * (size_t)(c->ncopies + 1));
+	double *ys = xmalloc(sizeof(double) * (size_t)(c->ncopies + 1)), ns;
+	size_t m = 0;
+
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].kind == k) {
+			xs[m] = (double)c->copies[i].bytes;
+			ys[m++] = c->copies[i].ns;
+		}
+	ns = m ? interp(xs, ys, m, (double)(bytes ? bytes : 1)) : calibration_pass_ns(c, 2 * bytes);
 	free(xs);
 	free(ys);
 	return ns;

@@ -7,7 +7,8 @@
  * A calibration is measured op kind by op kind, never from the end-to-end
  * runs it is then used to predict: every kernel of the model's lists on
  * its own (and beside a running collective), a grid of GEMMs, a
- * memory-bound pass over sizes, each collective of the schedule's groups
+ * memory-bound pass over sizes, host-device copies each way over sizes,
+ * each collective of the schedule's groups
  * over message sizes (and beside a running kernel), the optimizer, and the
  * runtime's per-op overheads. Everything is timed with all ranks of the
  * job running the same microbenchmark at once, so a machine whose ranks
@@ -58,6 +59,13 @@ struct cal_pass {
 	double ns;
 };
 
+/* A copy of `bytes` between host and device memory on the copy stream, kind OP_H2D or OP_D2H. */
+struct cal_copy {
+	uint8_t kind;
+	uint64_t bytes;
+	double ns;
+};
+
 struct calibration {
 	char path[512];            /* the file it was read from */
 	char session[16];          /* its newest session, "000003" */
@@ -77,6 +85,8 @@ struct calibration {
 	int npasses;
 	struct cal_coll *colls;
 	int ncolls;
+	struct cal_copy *copies;   /* host-device copies by direction and size (none in files from before them) */
+	int ncopies;
 	double dispatch_ns;        /* an op on a stream that does nothing: the runtime's own cost per op */
 	double issue_ns;           /* the host issuing one op (the walker's cost per op) */
 	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
@@ -118,5 +128,11 @@ double calibration_collective_ns(const struct calibration *c, enum op_kind k, in
 				 int busy);
 /* A memory-bound op moving `bytes` (reads and writes counted): the pass of that much traffic. */
 double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
+/*
+ * A copy of `bytes` from host to device memory (OP_H2D) or back (OP_D2H):
+ * the measured copies of that direction, interpolated; a calibration
+ * without them prices it as a pass reading and writing its bytes.
+ */
+double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t bytes);
 
 #endif

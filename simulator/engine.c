@@ -181,7 +181,7 @@ static void update_rates_calibrated(struct engine *g)
 			ns += cost_cal_collective_ns(&g->cost, o, nkern > 0);
 			break;
 		case ACT_COPY:
-			ns += calibration_pass_ns(cal, o->bytes);
+			ns += calibration_copy_ns(cal, o->kind, o->bytes);
 			break;
 		default: /* host work: the host optimizer, or nothing but the runtime's cost */
 			if (o->kind == OP_CPU_OPTIM)

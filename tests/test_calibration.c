@@ -10,7 +10,8 @@
  *
  * Sessions of a series (a calibration repeated in separate processes)
  * give each point, and each scalar, as the median of their measurements.
- * A memory-bound op is priced by the pass of its traffic.
+ * A memory-bound op is priced by the pass of its traffic; a host-device
+ * copy by the copies measured in its direction.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -162,6 +163,44 @@ static void test_pass_traffic(void)
 	CU_ASSERT_EQUAL(exact, 0);
 }
 
+/*
+ * Host-device copies are priced by direction from their own table, which a
+ * series gives as its medians; a calibration without them (files from
+ * before) prices a copy as a pass reading and writing its bytes.
+ */
+static void test_copies(void)
+{
+	struct cal_copy y[] = { { OP_H2D, 1 << 20, 100e3 }, { OP_H2D, 4 << 20, 400e3 }, { OP_D2H, 1 << 20, 300e3 },
+				{ OP_D2H, 4 << 20, 1200e3 } };
+	struct cal_pass p[] = { { 1 << 20, 10e3 }, { 16 << 20, 160e3 } };
+	struct calibration c, r;
+	char err[256];
+
+	memset(&c, 0, sizeof c);
+	snprintf(c.series, sizeof c.series, "copies");
+	snprintf(c.hardware, sizeof c.hardware, "test");
+	snprintf(c.backend, sizeof c.backend, "cpu");
+	c.ranks = 3;
+	c.passes = p;
+	c.npasses = 2;
+	c.copies = y;
+	c.ncopies = 4;
+	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
+	y[0].ns = 300e3; /* a repeat of the series measures the first point 100, 300 and 200: median 200 */
+	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
+	y[0].ns = 200e3;
+	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(path, 3, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL(r.ncopies, 4);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_copy_ns(&r, OP_H2D, 1 << 20), 200e3, 1.0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_copy_ns(&r, OP_D2H, 4 << 20), 1200e3, 1.0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_copy_ns(&r, OP_D2H, 2 << 20), 600e3, 1.0); /* log-log between */
+	calibration_release(&r);
+	/* none measured: a pass of 2 x 6 MiB of traffic, the one labelled 8 MiB (10 ns per KiB of label) */
+	c.ncopies = 0;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_copy_ns(&c, OP_H2D, 6 << 20), 80e3, 1.0);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
@@ -169,4 +208,5 @@ void suite_calibration(void)
 	CU_add_test(s, "sessions merge on one fabric only", test_fabrics_do_not_merge);
 	CU_add_test(s, "a series gives its medians", test_series_median);
 	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
+	CU_add_test(s, "host-device copies by direction", test_copies);
 }

@@ -533,6 +533,56 @@ static void passes(struct cal *k, struct calibration *cal)
 	}
 }
 
+struct copy_arg {
+	void *dst;
+	const void *src;
+	uint64_t bytes;
+};
+
+static void run_copy(struct cal *k, int st, void *arg)
+{
+	const struct copy_arg *a = arg;
+	k->o->copy(k->b, st, a->dst, ELEM_FP32, a->src, ELEM_FP32, (size_t)(a->bytes / sizeof(float)));
+}
+
+/*
+ * Copies between host and device memory on the copy stream, each way, over
+ * the passes' sizes: what offloading moves (on the CPU backend, a memcpy
+ * between two allocations; on CUDA, over the host link from pinned
+ * memory).
+ */
+static void copies(struct cal *k, struct calibration *cal)
+{
+	uint64_t top = k->quick ? (1u << 20) : (64u << 20);
+	void *host = k->o->host_alloc(k->b, top), *dev = k->o->dev_alloc(k->b, top);
+
+	if (!host || !dev) { /* none measured: ./sim prices copies as passes */
+		if (k->c->rank == 0)
+			fprintf(stderr, "calibrate: no %llu bytes of %s memory for the copies: not measured\n",
+				(unsigned long long)top, host ? "device" : "host");
+		if (host)
+			k->o->host_free(k->b, host);
+		if (dev)
+			k->o->dev_free(k->b, dev);
+		k->done += 2 * (k->quick ? 3 : 8);
+		return;
+	}
+	for (int d = 0; d < 2; d++)
+		for (uint64_t b = 4096; b <= top; b *= k->quick ? 16 : 4) {
+			struct copy_arg a = { d ? host : dev, d ? dev : host, b };
+			struct cal_copy *c;
+			cal->copies = xrealloc(cal->copies, sizeof(*cal->copies) * (size_t)(cal->ncopies + 1));
+			c = &cal->copies[cal->ncopies++];
+			c->kind = (uint8_t)(d ? OP_D2H : OP_H2D);
+			c->bytes = b;
+			c->ns = measure(k, ST_COPY, run_copy, &a, NULL, NULL);
+			progress(k, "host-device copies");
+		}
+	k->o->sync(k->b);
+	k->o->host_free(k->b, host);
+	k->o->dev_free(k->b, dev);
+}
+
 static double adamw(struct cal *k, int stream)
 {
 	int64_t n = k->quick ? 1 << 14 : 1 << 20;
@@ -634,8 +684,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	k.o->zero(b, ST_COMPUTE, k.dev[0], k.dev_bytes);
 	k.o->zero(b, ST_COMPUTE, k.dev[1], k.dev_bytes);
 	k.o->sync(b);
-	/* overheads, collectives alone and busy, kernels, the grid, passes, two optimizers, the end */
-	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 + 1;
+	/* overheads, collectives alone and busy, kernels, the grid, passes, copies both ways, two optimizers, the end */
+	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 * (quick ? 3 : 8) + 2 + 1;
 
 	overheads(&k, &cal);
 	collectives(&k, cal.colls, how, cal.ncolls, NULL);
@@ -656,6 +706,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	/* the collectives again, beside that kernel */
 	collectives(&k, cal.colls, how, cal.ncolls, busy >= 0 ? &cal.kernels[busy] : NULL);
 	passes(&k, &cal);
+	copies(&k, &cal);
 	cal.adamw_ns_per_elem = adamw(&k, ST_COMPUTE);
 	cal.host_adamw_ns_per_elem = adamw(&k, ST_HOST);
 	k.done = k.total - 1;

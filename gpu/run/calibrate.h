@@ -9,7 +9,8 @@
  * a stream; the wake of an op waiting for another stream's), every kernel
  * of the experiment's model lists on its own and beside a running
  * collective, a grid of GEMMs around the model's shapes (and across the
- * GPU's tile boundaries), memory-bound passes over sizes, the optimizer per
+ * GPU's tile boundaries), memory-bound passes over sizes, host-device
+ * copies each way over sizes, the optimizer per
  * element, and each collective the schedule uses, on its group and stream,
  * from 1 KiB to the largest unit (and the schedule's own sizes), on its own
  * and beside a running kernel. Nothing here runs a training step.
