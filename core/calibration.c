@@ -12,6 +12,7 @@
 #include "calibration.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,53 +218,39 @@ static double median_of(double *v, int n)
 	return gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
 }
 
+/* The median of the double at byte offset `off` of each of the n measurements of a point. */
+static double field_median(const void *const *of, int n, size_t off)
+{
+	double *a = xmalloc(sizeof(double) * (size_t)n), m;
+
+	for (int i = 0; i < n; i++)
+		memcpy(&a[i], (const char *)of[i] + off, sizeof(double));
+	m = median_of(a, n);
+	free(a);
+	return m;
+}
+
 /* A point's value fields set to their medians over its n measurements. */
 static void kernel_median(void *into, const void *const *of, int n)
 {
-	struct cal_kernel *k = into;
-	double *a = xmalloc(sizeof(double) * 2 * (size_t)n);
-
-	for (int i = 0; i < n; i++) {
-		a[i] = ((const struct cal_kernel *)of[i])->ns;
-		a[n + i] = ((const struct cal_kernel *)of[i])->ns_comm;
-	}
-	k->ns = median_of(a, n);
-	k->ns_comm = median_of(a + n, n);
-	free(a);
+	((struct cal_kernel *)into)->ns = field_median(of, n, offsetof(struct cal_kernel, ns));
+	((struct cal_kernel *)into)->ns_comm = field_median(of, n, offsetof(struct cal_kernel, ns_comm));
 }
 
 static void pass_median(void *into, const void *const *of, int n)
 {
-	double *a = xmalloc(sizeof(double) * (size_t)n);
-
-	for (int i = 0; i < n; i++)
-		a[i] = ((const struct cal_pass *)of[i])->ns;
-	((struct cal_pass *)into)->ns = median_of(a, n);
-	free(a);
+	((struct cal_pass *)into)->ns = field_median(of, n, offsetof(struct cal_pass, ns));
 }
 
 static void copy_median(void *into, const void *const *of, int n)
 {
-	double *a = xmalloc(sizeof(double) * (size_t)n);
-
-	for (int i = 0; i < n; i++)
-		a[i] = ((const struct cal_copy *)of[i])->ns;
-	((struct cal_copy *)into)->ns = median_of(a, n);
-	free(a);
+	((struct cal_copy *)into)->ns = field_median(of, n, offsetof(struct cal_copy, ns));
 }
 
 static void coll_median(void *into, const void *const *of, int n)
 {
-	struct cal_coll *c = into;
-	double *a = xmalloc(sizeof(double) * 2 * (size_t)n);
-
-	for (int i = 0; i < n; i++) {
-		a[i] = ((const struct cal_coll *)of[i])->ns;
-		a[n + i] = ((const struct cal_coll *)of[i])->ns_busy;
-	}
-	c->ns = median_of(a, n);
-	c->ns_busy = median_of(a + n, n);
-	free(a);
+	((struct cal_coll *)into)->ns = field_median(of, n, offsetof(struct cal_coll, ns));
+	((struct cal_coll *)into)->ns_busy = field_median(of, n, offsetof(struct cal_coll, ns_busy));
 }
 
 /* One table of every session picked, newest first. */
