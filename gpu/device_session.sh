@@ -22,9 +22,9 @@
 #   calibrate  ./gpu_run --calibrate on cuda as rank 0 of the emulated 2 x 8
 #              job the runs are (llama3-8b's shapes, 4 blocks, seq 4096):
 #              every kernel of the model alone and beside the emulated
-#              traffic, the GEMM grid, memory passes, each collective of
-#              every sharding's groups from 1 KiB to the largest, AdamW, the
-#              overheads; a quick session first (seconds), then the full one
+#              traffic, the GEMM grid, memory passes, host-device copies
+#              each way, each collective of every sharding's groups from
+#              1 KiB to the largest, AdamW, the overheads; a quick session first (seconds), then the full one
 #              (data/calibration/<hardware>-cuda.h5 in this tree, appended)
 #   runs       ./gpu_run --device cuda: one real NCCL rank (its own file,
 #              not compared), then every policy family as rank 0 of the
