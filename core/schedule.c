@@ -58,10 +58,14 @@ struct builder {
 	int ktab[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
 	uint64_t saved[SEG_KIND_COUNT][AC_MODES];               /* activation bytes a segment keeps */
 	uint64_t transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES]; /* scratch of a segment's phase */
-	/* one op under construction */
+	/*
+	 * One op under construction: its dependencies and operands go straight
+	 * to the end of schedule.deps and schedule.opds (cur.dep_first,
+	 * cur.opd_first), its allocations and frees are staged here.
+	 */
 	struct op cur;
-	uint32_t *deps, *allocs, *frees;
-	struct operand *opds;
+	uint32_t *allocs, *frees;
+	int *opd_at;          /* per buffer: its last index in schedule.opds, -1 */
 	int nd, na, nf, no, cap;
 };
 
@@ -82,26 +86,21 @@ static enum elem elem_of(int bytes)
 	return bytes == 4 ? ELEM_FP32 : ELEM_BF16;
 }
 
-static int buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enum buf_kind kind,
-		   enum stream_id stream, int unit, int seg, int micro, enum elem el)
+static inline __attribute__((always_inline)) int buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat,
+							 enum buf_kind kind, enum stream_id stream, int unit,
+							 int seg, int micro, enum elem el)
 {
 	struct schedule *s = b->s;
-	struct buffer *x;
 
-	s->bufs = grow(s->bufs, &s->cap_bufs, s->nbufs + 1, sizeof(*s->bufs));
-	x = &s->bufs[s->nbufs];
-	memset(x, 0, sizeof(*x));
-	x->bytes = bytes;
-	x->cat = cat;
-	x->kind = kind;
-	x->stream = stream;
-	x->elem = el;
-	x->alias_of = -1;
-	x->unit = unit;
-	x->seg = seg;
-	x->micro = micro;
-	x->alloc_op = -1;
-	x->free_op = -1;
+	if (s->nbufs >= s->cap_bufs) {
+		s->bufs = grow(s->bufs, &s->cap_bufs, s->nbufs + 1, sizeof(*s->bufs));
+		b->opd_at = xrealloc(b->opd_at, sizeof(int) * (size_t)s->cap_bufs);
+	}
+	s->bufs[s->nbufs] = (struct buffer){
+		.bytes = bytes, .cat = cat, .kind = kind, .stream = stream, .elem = el, .alias_of = -1,
+		.unit = unit, .seg = seg, .micro = micro, .alloc_op = -1, .free_op = -1,
+	};
+	b->opd_at[s->nbufs] = -1;
 	return s->nbufs++;
 }
 
@@ -114,9 +113,17 @@ static int host_buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enu
 	return id;
 }
 
-static void begin(struct builder *b, enum op_kind kind, enum stream_id st, int unit, int seg, int micro)
+static inline __attribute__((always_inline)) void begin(struct builder *b, enum op_kind kind, enum stream_id st,
+							int unit, int seg, int micro)
 {
+	struct schedule *s = b->s;
+
+	/* room for the most dependencies and operands one op can have */
+	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->cap, sizeof(*s->deps));
+	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->cap, sizeof(*s->opds));
 	memset(&b->cur, 0, sizeof(b->cur));
+	b->cur.dep_first = s->ndeps;
+	b->cur.opd_first = s->nopds;
 	b->cur.kind = kind;
 	b->cur.stream = st;
 	b->cur.unit = unit;
@@ -127,38 +134,45 @@ static void begin(struct builder *b, enum op_kind kind, enum stream_id st, int u
 	b->nd = b->na = b->nf = b->no = 0;
 }
 
-static void dep(struct builder *b, int op)
+static inline __attribute__((always_inline)) void dep(struct builder *b, int op)
 {
+	uint32_t *d = &b->s->deps[b->cur.dep_first];
+
 	if (op < 0)
 		return;
 	for (int i = 0; i < b->nd; i++)
-		if (b->deps[i] == (uint32_t)op)
+		if (d[i] == (uint32_t)op)
 			return;
-	assert(b->nd < b->cap);
-	b->deps[b->nd++] = op;
+	assert(b->nd < b->cap && op < b->s->nops);
+	d[b->nd++] = op;
 }
 
 /* The op under construction reads (OPD_IN), writes (OPD_OUT) or updates buffer buf. */
-static void opd(struct builder *b, int buf, enum opd_role role)
+static inline __attribute__((always_inline)) void opd(struct builder *b, int buf, enum opd_role role)
 {
+	struct operand *x = b->s->opds;
+	int at;
+
 	if (buf < 0)
 		return;
-	for (int i = 0; i < b->no; i++)
-		if (b->opds[i].buf == (uint32_t)buf) {
-			b->opds[i].role |= role;
-			return;
-		}
+	at = b->opd_at[buf];
+	if (at >= (int)b->cur.opd_first) { /* named already by this op */
+		x[at].role |= role;
+		return;
+	}
 	assert(b->no < b->cap);
-	b->opds[b->no++] = (struct operand){ (uint32_t)buf, (uint8_t)role };
+	at = (int)b->cur.opd_first + b->no++;
+	b->opd_at[buf] = at;
+	x[at] = (struct operand){ (uint32_t)buf, (uint8_t)role };
 }
 
-static void alloc_buf(struct builder *b, int buf)
+static inline __attribute__((always_inline)) void alloc_buf(struct builder *b, int buf)
 {
 	assert(b->na < b->cap);
 	b->allocs[b->na++] = buf;
 }
 
-static void free_buf(struct builder *b, int buf)
+static inline __attribute__((always_inline)) void free_buf(struct builder *b, int buf)
 {
 	if (buf < 0)
 		return;
@@ -167,24 +181,18 @@ static void free_buf(struct builder *b, int buf)
 }
 
 /* Append the op under construction; returns its index. */
-static int commit(struct builder *b)
+static inline __attribute__((always_inline)) int commit(struct builder *b)
 {
 	struct schedule *s = b->s;
 	int id = s->nops;
 	struct op *o;
 
 	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
-	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->nd, sizeof(*s->deps));
 	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + b->na + b->nf, sizeof(*s->bufrefs));
-	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->no, sizeof(*s->opds));
 	o = &s->ops[id];
 	*o = b->cur;
-	o->dep_first = s->ndeps;
 	o->ndeps = b->nd;
-	for (int i = 0; i < b->nd; i++) {
-		assert(b->deps[i] < (uint32_t)id);
-		s->deps[s->ndeps++] = b->deps[i];
-	}
+	s->ndeps += b->nd;
 	o->buf_first = s->nbufrefs;
 	o->nalloc = b->na;
 	o->nfree = b->nf;
@@ -199,10 +207,8 @@ static int commit(struct builder *b)
 		s->bufs[b->frees[i]].free_op = id;
 		s->bufrefs[s->nbufrefs++] = b->frees[i];
 	}
-	o->opd_first = s->nopds;
 	o->nopd = b->no;
-	for (int i = 0; i < b->no; i++)
-		s->opds[s->nopds++] = b->opds[i];
+	s->nopds += b->no;
 	s->nops++;
 	return id;
 }
@@ -1036,10 +1042,9 @@ static void builder_release(struct builder *b)
 	free(b->copy_out_pending);
 	free(b->acts);
 	free(b->recomputed);
-	free(b->deps);
 	free(b->allocs);
 	free(b->frees);
-	free(b->opds);
+	free(b->opd_at);
 }
 
 static int *ints(int n, int v)
@@ -1054,30 +1059,43 @@ void schedule_clocks(struct schedule *s)
 {
 	uint32_t count[ST_COUNT] = { 0 };
 	int last[ST_COUNT];
+	size_t n = (size_t)(s->nops > 0 ? s->nops : 1);
 
 	for (int t = 0; t < ST_COUNT; t++)
 		last[t] = -1;
 	free(s->stream_pos);
 	free(s->clock);
 	free(s->stream_ops);
-	s->stream_pos = xmalloc(sizeof(uint32_t) * (s->nops > 0 ? s->nops : 1));
-	s->stream_ops = xmalloc(sizeof(int32_t) * (s->nops > 0 ? s->nops : 1));
-	s->clock = xcalloc((size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT, sizeof(uint32_t));
+	s->stream_pos = xmalloc(sizeof(uint32_t) * n);
+	s->stream_ops = xmalloc(sizeof(int32_t) * n);
+	s->clock = xmalloc(sizeof(uint32_t) * ST_COUNT * n);
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
-		uint32_t *c = &s->clock[(size_t)i * ST_COUNT];
-		if (last[o->stream] >= 0)
-			memcpy(c, &s->clock[(size_t)last[o->stream] * ST_COUNT], sizeof(uint32_t) * ST_COUNT);
+		const uint32_t *deps = &s->deps[o->dep_first];
+		uint32_t c[ST_COUNT];
+		int st = o->stream;
+
+		if (last[st] >= 0)
+			memcpy(c, &s->clock[(size_t)last[st] * ST_COUNT], sizeof(c));
+		else
+			memset(c, 0, sizeof(c));
 		for (uint32_t d = 0; d < o->ndeps; d++) {
-			const uint32_t *dc = &s->clock[(size_t)s->deps[o->dep_first + d] * ST_COUNT];
+			uint32_t j = deps[d];
+			const uint32_t *dc = &s->clock[(size_t)j * ST_COUNT];
+			/* a dependency that already happens before the clock so far adds nothing */
+			if (c[s->ops[j].stream] > s->stream_pos[j])
+				continue;
+#pragma GCC unroll 8
 			for (int t = 0; t < ST_COUNT; t++)
-				if (dc[t] > c[t])
-					c[t] = dc[t];
+				c[t] = dc[t] > c[t] ? dc[t] : c[t];
 		}
-		s->stream_pos[i] = count[o->stream]++;
-		c[o->stream] = s->stream_pos[i] + 1;
-		last[o->stream] = i;
+		s->stream_pos[i] = count[st]++;
+		c[st] = s->stream_pos[i] + 1;
+		memcpy(&s->clock[(size_t)i * ST_COUNT], c, sizeof(c));
+		last[st] = i;
 	}
+	if (!s->nops)
+		memset(s->clock, 0, sizeof(uint32_t) * ST_COUNT);
 	s->stream_first[0] = 0;
 	for (int t = 0; t < ST_COUNT; t++)
 		s->stream_first[t + 1] = s->stream_first[t] + count[t];
@@ -1157,10 +1175,9 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	}
 	/* one op names at most three buffers of every unit (the optimizer after backward) */
 	b.cap = 4 * s->nunits + 64;
-	b.deps = xmalloc(sizeof(uint32_t) * b.cap);
 	b.allocs = xmalloc(sizeof(uint32_t) * b.cap);
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
-	b.opds = xmalloc(sizeof(struct operand) * b.cap);
+	b.opd_at = xmalloc(sizeof(int) * s->cap_bufs);
 	b.recipe = (enum kernel_recipe)name_index(kernel_recipe_names, e->runtime.kernels);
 	assert(b.recipe >= 0);
 	/* the modes segments have: the policy's, and for per-layer a block's none or full */
