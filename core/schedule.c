@@ -59,14 +59,16 @@ struct builder {
 	uint64_t saved[SEG_KIND_COUNT][AC_MODES];               /* activation bytes a segment keeps */
 	uint64_t transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES]; /* scratch of a segment's phase */
 	/*
-	 * One op under construction: its dependencies and operands go straight
-	 * to the end of schedule.deps and schedule.opds (cur.dep_first,
-	 * cur.opd_first), its allocations and frees are staged here.
+	 * One op under construction, built in place at the end of
+	 * schedule.ops: its dependencies and operands go straight to the end
+	 * of schedule.deps, schedule.opds and schedule.bufrefs (its
+	 * allocations), its frees are staged here.
 	 */
-	struct op cur;
-	uint32_t *allocs, *frees;
+	struct op *cur;
+	uint32_t *frees;
 	int *opd_at;          /* per buffer: its last index in schedule.opds, -1 */
 	int nd, na, nf, no, cap;
+	int room;             /* ops that fit in the schedule's arrays before reserve() */
 };
 
 static void *grow(void *p, int *cap, int need, size_t elem)
@@ -113,30 +115,55 @@ static int host_buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enu
 	return id;
 }
 
+/*
+ * Grow the schedule's arrays to hold at least one more op with the most
+ * dependencies, operands and buffer references an op can have, and count
+ * how many such ops they hold.
+ */
+static void reserve(struct builder *b)
+{
+	struct schedule *s = b->s;
+	int r;
+
+	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
+	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->cap, sizeof(*s->deps));
+	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->cap, sizeof(*s->opds));
+	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + 2 * b->cap, sizeof(*s->bufrefs));
+	b->room = s->cap_ops - s->nops;
+	r = (s->cap_deps - s->ndeps) / b->cap;
+	b->room = r < b->room ? r : b->room;
+	r = (s->cap_opds - s->nopds) / b->cap;
+	b->room = r < b->room ? r : b->room;
+	r = (s->cap_bufrefs - s->nbufrefs) / (2 * b->cap);
+	b->room = r < b->room ? r : b->room;
+}
+
 static inline __attribute__((always_inline)) void begin(struct builder *b, enum op_kind kind, enum stream_id st,
 							int unit, int seg, int micro)
 {
 	struct schedule *s = b->s;
 
-	/* room for the most dependencies and operands one op can have */
-	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->cap, sizeof(*s->deps));
-	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->cap, sizeof(*s->opds));
-	memset(&b->cur, 0, sizeof(b->cur));
-	b->cur.dep_first = s->ndeps;
-	b->cur.opd_first = s->nopds;
-	b->cur.kind = kind;
-	b->cur.stream = st;
-	b->cur.unit = unit;
-	b->cur.seg = seg;
-	b->cur.micro = micro;
-	b->cur.ktab = -1;
-	b->cur.launches = 1;
+	if (b->room <= 0)
+		reserve(b);
+	b->room--;
+	b->cur = &s->ops[s->nops];
+	memset(b->cur, 0, sizeof(*b->cur));
+	b->cur->dep_first = s->ndeps;
+	b->cur->buf_first = s->nbufrefs;
+	b->cur->opd_first = s->nopds;
+	b->cur->kind = kind;
+	b->cur->stream = st;
+	b->cur->unit = unit;
+	b->cur->seg = seg;
+	b->cur->micro = micro;
+	b->cur->ktab = -1;
+	b->cur->launches = 1;
 	b->nd = b->na = b->nf = b->no = 0;
 }
 
 static inline __attribute__((always_inline)) void dep(struct builder *b, int op)
 {
-	uint32_t *d = &b->s->deps[b->cur.dep_first];
+	uint32_t *d = &b->s->deps[b->cur->dep_first];
 
 	if (op < 0)
 		return;
@@ -156,27 +183,32 @@ static inline __attribute__((always_inline)) void opd(struct builder *b, int buf
 	if (buf < 0)
 		return;
 	at = b->opd_at[buf];
-	if (at >= (int)b->cur.opd_first) { /* named already by this op */
+	if (at >= (int)b->cur->opd_first) { /* named already by this op */
 		x[at].role |= role;
 		return;
 	}
 	assert(b->no < b->cap);
-	at = (int)b->cur.opd_first + b->no++;
+	at = (int)b->cur->opd_first + b->no++;
 	b->opd_at[buf] = at;
 	x[at] = (struct operand){ (uint32_t)buf, (uint8_t)role };
 }
 
 static inline __attribute__((always_inline)) void alloc_buf(struct builder *b, int buf)
 {
-	assert(b->na < b->cap);
-	b->allocs[b->na++] = buf;
+	struct schedule *s = b->s;
+
+	assert(b->na < b->cap && s->bufs[buf].alloc_op < 0);
+	s->bufs[buf].alloc_op = s->nops;
+	s->bufs[buf].stream = b->cur->stream;
+	s->bufrefs[b->cur->buf_first + b->na++] = buf;
 }
 
 static inline __attribute__((always_inline)) void free_buf(struct builder *b, int buf)
 {
 	if (buf < 0)
 		return;
-	assert(b->nf < b->cap);
+	assert(b->nf < b->cap && b->s->bufs[buf].free_op < 0);
+	b->s->bufs[buf].free_op = b->s->nops;
 	b->frees[b->nf++] = buf;
 }
 
@@ -185,28 +217,15 @@ static inline __attribute__((always_inline)) int commit(struct builder *b)
 {
 	struct schedule *s = b->s;
 	int id = s->nops;
-	struct op *o;
+	struct op *o = b->cur;
 
-	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
-	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + b->na + b->nf, sizeof(*s->bufrefs));
-	o = &s->ops[id];
-	*o = b->cur;
 	o->ndeps = b->nd;
 	s->ndeps += b->nd;
-	o->buf_first = s->nbufrefs;
 	o->nalloc = b->na;
 	o->nfree = b->nf;
-	for (int i = 0; i < b->na; i++) {
-		assert(s->bufs[b->allocs[i]].alloc_op < 0);
-		s->bufs[b->allocs[i]].alloc_op = id;
-		s->bufs[b->allocs[i]].stream = o->stream;
-		s->bufrefs[s->nbufrefs++] = b->allocs[i];
-	}
-	for (int i = 0; i < b->nf; i++) {
-		assert(s->bufs[b->frees[i]].free_op < 0);
-		s->bufs[b->frees[i]].free_op = id;
+	s->nbufrefs += b->na;
+	for (int i = 0; i < b->nf; i++)
 		s->bufrefs[s->nbufrefs++] = b->frees[i];
-	}
 	o->nopd = b->no;
 	s->nopds += b->no;
 	s->nops++;
@@ -433,12 +452,12 @@ static void set_kernels(struct builder *b, int seg, enum phase ph)
 	enum segment_kind sk = b->s->segs[seg].kind;
 	int t = ktab_get(b, sk, ph, seg_ac(b->s, seg));
 
-	b->cur.seg_kind = sk;
-	b->cur.ktab = t;
+	b->cur->seg_kind = sk;
+	b->cur->ktab = t;
 	if (t >= 0) {
-		b->cur.flops = b->s->ktabs[t].flops;
-		b->cur.bytes = b->s->ktabs[t].bytes;
-		b->cur.launches = b->s->ktabs[t].count;
+		b->cur->flops = b->s->ktabs[t].flops;
+		b->cur->bytes = b->s->ktabs[t].bytes;
+		b->cur->launches = b->s->ktabs[t].count;
 	}
 }
 
@@ -461,7 +480,7 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 		stage = buf_new(b, x->shard_elems * (uint64_t)precision_master_bytes(b->p->precision), MEM_COMM,
 				BUF_HOST_STAGE, ST_COPY, u, -1, micro, b->master_elem);
 		begin(b, OP_H2D, ST_COPY, u, -1, micro);
-		b->cur.bytes = s->bufs[stage].bytes;
+		b->cur->bytes = s->bufs[stage].bytes;
 		dep(b, after);
 		opd(b, b->host_master[u], OPD_IN);
 		opd(b, stage, OPD_OUT);
@@ -472,8 +491,8 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 	out = buf_new(b, x->full_bytes, copy_out ? MEM_COMM : MEM_FULL_PARAMS,
 		      copy_out ? BUF_GATHER_OUT : BUF_FULL_PARAM, ST_ALLGATHER, u, -1, micro, b->param_elem);
 	begin(b, OP_ALLGATHER, ST_ALLGATHER, u, -1, micro);
-	b->cur.group = GRP_SHARD;
-	b->cur.bytes = x->full_bytes;
+	b->cur->group = GRP_SHARD;
+	b->cur->bytes = x->full_bytes;
 	dep(b, after);
 	dep(b, h2d);
 	opd(b, src, OPD_IN);
@@ -501,7 +520,7 @@ static int params_ready(struct builder *b, int u, int micro)
 		return b->ready_op[u];
 	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro, b->param_elem);
 	begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
-	b->cur.bytes = 2 * x->full_bytes;
+	b->cur->bytes = 2 * x->full_bytes;
 	dep(b, b->ready_op[u]);
 	opd(b, b->full_buf[u], OPD_IN);
 	opd(b, full, OPD_OUT);
@@ -516,7 +535,7 @@ static int params_ready(struct builder *b, int u, int micro)
 static void emit_free_params(struct builder *b, int u, int micro)
 {
 	begin(b, OP_FREE, ST_COMPUTE, u, -1, micro);
-	b->cur.launches = 0;
+	b->cur->launches = 0;
 	free_buf(b, b->full_buf[u]);
 	commit(b);
 	b->full_buf[u] = -1;
@@ -530,7 +549,7 @@ static void scratch(struct builder *b, uint64_t bytes, int unit, int seg, int mi
 
 	if (!bytes)
 		return;
-	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur.stream, unit, seg, micro, b->s->act_elem);
+	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur->stream, unit, seg, micro, b->s->act_elem);
 	alloc_buf(b, t);
 	opd(b, t, OPD_OUT);
 	free_buf(b, t);
@@ -613,8 +632,8 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 static int emit_replica_allreduce(struct builder *b, int u, int g, int micro, int after)
 {
 	begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
-	b->cur.group = GRP_REPLICA;
-	b->cur.bytes = b->s->units[u].shard_elems * (uint64_t)policy_grad_bytes(b->p);
+	b->cur->group = GRP_REPLICA;
+	b->cur->bytes = b->s->units[u].shard_elems * (uint64_t)policy_grad_bytes(b->p);
 	dep(b, after);
 	opd(b, g, OPD_INOUT);
 	return commit(b);
@@ -631,8 +650,8 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 
 	if (p->sharding == SHARD_DDP) {
 		begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
-		b->cur.group = GRP_WORLD;
-		b->cur.bytes = x->reduce_bytes;
+		b->cur->group = GRP_WORLD;
+		b->cur->bytes = x->reduce_bytes;
 		dep(b, after);
 		opd(b, b->full_grad[u], OPD_INOUT);
 		op = commit(b);
@@ -646,7 +665,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, ST_REDUCE_SCATTER, u, -1, micro,
 					b->grad_elem);
 			begin(b, OP_COPY_IN, ST_REDUCE_SCATTER, u, -1, micro);
-			b->cur.bytes = x->full_grad_bytes + x->reduce_bytes;
+			b->cur->bytes = x->full_grad_bytes + x->reduce_bytes;
 			dep(b, after);
 			opd(b, b->full_grad[u], OPD_IN);
 			opd(b, rs_in, OPD_OUT);
@@ -659,8 +678,8 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro,
 			      b->grad_elem);
 		begin(b, OP_REDUCE_SCATTER, ST_REDUCE_SCATTER, u, -1, micro);
-		b->cur.group = GRP_SHARD;
-		b->cur.bytes = x->reduce_bytes;
+		b->cur->group = GRP_SHARD;
+		b->cur->bytes = x->reduce_bytes;
 		dep(b, op);
 		opd(b, in, OPD_IN);
 		opd(b, out, OPD_OUT);
@@ -679,7 +698,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			b->shard_grad[u] = out;
 		} else {
 			begin(b, OP_ACCUM, stream_of_last, u, -1, micro);
-			b->cur.bytes = 3 * x->shard_elems * (uint64_t)gb;
+			b->cur->bytes = 3 * x->shard_elems * (uint64_t)gb;
 			dep(b, op);
 			opd(b, out, OPD_IN);
 			opd(b, b->shard_grad[u], OPD_INOUT);
@@ -698,7 +717,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		/* gradients go to the host as soon as they are reduced */
 		int g = p->sharding == SHARD_DDP ? b->full_grad[u] : b->shard_grad[u];
 		begin(b, OP_D2H, ST_COPY, u, -1, micro);
-		b->cur.bytes = s->bufs[g].bytes;
+		b->cur->bytes = s->bufs[g].bytes;
 		dep(b, op);
 		opd(b, g, OPD_IN);
 		opd(b, b->host_grad[u], OPD_OUT);
@@ -731,13 +750,13 @@ static void optim_extras(struct builder *b, uint64_t elems, int tensors, int cli
 	int ops = b->p->optim == OPT_FOREACH ? r->foreach_kernels : b->p->optim == OPT_FUSED ? r->fused_kernels
 											: r->per_param_kernels;
 
-	b->cur.host_ns = (uint32_t)(1e3 * r->dtensor_us * tensors * ops + 0.5);
+	b->cur->host_ns = (uint32_t)(1e3 * r->dtensor_us * tensors * ops + 0.5);
 	if (b->p->optim == OPT_FOREACH && r->optim_temp_bytes > 0)
-		scratch(b, (uint64_t)((double)elems * r->optim_temp_bytes + 0.5), b->cur.unit, -1, b->cur.micro);
+		scratch(b, (uint64_t)((double)elems * r->optim_temp_bytes + 0.5), b->cur->unit, -1, b->cur->micro);
 	if (clips && r->clip_grad_norm) {
-		b->cur.bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
-		b->cur.launches += (uint32_t)(2 * chunks);
-		b->cur.host_ns += (uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5);
+		b->cur->bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
+		b->cur->launches += (uint32_t)(2 * chunks);
+		b->cur->host_ns += (uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5);
 	}
 }
 
@@ -809,22 +828,22 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 
 	if (b->p->offload != OFF_NONE) {
 		begin(b, OP_CPU_OPTIM, ST_HOST, u, -1, micro);
-		b->cur.bytes = unit_opt_elems(b, x);  /* parameters the host updates */
-		b->cur.launches = 0;
+		b->cur->bytes = unit_opt_elems(b, x);  /* parameters the host updates */
+		b->cur->launches = 0;
 		dep(b, after);
 		host_optim_operands(b, u);
 		op = commit(b);
 		if (b->p->offload == OFF_PARAMS)
 			return op; /* the next gather stages the master from the host */
 		begin(b, OP_H2D, ST_COPY, u, -1, micro);
-		b->cur.bytes = unit_opt_elems(b, x) * (uint64_t)precision_param_bytes(b->p->precision);
+		b->cur->bytes = unit_opt_elems(b, x) * (uint64_t)precision_param_bytes(b->p->precision);
 		dep(b, op);
 		h2d_shard_operands(b, u);
 		return commit(b);
 	}
 	begin(b, OP_OPTIM, st, u, -1, micro);
-	b->cur.bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
-	b->cur.launches = optim_launches(b, x->ntensors);
+	b->cur->bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
+	b->cur->launches = optim_launches(b, x->ntensors);
 	dep(b, after);
 	device_optim_operands(b, u);
 	/* a step per unit (in backward, or per-parameter after it) cannot clip: the norm needs every gradient */
@@ -906,7 +925,7 @@ static void backward(struct builder *b, int micro)
 		/* accumulation into a gradient kept from an earlier microbatch: autograd adds it */
 		if (micro > 0 && x->accumulates_full && s->per_tensor_shards && g == x->first_seg) {
 			begin(b, OP_ACCUM, ST_COMPUTE, u, -1, micro);
-			b->cur.bytes = 3 * x->full_grad_bytes;
+			b->cur->bytes = 3 * x->full_grad_bytes;
 			opd(b, b->full_grad[u], OPD_INOUT);
 			op = commit(b);
 		}
@@ -920,7 +939,7 @@ static void backward(struct builder *b, int micro)
 			if (p->flat_params && (sync || !p->concat_last_only)) {
 				/* FSDP1: per-parameter gradients are copied into the unit's flat gradient */
 				begin(b, OP_CONCAT, ST_COMPUTE, u, -1, micro);
-				b->cur.bytes = (micro > 0 && x->accumulates_full && !p->concat_last_only ? 3 : 2) *
+				b->cur->bytes = (micro > 0 && x->accumulates_full && !p->concat_last_only ? 3 : 2) *
 					       x->full_grad_bytes;
 				opd(b, b->full_grad[u], OPD_IN);
 				scratch(b, x->full_grad_bytes, u, -1, micro);
@@ -950,12 +969,12 @@ static void optimizer_after_backward(struct builder *b)
 			dep(b, b->d2h_op[u]);
 			host_optim_operands(b, u);
 		}
-		b->cur.bytes = elems;
-		b->cur.launches = 0;
+		b->cur->bytes = elems;
+		b->cur->launches = 0;
 		op = commit(b);
 		if (p->offload == OFF_OPTIM) {
 			begin(b, OP_H2D, ST_COPY, -1, -1, last);
-			b->cur.bytes = elems * (uint64_t)precision_param_bytes(p->precision);
+			b->cur->bytes = elems * (uint64_t)precision_param_bytes(p->precision);
 			dep(b, op);
 			for (int u = 0; u < s->nunits; u++)
 				h2d_shard_operands(b, u);
@@ -980,8 +999,8 @@ static void optimizer_after_backward(struct builder *b)
 			dep(b, b->last_reduce[u]);
 			device_optim_operands(b, u);
 		}
-		b->cur.bytes = elems * optim_bytes_per_elem(b);
-		b->cur.launches = optim_launches(b, tensors);
+		b->cur->bytes = elems * optim_bytes_per_elem(b);
+		b->cur->launches = optim_launches(b, tensors);
 		optim_extras(b, elems, tensors, 1);
 		commit(b);
 	}
@@ -1042,7 +1061,6 @@ static void builder_release(struct builder *b)
 	free(b->copy_out_pending);
 	free(b->acts);
 	free(b->recomputed);
-	free(b->allocs);
 	free(b->frees);
 	free(b->opd_at);
 }
@@ -1175,7 +1193,6 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	}
 	/* one op names at most three buffers of every unit (the optimizer after backward) */
 	b.cap = 4 * s->nunits + 64;
-	b.allocs = xmalloc(sizeof(uint32_t) * b.cap);
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
 	b.opd_at = xmalloc(sizeof(int) * s->cap_bufs);
 	b.recipe = (enum kernel_recipe)name_index(kernel_recipe_names, e->runtime.kernels);
