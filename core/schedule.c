@@ -256,7 +256,7 @@ static int unit_new(struct schedule *s, const char *name, int is_root)
 	struct unit *u = &s->units[s->nunits];
 
 	memset(u, 0, sizeof(*u));
-	snprintf(u->name, sizeof(u->name), "%s", name);
+	memcpy(u->name, name, strnlen(name, sizeof(u->name) - 1)); /* truncated, NUL-terminated */
 	u->first_seg = -1;
 	u->last_seg = -1;
 	u->is_root = is_root;
@@ -272,6 +272,20 @@ static void unit_use_seg(struct schedule *s, int unit, int seg)
 		u->first_seg = seg;
 	if (seg > u->last_seg)
 		u->last_seg = seg;
+}
+
+/* Write v >= 0 in decimal at p, unterminated; returns the digits written. */
+static int put_uint(char *p, int v)
+{
+	char d[12];
+	int n = 0;
+
+	do
+		d[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	for (int i = 0; i < n; i++)
+		p[i] = d[n - 1 - i];
+	return n;
 }
 
 /* Cut the model into units by the wrapping policy; units are in forward gather order. */
@@ -319,11 +333,18 @@ static void build_units(struct schedule *s)
 		assert(!"bad wrap");
 	}
 	for (int i = 0; i < L; i += k) {
-		int last = i + k < L ? i + k : L, u;
-		if (k == 1)
-			snprintf(name, sizeof(name), "block%d", i);
-		else
-			snprintf(name, sizeof(name), "blocks%d-%d", i, last - 1);
+		int last = i + k < L ? i + k : L, u, n;
+		/* "block<i>", or "blocks<i>-<last - 1>" (at most 28 characters) */
+		if (k == 1) {
+			memcpy(name, "block", 5);
+			n = 5 + put_uint(name + 5, i);
+		} else {
+			memcpy(name, "blocks", 6);
+			n = 6 + put_uint(name + 6, i);
+			name[n++] = '-';
+			n += put_uint(name + n, last - 1);
+		}
+		name[n] = 0;
 		u = unit_new(s, name, 0);
 		for (int j = i; j < last; j++) {
 			unit_use_seg(s, u, 1 + j);
@@ -450,7 +471,11 @@ static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph, enum
 static void set_kernels(struct builder *b, int seg, enum phase ph)
 {
 	enum segment_kind sk = b->s->segs[seg].kind;
-	int t = ktab_get(b, sk, ph, seg_ac(b->s, seg));
+	enum ac_mode ac = seg_ac(b->s, seg);
+	int t = b->ktab[sk][ph][ac];
+
+	if (t == -2) /* the first op of this shape lists its kernels */
+		t = ktab_get(b, sk, ph, ac);
 
 	b->cur->seg_kind = sk;
 	b->cur->ktab = t;
