@@ -363,11 +363,12 @@ static void build_units(struct schedule *s)
 	}
 }
 
-static int cmp_last_seg_desc(const void *a, const void *b, void *ctx)
+static int *ints(int n, int v)
 {
-	const struct schedule *s = ctx;
-	int x = s->units[*(const int *)a].last_seg, y = s->units[*(const int *)b].last_seg;
-	return y - x;
+	int *a = xmalloc(sizeof(int) * (n > 0 ? n : 1));
+	for (int i = 0; i < n; i++)
+		a[i] = v;
+	return a;
 }
 
 /* Per-unit policy facts: sizes, resharding, deferral. */
@@ -414,10 +415,21 @@ static void plan_units(struct builder *b)
 			x->reduce_bytes = x->shard_elems * (uint64_t)s->shard_n * policy_grad_bytes(p);
 		}
 	}
-	s->bwd_order = xmalloc(sizeof(int) * s->nunits);
-	for (int u = 0; u < s->nunits; u++)
-		s->bwd_order[u] = u;
-	qsort_r(s->bwd_order, s->nunits, sizeof(int), cmp_last_seg_desc, s);
+	/*
+	 * Backward order: by last segment, descending. A segment belongs to one
+	 * unit, so units' last segments differ: list them by segment.
+	 */
+	{
+		int *by_seg = ints(s->nsegs, -1), n = 0;
+		for (int u = 0; u < s->nunits; u++)
+			by_seg[s->units[u].last_seg] = u;
+		s->bwd_order = xmalloc(sizeof(int) * s->nunits);
+		for (int g = s->nsegs - 1; g >= 0; g--)
+			if (by_seg[g] >= 0)
+				s->bwd_order[n++] = by_seg[g];
+		assert(n == s->nunits);
+		free(by_seg);
+	}
 }
 
 /* ---- kernels ---------------------------------------------------------------- */
@@ -1088,14 +1100,6 @@ static void builder_release(struct builder *b)
 	free(b->recomputed);
 	free(b->frees);
 	free(b->opd_at);
-}
-
-static int *ints(int n, int v)
-{
-	int *a = xmalloc(sizeof(int) * (n > 0 ? n : 1));
-	for (int i = 0; i < n; i++)
-		a[i] = v;
-	return a;
 }
 
 void schedule_clocks(struct schedule *s)
