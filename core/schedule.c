@@ -58,11 +58,17 @@ struct builder {
 	int ktab[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
 	uint64_t saved[SEG_KIND_COUNT][AC_MODES];               /* activation bytes a segment keeps */
 	uint64_t transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES]; /* scratch of a segment's phase */
-	/* one op under construction */
-	struct op cur;
-	uint32_t *deps, *allocs, *frees;
-	struct operand *opds;
+	/*
+	 * One op under construction, built in place at the end of
+	 * schedule.ops: its dependencies and operands go straight to the end
+	 * of schedule.deps, schedule.opds and schedule.bufrefs (its
+	 * allocations), its frees are staged here.
+	 */
+	struct op *cur;
+	uint32_t *frees;
+	int *opd_at;          /* per buffer: its last index in schedule.opds, -1 */
 	int nd, na, nf, no, cap;
+	int room;             /* ops that fit in the schedule's arrays before reserve() */
 };
 
 static void *grow(void *p, int *cap, int need, size_t elem)
@@ -82,26 +88,21 @@ static enum elem elem_of(int bytes)
 	return bytes == 4 ? ELEM_FP32 : ELEM_BF16;
 }
 
-static int buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enum buf_kind kind,
-		   enum stream_id stream, int unit, int seg, int micro, enum elem el)
+static inline __attribute__((always_inline)) int buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat,
+							 enum buf_kind kind, enum stream_id stream, int unit,
+							 int seg, int micro, enum elem el)
 {
 	struct schedule *s = b->s;
-	struct buffer *x;
 
-	s->bufs = grow(s->bufs, &s->cap_bufs, s->nbufs + 1, sizeof(*s->bufs));
-	x = &s->bufs[s->nbufs];
-	memset(x, 0, sizeof(*x));
-	x->bytes = bytes;
-	x->cat = cat;
-	x->kind = kind;
-	x->stream = stream;
-	x->elem = el;
-	x->alias_of = -1;
-	x->unit = unit;
-	x->seg = seg;
-	x->micro = micro;
-	x->alloc_op = -1;
-	x->free_op = -1;
+	if (s->nbufs >= s->cap_bufs) {
+		s->bufs = grow(s->bufs, &s->cap_bufs, s->nbufs + 1, sizeof(*s->bufs));
+		b->opd_at = xrealloc(b->opd_at, sizeof(int) * (size_t)s->cap_bufs);
+	}
+	s->bufs[s->nbufs] = (struct buffer){
+		.bytes = bytes, .cat = cat, .kind = kind, .stream = stream, .elem = el, .alias_of = -1,
+		.unit = unit, .seg = seg, .micro = micro, .alloc_op = -1, .free_op = -1,
+	};
+	b->opd_at[s->nbufs] = -1;
 	return s->nbufs++;
 }
 
@@ -114,95 +115,119 @@ static int host_buf_new(struct builder *b, uint64_t bytes, enum mem_cat cat, enu
 	return id;
 }
 
-static void begin(struct builder *b, enum op_kind kind, enum stream_id st, int unit, int seg, int micro)
+/*
+ * Grow the schedule's arrays to hold at least one more op with the most
+ * dependencies, operands and buffer references an op can have, and count
+ * how many such ops they hold.
+ */
+static void reserve(struct builder *b)
 {
-	memset(&b->cur, 0, sizeof(b->cur));
-	b->cur.kind = kind;
-	b->cur.stream = st;
-	b->cur.unit = unit;
-	b->cur.seg = seg;
-	b->cur.micro = micro;
-	b->cur.ktab = -1;
-	b->cur.launches = 1;
+	struct schedule *s = b->s;
+	int r;
+
+	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
+	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->cap, sizeof(*s->deps));
+	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->cap, sizeof(*s->opds));
+	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + 2 * b->cap, sizeof(*s->bufrefs));
+	b->room = s->cap_ops - s->nops;
+	r = (s->cap_deps - s->ndeps) / b->cap;
+	b->room = r < b->room ? r : b->room;
+	r = (s->cap_opds - s->nopds) / b->cap;
+	b->room = r < b->room ? r : b->room;
+	r = (s->cap_bufrefs - s->nbufrefs) / (2 * b->cap);
+	b->room = r < b->room ? r : b->room;
+}
+
+static inline __attribute__((always_inline)) void begin(struct builder *b, enum op_kind kind, enum stream_id st,
+							int unit, int seg, int micro)
+{
+	struct schedule *s = b->s;
+
+	if (b->room <= 0)
+		reserve(b);
+	b->room--;
+	b->cur = &s->ops[s->nops];
+	memset(b->cur, 0, sizeof(*b->cur));
+	b->cur->dep_first = s->ndeps;
+	b->cur->buf_first = s->nbufrefs;
+	b->cur->opd_first = s->nopds;
+	b->cur->kind = kind;
+	b->cur->stream = st;
+	b->cur->unit = unit;
+	b->cur->seg = seg;
+	b->cur->micro = micro;
+	b->cur->ktab = -1;
+	b->cur->launches = 1;
 	b->nd = b->na = b->nf = b->no = 0;
 }
 
-static void dep(struct builder *b, int op)
+static inline __attribute__((always_inline)) void dep(struct builder *b, int op)
 {
+	uint32_t *d = &b->s->deps[b->cur->dep_first];
+
 	if (op < 0)
 		return;
 	for (int i = 0; i < b->nd; i++)
-		if (b->deps[i] == (uint32_t)op)
+		if (d[i] == (uint32_t)op)
 			return;
-	assert(b->nd < b->cap);
-	b->deps[b->nd++] = op;
+	assert(b->nd < b->cap && op < b->s->nops);
+	d[b->nd++] = op;
 }
 
 /* The op under construction reads (OPD_IN), writes (OPD_OUT) or updates buffer buf. */
-static void opd(struct builder *b, int buf, enum opd_role role)
+static inline __attribute__((always_inline)) void opd(struct builder *b, int buf, enum opd_role role)
 {
+	struct operand *x = b->s->opds;
+	int at;
+
 	if (buf < 0)
 		return;
-	for (int i = 0; i < b->no; i++)
-		if (b->opds[i].buf == (uint32_t)buf) {
-			b->opds[i].role |= role;
-			return;
-		}
+	at = b->opd_at[buf];
+	if (at >= (int)b->cur->opd_first) { /* named already by this op */
+		x[at].role |= role;
+		return;
+	}
 	assert(b->no < b->cap);
-	b->opds[b->no++] = (struct operand){ (uint32_t)buf, (uint8_t)role };
+	at = (int)b->cur->opd_first + b->no++;
+	b->opd_at[buf] = at;
+	x[at] = (struct operand){ (uint32_t)buf, (uint8_t)role };
 }
 
-static void alloc_buf(struct builder *b, int buf)
+static inline __attribute__((always_inline)) void alloc_buf(struct builder *b, int buf)
 {
-	assert(b->na < b->cap);
-	b->allocs[b->na++] = buf;
+	struct schedule *s = b->s;
+
+	assert(b->na < b->cap && s->bufs[buf].alloc_op < 0);
+	s->bufs[buf].alloc_op = s->nops;
+	s->bufs[buf].stream = b->cur->stream;
+	s->bufrefs[b->cur->buf_first + b->na++] = buf;
 }
 
-static void free_buf(struct builder *b, int buf)
+static inline __attribute__((always_inline)) void free_buf(struct builder *b, int buf)
 {
 	if (buf < 0)
 		return;
-	assert(b->nf < b->cap);
+	assert(b->nf < b->cap && b->s->bufs[buf].free_op < 0);
+	b->s->bufs[buf].free_op = b->s->nops;
 	b->frees[b->nf++] = buf;
 }
 
 /* Append the op under construction; returns its index. */
-static int commit(struct builder *b)
+static inline __attribute__((always_inline)) int commit(struct builder *b)
 {
 	struct schedule *s = b->s;
 	int id = s->nops;
-	struct op *o;
+	struct op *o = b->cur;
 
-	s->ops = grow(s->ops, &s->cap_ops, s->nops + 1, sizeof(*s->ops));
-	s->deps = grow(s->deps, &s->cap_deps, s->ndeps + b->nd, sizeof(*s->deps));
-	s->bufrefs = grow(s->bufrefs, &s->cap_bufrefs, s->nbufrefs + b->na + b->nf, sizeof(*s->bufrefs));
-	s->opds = grow(s->opds, &s->cap_opds, s->nopds + b->no, sizeof(*s->opds));
-	o = &s->ops[id];
-	*o = b->cur;
-	o->dep_first = s->ndeps;
 	o->ndeps = b->nd;
-	for (int i = 0; i < b->nd; i++) {
-		assert(b->deps[i] < (uint32_t)id);
-		s->deps[s->ndeps++] = b->deps[i];
-	}
-	o->buf_first = s->nbufrefs;
+	s->ndeps += b->nd;
 	o->nalloc = b->na;
 	o->nfree = b->nf;
-	for (int i = 0; i < b->na; i++) {
-		assert(s->bufs[b->allocs[i]].alloc_op < 0);
-		s->bufs[b->allocs[i]].alloc_op = id;
-		s->bufs[b->allocs[i]].stream = o->stream;
-		s->bufrefs[s->nbufrefs++] = b->allocs[i];
-	}
-	for (int i = 0; i < b->nf; i++) {
-		assert(s->bufs[b->frees[i]].free_op < 0);
-		s->bufs[b->frees[i]].free_op = id;
+	s->nbufrefs += b->na;
+	for (int i = 0; i < b->nf; i++)
 		s->bufrefs[s->nbufrefs++] = b->frees[i];
-	}
-	o->opd_first = s->nopds;
 	o->nopd = b->no;
-	for (int i = 0; i < b->no; i++)
-		s->opds[s->nopds++] = b->opds[i];
+	s->nopds += b->no;
 	s->nops++;
 	return id;
 }
@@ -231,7 +256,7 @@ static int unit_new(struct schedule *s, const char *name, int is_root)
 	struct unit *u = &s->units[s->nunits];
 
 	memset(u, 0, sizeof(*u));
-	snprintf(u->name, sizeof(u->name), "%s", name);
+	memcpy(u->name, name, strnlen(name, sizeof(u->name) - 1)); /* truncated, NUL-terminated */
 	u->first_seg = -1;
 	u->last_seg = -1;
 	u->is_root = is_root;
@@ -247,6 +272,20 @@ static void unit_use_seg(struct schedule *s, int unit, int seg)
 		u->first_seg = seg;
 	if (seg > u->last_seg)
 		u->last_seg = seg;
+}
+
+/* Write v >= 0 in decimal at p, unterminated; returns the digits written. */
+static int put_uint(char *p, int v)
+{
+	char d[12];
+	int n = 0;
+
+	do
+		d[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	for (int i = 0; i < n; i++)
+		p[i] = d[n - 1 - i];
+	return n;
 }
 
 /* Cut the model into units by the wrapping policy; units are in forward gather order. */
@@ -294,11 +333,18 @@ static void build_units(struct schedule *s)
 		assert(!"bad wrap");
 	}
 	for (int i = 0; i < L; i += k) {
-		int last = i + k < L ? i + k : L, u;
-		if (k == 1)
-			snprintf(name, sizeof(name), "block%d", i);
-		else
-			snprintf(name, sizeof(name), "blocks%d-%d", i, last - 1);
+		int last = i + k < L ? i + k : L, u, n;
+		/* "block<i>", or "blocks<i>-<last - 1>" (at most 28 characters) */
+		if (k == 1) {
+			memcpy(name, "block", 5);
+			n = 5 + put_uint(name + 5, i);
+		} else {
+			memcpy(name, "blocks", 6);
+			n = 6 + put_uint(name + 6, i);
+			name[n++] = '-';
+			n += put_uint(name + n, last - 1);
+		}
+		name[n] = 0;
 		u = unit_new(s, name, 0);
 		for (int j = i; j < last; j++) {
 			unit_use_seg(s, u, 1 + j);
@@ -317,11 +363,12 @@ static void build_units(struct schedule *s)
 	}
 }
 
-static int cmp_last_seg_desc(const void *a, const void *b, void *ctx)
+static int *ints(int n, int v)
 {
-	const struct schedule *s = ctx;
-	int x = s->units[*(const int *)a].last_seg, y = s->units[*(const int *)b].last_seg;
-	return y - x;
+	int *a = xmalloc(sizeof(int) * (n > 0 ? n : 1));
+	for (int i = 0; i < n; i++)
+		a[i] = v;
+	return a;
 }
 
 /* Per-unit policy facts: sizes, resharding, deferral. */
@@ -368,10 +415,21 @@ static void plan_units(struct builder *b)
 			x->reduce_bytes = x->shard_elems * (uint64_t)s->shard_n * policy_grad_bytes(p);
 		}
 	}
-	s->bwd_order = xmalloc(sizeof(int) * s->nunits);
-	for (int u = 0; u < s->nunits; u++)
-		s->bwd_order[u] = u;
-	qsort_r(s->bwd_order, s->nunits, sizeof(int), cmp_last_seg_desc, s);
+	/*
+	 * Backward order: by last segment, descending. A segment belongs to one
+	 * unit, so units' last segments differ: list them by segment.
+	 */
+	{
+		int *by_seg = ints(s->nsegs, -1), n = 0;
+		for (int u = 0; u < s->nunits; u++)
+			by_seg[s->units[u].last_seg] = u;
+		s->bwd_order = xmalloc(sizeof(int) * s->nunits);
+		for (int g = s->nsegs - 1; g >= 0; g--)
+			if (by_seg[g] >= 0)
+				s->bwd_order[n++] = by_seg[g];
+		assert(n == s->nunits);
+		free(by_seg);
+	}
 }
 
 /* ---- kernels ---------------------------------------------------------------- */
@@ -425,14 +483,18 @@ static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph, enum
 static void set_kernels(struct builder *b, int seg, enum phase ph)
 {
 	enum segment_kind sk = b->s->segs[seg].kind;
-	int t = ktab_get(b, sk, ph, seg_ac(b->s, seg));
+	enum ac_mode ac = seg_ac(b->s, seg);
+	int t = b->ktab[sk][ph][ac];
 
-	b->cur.seg_kind = sk;
-	b->cur.ktab = t;
+	if (t == -2) /* the first op of this shape lists its kernels */
+		t = ktab_get(b, sk, ph, ac);
+
+	b->cur->seg_kind = sk;
+	b->cur->ktab = t;
 	if (t >= 0) {
-		b->cur.flops = b->s->ktabs[t].flops;
-		b->cur.bytes = b->s->ktabs[t].bytes;
-		b->cur.launches = b->s->ktabs[t].count;
+		b->cur->flops = b->s->ktabs[t].flops;
+		b->cur->bytes = b->s->ktabs[t].bytes;
+		b->cur->launches = b->s->ktabs[t].count;
 	}
 }
 
@@ -455,7 +517,7 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 		stage = buf_new(b, x->shard_elems * (uint64_t)precision_master_bytes(b->p->precision), MEM_COMM,
 				BUF_HOST_STAGE, ST_COPY, u, -1, micro, b->master_elem);
 		begin(b, OP_H2D, ST_COPY, u, -1, micro);
-		b->cur.bytes = s->bufs[stage].bytes;
+		b->cur->bytes = s->bufs[stage].bytes;
 		dep(b, after);
 		opd(b, b->host_master[u], OPD_IN);
 		opd(b, stage, OPD_OUT);
@@ -466,8 +528,8 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 	out = buf_new(b, x->full_bytes, copy_out ? MEM_COMM : MEM_FULL_PARAMS,
 		      copy_out ? BUF_GATHER_OUT : BUF_FULL_PARAM, ST_ALLGATHER, u, -1, micro, b->param_elem);
 	begin(b, OP_ALLGATHER, ST_ALLGATHER, u, -1, micro);
-	b->cur.group = GRP_SHARD;
-	b->cur.bytes = x->full_bytes;
+	b->cur->group = GRP_SHARD;
+	b->cur->bytes = x->full_bytes;
 	dep(b, after);
 	dep(b, h2d);
 	opd(b, src, OPD_IN);
@@ -495,7 +557,7 @@ static int params_ready(struct builder *b, int u, int micro)
 		return b->ready_op[u];
 	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro, b->param_elem);
 	begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
-	b->cur.bytes = 2 * x->full_bytes;
+	b->cur->bytes = 2 * x->full_bytes;
 	dep(b, b->ready_op[u]);
 	opd(b, b->full_buf[u], OPD_IN);
 	opd(b, full, OPD_OUT);
@@ -510,7 +572,7 @@ static int params_ready(struct builder *b, int u, int micro)
 static void emit_free_params(struct builder *b, int u, int micro)
 {
 	begin(b, OP_FREE, ST_COMPUTE, u, -1, micro);
-	b->cur.launches = 0;
+	b->cur->launches = 0;
 	free_buf(b, b->full_buf[u]);
 	commit(b);
 	b->full_buf[u] = -1;
@@ -524,7 +586,7 @@ static void scratch(struct builder *b, uint64_t bytes, int unit, int seg, int mi
 
 	if (!bytes)
 		return;
-	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur.stream, unit, seg, micro, b->s->act_elem);
+	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur->stream, unit, seg, micro, b->s->act_elem);
 	alloc_buf(b, t);
 	opd(b, t, OPD_OUT);
 	free_buf(b, t);
@@ -607,8 +669,8 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 static int emit_replica_allreduce(struct builder *b, int u, int g, int micro, int after)
 {
 	begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
-	b->cur.group = GRP_REPLICA;
-	b->cur.bytes = b->s->units[u].shard_elems * (uint64_t)policy_grad_bytes(b->p);
+	b->cur->group = GRP_REPLICA;
+	b->cur->bytes = b->s->units[u].shard_elems * (uint64_t)policy_grad_bytes(b->p);
 	dep(b, after);
 	opd(b, g, OPD_INOUT);
 	return commit(b);
@@ -625,8 +687,8 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 
 	if (p->sharding == SHARD_DDP) {
 		begin(b, OP_ALLREDUCE, ST_ALLREDUCE, u, -1, micro);
-		b->cur.group = GRP_WORLD;
-		b->cur.bytes = x->reduce_bytes;
+		b->cur->group = GRP_WORLD;
+		b->cur->bytes = x->reduce_bytes;
 		dep(b, after);
 		opd(b, b->full_grad[u], OPD_INOUT);
 		op = commit(b);
@@ -640,7 +702,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, ST_REDUCE_SCATTER, u, -1, micro,
 					b->grad_elem);
 			begin(b, OP_COPY_IN, ST_REDUCE_SCATTER, u, -1, micro);
-			b->cur.bytes = x->full_grad_bytes + x->reduce_bytes;
+			b->cur->bytes = x->full_grad_bytes + x->reduce_bytes;
 			dep(b, after);
 			opd(b, b->full_grad[u], OPD_IN);
 			opd(b, rs_in, OPD_OUT);
@@ -653,8 +715,8 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro,
 			      b->grad_elem);
 		begin(b, OP_REDUCE_SCATTER, ST_REDUCE_SCATTER, u, -1, micro);
-		b->cur.group = GRP_SHARD;
-		b->cur.bytes = x->reduce_bytes;
+		b->cur->group = GRP_SHARD;
+		b->cur->bytes = x->reduce_bytes;
 		dep(b, op);
 		opd(b, in, OPD_IN);
 		opd(b, out, OPD_OUT);
@@ -673,7 +735,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			b->shard_grad[u] = out;
 		} else {
 			begin(b, OP_ACCUM, stream_of_last, u, -1, micro);
-			b->cur.bytes = 3 * x->shard_elems * (uint64_t)gb;
+			b->cur->bytes = 3 * x->shard_elems * (uint64_t)gb;
 			dep(b, op);
 			opd(b, out, OPD_IN);
 			opd(b, b->shard_grad[u], OPD_INOUT);
@@ -692,7 +754,7 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		/* gradients go to the host as soon as they are reduced */
 		int g = p->sharding == SHARD_DDP ? b->full_grad[u] : b->shard_grad[u];
 		begin(b, OP_D2H, ST_COPY, u, -1, micro);
-		b->cur.bytes = s->bufs[g].bytes;
+		b->cur->bytes = s->bufs[g].bytes;
 		dep(b, op);
 		opd(b, g, OPD_IN);
 		opd(b, b->host_grad[u], OPD_OUT);
@@ -725,13 +787,13 @@ static void optim_extras(struct builder *b, uint64_t elems, int tensors, int cli
 	int ops = b->p->optim == OPT_FOREACH ? r->foreach_kernels : b->p->optim == OPT_FUSED ? r->fused_kernels
 											: r->per_param_kernels;
 
-	b->cur.host_ns = (uint32_t)(1e3 * r->dtensor_us * tensors * ops + 0.5);
+	b->cur->host_ns = (uint32_t)(1e3 * r->dtensor_us * tensors * ops + 0.5);
 	if (b->p->optim == OPT_FOREACH && r->optim_temp_bytes > 0)
-		scratch(b, (uint64_t)((double)elems * r->optim_temp_bytes + 0.5), b->cur.unit, -1, b->cur.micro);
+		scratch(b, (uint64_t)((double)elems * r->optim_temp_bytes + 0.5), b->cur->unit, -1, b->cur->micro);
 	if (clips && r->clip_grad_norm) {
-		b->cur.bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
-		b->cur.launches += (uint32_t)(2 * chunks);
-		b->cur.host_ns += (uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5);
+		b->cur->bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
+		b->cur->launches += (uint32_t)(2 * chunks);
+		b->cur->host_ns += (uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5);
 	}
 }
 
@@ -803,22 +865,22 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 
 	if (b->p->offload != OFF_NONE) {
 		begin(b, OP_CPU_OPTIM, ST_HOST, u, -1, micro);
-		b->cur.bytes = unit_opt_elems(b, x);  /* parameters the host updates */
-		b->cur.launches = 0;
+		b->cur->bytes = unit_opt_elems(b, x);  /* parameters the host updates */
+		b->cur->launches = 0;
 		dep(b, after);
 		host_optim_operands(b, u);
 		op = commit(b);
 		if (b->p->offload == OFF_PARAMS)
 			return op; /* the next gather stages the master from the host */
 		begin(b, OP_H2D, ST_COPY, u, -1, micro);
-		b->cur.bytes = unit_opt_elems(b, x) * (uint64_t)precision_param_bytes(b->p->precision);
+		b->cur->bytes = unit_opt_elems(b, x) * (uint64_t)precision_param_bytes(b->p->precision);
 		dep(b, op);
 		h2d_shard_operands(b, u);
 		return commit(b);
 	}
 	begin(b, OP_OPTIM, st, u, -1, micro);
-	b->cur.bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
-	b->cur.launches = optim_launches(b, x->ntensors);
+	b->cur->bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
+	b->cur->launches = optim_launches(b, x->ntensors);
 	dep(b, after);
 	device_optim_operands(b, u);
 	/* a step per unit (in backward, or per-parameter after it) cannot clip: the norm needs every gradient */
@@ -900,7 +962,7 @@ static void backward(struct builder *b, int micro)
 		/* accumulation into a gradient kept from an earlier microbatch: autograd adds it */
 		if (micro > 0 && x->accumulates_full && s->per_tensor_shards && g == x->first_seg) {
 			begin(b, OP_ACCUM, ST_COMPUTE, u, -1, micro);
-			b->cur.bytes = 3 * x->full_grad_bytes;
+			b->cur->bytes = 3 * x->full_grad_bytes;
 			opd(b, b->full_grad[u], OPD_INOUT);
 			op = commit(b);
 		}
@@ -914,7 +976,7 @@ static void backward(struct builder *b, int micro)
 			if (p->flat_params && (sync || !p->concat_last_only)) {
 				/* FSDP1: per-parameter gradients are copied into the unit's flat gradient */
 				begin(b, OP_CONCAT, ST_COMPUTE, u, -1, micro);
-				b->cur.bytes = (micro > 0 && x->accumulates_full && !p->concat_last_only ? 3 : 2) *
+				b->cur->bytes = (micro > 0 && x->accumulates_full && !p->concat_last_only ? 3 : 2) *
 					       x->full_grad_bytes;
 				opd(b, b->full_grad[u], OPD_IN);
 				scratch(b, x->full_grad_bytes, u, -1, micro);
@@ -944,12 +1006,12 @@ static void optimizer_after_backward(struct builder *b)
 			dep(b, b->d2h_op[u]);
 			host_optim_operands(b, u);
 		}
-		b->cur.bytes = elems;
-		b->cur.launches = 0;
+		b->cur->bytes = elems;
+		b->cur->launches = 0;
 		op = commit(b);
 		if (p->offload == OFF_OPTIM) {
 			begin(b, OP_H2D, ST_COPY, -1, -1, last);
-			b->cur.bytes = elems * (uint64_t)precision_param_bytes(p->precision);
+			b->cur->bytes = elems * (uint64_t)precision_param_bytes(p->precision);
 			dep(b, op);
 			for (int u = 0; u < s->nunits; u++)
 				h2d_shard_operands(b, u);
@@ -974,8 +1036,8 @@ static void optimizer_after_backward(struct builder *b)
 			dep(b, b->last_reduce[u]);
 			device_optim_operands(b, u);
 		}
-		b->cur.bytes = elems * optim_bytes_per_elem(b);
-		b->cur.launches = optim_launches(b, tensors);
+		b->cur->bytes = elems * optim_bytes_per_elem(b);
+		b->cur->launches = optim_launches(b, tensors);
 		optim_extras(b, elems, tensors, 1);
 		commit(b);
 	}
@@ -1036,48 +1098,51 @@ static void builder_release(struct builder *b)
 	free(b->copy_out_pending);
 	free(b->acts);
 	free(b->recomputed);
-	free(b->deps);
-	free(b->allocs);
 	free(b->frees);
-	free(b->opds);
-}
-
-static int *ints(int n, int v)
-{
-	int *a = xmalloc(sizeof(int) * (n > 0 ? n : 1));
-	for (int i = 0; i < n; i++)
-		a[i] = v;
-	return a;
+	free(b->opd_at);
 }
 
 void schedule_clocks(struct schedule *s)
 {
 	uint32_t count[ST_COUNT] = { 0 };
 	int last[ST_COUNT];
+	size_t n = (size_t)(s->nops > 0 ? s->nops : 1);
 
 	for (int t = 0; t < ST_COUNT; t++)
 		last[t] = -1;
 	free(s->stream_pos);
 	free(s->clock);
 	free(s->stream_ops);
-	s->stream_pos = xmalloc(sizeof(uint32_t) * (s->nops > 0 ? s->nops : 1));
-	s->stream_ops = xmalloc(sizeof(int32_t) * (s->nops > 0 ? s->nops : 1));
-	s->clock = xcalloc((size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT, sizeof(uint32_t));
+	s->stream_pos = xmalloc(sizeof(uint32_t) * n);
+	s->stream_ops = xmalloc(sizeof(int32_t) * n);
+	s->clock = xmalloc(sizeof(uint32_t) * ST_COUNT * n);
 	for (int i = 0; i < s->nops; i++) {
 		const struct op *o = &s->ops[i];
-		uint32_t *c = &s->clock[(size_t)i * ST_COUNT];
-		if (last[o->stream] >= 0)
-			memcpy(c, &s->clock[(size_t)last[o->stream] * ST_COUNT], sizeof(uint32_t) * ST_COUNT);
+		const uint32_t *deps = &s->deps[o->dep_first];
+		uint32_t c[ST_COUNT];
+		int st = o->stream;
+
+		if (last[st] >= 0)
+			memcpy(c, &s->clock[(size_t)last[st] * ST_COUNT], sizeof(c));
+		else
+			memset(c, 0, sizeof(c));
 		for (uint32_t d = 0; d < o->ndeps; d++) {
-			const uint32_t *dc = &s->clock[(size_t)s->deps[o->dep_first + d] * ST_COUNT];
+			uint32_t j = deps[d];
+			const uint32_t *dc = &s->clock[(size_t)j * ST_COUNT];
+			/* a dependency that already happens before the clock so far adds nothing */
+			if (c[s->ops[j].stream] > s->stream_pos[j])
+				continue;
+#pragma GCC unroll 8
 			for (int t = 0; t < ST_COUNT; t++)
-				if (dc[t] > c[t])
-					c[t] = dc[t];
+				c[t] = dc[t] > c[t] ? dc[t] : c[t];
 		}
-		s->stream_pos[i] = count[o->stream]++;
-		c[o->stream] = s->stream_pos[i] + 1;
-		last[o->stream] = i;
+		s->stream_pos[i] = count[st]++;
+		c[st] = s->stream_pos[i] + 1;
+		memcpy(&s->clock[(size_t)i * ST_COUNT], c, sizeof(c));
+		last[st] = i;
 	}
+	if (!s->nops)
+		memset(s->clock, 0, sizeof(uint32_t) * ST_COUNT);
 	s->stream_first[0] = 0;
 	for (int t = 0; t < ST_COUNT; t++)
 		s->stream_first[t + 1] = s->stream_first[t] + count[t];
@@ -1157,10 +1222,8 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	}
 	/* one op names at most three buffers of every unit (the optimizer after backward) */
 	b.cap = 4 * s->nunits + 64;
-	b.deps = xmalloc(sizeof(uint32_t) * b.cap);
-	b.allocs = xmalloc(sizeof(uint32_t) * b.cap);
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
-	b.opds = xmalloc(sizeof(struct operand) * b.cap);
+	b.opd_at = xmalloc(sizeof(int) * s->cap_bufs);
 	b.recipe = (enum kernel_recipe)name_index(kernel_recipe_names, e->runtime.kernels);
 	assert(b.recipe >= 0);
 	/* the modes segments have: the policy's, and for per-layer a block's none or full */
