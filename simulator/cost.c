@@ -88,20 +88,6 @@ static int64_t ceil_div(int64_t a, int64_t b)
 	return (a + b - 1) / b;
 }
 
-/* Bandwidth a memory-bound kernel gets on `sms` SMs: it needs a fraction of them to saturate HBM (hbm: achieved bytes/ns). */
-static double membw(const struct cost *c, int sms, double hbm)
-{
-	double need = c->gpu->elementwise_sms_frac * c->gpu->sms;
-	return need > sms ? hbm * sms / need : hbm;
-}
-
-double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm)
-{
-	double t = (double)bytes / membw(c, sms, hbm);
-	double floor = 1e3 * c->gpu->kernel_min_us;
-	return t > floor ? t : floor;
-}
-
 /*
  * Output tiles the library chooses among: CUTLASS's tile shapes for the
  * GPU's tensor cores (its profiler's default configurations for sm80 and
@@ -213,22 +199,17 @@ double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, dou
 	default:
 		assert(!"bad kernel kind");
 	}
-	tmem = (double)k->bytes / membw(c, sms, hbm);
+	tmem = (double)k->bytes / cost_membw(c, sms, hbm);
 	if (tmem > t)
 		t = tmem;
 	return t > 1e3 * g->kernel_min_us ? t : 1e3 * g->kernel_min_us;
 }
 
-double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm)
+double cost_ktab_fill(struct cost *c, struct cost_memo *m, int ktab, int sms, double hbm, uint32_t hk)
 {
-	uint32_t hk = (uint32_t)(hbm * 16.0);
-	uint32_t h = ((uint32_t)ktab * 2654435761u) ^ ((uint32_t)sms * 40503u) ^ (hk * 2246822519u);
-	struct cost_memo *m = &c->memo[h % (uint32_t)c->memo_cap];
 	const struct ktab *t = &c->s->ktabs[ktab];
 	double ns = 0;
 
-	if (m->ktab == ktab && m->sms == sms && m->hbm_key == hk)
-		return m->ns;
 	for (uint32_t i = 0; i < t->count; i++)
 		ns += cost_kernel_ns(c, &c->s->kernels[t->first + i], sms, hbm);
 	m->ktab = ktab;

@@ -57,10 +57,38 @@ void cost_release(struct cost *c);
 
 /* One kernel on `sms` SMs with `hbm` bytes/ns of HBM bandwidth. */
 double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, double hbm);
-/* A compute op's kernel list under the same conditions (memoized). */
-double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm);
+/* Computes the time of kernel list ktab into memo slot m, keyed by hk; see cost_ktab_ns. */
+double cost_ktab_fill(struct cost *c, struct cost_memo *m, int ktab, int sms, double hbm, uint32_t hk);
+
+/*
+ * A compute op's kernel list under the same conditions, memoized by
+ * (ktab, SMs, HBM share in steps of 1/16 byte/ns): a repeated shape is a
+ * lookup, inline in the engine's rate updates.
+ */
+static inline double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm)
+{
+	uint32_t hk = (uint32_t)(hbm * 16.0);
+	uint32_t h = ((uint32_t)ktab * 2654435761u) ^ ((uint32_t)sms * 40503u) ^ (hk * 2246822519u);
+	struct cost_memo *m = &c->memo[h % (uint32_t)c->memo_cap];
+
+	if (m->ktab == ktab && m->sms == sms && m->hbm_key == hk)
+		return m->ns;
+	return cost_ktab_fill(c, m, ktab, sms, hbm, hk);
+}
+/* Bandwidth a memory-bound kernel gets on `sms` SMs: it needs a fraction of them to saturate HBM (hbm: achieved bytes/ns). */
+static inline double cost_membw(const struct cost *c, int sms, double hbm)
+{
+	double need = c->gpu->elementwise_sms_frac * c->gpu->sms;
+	return need > sms ? hbm * sms / need : hbm;
+}
+
 /* A memory-bound op of `bytes` HBM traffic. */
-double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm);
+static inline double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm)
+{
+	double t = (double)bytes / cost_membw(c, sms, hbm);
+	double floor = 1e3 * c->gpu->kernel_min_us;
+	return t > floor ? t : floor;
+}
 
 /* A collective op's shape: ranks, the links it crosses, its bytes and latency. */
 struct coll {

@@ -10,7 +10,9 @@
  *   host ops    a fixed time on the host.
  * At most a handful of activities run at once, so recomputing all rates
  * on every change is cheap; events whose rate did not change keep their
- * finish event.
+ * finish event. An activity's finish event is its own (finish, seq), not
+ * in the queue: the loop takes the earliest of them and the queue's top,
+ * so a rescheduled finish leaves nothing stale behind.
  */
 #include "engine.h"
 
@@ -27,19 +29,21 @@
 enum act_type { ACT_KERNEL, ACT_COLL, ACT_COPY, ACT_HOST, ACT_INSTANT };
 
 #define MAX_ACTIVE 32
+#define COLL_MEMO 64 /* a step's collectives come in a handful of shapes */
 
 struct act {
 	int op;
 	enum act_type type;
 	double remaining;  /* kernels: fraction; collectives and copies: bytes; host: ns */
-	double fixed_ns;   /* collectives: latency still to pay */
+	double fixed_ns;   /* collectives: latency still to pay; 0 for the others */
 	double rate;       /* per ns */
+	double cap;        /* collectives: the most bytes/ns whatever the links' shares (struct coll), or 0 */
 	unsigned links;
+	int main;          /* a kernel of the compute stream */
 	uint64_t last_t;
 	uint64_t finish;
 	uint64_t floor;    /* cannot end before its launch has */
-	uint32_t version;
-	struct coll coll;
+	uint64_t seq;      /* the finish event's sequence number (eq_take_seq) */
 };
 
 /* What the CPU thread spends launching an op. */
@@ -67,9 +71,15 @@ static int queue_kernels(const struct op *o)
 	return o->kind == OP_FREE || o->kind == OP_CPU_OPTIM ? 0 : (int)o->launches;
 }
 
+/* The launch of op o, which puts k kernels in its stream's queue. */
+static uint64_t launch_ns_k(const struct launch_cost *lc, const struct op *o, int k)
+{
+	return lc->per_op + lc->per_kernel * (uint64_t)k + (lc->host ? o->host_ns : 0);
+}
+
 static uint64_t launch_ns(const struct launch_cost *lc, const struct op *o)
 {
-	return lc->per_op + lc->per_kernel * (uint64_t)queue_kernels(o) + (lc->host ? o->host_ns : 0);
+	return launch_ns_k(lc, o, queue_kernels(o));
 }
 
 struct engine {
@@ -86,7 +96,6 @@ struct engine {
 	const int *stream_ops[ST_COUNT];
 	int stream_n[ST_COUNT], stream_head[ST_COUNT], stream_busy[ST_COUNT];
 	int *launch_wait; /* op has a pending launch event */
-	uint32_t *version;
 	/* the CPU thread launching the ops in schedule order (launch_advance) */
 	struct launch_cost lc;
 	uint64_t lfree;        /* when it can begin the next launch */
@@ -103,11 +112,13 @@ struct engine {
 	int want_pred;    /* record what bounded each start (the critical path) */
 	int dirty;        /* the set of activities changed since the rates were last set */
 	int side_sms;     /* the SMs a side kernel (optimizer, accumulation on a reduction stream) takes */
+	/* collectives' shapes by (group, kind, bytes), what cost_collective makes of them */
+	struct coll_memo { uint64_t bytes; uint8_t group, kind, valid; struct coll c; } coll_memo[COLL_MEMO];
 };
 
 /* ---- rates -------------------------------------------------------------- */
 
-static void progress(struct engine *g, struct act *a)
+static inline void progress(struct engine *g, struct act *a)
 {
 	double dt = (double)(g->now - a->last_t);
 
@@ -136,19 +147,29 @@ static double time_left(const struct act *a)
 	return (a->type == ACT_COLL ? a->fixed_ns : 0) + a->remaining / a->rate;
 }
 
-/* Reschedule the finish events of the activities whose finish time changed. */
-static void reschedule(struct engine *g)
+/*
+ * Reschedule a's finish event if its finish time changed. The activities
+ * are rescheduled in order of their index, so events at equal times keep
+ * their order from run to run.
+ */
+static inline void reschedule(struct engine *g, struct act *a)
 {
-	for (int i = 0; i < g->nact; i++) {
-		struct act *a = &g->act[i];
-		uint64_t fin = g->now + (uint64_t)ceil(time_left(a));
-		if (fin < a->floor)
-			fin = a->floor;
-		if (fin != a->finish) {
-			a->finish = fin;
-			a->version = ++g->version[a->op];
-			eq_push(&g->q, fin, a->op, a->version);
-		}
+	double left = time_left(a);
+	uint64_t fin;
+
+	if (left >= 0 && left < 0x1p62) { /* ceil, exact on this range */
+		int64_t n = (int64_t)left;
+		fin = g->now + (uint64_t)n + ((double)n < left);
+	} else {
+		fin = g->now + (uint64_t)ceil(left);
+	}
+
+	if (fin < a->floor)
+		fin = a->floor;
+	if (fin != a->finish) {
+		a->finish = fin;
+		a->seq = eq_take_seq(&g->q);
+		g->r->events++;
 	}
 }
 
@@ -189,8 +210,8 @@ static void update_rates_calibrated(struct engine *g)
 			break;
 		}
 		a->rate = 1.0 / (ns > 1 ? ns : 1);
+		reschedule(g, a);
 	}
-	reschedule(g);
 }
 
 /* Recompute every activity's rate for the current set, and reschedule the changed ones. */
@@ -208,16 +229,22 @@ static void update_rates(struct engine *g)
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
 		progress(g, a);
-		if (a->type == ACT_COLL || a->type == ACT_COPY)
-			for (int l = 0; l < LINK_COUNT; l++)
-				on_link[l] += (a->links >> l) & 1;
-		if (a->type == ACT_COLL)
+		switch (a->type) {
+		case ACT_COLL:
 			ncoll++;
-		if (a->type == ACT_KERNEL) {
-			if (g->s->ops[a->op].stream == ST_COMPUTE)
+			/* fall through */
+		case ACT_COPY:
+			for (unsigned m = a->links; m; m &= m - 1)
+				on_link[__builtin_ctz(m)]++;
+			break;
+		case ACT_KERNEL:
+			if (a->main)
 				main = i;
 			else
 				nside++;
+			break;
+		default:
+			break;
 		}
 	}
 	for (int i = 0; i < g->nact; i++) {
@@ -225,14 +252,14 @@ static void update_rates(struct engine *g)
 		double bw = INFINITY;
 		if (a->type != ACT_COLL && a->type != ACT_COPY)
 			continue;
-		for (int l = 0; l < LINK_COUNT; l++)
-			if ((a->links >> l) & 1) {
-				double share = g->cost.link_bytes_per_ns[l] / on_link[l];
-				if (share < bw)
-					bw = share;
-			}
-		if (a->type == ACT_COLL && a->coll.cap > 0 && a->coll.cap < bw)
-			bw = a->coll.cap;
+		for (unsigned m = a->links; m; m &= m - 1) { /* the links in order */
+			int l = __builtin_ctz(m);
+			double share = g->cost.link_bytes_per_ns[l] / on_link[l];
+			if (share < bw)
+				bw = share;
+		}
+		if (a->cap > 0 && a->cap < bw) /* 0 but for a collective */
+			bw = a->cap;
 		a->rate = bw;
 		if (a->type == ACT_COLL)
 			coll_hbm += gpu->nccl_hbm_factor * bw;
@@ -246,11 +273,14 @@ static void update_rates(struct engine *g)
 		free_sms = gpu->sms / 4.0;
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
-		const struct op *o = &g->s->ops[a->op];
+		const struct op *o;
 		int sms;
 		double share, ns;
-		if (a->type != ACT_KERNEL)
+		if (a->type != ACT_KERNEL) {
+			reschedule(g, a);
 			continue;
+		}
+		o = &g->s->ops[a->op];
 		if (main >= 0 && nside) {
 			/* side kernels (optimizer or accumulation on a reduction stream) take their SMs */
 			sms = i == main ? (int)free_sms - nside * g->side_sms : g->side_sms;
@@ -272,8 +302,8 @@ static void update_rates(struct engine *g)
 				ns = floor;
 		}
 		a->rate = 1.0 / ns;
+		reschedule(g, a);
 	}
-	reschedule(g);
 }
 
 /*
@@ -287,6 +317,38 @@ static void settle(struct engine *g)
 		g->dirty = 0;
 		update_rates(g);
 	}
+}
+
+/* The activity whose finish event comes first, by (time, sequence); -1 when none has one. */
+static int earliest_finish(const struct engine *g)
+{
+	int best = -1;
+
+	for (int i = 0; i < g->nact; i++) {
+		const struct act *a = &g->act[i];
+		if (a->finish == UINT64_MAX)
+			continue;
+		if (best < 0 || a->finish < g->act[best].finish ||
+		    (a->finish == g->act[best].finish && a->seq < g->act[best].seq))
+			best = i;
+	}
+	return best;
+}
+
+/* cost_collective of o, which depends on its group, kind and bytes only: remembered for the ops alike. */
+static void collective_of(struct engine *g, const struct op *o, struct coll *c)
+{
+	uint32_t h = (uint32_t)(o->bytes ^ o->bytes >> 32) * 2654435761u ^ (uint32_t)(o->group << 8 | o->kind) * 40503u;
+	struct coll_memo *m = &g->coll_memo[(h >> 16) % COLL_MEMO];
+
+	if (!m->valid || m->bytes != o->bytes || m->group != o->group || m->kind != o->kind) {
+		cost_collective(&g->cost, o, &m->c);
+		m->bytes = o->bytes;
+		m->group = o->group;
+		m->kind = o->kind;
+		m->valid = 1;
+	}
+	*c = m->c;
 }
 
 /* ---- ops ------------------------------------------------------------------ */
@@ -328,7 +390,8 @@ static void try_stream(struct engine *g, int st)
 	if (t > g->now) {
 		if (!g->launch_wait[op]) {
 			g->launch_wait[op] = 1;
-			eq_push(&g->q, t, op, 0);
+			eq_push(&g->q, t, op);
+			g->r->events++;
 		}
 		return;
 	}
@@ -390,25 +453,30 @@ static void start_op(struct engine *g, int op)
 		set_pred(g, op);
 
 	a = &g->act[g->nact++];
-	memset(a, 0, sizeof(*a));
 	a->op = op;
+	a->remaining = a->fixed_ns = a->rate = a->cap = 0;
+	a->links = 0;
+	a->main = 0;
 	a->last_t = g->now;
 	a->finish = UINT64_MAX;
 	a->floor = g->r->launch[op].end_ns;
+	a->seq = 0;
 	if (g->cost.cal) {
 		start_calibrated(g, a, o);
 		g->dirty = 1;
 		return;
 	}
 	if (op_is_collective(o->kind)) {
-		cost_collective(&g->cost, o, &a->coll);
-		if (a->coll.n <= 1) {
+		struct coll c;
+		collective_of(g, o, &c);
+		if (c.n <= 1) {
 			a->type = ACT_INSTANT;
 		} else {
 			a->type = ACT_COLL;
-			a->links = a->coll.links;
-			a->remaining = (double)a->coll.wire;
-			a->fixed_ns = a->coll.latency_ns;
+			a->links = c.links;
+			a->remaining = (double)c.wire;
+			a->fixed_ns = c.latency_ns;
+			a->cap = c.cap;
 		}
 	} else if (o->kind == OP_H2D || o->kind == OP_D2H) {
 		a->type = o->bytes ? ACT_COPY : ACT_INSTANT;
@@ -421,6 +489,7 @@ static void start_op(struct engine *g, int op)
 	} else if (op_is_kernel(o) && (o->ktab >= 0 || o->bytes > 0)) {
 		a->type = ACT_KERNEL;
 		a->remaining = 1.0;
+		a->main = o->stream == ST_COMPUTE;
 	} else {
 		a->type = ACT_INSTANT; /* frees, empty kernel lists */
 	}
@@ -440,22 +509,29 @@ static void start_op(struct engine *g, int op)
  * as finishing together, at its end). A launched op that heads its stream
  * may start once its launch has ended.
  */
-static int queue_full(const struct engine *g, int op)
+static int queue_full(const struct engine *g, int st, int k)
 {
-	const struct op *o = &g->s->ops[op];
-	int k = queue_kernels(o), q = g->queued[o->stream];
+	int q = g->queued[st];
 
 	return g->depth && k && q && q + k > g->depth; /* an op of more kernels than the queue takes goes into an empty one */
 }
 
 /*
- * The launch of op waits: for room in its stream's queue, or, when its
- * memory flushed the allocator's cache (a device synchronization, then
- * cudaFree), for every op launched before it to finish.
+ * The launch of op (o, of k kernels) waits: for room in its stream's
+ * queue, or, when its memory flushed the allocator's cache (a device
+ * synchronization, then cudaFree), for every op launched before it to
+ * finish.
  */
+static int launch_waits(const struct engine *g, int op, const struct op *o, int k)
+{
+	return queue_full(g, o->stream, k) || (g->sync && g->sync[op] && g->nfinished < op);
+}
+
 static int launch_blocked(const struct engine *g, int op)
 {
-	return queue_full(g, op) || (g->sync && g->sync[op] && g->nfinished < op);
+	const struct op *o = &g->s->ops[op];
+
+	return launch_waits(g, op, o, queue_kernels(o));
 }
 
 static void launch_advance(struct engine *g)
@@ -463,15 +539,17 @@ static void launch_advance(struct engine *g)
 	const struct schedule *s = g->s;
 
 	while (g->lnext < s->nops) {
-		int op = g->lnext, st = s->ops[op].stream, k = queue_kernels(&s->ops[op]);
+		int op = g->lnext;
+		const struct op *o = &s->ops[op];
+		int st = o->stream, k = queue_kernels(o);
 
-		if (launch_blocked(g, op)) {
+		if (launch_waits(g, op, o, k)) {
 			g->lblocked = 1;
 			return;
 		}
 		g->lblocked = 0;
 		g->r->launch[op].start_ns = g->lfree;
-		g->lfree += launch_ns(&g->lc, &s->ops[op]);
+		g->lfree += launch_ns_k(&g->lc, o, k);
 		g->r->launch[op].end_ns = g->lfree;
 		if (g->r->launch_by)
 			g->r->launch_by[op] = g->lby;
@@ -508,7 +586,8 @@ static void finish_op(struct engine *g, int i)
 	int instant = g->act[i].type == ACT_INSTANT;
 	unsigned streams = 1u << o->stream;
 
-	g->act[i] = g->act[--g->nact];
+	if (i != --g->nact)
+		g->act[i] = g->act[g->nact];
 	g->r->ops[op].end_ns = g->now;
 	if (g->now > g->r->step_ns)
 		g->r->step_ns = g->now;
@@ -562,12 +641,14 @@ static void build_graph(struct engine_prep *p, const struct memory *mem)
 	p->succ_first = xcalloc(n + 1, sizeof(int));
 	for (int i = 0; i < n; i++) {
 		const struct op *o = &s->ops[i];
+		const uint32_t *dep = s->deps + o->dep_first;
+		const int32_t *wait = mem->wait + (size_t)i * ST_COUNT;
 		p->pred_first[i] = np;
 		for (uint32_t d = 0; d < o->ndeps; d++)
-			p->pred[np++] = (int)s->deps[o->dep_first + d];
+			p->pred[np++] = (int)dep[d];
 		for (int t = 0; t < ST_COUNT; t++)
-			if (mem->wait[(size_t)i * ST_COUNT + t] >= 0)
-				p->pred[np++] = mem->wait[(size_t)i * ST_COUNT + t];
+			if (wait[t] >= 0)
+				p->pred[np++] = wait[t];
 		p->deps_left[i] = np - p->pred_first[i];
 		p->stream_n[o->stream]++;
 	}
@@ -688,7 +769,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 		return -1;
 	/* the graph is the prep's; what changes as the step runs starts from scratch */
 	if (!p->scratch) {
-		p->scratch = xmalloc(sizeof(int) * 3 * (size_t)(s->nops + 1));
+		p->scratch = xmalloc(sizeof(int) * 2 * (size_t)(s->nops + 1));
 		p->q = xmalloc(sizeof(*p->q));
 		eq_init(p->q);
 	}
@@ -696,9 +777,8 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	eq_reset(&g.q);
 	g.deps_left = p->scratch;
 	g.launch_wait = p->scratch + s->nops + 1;
-	g.version = (uint32_t *)(p->scratch + 2 * (s->nops + 1));
 	memcpy(g.deps_left, p->deps_left, sizeof(int) * (size_t)s->nops);
-	memset(g.launch_wait, 0, sizeof(int) * 2 * (size_t)(s->nops + 1));
+	memset(g.launch_wait, 0, sizeof(int) * (size_t)(s->nops + 1));
 	g.pred_first = p->pred_first;
 	g.pred = p->pred;
 	g.succ_first = p->succ_first;
@@ -717,24 +797,22 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 	for (int st = 0; st < ST_COUNT; st++)
 		try_stream(&g, st);
 	settle(&g);
-	while (eq_pop(&g.q, &ev)) {
-		r->events++;
-		assert(ev.t_ns >= g.now);
-		if (ev.version == 0) { /* a launch completed */
+	for (;;) {
+		int next = earliest_finish(&g);
+
+		if (!eq_empty(&g.q) && (next < 0 || !eq_before(g.act[next].finish, g.act[next].seq, eq_top(&g.q)))) {
+			eq_pop(&g.q, &ev); /* a launch completed */
+			assert(ev.t_ns >= g.now);
 			g.now = ev.t_ns;
 			g.launch_wait[ev.op] = 0;
 			try_stream(&g, s->ops[ev.op].stream);
-			settle(&g);
-			continue;
+		} else if (next >= 0) {
+			assert(g.act[next].finish >= g.now);
+			g.now = g.act[next].finish;
+			finish_op(&g, next);
+		} else {
+			break;
 		}
-		if (ev.version != g.version[ev.op])
-			continue; /* rescheduled since */
-		g.now = ev.t_ns;
-		for (int i = 0; i < g.nact; i++)
-			if (g.act[i].op == ev.op) {
-				finish_op(&g, i);
-				break;
-			}
 		settle(&g);
 	}
 	for (int st = 0; st < ST_COUNT; st++)

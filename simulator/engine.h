@@ -9,9 +9,8 @@
  * ops are activities that share rates: collectives and copies share links,
  * NCCL kernels hold SMs and HBM bandwidth, and kernels on different streams
  * share the SMs and HBM. Whenever the set of activities changes, every
- * activity's rate is recomputed and its finish event rescheduled (stale
- * events are recognised by a version number). Same schedule, same result,
- * bit for bit.
+ * activity's rate is recomputed and its finish event rescheduled. Same
+ * schedule, same result, bit for bit.
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
@@ -57,7 +56,7 @@ struct engine_prep {
 	int *stream_ops[ST_COUNT];    /* each stream's ops in order */
 	int stream_n[ST_COUNT];
 	/* kept across its simulations: what each one starts from scratch */
-	int *scratch;                 /* 3 (nops + 1) ints */
+	int *scratch;                 /* 2 (nops + 1) ints */
 	struct eq *q;                 /* the event queue's storage */
 };
 

@@ -32,7 +32,7 @@ void eq_reset(struct eq *q)
 	q->next_seq = 0;
 }
 
-void eq_push(struct eq *q, uint64_t t_ns, int op, uint32_t version)
+void eq_push(struct eq *q, uint64_t t_ns, int op)
 {
 	int i;
 
@@ -41,7 +41,7 @@ void eq_push(struct eq *q, uint64_t t_ns, int op, uint32_t version)
 		q->h = xrealloc(q->h, sizeof(*q->h) * q->cap);
 	}
 	i = q->n++;
-	struct event e = { t_ns, q->next_seq++, op, version };
+	struct event e = { t_ns, q->next_seq++, op };
 	while (i > 0) {
 		int parent = (i - 1) / 2;
 		if (!before(&e, &q->h[parent]))

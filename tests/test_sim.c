@@ -21,15 +21,21 @@ static void test_eq_order(void)
 {
 	struct eq q;
 	struct event e;
+	uint64_t seq;
 	int order[6], n = 0;
 
 	eq_init(&q);
-	eq_push(&q, 30, 0, 1);
-	eq_push(&q, 10, 1, 1);
-	eq_push(&q, 20, 2, 1);
-	eq_push(&q, 10, 3, 1); /* same time as op 1: pops after it */
-	eq_push(&q, 5, 4, 1);
-	eq_push(&q, 20, 5, 1);
+	eq_push(&q, 30, 0);
+	eq_push(&q, 10, 1);
+	eq_push(&q, 20, 2);
+	seq = eq_take_seq(&q); /* an event kept outside the queue, numbered between ops 2 and 3 */
+	eq_push(&q, 10, 3); /* same time as op 1: pops after it */
+	eq_push(&q, 5, 4);
+	eq_push(&q, 20, 5);
+	CU_ASSERT_EQUAL(eq_top(&q)->op, 4);
+	CU_ASSERT(eq_before(5, seq, eq_top(&q)));  /* at op 4's time, numbered before it: first */
+	CU_ASSERT(!eq_before(6, seq, eq_top(&q))); /* later: after */
+	CU_ASSERT(!eq_before(5, eq_take_seq(&q), eq_top(&q))); /* numbered after: after */
 	while (eq_pop(&q, &e))
 		order[n++] = e.op;
 	CU_ASSERT_EQUAL(n, 6);
