@@ -40,7 +40,7 @@ struct cost {
 	double link_bytes_per_ns[LINK_COUNT];
 	/* cache of op times by (ktab, SMs, HBM share) */
 	struct cost_memo { int32_t ktab, sms; uint32_t hbm_key; double ns; } *memo;
-	int memo_cap;
+	int memo_cap;               /* a power of two */
 	/* with a calibration (cluster.calibration): measured prices instead of the catalog's */
 	const struct calibration *cal;
 	double *cal_op_ns[2];       /* per op: its work alone, and beside a collective; < 0 until asked */
@@ -69,7 +69,7 @@ static inline double cost_ktab_ns(struct cost *c, int ktab, int sms, double hbm)
 {
 	uint32_t hk = (uint32_t)(hbm * 16.0);
 	uint32_t h = ((uint32_t)ktab * 2654435761u) ^ ((uint32_t)sms * 40503u) ^ (hk * 2246822519u);
-	struct cost_memo *m = &c->memo[h % (uint32_t)c->memo_cap];
+	struct cost_memo *m = &c->memo[h & (uint32_t)(c->memo_cap - 1)];
 
 	if (m->ktab == ktab && m->sms == sms && m->hbm_key == hk)
 		return m->ns;

@@ -101,6 +101,7 @@ struct engine {
 	uint64_t lfree;        /* when it can begin the next launch */
 	int lnext;             /* the next op to launch: ops from it on are not launched yet */
 	int lblocked;          /* the next launch waits for a kernel of its stream, or every launched op, to finish */
+	int lblocked_st, lblocked_k; /* then: its stream, and the kernels it puts there */
 	const uint8_t *sync;   /* per op: its launch waits until every op launched before has finished; NULL: none */
 	int nfinished;         /* ops finished so far */
 	int lby;               /* the op whose end let the next launch begin, -1 */
@@ -112,6 +113,8 @@ struct engine {
 	int want_pred;    /* record what bounded each start (the critical path) */
 	int dirty;        /* the set of activities changed since the rates were last set */
 	int side_sms;     /* the SMs a side kernel (optimizer, accumulation on a reduction stream) takes */
+	double free_sms[MAX_ACTIVE + 1];   /* by collectives running: the SMs they leave to kernels */
+	double hbm_floor;                  /* the HBM bandwidth kernels keep whatever the collectives take */
 	/* collectives' shapes by (group, kind, bytes), what cost_collective makes of them */
 	struct coll_memo { uint64_t bytes; uint8_t group, kind, valid; struct coll c; } coll_memo[COLL_MEMO];
 };
@@ -168,8 +171,7 @@ static inline void reschedule(struct engine *g, struct act *a)
 		fin = a->floor;
 	if (fin != a->finish) {
 		a->finish = fin;
-		a->seq = eq_take_seq(&g->q);
-		g->r->events++;
+		a->seq = eq_take_seq(&g->q); /* an event: r->events is the sequence's end */
 	}
 }
 
@@ -214,6 +216,26 @@ static void update_rates_calibrated(struct engine *g)
 	}
 }
 
+/* A kernel's time on `sms` SMs with `share` of the HBM bandwidth. */
+static inline void kernel_rate(struct engine *g, struct act *a, int sms, double share)
+{
+	const struct op *o = &g->s->ops[a->op];
+	double ns;
+
+	if (o->ktab >= 0) {
+		ns = cost_ktab_ns(&g->cost, o->ktab, sms, share);
+	} else {
+		ns = cost_memory_ns(&g->cost, o->bytes, sms, share);
+		if (o->launches > 1) {
+			/* many small launches: each kernel takes at least its minimum time */
+			double floor = 1e3 * g->cost.gpu->kernel_min_us * o->launches;
+			if (ns < floor)
+				ns = floor;
+		}
+	}
+	a->rate = 1.0 / ns;
+}
+
 /* Recompute every activity's rate for the current set, and reschedule the changed ones. */
 static void update_rates(struct engine *g)
 {
@@ -222,24 +244,23 @@ static void update_rates(struct engine *g)
 		return;
 	}
 
-	const struct gpu_spec *gpu = g->cost.gpu;
-	int on_link[LINK_COUNT] = { 0 }, ncoll = 0, nside = 0, main = -1;
-	double coll_hbm = 0, hbm, free_sms;
+	int on_link[LINK_COUNT] = { 0 }, ncoll = 0, nlinked = 0, nside = 0, nmain = 0, sms_main, sms_side;
+	double coll_hbm = 0, hbm, free_sms, share;
 
 	for (int i = 0; i < g->nact; i++) {
-		struct act *a = &g->act[i];
-		progress(g, a);
+		const struct act *a = &g->act[i];
 		switch (a->type) {
 		case ACT_COLL:
 			ncoll++;
 			/* fall through */
 		case ACT_COPY:
+			nlinked++;
 			for (unsigned m = a->links; m; m &= m - 1)
 				on_link[__builtin_ctz(m)]++;
 			break;
 		case ACT_KERNEL:
 			if (a->main)
-				main = i;
+				nmain++;
 			else
 				nside++;
 			break;
@@ -247,61 +268,61 @@ static void update_rates(struct engine *g)
 			break;
 		}
 	}
-	for (int i = 0; i < g->nact; i++) {
-		struct act *a = &g->act[i];
-		double bw = INFINITY;
-		if (a->type != ACT_COLL && a->type != ACT_COPY)
-			continue;
-		for (unsigned m = a->links; m; m &= m - 1) { /* the links in order */
-			int l = __builtin_ctz(m);
-			double share = g->cost.link_bytes_per_ns[l] / on_link[l];
-			if (share < bw)
-				bw = share;
+	if (nlinked) {
+		for (int i = 0; i < g->nact; i++) {
+			struct act *a = &g->act[i];
+			double bw = INFINITY;
+			if (a->type != ACT_COLL && a->type != ACT_COPY)
+				continue;
+			progress(g, a);
+			for (unsigned m = a->links; m; m &= m - 1) { /* the links in order */
+				int l = __builtin_ctz(m);
+				double share = g->cost.link_bytes_per_ns[l] / on_link[l];
+				if (share < bw)
+					bw = share;
+			}
+			if (a->cap > 0 && a->cap < bw) /* 0 but for a collective */
+				bw = a->cap;
+			a->rate = bw;
+			if (a->type == ACT_COLL)
+				coll_hbm += g->cost.gpu->nccl_hbm_factor * bw;
 		}
-		if (a->cap > 0 && a->cap < bw) /* 0 but for a collective */
-			bw = a->cap;
-		a->rate = bw;
-		if (a->type == ACT_COLL)
-			coll_hbm += gpu->nccl_hbm_factor * bw;
 	}
 	/* NCCL kernels hold whole SMs and take HBM bandwidth from the kernels beside them */
 	hbm = g->cost.hbm_bytes_per_ns - coll_hbm;
-	if (hbm < 0.1 * g->cost.hbm_bytes_per_ns)
-		hbm = 0.1 * g->cost.hbm_bytes_per_ns;
-	free_sms = gpu->sms - (double)ncoll * gpu->nccl_sms;
-	if (free_sms < gpu->sms / 4.0)
-		free_sms = gpu->sms / 4.0;
+	if (hbm < g->hbm_floor)
+		hbm = g->hbm_floor;
+	free_sms = g->free_sms[ncoll];
+	if (nmain && nside) {
+		/* side kernels (optimizer or accumulation on a reduction stream) take their SMs */
+		sms_main = (int)free_sms - nside * g->side_sms;
+		sms_side = g->side_sms;
+		share = hbm / (nside + 1);
+	} else if (nmain || nside) {
+		sms_main = sms_side = (int)(free_sms / (nmain ? 1 : nside));
+		share = hbm / (nmain ? 1 : nside);
+	} else {
+		sms_main = sms_side = 1;
+		share = hbm; /* no kernel to share it */
+	}
+	if (sms_main < 1)
+		sms_main = 1;
+	if (sms_side < 1)
+		sms_side = 1;
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
-		const struct op *o;
-		int sms;
-		double share, ns;
-		if (a->type != ACT_KERNEL) {
-			reschedule(g, a);
-			continue;
+		switch (a->type) {
+		case ACT_KERNEL:
+			progress(g, a);
+			kernel_rate(g, a, a->main ? sms_main : sms_side, share);
+			break;
+		case ACT_COLL:
+		case ACT_COPY:
+			break; /* progressed and rated above */
+		default:
+			progress(g, a);
+			break;
 		}
-		o = &g->s->ops[a->op];
-		if (main >= 0 && nside) {
-			/* side kernels (optimizer or accumulation on a reduction stream) take their SMs */
-			sms = i == main ? (int)free_sms - nside * g->side_sms : g->side_sms;
-			share = hbm / (nside + 1);
-		} else {
-			sms = (int)(free_sms / (main >= 0 ? 1 : nside));
-			share = hbm / (main >= 0 ? 1 : nside);
-		}
-		if (sms < 1)
-			sms = 1;
-		if (o->ktab >= 0)
-			ns = cost_ktab_ns(&g->cost, o->ktab, sms, share);
-		else
-			ns = cost_memory_ns(&g->cost, o->bytes, sms, share);
-		if (o->ktab < 0 && o->launches > 1) {
-			/* many small launches: each kernel takes at least its minimum time */
-			double floor = 1e3 * gpu->kernel_min_us * o->launches;
-			if (ns < floor)
-				ns = floor;
-		}
-		a->rate = 1.0 / ns;
 		reschedule(g, a);
 	}
 }
@@ -391,7 +412,6 @@ static void try_stream(struct engine *g, int st)
 		if (!g->launch_wait[op]) {
 			g->launch_wait[op] = 1;
 			eq_push(&g->q, t, op);
-			g->r->events++;
 		}
 		return;
 	}
@@ -527,11 +547,10 @@ static int launch_waits(const struct engine *g, int op, const struct op *o, int 
 	return queue_full(g, o->stream, k) || (g->sync && g->sync[op] && g->nfinished < op);
 }
 
+/* Whether the blocked launch (op, g->lblocked_st, g->lblocked_k) still waits. */
 static int launch_blocked(const struct engine *g, int op)
 {
-	const struct op *o = &g->s->ops[op];
-
-	return launch_waits(g, op, o, queue_kernels(o));
+	return queue_full(g, g->lblocked_st, g->lblocked_k) || (g->sync && g->sync[op] && g->nfinished < op);
 }
 
 static void launch_advance(struct engine *g)
@@ -545,6 +564,8 @@ static void launch_advance(struct engine *g)
 
 		if (launch_waits(g, op, o, k)) {
 			g->lblocked = 1;
+			g->lblocked_st = st;
+			g->lblocked_k = k;
 			return;
 		}
 		g->lblocked = 0;
@@ -611,16 +632,43 @@ static void finish_op(struct engine *g, int i)
  * launch time. Unbounded, as the allocator's issue order assumes: the
  * simulation bounds it by the streams' queues (launch_advance).
  */
-static void plan_launches(const struct schedule *s, const struct cost *cost, struct op_timing *launch)
+static void plan_launches(const struct schedule *s, const struct cost *cost, struct op_timing *launch, uint64_t *issue)
 {
 	struct launch_cost lc = launch_cost_of(s, cost);
 	uint64_t t = 0;
 
 	for (int i = 0; i < s->nops; i++) {
-		launch[i].start_ns = t;
+		launch[i].start_ns = issue[i] = t;
 		t += launch_ns(&lc, &s->ops[i]);
 		launch[i].end_ns = t;
 	}
+	launch[s->nops] = (struct op_timing){ 0 };
+}
+
+/* Whether any of the n bytes at b is set: a word at a time. */
+static int any_set(const uint8_t *b, size_t n)
+{
+	size_t i = 0;
+	uint64_t acc = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		acc |= w;
+	}
+	for (; i < n; i++)
+		acc |= b[i];
+	return acc != 0;
+}
+
+/* Whether an op's allocator waits (one per stream, -1: none) are all none: the common case, in one test. */
+static int all_negative(const int32_t *wait)
+{
+	int32_t all = -1;
+
+	for (int t = 0; t < ST_COUNT; t++)
+		all &= wait[t];
+	return all < 0;
 }
 
 /* The op graph: the schedule's dependencies and the allocator's waits, both ways, and the streams' ops. */
@@ -630,13 +678,12 @@ static void build_graph(struct engine_prep *p, const struct memory *mem)
 	int n = s->nops, np = 0;
 	int *cnt = xcalloc(n + 1, sizeof(int));
 
-	p->deps_left = xcalloc(n, sizeof(int));
-	for (int i = 0; i < n && !p->sync; i++)
-		if (mem->sync[i]) {
-			p->sync = xmalloc((size_t)n);
-			memcpy(p->sync, mem->sync, (size_t)n);
-		}
-	p->pred_first = xcalloc(n + 1, sizeof(int));
+	p->deps_left = xmalloc(sizeof(int) * (size_t)(n + 1));
+	if (any_set(mem->sync, (size_t)n)) {
+		p->sync = xmalloc((size_t)n);
+		memcpy(p->sync, mem->sync, (size_t)n);
+	}
+	p->pred_first = xmalloc(sizeof(int) * (size_t)(n + 1));
 	p->pred = xmalloc(sizeof(int) * (s->ndeps + (size_t)n * ST_COUNT + 1));
 	p->succ_first = xcalloc(n + 1, sizeof(int));
 	for (int i = 0; i < n; i++) {
@@ -646,9 +693,10 @@ static void build_graph(struct engine_prep *p, const struct memory *mem)
 		p->pred_first[i] = np;
 		for (uint32_t d = 0; d < o->ndeps; d++)
 			p->pred[np++] = (int)dep[d];
-		for (int t = 0; t < ST_COUNT; t++)
-			if (wait[t] >= 0)
-				p->pred[np++] = wait[t];
+		if (!all_negative(wait))
+			for (int t = 0; t < ST_COUNT; t++)
+				if (wait[t] >= 0)
+					p->pred[np++] = wait[t];
 		p->deps_left[i] = np - p->pred_first[i];
 		p->stream_n[o->stream]++;
 	}
@@ -688,14 +736,12 @@ struct engine_prep *engine_prepare(const struct schedule *s, int record_memory, 
 		free(p);
 		return NULL;
 	}
-	p->launch = xcalloc(s->nops + 1, sizeof(*p->launch));
-	plan_launches(s, &cost, p->launch);
+	p->launch = xmalloc(sizeof(*p->launch) * (size_t)(s->nops + 1));
+	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
+	plan_launches(s, &cost, p->launch, issue);
 	cost_release(&cost);
 	/* memory follows issue order: the allocator runs as the launch thread issues the ops */
 	p->mem = memory_new(s, record_memory, NULL, NULL);
-	issue = xmalloc(sizeof(uint64_t) * (size_t)(s->nops + 1));
-	for (int i = 0; i < s->nops; i++)
-		issue[i] = p->launch[i].start_ns;
 	memory_predict(p->mem, issue);
 	free(issue);
 	/* the step's end frees nothing that could raise a peak: the peaks are final */
@@ -729,8 +775,12 @@ void engine_prep_free(struct engine_prep *p)
 	free(p);
 }
 
-/* Arrays of n entries, kept across simulations of schedules of at most the size they have. */
-static void result_arrays(struct sim_result *r, int n)
+/*
+ * Arrays of n entries, kept across simulations of schedules of at most the
+ * size they have. A simulation sets every op's start and end, and with
+ * want_pred every op's pred.
+ */
+static void result_arrays(struct sim_result *r, int n, int want_pred)
 {
 	if (n > r->cap) {
 		free(r->ops);
@@ -743,8 +793,8 @@ static void result_arrays(struct sim_result *r, int n)
 		r->launch_by = xmalloc(sizeof(*r->launch_by) * (size_t)(n + 1));
 		r->cap = n;
 	}
-	memset(r->ops, 0, sizeof(*r->ops) * (size_t)n);
-	memset(r->pred, 0, sizeof(*r->pred) * (size_t)n);
+	if (!want_pred)
+		memset(r->pred, 0, sizeof(*r->pred) * (size_t)n);
 	free(r->mem);
 	r->mem = NULL;
 	r->nmem = 0;
@@ -759,7 +809,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 
 	assert(s->nops == p->s->nops && (!p->mem || !p->used));
 	p->used = 1;
-	result_arrays(r, s->nops);
+	result_arrays(r, s->nops, !p->no_pred);
 	memset(&g, 0, sizeof(g));
 	g.s = s;
 	g.e = s->exp;
@@ -772,13 +822,14 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 		p->scratch = xmalloc(sizeof(int) * 2 * (size_t)(s->nops + 1));
 		p->q = xmalloc(sizeof(*p->q));
 		eq_init(p->q);
+		/* no launch pending; a simulation ends with none, and leaves them so */
+		memset(p->scratch + s->nops + 1, 0, sizeof(int) * (size_t)(s->nops + 1));
 	}
 	g.q = *p->q;
 	eq_reset(&g.q);
 	g.deps_left = p->scratch;
 	g.launch_wait = p->scratch + s->nops + 1;
 	memcpy(g.deps_left, p->deps_left, sizeof(int) * (size_t)s->nops);
-	memset(g.launch_wait, 0, sizeof(int) * (size_t)(s->nops + 1));
 	g.pred_first = p->pred_first;
 	g.pred = p->pred;
 	g.succ_first = p->succ_first;
@@ -790,6 +841,11 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 
 	g.lc = launch_cost_of(s, &g.cost);
 	g.side_sms = (int)ceil(g.cost.gpu->elementwise_sms_frac * g.cost.gpu->sms);
+	for (int n = 0; n <= MAX_ACTIVE; n++) {
+		double free_sms = g.cost.gpu->sms - (double)n * g.cost.gpu->nccl_sms;
+		g.free_sms[n] = free_sms < g.cost.gpu->sms / 4.0 ? g.cost.gpu->sms / 4.0 : free_sms;
+	}
+	g.hbm_floor = 0.1 * g.cost.hbm_bytes_per_ns;
 	g.depth = g.cost.cal && g.cost.cal->launch_queue >= 0 ? g.cost.cal->launch_queue : s->exp->runtime.launch_queue;
 	g.lby = -1;
 	g.sync = p->sync;
@@ -826,6 +882,7 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 		p->mem->samples = NULL;
 		p->mem->nsamples = 0;
 	}
+	r->events = g.q.next_seq; /* every event, queued or an activity's finish, took a sequence number */
 	*p->q = g.q; /* its storage, for the next simulation */
 	cost_release(&g.cost);
 	return 0;
