@@ -168,8 +168,7 @@ struct allocator {
 	int region[NPOOLS];  /* arena: each pool's segment, -1 until it has one */
 	int *buf_block;      /* per buffer: its block, -1 */
 	int nbufs;
-	uint64_t allocated, reserved;
-	uint32_t retries, ooms; /* flushes of the cache; segments reserved past the capacity even so */
+	struct alloc_counts n;  /* bytes granted and reserved, flushes of the cache, segments reserved past the capacity even so */
 	uint64_t capacity;      /* the capacity, raised by each segment reserved past it */
 	uint32_t search;     /* searches so far, for the stamps */
 	int draining;        /* drain(): merged blocks stay out of the levels until drain puts every block at 2 */
@@ -182,8 +181,11 @@ struct allocator {
 	const struct alloc_req *rq; /* the request being searched for */
 };
 
-static uint64_t round_up(uint64_t x, uint64_t r)
+/* x rounded up to a multiple of r (a power of two, as usual, without a division) */
+static inline uint64_t round_up(uint64_t x, uint64_t r)
 {
+	if (!(r & (r - 1)))
+		return (x + r - 1) & ~(r - 1);
 	return (x + r - 1) / r * r;
 }
 
@@ -589,22 +591,17 @@ static __attribute__((noinline)) void cache_add(struct allocator *a, int b)
 }
 
 /*
- * Block b enters its pool's free list: a caching pool's at the end, an
- * arena's in offset order (its blocks all lie in its one region): right
- * after its previous block or before its next one when that is free (a
- * split's rest, a freed block beside a hole), else where a walk from the
- * first free block finds its place.
+ * Arena: block b enters its pool's free list, in offset order (its blocks
+ * all lie in its one region): right after its previous block or before
+ * its next one when that is free (a split's rest, a freed block beside a
+ * hole), else where a walk from the first free block finds its place.
  */
-static void pool_add(struct allocator *a, int b)
+static inline __attribute__((always_inline)) void arena_add(struct allocator *a, int b)
 {
 	struct pool *p = &a->pools[a->blocks[b].pool];
 	struct block *k = &a->blocks[b];
 	int after;
 
-	if (a->cfg.caching) {
-		cache_add(a, b);
-		return;
-	}
 	if (k->prev >= 0 && a->blocks[k->prev].slot >= 0) {
 		after = k->prev;
 	} else if (k->next >= 0 && a->blocks[k->next].slot >= 0) {
@@ -629,6 +626,33 @@ static void pool_add(struct allocator *a, int b)
 	p->n++;
 }
 
+/* Block b enters its pool's free list: a caching pool's at the end, an arena's in offset order. */
+static void pool_add(struct allocator *a, int b)
+{
+	if (a->cfg.caching)
+		cache_add(a, b);
+	else
+		arena_add(a, b);
+}
+
+/* Arena: free block b leaves its pool's list. */
+static inline __attribute__((always_inline)) void arena_unlink(struct allocator *a, int b)
+{
+	struct block *k = &a->blocks[b];
+	struct pool *p = &a->pools[k->pool];
+
+	if (k->fprev >= 0)
+		a->blocks[k->fprev].fnext = k->fnext;
+	else
+		p->head = k->fnext;
+	if (k->fnext >= 0)
+		a->blocks[k->fnext].fprev = k->fprev;
+	else
+		p->tail = k->fprev;
+	k->slot = k->fprev = k->fnext = -1;
+	p->n--;
+}
+
 /* Block b leaves its pool's free list (a caching pool's last block takes its slot). */
 static void pool_remove(struct allocator *a, int b)
 {
@@ -638,16 +662,7 @@ static void pool_remove(struct allocator *a, int b)
 
 	assert(slot >= 0);
 	if (!a->cfg.caching) {
-		if (k->fprev >= 0)
-			a->blocks[k->fprev].fnext = k->fnext;
-		else
-			p->head = k->fnext;
-		if (k->fnext >= 0)
-			a->blocks[k->fnext].fprev = k->fprev;
-		else
-			p->tail = k->fprev;
-		k->slot = k->fprev = k->fnext = -1;
-		p->n--;
+		arena_unlink(a, b);
 		return;
 	}
 	assert(p->free[slot] == b);
@@ -819,6 +834,75 @@ static int split(struct allocator *a, int b, uint64_t r)
 	return rest;
 }
 
+/*
+ * Free block x takes free block y's clock too, stream by stream the later
+ * of the two, and the later of the ops that freed them.
+ */
+static inline __attribute__((always_inline)) void clock_join(struct block *x, const struct block *y)
+{
+	for (uint32_t w = y->waits; w; w &= w - 1) { /* the streams whose ready[] is above 0 */
+		int t = __builtin_ctz(w);
+		if (y->ready[t] > x->ready[t])
+			x->ready[t] = y->ready[t];
+	}
+	x->waits |= y->waits;
+	if (y->freed_op > x->freed_op)
+		x->freed_op = y->freed_op;
+}
+
+/* Arena: merge (as merge()) free block b into its free neighbour `into`, which has no level nor links to keep. */
+static inline __attribute__((always_inline)) void arena_merge(struct allocator *a, int into, int b)
+{
+	struct block *x = &a->blocks[into], *y = &a->blocks[b];
+
+	arena_unlink(a, b);
+	if (y->off < x->off)
+		x->off = y->off;
+	x->size += y->size;
+	clock_join(x, y);
+	if (x->prev == b)
+		x->prev = y->prev;
+	else
+		x->next = y->next;
+	if (x->prev >= 0)
+		a->blocks[x->prev].next = into;
+	if (x->next >= 0)
+		a->blocks[x->next].prev = into;
+	if (a->nspare < a->cap_spare)
+		a->spare[a->nspare++] = b;
+	else
+		block_release(a, b);
+}
+
+/* Arena: split (as split()) block b after its first r bytes; the rest, returned, is in no pool. */
+static inline __attribute__((always_inline)) int arena_split(struct allocator *a, int b, uint64_t r)
+{
+	uint32_t gen;
+	int rest;
+	struct block *k, *x;
+
+	if (a->nspare) { /* block_slot's first case, inline */
+		rest = a->spare[--a->nspare];
+		gen = a->blocks[rest].gen + 1;
+	} else {
+		rest = block_slot(a, &gen);
+	}
+	k = &a->blocks[b]; /* block_slot may have moved the table */
+	x = &a->blocks[rest];
+	*x = *k;
+	x->slot = x->lslot = x->fprev = x->fnext = -1;
+	x->level = 0;
+	x->gen = gen;
+	x->off = k->off + r;
+	x->size = k->size - r;
+	x->prev = b;
+	if (k->next >= 0)
+		a->blocks[k->next].prev = rest;
+	k->next = rest;
+	k->size = r;
+	return rest;
+}
+
 /* ---- segments ------------------------------------------------------------------ */
 
 /* A new segment of `bytes` (UNBOUNDED: an arena region) for pool p, as one free block; -1 when out of memory. */
@@ -836,7 +920,7 @@ static int segment_new(struct allocator *a, uint64_t bytes, int pool)
 	}
 	a->segs[a->nsegs] = (struct alloc_seg){ ptr, unbounded ? 0 : bytes, 0, pool, 0 };
 	if (!unbounded)
-		a->reserved += bytes;
+		a->n.reserved += bytes;
 	b = block_new(a);
 	a->blocks[b].size = bytes;
 	a->blocks[b].seg = a->nsegs++;
@@ -857,7 +941,7 @@ static inline __attribute__((always_inline)) int region_cover(struct allocator *
 	if (bytes > g->bytes) {
 		if (a->reserve && !a->reserve(a->ctx, k->seg, g->bytes, bytes - g->bytes))
 			return -1;
-		a->reserved += bytes - g->bytes;
+		a->n.reserved += bytes - g->bytes;
 		g->bytes = bytes;
 	}
 	g->high = end;
@@ -989,20 +1073,49 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 	return -1;
 }
 
+/* A clock at which every block is ready (a request without a clock: every earlier op has completed). */
+_Static_assert(ST_COUNT == 6, "never_waits: one entry per stream");
+static const uint32_t never_waits[ST_COUNT] = { UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX };
+
+/* An arena's free block is ready for a request at `clock` (ready_for()). */
+static inline __attribute__((always_inline)) int arena_ready(const struct block *k, const uint32_t *clock)
+{
+	for (uint32_t w = k->waits; w; w &= w - 1) {
+		int t = __builtin_ctz(w);
+		if (k->ready[t] > clock[t])
+			return 0;
+	}
+	return 1;
+}
+
+/* usability() of an arena's free block for a request at `clock` by op `op`, wait_age `age`. */
+static inline __attribute__((always_inline)) int arena_level(const struct block *k, const uint32_t *clock, uint32_t op,
+							      uint32_t age)
+{
+	for (uint32_t w = k->waits; w; w &= w - 1) {
+		int t = __builtin_ctz(w);
+		if (k->ready[t] > clock[t])
+			return age && op >= k->freed_op + age;
+	}
+	return 2;
+}
+
 /*
- * The run of an arena pool that holds r bytes, in one pass over its free
+ * The run of an arena pool that holds r bytes, in passes over its free
  * blocks in offset order: a run of adjacent free blocks is a stretch of
  * the list (a block is adjacent to the one before it in the list when
  * that is its previous block), so the runs at level 2 (blocks ready for
- * the op) and at level 1 (ready or old) are sums kept as the pass goes,
- * each block's level computed once. First fit takes the first run that
- * reaches r at level 2, where the pass stops, else the first at level 1;
- * best fit the smallest, the lowest of equal ones (a later run wins only
- * when smaller), with its last block in *last. When no run holds r: the
- * region's end (the list's last block), from the first block of the run
- * at level 1 just before it, and *grow is set. A pool has ten free blocks
- * or so, mostly adjacent ones freed by different ops; a step has a few
- * thousand requests.
+ * the op) and at level 1 (ready or old) are sums kept as a pass goes.
+ * First fit takes the first run that reaches r at level 2, where its one
+ * pass stops, else the first at level 1 (each block's level computed
+ * once); best fit the smallest, the lowest of equal ones (a later run wins
+ * only when smaller), with its last block in *last: a pass over the runs
+ * at level 2, which stops at a run of exactly r bytes, and only when none
+ * holds r a second one over those at level 1 (about a third of the
+ * requests). When no run holds r: the region's end (the list's last
+ * block), from the first block of the run at level 1 just before it, and
+ * *grow is set. A pool has ten free blocks or so, mostly adjacent ones
+ * freed by different ops; a step has a few thousand requests.
  */
 static inline __attribute__((always_inline)) int arena_run(const struct allocator *a, const struct pool *p,
 							    uint64_t r, const struct alloc_req *rq, int first_fit,
@@ -1014,12 +1127,14 @@ static inline __attribute__((always_inline)) int arena_run(const struct allocato
 	int b2 = -1, e2 = -1, b1 = -1, e1 = -1; /* the best runs so far, first and last blocks */
 	uint64_t bn2 = UINT64_MAX, bn1 = UINT64_MAX;
 	int prev = -1, b, end = p->tail;
+	const uint32_t *clock = rq->clock ? rq->clock : never_waits;
+	uint32_t op = rq->op, age = a->cfg.wait_age;
 
 	assert(unbounded(&blocks[end])); /* the region's end, always free */
 	if (first_fit) {
 		for (b = p->head; b != end; prev = b, b = blocks[b].fnext) {
 			const struct block *k = &blocks[b];
-			int level = usability(a, k, rq);
+			int level = arena_level(k, clock, op, age);
 			if (k->prev != prev)
 				s2 = s1 = -1;
 			if (level == 2) {
@@ -1048,42 +1163,30 @@ static inline __attribute__((always_inline)) int arena_run(const struct allocato
 		*grow = 1;
 		return blocks[end].prev == prev && s1 >= 0 ? s1 : end;
 	}
+	/* best fit: the runs at level 2 first, in a pass that looks at no other level */
 	for (b = p->head; b != end; prev = b, b = blocks[b].fnext) {
 		const struct block *k = &blocks[b];
-		int level = usability(a, k, rq), adjacent = k->prev == prev;
-		if (s2 >= 0 && (level < 2 || !adjacent)) {
-			/* the run at level 2 ended at the block before */
+		int ready = arena_ready(k, clock);
+		if (s2 >= 0 && (!ready || k->prev != prev)) {
+			/* the run ended at the block before */
 			if (n2 >= r && n2 < bn2) {
 				b2 = s2;
 				e2 = prev;
 				bn2 = n2;
+				if (n2 == r)
+					break; /* exactly r: no later run is smaller, and ties go to the lowest */
 			}
 			s2 = -1;
 		}
-		if (s1 >= 0 && (level < 1 || !adjacent)) {
-			if (n1 >= r && n1 < bn1) {
-				b1 = s1;
-				e1 = prev;
-				bn1 = n1;
-			}
-			s1 = -1;
-		}
-		if (level == 2) {
+		if (ready) {
 			if (s2 < 0) {
 				s2 = b;
 				n2 = 0;
 			}
 			n2 += k->size;
 		}
-		if (level >= 1) {
-			if (s1 < 0) {
-				s1 = b;
-				n1 = 0;
-			}
-			n1 += k->size;
-		}
 	}
-	/* the runs still open end at the block before the region's end */
+	/* the run still open ends at the block before the region's end (none did, after an exact fit) */
 	if (s2 >= 0 && n2 >= r && n2 < bn2) {
 		b2 = s2;
 		e2 = prev;
@@ -1091,6 +1194,26 @@ static inline __attribute__((always_inline)) int arena_run(const struct allocato
 	if (b2 >= 0) {
 		*last = e2;
 		return b2;
+	}
+	/* none: the runs at level 1, in a second pass */
+	for (prev = -1, b = p->head; b != end; prev = b, b = blocks[b].fnext) {
+		const struct block *k = &blocks[b];
+		int usable = arena_level(k, clock, op, age) > 0;
+		if (s1 >= 0 && (!usable || k->prev != prev)) {
+			if (n1 >= r && n1 < bn1) {
+				b1 = s1;
+				e1 = prev;
+				bn1 = n1;
+			}
+			s1 = -1;
+		}
+		if (usable) {
+			if (s1 < 0) {
+				s1 = b;
+				n1 = 0;
+			}
+			n1 += k->size;
+		}
 	}
 	if (s1 >= 0 && n1 >= r && n1 < bn1) {
 		b1 = s1;
@@ -1145,11 +1268,19 @@ static inline __attribute__((always_inline)) int find_run(struct allocator *a, c
 		int prev = a->blocks[k].prev;
 		uint64_t want = r - a->blocks[k].size;
 		if (a->blocks[prev].size > want) {
-			int upper = split(a, prev, a->blocks[prev].size - want);
-			pool_add(a, upper);
-			prev = upper;
+			/*
+			 * the top `want` bytes of prev join k: what a split of
+			 * prev and a merge of its upper part with k would give
+			 * (the later of the clocks), k keeping its place
+			 */
+			struct block *x = &a->blocks[k], *y = &a->blocks[prev];
+			y->size -= want;
+			x->off -= want;
+			x->size += want;
+			clock_join(x, y);
+			break;
 		}
-		merge(a, prev, k);
+		arena_merge(a, prev, k); /* `high`: an arena's request */
 		k = prev;
 	}
 	return k;
@@ -1173,7 +1304,7 @@ static inline __attribute__((always_inline)) void compact(struct allocator *a, s
 		for (int b = p->head, next; b >= 0 && (next = a->blocks[b].fnext) >= 0;)
 			if (a->blocks[b].next == next && op >= a->blocks[b].freed_op + a->cfg.wait_age &&
 			    op >= a->blocks[next].freed_op + a->cfg.wait_age && !unbounded(&a->blocks[next]))
-				merge(a, b, next);
+				arena_merge(a, b, next);
 			else
 				b = next;
 		return;
@@ -1298,7 +1429,7 @@ static void segment_release(struct allocator *a, int b)
 	assert(a->blocks[b].prev < 0 && a->blocks[b].next < 0 && !g->released);
 	pool_remove(a, b);
 	block_release(a, b);
-	a->reserved -= g->bytes;
+	a->n.reserved -= g->bytes;
 	g->released = 1;
 	if (a->release)
 		a->release(a->ctx, seg);
@@ -1362,14 +1493,14 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 	if (best < 0) {
 		uint64_t bytes = small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER : round_up(r, a->cfg.segment);
 		assert(a->cfg.caching); /* an arena always has room at its end */
-		if (a->capacity && a->reserved + bytes > a->capacity) {
+		if (a->capacity && a->n.reserved + bytes > a->capacity) {
 			/* cudaMalloc would fail: flush the cache and retry (no new search of the pool, as in PyTorch) */
 			flush(a);
-			a->retries++;
-			if (a->reserved + bytes > a->capacity) {
+			a->n.retries++;
+			if (a->n.reserved + bytes > a->capacity) {
 				/* PyTorch raises here; from now on, a device with just the memory the run has needed */
-				a->ooms++;
-				a->capacity = a->reserved + bytes;
+				a->n.ooms++;
+				a->capacity = a->n.reserved + bytes;
 			}
 		}
 		if ((best = segment_new(a, bytes, pool)) < 0)
@@ -1385,11 +1516,11 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 	if (!a->cfg.caching) {
 		/* the rest of the block stays free where it is in the list: after the part given out, or before it with `high` */
 		if (k->size - r < split_min)
-			pool_remove(a, best);
+			arena_unlink(a, best);
 		else if (high && !unbounded(k))
-			best = split(a, best, k->size - r);
+			best = arena_split(a, best, k->size - r);
 		else
-			pool_replace(a, best, split(a, best, r));
+			pool_replace(a, best, arena_split(a, best, r));
 	} else {
 		pool_remove(a, best);
 		if (k->size - r >= split_min)
@@ -1401,7 +1532,7 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 		return -1;
 	}
 	a->buf_block[buf] = best;
-	a->allocated += k->size;
+	a->n.allocated += k->size;
 	return 0;
 }
 
@@ -1438,21 +1569,27 @@ static void merge_neighbours(struct allocator *a, int b)
 		merge(a, b, next);
 }
 
-void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t op)
+uint64_t alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t op)
 {
 	int b = a->buf_block[buf];
 	struct block *k;
+	uint64_t size;
 
 	assert(b >= 0);
 	a->buf_block[buf] = -1;
 	k = &a->blocks[b];
-	a->allocated -= k->size;
+	size = k->size;
+	a->n.allocated -= size;
 	memset(k->ready, 0, sizeof(k->ready));
 	k->ready[stream] = pos + 1;
 	k->waits = 1u << stream;
 	k->freed_op = op;
-	pool_add(a, b);
+	if (a->cfg.caching)
+		cache_add(a, b);
+	else
+		arena_add(a, b);
 	merge_neighbours(a, b);
+	return size;
 }
 
 void alloc_settle(struct allocator *a)
@@ -1487,14 +1624,19 @@ void *alloc_ptr(const struct allocator *a, int buf)
 	return base + a->blocks[b].off;
 }
 
+const struct alloc_counts *alloc_counts(const struct allocator *a)
+{
+	return &a->n;
+}
+
 uint64_t alloc_allocated(const struct allocator *a)
 {
-	return a->allocated;
+	return a->n.allocated;
 }
 
 uint64_t alloc_reserved(const struct allocator *a)
 {
-	return a->reserved;
+	return a->n.reserved;
 }
 
 int alloc_segments(const struct allocator *a)
@@ -1522,12 +1664,12 @@ int alloc_segment_pool(const struct allocator *a, int i)
 
 uint32_t alloc_retries(const struct allocator *a)
 {
-	return a->retries;
+	return a->n.retries;
 }
 
 uint32_t alloc_ooms(const struct allocator *a)
 {
-	return a->ooms;
+	return a->n.ooms;
 }
 
 uint64_t alloc_capacity(const struct allocator *a)

@@ -118,8 +118,8 @@ void alloc_set_release(struct allocator *a, alloc_release_fn release);
  * reserved.
  */
 int alloc_get(struct allocator *a, int buf, uint64_t bytes, const struct alloc_req *rq, uint32_t *wait);
-/* Buffer `buf` is freed by op `op` (issue index), at position `pos` of stream `stream`. */
-void alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t op);
+/* Buffer `buf` is freed by op `op` (issue index), at position `pos` of stream `stream`; returns its block's size. */
+uint64_t alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint32_t op);
 /* Every op issued so far has completed (a step ended): freed blocks are free for anyone. */
 void alloc_settle(struct allocator *a);
 /*
@@ -144,6 +144,16 @@ int alloc_segments(const struct allocator *a);
 void *alloc_segment_ptr(const struct allocator *a, int i);
 uint64_t alloc_segment_bytes(const struct allocator *a, int i);
 int alloc_segment_pool(const struct allocator *a, int i);
+/*
+ * The counts of alloc_allocated, alloc_reserved, alloc_retries and
+ * alloc_ooms, kept up to date in place for as long as the allocator
+ * lives: a caller that reads them per request saves the calls.
+ */
+struct alloc_counts {
+	uint64_t allocated, reserved;
+	uint32_t retries, ooms;
+};
+const struct alloc_counts *alloc_counts(const struct allocator *a);
 /* Flushes of the cache so far (PyTorch's num_alloc_retries), and new segments reserved past the capacity (num_ooms). */
 uint32_t alloc_retries(const struct allocator *a);
 uint32_t alloc_ooms(const struct allocator *a);

@@ -40,9 +40,10 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 	m->s = s;
 	m->record = record;
 	m->a = alloc_new(&cfg, s->nbufs, reserve, ctx);
+	m->counts = alloc_counts(m->a);
+	/* an op's entries are written when it is granted (memory_grant), before anyone reads them */
 	m->wait = xmalloc(sizeof(int32_t) * (size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT);
-	memset(m->wait, 0xff, sizeof(int32_t) * (size_t)s->nops * ST_COUNT); /* every entry -1 */
-	m->sync = xcalloc((size_t)(s->nops > 0 ? s->nops : 1), 1);
+	m->sync = xmalloc((size_t)(s->nops > 0 ? s->nops : 1));
 	return m;
 }
 
@@ -63,19 +64,11 @@ static int on_device(const struct buffer *b)
 	return !b->host && b->alias_of < 0;
 }
 
-static void sample(struct memory *m, uint64_t t_ns)
+/* The timeline's sample at t_ns (one per time: a later one at the same time replaces it). */
+static __attribute__((noinline)) void sample_record(struct memory *m, uint64_t t_ns, uint64_t reserved)
 {
 	struct mem_sample *x;
-	uint64_t reserved = alloc_reserved(m->a);
 
-	if (m->total > m->peaks.alloc) {
-		m->peaks.alloc = m->total;
-		memcpy(m->peaks.by_cat, m->cur, sizeof(m->cur));
-	}
-	if (reserved > m->peaks.reserved)
-		m->peaks.reserved = reserved;
-	if (!m->record)
-		return;
 	if (m->nsamples && m->samples[m->nsamples - 1].t_ns == t_ns) {
 		x = &m->samples[m->nsamples - 1];
 	} else {
@@ -90,50 +83,67 @@ static void sample(struct memory *m, uint64_t t_ns)
 	x->reserved = reserved;
 }
 
+/* The peaks, and with `record` the timeline, after a change at t_ns. */
+static inline void sample(struct memory *m, uint64_t t_ns)
+{
+	uint64_t reserved = m->counts->reserved;
+
+	if (m->total > m->peaks.alloc) {
+		m->peaks.alloc = m->total;
+		memcpy(m->peaks.by_cat, m->cur, sizeof(m->cur));
+	}
+	if (reserved > m->peaks.reserved)
+		m->peaks.reserved = reserved;
+	if (m->record)
+		sample_record(m, t_ns, reserved);
+}
+
 static int brief(const struct buffer *b)
 {
 	return b->alloc_op >= 0 && b->free_op >= 0 && b->free_op - b->alloc_op < BRIEF_OPS;
 }
 
 /*
- * The arena's region for a buffer: 2 brief; 1 when it outlives the
- * microbatch that allocates it (or the step); else 0.
+ * The arena's region for a buffer (`short_lived`: brief(b)): 2 brief; 1
+ * when it outlives the microbatch that allocates it (or the step); else 0.
  */
-static int arena_region(const struct schedule *s, const struct buffer *b)
+static inline int arena_region(const struct schedule *s, const struct buffer *b, int short_lived)
 {
-	if (brief(b))
+	if (short_lived)
 		return 2;
 	if (b->alloc_op < 0 || b->free_op < 0)
 		return 1;
 	return s->ops[b->alloc_op].micro != s->ops[b->free_op].micro;
 }
 
-static int grant(struct memory *m, int buf, int stream, const uint32_t *clock, uint32_t *wait)
+static inline __attribute__((always_inline)) int grant(struct memory *m, int buf, int stream, const uint32_t *clock,
+						       uint32_t *wait)
 {
 	const struct schedule *s = m->s;
 	const struct buffer *b = &s->bufs[buf];
-	int pool = s->exp->runtime.caching_allocator ? stream : arena_region(s, b);
-	uint64_t got;
+	int short_lived = brief(b);
+	int pool = s->exp->runtime.caching_allocator ? stream : arena_region(s, b, short_lived);
+	uint64_t got = m->counts->allocated; /* less the bytes granted before: the block's size */
 
-	struct alloc_req rq = { pool, brief(b), b->alloc_op >= 0 ? (uint32_t)b->alloc_op : 0, clock };
+	struct alloc_req rq = { pool, short_lived, b->alloc_op >= 0 ? (uint32_t)b->alloc_op : 0, clock };
 
 	if (alloc_get(m->a, buf, b->bytes, &rq, wait) != 0)
 		return -1;
-	got = alloc_granted(m->a, buf);
+	got = m->counts->allocated - got;
 	m->cur[b->cat] += got;
 	m->total += got;
 	return 0;
 }
 
-static void release(struct memory *m, int buf, int stream, uint32_t pos, uint32_t op)
+static inline __attribute__((always_inline)) void release(struct memory *m, int buf, int stream, uint32_t pos,
+							    uint32_t op)
 {
 	const struct buffer *b = &m->s->bufs[buf];
-	uint64_t got = alloc_granted(m->a, buf);
+	uint64_t got = alloc_put(m->a, buf, stream, pos, op);
 
 	assert(m->cur[b->cat] >= got);
 	m->cur[b->cat] -= got;
 	m->total -= got;
-	alloc_put(m->a, buf, stream, pos, op);
 }
 
 int memory_persistent(struct memory *m)
@@ -158,39 +168,46 @@ void memory_step_begin(struct memory *m)
 	sample(m, 0);
 }
 
-int memory_grant(struct memory *m, int op, uint64_t t_ns)
+/* memory_grant, memory_release and memory_issue, inlined into memory_predict's loop too */
+static inline __attribute__((always_inline)) int grant_op(struct memory *m, int op, uint64_t t_ns)
 {
 	const struct schedule *s = m->s;
 	const struct op *o = &s->ops[op];
 	const uint32_t *clock = &s->clock[(size_t)op * ST_COUNT];
-	uint32_t wait[ST_COUNT] = { 0 }, retries, ooms;
+	int32_t *waits = &m->wait[(size_t)op * ST_COUNT];
+	uint32_t wait[ST_COUNT] = { 0 }, retries, ooms, now;
 
-	if (!o->nalloc) /* nothing to grant: no flush, no wait (m->wait starts at -1) */
+	for (int t = 0; t < ST_COUNT; t++)
+		waits[t] = -1;
+	m->sync[op] = 0;
+	if (!o->nalloc) /* nothing to grant: no flush, no wait */
 		return 0;
-	retries = alloc_retries(m->a);
-	ooms = alloc_ooms(m->a);
+	retries = m->counts->retries;
+	ooms = m->counts->ooms;
 	for (int i = 0; i < o->nalloc; i++) {
 		int b = (int)s->bufrefs[o->buf_first + i];
 		if (on_device(&s->bufs[b]) && grant(m, b, o->stream, clock, wait) != 0)
 			return -1;
 	}
 	/* flushes of the cache: the device is synchronized before the op issues */
-	m->sync[op] = alloc_retries(m->a) != retries;
-	if (m->sync[op]) {
-		m->peaks.step_retries += alloc_retries(m->a) - retries;
-		m->peaks.retries += alloc_retries(m->a) - retries;
-		m->step_ooms += alloc_ooms(m->a) - ooms;
-		m->peaks.ooms += alloc_ooms(m->a) - ooms;
+	now = m->counts->retries;
+	if (now != retries) {
+		m->sync[op] = 1;
+		m->peaks.step_retries += now - retries;
+		m->peaks.retries += now - retries;
+		m->step_ooms += m->counts->ooms - ooms;
+		m->peaks.ooms += m->counts->ooms - ooms;
 	}
 	/* blocks from ops the schedule does not order before this one: wait for the last freeing op per stream */
+#pragma GCC unroll 8
 	for (int t = 0; t < ST_COUNT; t++)
-		m->wait[(size_t)op * ST_COUNT + t] =
-			wait[t] > clock[t] ? s->stream_ops[s->stream_first[t] + wait[t] - 1] : -1;
+		if (wait[t] > clock[t])
+			waits[t] = s->stream_ops[s->stream_first[t] + wait[t] - 1];
 	sample(m, t_ns);
 	return 0;
 }
 
-void memory_release(struct memory *m, int op, uint64_t t_ns)
+static inline __attribute__((always_inline)) void release_op(struct memory *m, int op, uint64_t t_ns)
 {
 	const struct schedule *s = m->s;
 	const struct op *o = &s->ops[op];
@@ -204,12 +221,27 @@ void memory_release(struct memory *m, int op, uint64_t t_ns)
 		sample(m, t_ns);
 }
 
+static inline __attribute__((always_inline)) int issue_op(struct memory *m, int op, uint64_t t_ns)
+{
+	if (grant_op(m, op, t_ns) != 0)
+		return -1;
+	release_op(m, op, t_ns);
+	return 0;
+}
+
+int memory_grant(struct memory *m, int op, uint64_t t_ns)
+{
+	return grant_op(m, op, t_ns);
+}
+
+void memory_release(struct memory *m, int op, uint64_t t_ns)
+{
+	release_op(m, op, t_ns);
+}
+
 int memory_issue(struct memory *m, int op, uint64_t t_ns)
 {
-	if (memory_grant(m, op, t_ns) != 0)
-		return -1;
-	memory_release(m, op, t_ns);
-	return 0;
+	return issue_op(m, op, t_ns);
 }
 
 void memory_step_end(struct memory *m, uint64_t t_ns)
@@ -288,7 +320,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 			memory_step_end(m, 0);
 		memory_step_begin(m);
 		for (int i = 0; i < m->s->nops; i++)
-			memory_issue(m, i, issue_ns[i]);
+			issue_op(m, i, issue_ns[i]);
 		retries[k] = m->peaks.step_retries;
 		if (stop < steps)
 			continue; /* in a cycle: the steps up to the phase of the run's last */

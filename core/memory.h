@@ -45,6 +45,7 @@ struct mem_peaks {
 struct memory {
 	const struct schedule *s;
 	struct allocator *a;
+	const struct alloc_counts *counts;   /* the allocator's, read in place */
 	uint64_t cur[MEM_CAT_COUNT];         /* bytes granted now, by category */
 	uint64_t total;
 	struct mem_peaks peaks;
