@@ -770,6 +770,40 @@ static void merge_enter(struct allocator *a, int b, int i)
 	order_grow(o, i, key_of(a, b));
 }
 
+/*
+ * Free block x takes free block y's clock too, stream by stream the later
+ * of the two, and the later of the ops that freed them.
+ */
+static inline __attribute__((always_inline)) void clock_join(struct block *x, const struct block *y)
+{
+	for (uint32_t w = y->waits; w; w &= w - 1) { /* the streams whose ready[] is above 0 */
+		int t = __builtin_ctz(w);
+		if (y->ready[t] > x->ready[t])
+			x->ready[t] = y->ready[t];
+	}
+	x->waits |= y->waits;
+	if (y->freed_op > x->freed_op)
+		x->freed_op = y->freed_op;
+}
+
+/* Block `into` takes in its neighbour b (their bytes, and b's place between its neighbours in the segment). */
+static inline __attribute__((always_inline)) void span_join(struct allocator *a, int into, int b)
+{
+	struct block *x = &a->blocks[into], *y = &a->blocks[b];
+
+	if (y->off < x->off)
+		x->off = y->off;
+	x->size += y->size;
+	if (x->prev == b)
+		x->prev = y->prev;
+	else
+		x->next = y->next;
+	if (x->prev >= 0)
+		a->blocks[x->prev].next = into;
+	if (x->next >= 0)
+		a->blocks[x->next].prev = into;
+}
+
 /* Merge free block b into its free neighbour `into`; the later of the clocks stays. */
 static void merge(struct allocator *a, int into, int b)
 {
@@ -779,25 +813,8 @@ static void merge(struct allocator *a, int into, int b)
 	pool_remove(a, b);
 	if (a->cfg.caching)
 		i = merge_leave(a, into);
-	if (y->off < x->off)
-		x->off = y->off;
-	x->size += y->size;
-	for (uint32_t w = y->waits; w; w &= w - 1) { /* the streams whose ready[] is above 0 */
-		int t = __builtin_ctz(w);
-		if (y->ready[t] > x->ready[t])
-			x->ready[t] = y->ready[t];
-	}
-	x->waits |= y->waits;
-	if (y->freed_op > x->freed_op)
-		x->freed_op = y->freed_op;
-	if (x->prev == b)
-		x->prev = y->prev;
-	else
-		x->next = y->next;
-	if (x->prev >= 0)
-		a->blocks[x->prev].next = into;
-	if (x->next >= 0)
-		a->blocks[x->next].prev = into;
+	clock_join(x, y);
+	span_join(a, into, b);
 	if (a->cfg.caching)
 		merge_enter(a, into, i);
 	relink(a, into);
@@ -834,40 +851,14 @@ static int split(struct allocator *a, int b, uint64_t r)
 	return rest;
 }
 
-/*
- * Free block x takes free block y's clock too, stream by stream the later
- * of the two, and the later of the ops that freed them.
- */
-static inline __attribute__((always_inline)) void clock_join(struct block *x, const struct block *y)
-{
-	for (uint32_t w = y->waits; w; w &= w - 1) { /* the streams whose ready[] is above 0 */
-		int t = __builtin_ctz(w);
-		if (y->ready[t] > x->ready[t])
-			x->ready[t] = y->ready[t];
-	}
-	x->waits |= y->waits;
-	if (y->freed_op > x->freed_op)
-		x->freed_op = y->freed_op;
-}
-
 /* Arena: merge (as merge()) free block b into its free neighbour `into`, which has no level nor links to keep. */
 static inline __attribute__((always_inline)) void arena_merge(struct allocator *a, int into, int b)
 {
 	struct block *x = &a->blocks[into], *y = &a->blocks[b];
 
 	arena_unlink(a, b);
-	if (y->off < x->off)
-		x->off = y->off;
-	x->size += y->size;
 	clock_join(x, y);
-	if (x->prev == b)
-		x->prev = y->prev;
-	else
-		x->next = y->next;
-	if (x->prev >= 0)
-		a->blocks[x->prev].next = into;
-	if (x->next >= 0)
-		a->blocks[x->next].prev = into;
+	span_join(a, into, b);
 	if (a->nspare < a->cap_spare)
 		a->spare[a->nspare++] = b;
 	else
@@ -1101,6 +1092,55 @@ static inline __attribute__((always_inline)) int arena_level(const struct block 
 }
 
 /*
+ * Best fit over the runs of an arena pool's free blocks at `level` (2:
+ * ready for the op; 1: ready, or old enough to wait for), in one pass in
+ * offset order: the smallest run of r bytes or more, the lowest of equal
+ * ones (a later run wins only when smaller, so the pass stops at a run of
+ * exactly r). Returns its first block, its last in *last, or -1 when none
+ * holds r; then *prev is the list's block before the region's end and
+ * *open the first block of the run that reaches it (-1, none).
+ */
+static inline __attribute__((always_inline)) int best_run(const struct block *blocks, const struct pool *p, uint64_t r,
+							   int level, const uint32_t *clock, uint32_t op,
+							   uint32_t age, int *last, int *open, int *prev)
+{
+	int s = -1, best = -1, e = -1, before = -1, b, end = p->tail;
+	uint64_t n = 0, bn = UINT64_MAX;
+
+	for (b = p->head; b != end; before = b, b = blocks[b].fnext) {
+		const struct block *k = &blocks[b];
+		int in = level == 2 ? arena_ready(k, clock) : arena_level(k, clock, op, age) > 0;
+		if (s >= 0 && (!in || k->prev != before)) {
+			/* the run ended at the block before */
+			if (n >= r && n < bn) {
+				best = s;
+				e = before;
+				bn = n;
+				if (n == r)
+					break; /* exactly r: no later run is smaller, and ties go to the lowest */
+			}
+			s = -1;
+		}
+		if (in) {
+			if (s < 0) {
+				s = b;
+				n = 0;
+			}
+			n += k->size;
+		}
+	}
+	/* the run still open ends at the block before the region's end (none did, after an exact fit) */
+	if (s >= 0 && n >= r && n < bn) {
+		best = s;
+		e = before;
+	}
+	*last = e;
+	*open = s;
+	*prev = before;
+	return best;
+}
+
+/*
  * The run of an arena pool that holds r bytes, in passes over its free
  * blocks in offset order: a run of adjacent free blocks is a stretch of
  * the list (a block is adjacent to the one before it in the list when
@@ -1124,8 +1164,7 @@ static inline __attribute__((always_inline)) int arena_run(const struct allocato
 	const struct block *blocks = a->blocks;
 	int s2 = -1, s1 = -1;    /* the first blocks of the runs being summed at levels 2 and 1; -1, none */
 	uint64_t n2 = 0, n1 = 0; /* their bytes so far */
-	int b2 = -1, e2 = -1, b1 = -1, e1 = -1; /* the best runs so far, first and last blocks */
-	uint64_t bn2 = UINT64_MAX, bn1 = UINT64_MAX;
+	int b1 = -1;             /* the run found */
 	int prev = -1, b, end = p->tail;
 	const uint32_t *clock = rq->clock ? rq->clock : never_waits;
 	uint32_t op = rq->op, age = a->cfg.wait_age;
@@ -1163,66 +1202,10 @@ static inline __attribute__((always_inline)) int arena_run(const struct allocato
 		*grow = 1;
 		return blocks[end].prev == prev && s1 >= 0 ? s1 : end;
 	}
-	/* best fit: the runs at level 2 first, in a pass that looks at no other level */
-	for (b = p->head; b != end; prev = b, b = blocks[b].fnext) {
-		const struct block *k = &blocks[b];
-		int ready = arena_ready(k, clock);
-		if (s2 >= 0 && (!ready || k->prev != prev)) {
-			/* the run ended at the block before */
-			if (n2 >= r && n2 < bn2) {
-				b2 = s2;
-				e2 = prev;
-				bn2 = n2;
-				if (n2 == r)
-					break; /* exactly r: no later run is smaller, and ties go to the lowest */
-			}
-			s2 = -1;
-		}
-		if (ready) {
-			if (s2 < 0) {
-				s2 = b;
-				n2 = 0;
-			}
-			n2 += k->size;
-		}
-	}
-	/* the run still open ends at the block before the region's end (none did, after an exact fit) */
-	if (s2 >= 0 && n2 >= r && n2 < bn2) {
-		b2 = s2;
-		e2 = prev;
-	}
-	if (b2 >= 0) {
-		*last = e2;
-		return b2;
-	}
-	/* none: the runs at level 1, in a second pass */
-	for (prev = -1, b = p->head; b != end; prev = b, b = blocks[b].fnext) {
-		const struct block *k = &blocks[b];
-		int usable = arena_level(k, clock, op, age) > 0;
-		if (s1 >= 0 && (!usable || k->prev != prev)) {
-			if (n1 >= r && n1 < bn1) {
-				b1 = s1;
-				e1 = prev;
-				bn1 = n1;
-			}
-			s1 = -1;
-		}
-		if (usable) {
-			if (s1 < 0) {
-				s1 = b;
-				n1 = 0;
-			}
-			n1 += k->size;
-		}
-	}
-	if (s1 >= 0 && n1 >= r && n1 < bn1) {
-		b1 = s1;
-		e1 = prev;
-	}
-	if (b1 >= 0) {
-		*last = e1;
+	/* best fit: the runs at level 2 first, in a pass that looks at no other level; only when none holds r, level 1 */
+	if ((b1 = best_run(blocks, p, r, 2, clock, op, age, last, &s1, &prev)) >= 0 ||
+	    (b1 = best_run(blocks, p, r, 1, clock, op, age, last, &s1, &prev)) >= 0)
 		return b1;
-	}
 	*grow = 1;
 	return blocks[end].prev == prev && s1 >= 0 ? s1 : end;
 }
