@@ -590,6 +590,21 @@ static __attribute__((noinline)) void cache_add(struct allocator *a, int b)
 	relink(a, k->prev);
 }
 
+/* Arena: the blocks around b in its pool's list (its fprev and fnext, or the list's ends) point to b. */
+static inline __attribute__((always_inline)) void list_link(struct allocator *a, struct pool *p, int b)
+{
+	const struct block *k = &a->blocks[b];
+
+	if (k->fprev >= 0)
+		a->blocks[k->fprev].fnext = b;
+	else
+		p->head = b;
+	if (k->fnext >= 0)
+		a->blocks[k->fnext].fprev = b;
+	else
+		p->tail = b;
+}
+
 /*
  * Arena: block b enters its pool's free list, in offset order (its blocks
  * all lie in its one region): right after its previous block or before
@@ -615,14 +630,7 @@ static inline __attribute__((always_inline)) void arena_add(struct allocator *a,
 	k->slot = 0;
 	k->fprev = after;
 	k->fnext = after >= 0 ? a->blocks[after].fnext : p->head;
-	if (after >= 0)
-		a->blocks[after].fnext = b;
-	else
-		p->head = b;
-	if (k->fnext >= 0)
-		a->blocks[k->fnext].fprev = b;
-	else
-		p->tail = b;
+	list_link(a, p, b);
 	p->n++;
 }
 
@@ -685,14 +693,7 @@ static inline __attribute__((always_inline)) void pool_replace(struct allocator 
 	x->slot = 0;
 	x->fprev = k->fprev;
 	x->fnext = k->fnext;
-	if (x->fprev >= 0)
-		a->blocks[x->fprev].fnext = rest;
-	else
-		p->head = rest;
-	if (x->fnext >= 0)
-		a->blocks[x->fnext].fprev = rest;
-	else
-		p->tail = rest;
+	list_link(a, p, rest);
 	k->slot = k->fprev = k->fnext = -1;
 }
 
