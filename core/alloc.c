@@ -75,6 +75,7 @@ struct block {
 	int pool;
 	int prev, next;   /* neighbours in the segment, -1 at its ends */
 	int slot;         /* free: its index in a caching pool's free list, 0 in an arena's; -1 while in use */
+	int buf;          /* the buffer it holds; -1 free; -2 released, its slot spare */
 	int lslot;        /* index in its pool's linked list (free, and so is its next block), -1 */
 	int fprev, fnext; /* arena, free: the free blocks before and after it in its pool's list, -1 at the ends */
 	uint32_t ready[ST_COUNT]; /* free: the clock an op must have reached to take it */
@@ -179,6 +180,8 @@ struct allocator {
 	int nwhole, capwhole;
 	int whole_at[NPOOLS + 1]; /* pool p's in whole[whole_at[p], whole_at[p + 1]) */
 	const struct alloc_req *rq; /* the request being searched for */
+	int *first;          /* alloc_state(): scratch, each segment's first block */
+	int capfirst;
 };
 
 /* x rounded up to a multiple of r (a power of two, as usual, without a division) */
@@ -232,6 +235,7 @@ void alloc_free(struct allocator *a)
 	}
 	free(a->keys);
 	free(a->whole);
+	free(a->first);
 	free(a->blocks);
 	free(a->spare);
 	free(a->segs);
@@ -266,8 +270,8 @@ static int block_new(struct allocator *a)
 	uint32_t gen;
 	int b = block_slot(a, &gen);
 
-	a->blocks[b] = (struct block){ .prev = -1, .next = -1, .slot = -1, .lslot = -1, .fprev = -1, .fnext = -1,
-				       .gen = gen };
+	a->blocks[b] = (struct block){ .prev = -1, .next = -1, .slot = -1, .buf = -1, .lslot = -1, .fprev = -1,
+				       .fnext = -1, .gen = gen };
 	return b;
 }
 
@@ -277,6 +281,7 @@ static void block_release(struct allocator *a, int b)
 		a->cap_spare = a->cap_spare ? 2 * a->cap_spare : 64;
 		a->spare = xrealloc(a->spare, sizeof(int) * (size_t)a->cap_spare);
 	}
+	a->blocks[b].buf = -2;
 	a->spare[a->nspare++] = b;
 }
 
@@ -836,6 +841,7 @@ static int split(struct allocator *a, int b, uint64_t r)
 	key_changing(a, b);
 	a->blocks[rest] = *k;
 	a->blocks[rest].slot = -1;
+	a->blocks[rest].buf = -1;
 	a->blocks[rest].lslot = -1;
 	a->blocks[rest].fprev = a->blocks[rest].fnext = -1;
 	a->blocks[rest].level = 0;
@@ -860,10 +866,12 @@ static inline __attribute__((always_inline)) void arena_merge(struct allocator *
 	arena_unlink(a, b);
 	clock_join(x, y);
 	span_join(a, into, b);
-	if (a->nspare < a->cap_spare)
+	if (a->nspare < a->cap_spare) {
+		y->buf = -2;
 		a->spare[a->nspare++] = b;
-	else
+	} else {
 		block_release(a, b);
+	}
 }
 
 /* Arena: split (as split()) block b after its first r bytes; the rest, returned, is in no pool. */
@@ -882,7 +890,7 @@ static inline __attribute__((always_inline)) int arena_split(struct allocator *a
 	k = &a->blocks[b]; /* block_slot may have moved the table */
 	x = &a->blocks[rest];
 	*x = *k;
-	x->slot = x->lslot = x->fprev = x->fnext = -1;
+	x->slot = x->buf = x->lslot = x->fprev = x->fnext = -1;
 	x->level = 0;
 	x->gen = gen;
 	x->off = k->off + r;
@@ -1516,6 +1524,7 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 		return -1;
 	}
 	a->buf_block[buf] = best;
+	k->buf = buf;
 	a->n.allocated += k->size;
 	return 0;
 }
@@ -1562,6 +1571,7 @@ uint64_t alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint3
 	assert(b >= 0);
 	a->buf_block[buf] = -1;
 	k = &a->blocks[b];
+	k->buf = -1;
 	size = k->size;
 	a->n.allocated -= size;
 	memset(k->ready, 0, sizeof(k->ready));
@@ -1644,6 +1654,50 @@ int alloc_segment_pool(const struct allocator *a, int i)
 {
 	assert(i >= 0 && i < a->nsegs);
 	return a->segs[i].released ? -1 : a->segs[i].pool;
+}
+
+void alloc_state(struct allocator *a, struct alloc_state *st)
+{
+	size_t room = 2 + NPOOLS * (ST_COUNT + 1) + 2 * (size_t)a->nsegs + (3 + ST_COUNT) * (size_t)a->nblocks;
+	uint64_t *w;
+
+	assert(a->cfg.caching && !a->draining);
+	if (st->len + room > st->cap) {
+		st->cap = 2 * (st->len + room);
+		st->v = xrealloc(st->v, sizeof(*st->v) * st->cap);
+	}
+	/* each reserved segment's first block, found in one pass over the table */
+	if (a->capfirst < a->nsegs) {
+		a->capfirst = 2 * a->nsegs;
+		a->first = xrealloc(a->first, sizeof(int) * (size_t)a->capfirst);
+	}
+	for (int b = 0; b < a->nblocks; b++)
+		if (a->blocks[b].buf != -2 && a->blocks[b].prev < 0)
+			a->first[a->blocks[b].seg] = b;
+	w = st->v + st->len;
+	*w++ = a->capacity;
+	for (int p = 0; p < NPOOLS; p++) {
+		for (int t = 0; t < ST_COUNT; t++)
+			*w++ = a->pools[p].clk[t];
+		*w++ = a->pools[p].op;
+	}
+	for (int i = 0; i < a->nsegs; i++) {
+		if (a->segs[i].released)
+			continue;
+		*w++ = (uint64_t)a->segs[i].pool << 48 | a->segs[i].bytes; /* bytes below 2^40 (segment_new) */
+		for (int b = a->first[i]; b >= 0; b = a->blocks[b].next) {
+			const struct block *k = &a->blocks[b];
+			*w++ = k->size;
+			*w++ = (uint64_t)(int64_t)k->buf;
+			if (k->buf < 0) { /* free: the op that freed it, and the streams it waits for, at which ops */
+				*w++ = (uint64_t)k->freed_op << 32 | k->waits;
+				for (uint32_t m = k->waits; m; m &= m - 1)
+					*w++ = k->ready[__builtin_ctz(m)];
+			}
+		}
+	}
+	st->len = (size_t)(w - st->v);
+	assert(st->len <= st->cap);
 }
 
 uint32_t alloc_retries(const struct allocator *a)

@@ -160,4 +160,21 @@ uint32_t alloc_ooms(const struct allocator *a);
 /* The capacity now: cfg.capacity, raised to the reserved bytes by each segment past it (0: none). */
 uint64_t alloc_capacity(const struct allocator *a);
 
+/*
+ * A caching allocator's state as numbers, everything its next decisions
+ * depend on: the capacity; each pool's last request; each segment still
+ * reserved, in order of index (ties fall to the older one), with its
+ * blocks in offset order, the buffer each holds or, free, the op that
+ * freed it and the clock an op needs to take it. Which indices segments
+ * and blocks have is left out. Two allocators whose states are equal make
+ * the same decisions on the same requests (core/memory.c compares steps
+ * by it). Appended to st->v (len values taken, room for cap; grown as
+ * needed).
+ */
+struct alloc_state {
+	uint64_t *v;
+	size_t len, cap;
+};
+void alloc_state(struct allocator *a, struct alloc_state *st);
+
 #endif

@@ -162,6 +162,7 @@ int memory_persistent(struct memory *m)
 
 void memory_step_begin(struct memory *m)
 {
+	assert(!m->replayed && "a step after one whose end memory_predict took from the step before");
 	alloc_settle(m->a);
 	m->peaks.step_retries = m->step_ooms = 0;
 	m->nsamples = 0;
@@ -249,6 +250,20 @@ void memory_step_end(struct memory *m, uint64_t t_ns)
 	const struct schedule *s = m->s;
 	int any = 0;
 
+	if (m->replayed) {
+		/*
+		 * the allocator stopped inside the step (memory_predict): the
+		 * step ends as every step does, with the persistent buffers
+		 * left and nothing released, the bytes it began with
+		 */
+		memcpy(m->cur, m->begin_cur, sizeof(m->cur));
+		m->total = m->begin_total;
+		for (int i = 0; i < s->nbufs && !any; i++)
+			any = s->bufs[i].alloc_op >= 0 && s->bufs[i].free_op < 0 && on_device(&s->bufs[i]);
+		if (any && m->record)
+			sample_record(m, t_ns, m->begin_reserved);
+		return;
+	}
 	for (int i = 0; i < s->nbufs; i++) {
 		const struct buffer *b = &s->bufs[i];
 		if (b->alloc_op >= 0 && b->free_op < 0 && on_device(b)) {
@@ -301,26 +316,151 @@ static int layout_same(const struct layout *x, const struct layout *y)
 	return x->n == y->n && !memcmp(x->v, y->v, sizeof(*x->v) * (size_t)x->n);
 }
 
+/*
+ * A step's checkpoints: before each eighth of its ops in issue order, 7 of
+ * them. At each the state (the allocator's, alloc_state(), the bytes by
+ * category and the time of the timeline's last sample) is kept; a step
+ * whose state at a checkpoint equals the step before's there goes on as
+ * that one did: the same decisions, waits, flushes and timeline. (The
+ * steps of the 70b case meet at the first or second; more checkpoints
+ * would cost more states than they save.)
+ */
+#define CHECKPOINTS 8
+
+struct marks {
+	struct alloc_state st;          /* the states, one after another */
+	size_t at[CHECKPOINTS + 1];     /* checkpoint c's in st.v[at[c], at[c + 1]) */
+	uint32_t retries[CHECKPOINTS];  /* the step's flushes before checkpoint c */
+	uint32_t ooms[CHECKPOINTS];     /* its segments past the capacity before c */
+	int nsamples[CHECKPOINTS];      /* its timeline's samples before c */
+	int n;                          /* checkpoints taken */
+	uint32_t end_retries, end_ooms; /* over the whole step */
+};
+
+/* Checkpoint c's state into x (the checkpoints of a step in order). */
+static void mark(struct memory *m, struct marks *x, int c)
+{
+	uint64_t *w;
+
+	assert(c == x->n);
+	if (!c)
+		x->st.len = 0;
+	x->at[c] = x->st.len;
+	alloc_state(m->a, &x->st);
+	if (x->st.len + MEM_CAT_COUNT + 1 > x->st.cap) {
+		x->st.cap = 2 * (x->st.len + MEM_CAT_COUNT + 1);
+		x->st.v = xrealloc(x->st.v, sizeof(*x->st.v) * x->st.cap);
+	}
+	w = x->st.v + x->st.len;
+	memcpy(w, m->cur, sizeof(m->cur));
+	/* the timeline's last sample holds the state; its time must agree too */
+	w[MEM_CAT_COUNT] = m->record ? m->samples[m->nsamples - 1].t_ns : 0;
+	x->st.len += MEM_CAT_COUNT + 1;
+	x->at[c + 1] = x->st.len;
+	x->retries[c] = m->peaks.step_retries;
+	x->ooms[c] = m->step_ooms;
+	x->nsamples[c] = m->nsamples;
+	x->n = c + 1;
+}
+
+static int mark_same(const struct marks *x, const struct marks *y, int c)
+{
+	size_t n = x->at[c + 1] - x->at[c];
+
+	return c < y->n && y->at[c + 1] - y->at[c] == n &&
+	       !memcmp(x->st.v + x->at[c], y->st.v + y->at[c], sizeof(*x->st.v) * n);
+}
+
+/*
+ * This step met the step before (prev, whose timeline is prev_samples) at
+ * checkpoint c: the rest of it is the rest of that one. Its flushes and
+ * segments past the capacity, and its timeline from there on, are taken
+ * from it; the waits and syncs of the ops after c are the ones it left.
+ * The peaks cannot rise: that step reached every value this one would.
+ */
+static void replay_rest(struct memory *m, const struct marks *cur, const struct marks *prev, int c,
+			const struct mem_sample *prev_samples, int prev_nsamples)
+{
+	uint32_t retries = prev->end_retries - prev->retries[c], ooms = prev->end_ooms - prev->ooms[c];
+
+	m->peaks.step_retries += retries;
+	m->peaks.retries += retries;
+	m->step_ooms += ooms;
+	m->peaks.ooms += ooms;
+	if (m->record) {
+		/* the last sample before c is the same in both: the other's from there on */
+		int keep = cur->nsamples[c] - 1, from = prev->nsamples[c] - 1, n = prev_nsamples - from;
+		if (keep + n > m->cap) {
+			m->cap = keep + n;
+			m->samples = xrealloc(m->samples, sizeof(*m->samples) * (size_t)m->cap);
+		}
+		memcpy(m->samples + keep, prev_samples + from, sizeof(*m->samples) * (size_t)n);
+		m->nsamples = keep + n;
+	}
+	m->replayed = 1;
+}
+
 void memory_predict(struct memory *m, const uint64_t *issue_ns)
 {
 	const struct run_settings *run = &m->s->exp->run;
-	int steps = run->warmup + run->steps, stop, k;
+	int steps = run->warmup + run->steps, stop, k, nops = m->s->nops;
 	struct layout *h;     /* h[k + 1]: the state after step k; h[0], before the first */
 	uint32_t *retries;    /* per step simulated: its flushes */
 	uint64_t more = 0;    /* flushes of the steps not simulated */
+	struct marks x[2];    /* the checkpoints of this step and of the one before */
+	struct mem_sample *kept = NULL; /* the timeline of the step before */
+	int nkept = 0, capkept = 0;
 
 	memory_persistent(m);
 	if (alloc_steps_repeat(m->a) || steps < 1)
 		steps = 1;
 	h = xcalloc((size_t)steps + 1, sizeof(*h));
 	retries = xcalloc((size_t)steps, sizeof(*retries));
+	memset(x, 0, sizeof(x));
 	layout_of(m, &h[0]);
 	for (k = 0, stop = steps; k < stop; k++) {
+		struct marks *cur = &x[k & 1], *prev = &x[!(k & 1)];
+		/* checkpoints while no cycle is known, in a run of more than one step */
+		int check = stop == steps && steps > 1, c = 0, met = -1;
+
+		if (check && m->record) { /* keep the step before's timeline, as it was at its last op */
+			struct mem_sample *t = kept;
+			int ct = capkept;
+			kept = m->samples, nkept = m->nsamples, capkept = m->cap;
+			m->samples = t, m->cap = ct, m->nsamples = 0;
+		}
 		if (k)
 			memory_step_end(m, 0);
 		memory_step_begin(m);
-		for (int i = 0; i < m->s->nops; i++)
+		memcpy(m->begin_cur, m->cur, sizeof(m->cur));
+		m->begin_total = m->total;
+		m->begin_reserved = m->counts->reserved;
+		cur->n = 0;
+		for (int i = 0; i < nops; i++) {
+			if (check && c < CHECKPOINTS - 1 && i == (int)((int64_t)(c + 1) * nops / CHECKPOINTS)) {
+				mark(m, cur, c);
+				if (k && mark_same(cur, prev, c)) {
+					met = c;
+					break;
+				}
+				c++;
+			}
 			issue_op(m, i, issue_ns[i]);
+		}
+		if (met >= 0) {
+			/*
+			 * The rest of this step is the rest of the step before:
+			 * it ends in the state that one ended in, the state this
+			 * one began in, and every later step is this one.
+			 */
+			replay_rest(m, cur, prev, met, kept, nkept);
+			retries[k] = m->peaks.step_retries;
+			more = (uint64_t)(steps - 1 - k) * retries[k];
+			k++;
+			break;
+		}
+		cur->end_retries = m->peaks.step_retries;
+		cur->end_ooms = m->step_ooms;
 		retries[k] = m->peaks.step_retries;
 		if (stop < steps)
 			continue; /* in a cycle: the steps up to the phase of the run's last */
@@ -351,4 +491,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 		free(h[k].v);
 	free(h);
 	free(retries);
+	free(kept);
+	free(x[0].st.v);
+	free(x[1].st.v);
 }

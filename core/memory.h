@@ -61,6 +61,14 @@ struct memory {
 	/* sync[op]: 1 when the op's grants flushed the cache (this step): it issues once the device has drained */
 	uint8_t *sync;
 	uint32_t step_ooms;                  /* this step's segments past the capacity */
+	/*
+	 * memory_predict: the bytes at the current step's beginning (the
+	 * persistent buffers), and 1 once the step was found to go on as the
+	 * step before it did: the allocator then stopped where the two met,
+	 * and memory_step_end takes the step's end from those bytes.
+	 */
+	uint64_t begin_cur[MEM_CAT_COUNT], begin_total, begin_reserved;
+	int replayed;
 };
 
 /*
@@ -94,7 +102,9 @@ void *memory_ptr(const struct memory *m, int buf);
  * Simulate the allocator over the steps of a run (run.warmup + run.steps,
  * stopping early once a step ends with the segments it began with, in
  * pools, sizes and order, and with the capacity it began with: every later
- * step is then the same, and its counts of flushes are added for each),
+ * step is then the same, and its counts of flushes are added for each; or
+ * once a step, at one of its checkpoints, is in the state the step before
+ * it was in there: the rest of it is the rest of that one),
  * recording the last step's timeline at the op issue times
  * `issue_ns`: what the runtime measures over the same run. The last step
  * is left open (its waits in m->wait) for the caller to end with

@@ -358,6 +358,63 @@ static void test_memory_of_a_step(void)
 	config_release(&e);
 }
 
+/*
+ * memory_predict against every step of the run simulated in full: a step
+ * that meets the step before at a checkpoint goes on as that one did, so
+ * the peaks, the flushes over the run, the last step's waits and syncs and
+ * its timeline are the same, and the step ends with the same bytes.
+ */
+static void memory_steps_met(const char *model, const char *nodes, const char *mb, const char *policy)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, model, "cluster.gpu=h100-sxm", nodes, "cluster.gpus_per_node=8",
+					   "policy.runtime=pytorch", mb, policy, NULL);
+	int steps = e.run.warmup + e.run.steps;
+	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t)), end = 1000 * (uint64_t)s->nops;
+	struct memory *m = memory_new(s, 1, NULL, NULL), *full = memory_new(s, 1, NULL, NULL);
+
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = 1000 * (uint64_t)(i / 3); /* ops issued at the same time share a sample */
+	memory_predict(m, issue);
+	CU_ASSERT_EQUAL(m->replayed, 1); /* the case takes the shortcut */
+	memory_step_end(m, end);
+	CU_ASSERT_EQUAL_FATAL(memory_persistent(full), 0);
+	for (int k = 0; k < steps; k++) {
+		if (k)
+			memory_step_end(full, 0);
+		memory_step_begin(full);
+		for (int i = 0; i < s->nops; i++)
+			CU_ASSERT_EQUAL(memory_issue(full, i, issue[i]), 0);
+	}
+	memory_step_end(full, end);
+	CU_ASSERT_EQUAL(m->peaks.alloc, full->peaks.alloc);
+	CU_ASSERT_EQUAL(m->peaks.reserved, full->peaks.reserved);
+	CU_ASSERT(!memcmp(m->peaks.by_cat, full->peaks.by_cat, sizeof(m->peaks.by_cat)));
+	CU_ASSERT_EQUAL(m->peaks.retries, full->peaks.retries);
+	CU_ASSERT_EQUAL(m->peaks.step_retries, full->peaks.step_retries);
+	CU_ASSERT_EQUAL(m->peaks.ooms, full->peaks.ooms);
+	CU_ASSERT(!memcmp(m->wait, full->wait, sizeof(*m->wait) * (size_t)s->nops * ST_COUNT));
+	CU_ASSERT(!memcmp(m->sync, full->sync, (size_t)s->nops));
+	CU_ASSERT_EQUAL(m->nsamples, full->nsamples);
+	if (m->nsamples == full->nsamples)
+		CU_ASSERT(!memcmp(m->samples, full->samples, sizeof(*m->samples) * (size_t)m->nsamples));
+	CU_ASSERT(!memcmp(m->cur, full->cur, sizeof(m->cur)));
+	CU_ASSERT_EQUAL(m->total, full->total);
+	memory_free(full);
+	memory_free(m);
+	free(issue);
+	schedule_free(s);
+	config_release(&e);
+}
+
+static void test_memory_steps_met(void)
+{
+	/* fits: the second step meets the first at its second checkpoint (llama3-70b: at its second) */
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full");
+	/* 8 flushes a step and 4 segments past the GPU's memory: the fourth step meets the third */
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none");
+}
+
 void suite_alloc(void)
 {
 	CU_pSuite s = CU_add_suite("alloc", NULL, NULL);
@@ -369,4 +426,5 @@ void suite_alloc(void)
 	CU_add_test(s, "caching pools: blocks by how they serve the stream", test_caching_levels);
 	CU_add_test(s, "caching pools at the device's capacity: flush, retry, OOM", test_caching_capacity);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
+	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
 }
