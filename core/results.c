@@ -544,6 +544,12 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		snprintf(r->error, sizeof r->error, "cannot open /runs/%s", name);
 		return;
 	}
+	if (!h5file_has_attr(run, "source")) { /* not written by gpu_run, ./sim or experiments/pytorch */
+		snprintf(r->error, sizeof r->error,
+			 "no 'source' attribute: not a run of this project's results schema (data/README.md)");
+		H5Gclose(run);
+		return;
+	}
 	h5file_read_str(s, run, "source", r->source, sizeof r->source);
 	if (h5file_has_attr(run, "hardware"))
 		h5file_read_str(s, run, "hardware", r->hardware, sizeof r->hardware);
@@ -565,7 +571,7 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 	free(msg);
 
 	t = op_row_type(s);
-	rows = t >= 0 ? h5file_read_dataset(s, run, "ops", t, &n) : NULL;
+	rows = t >= 0 && H5Lexists(run, "ops", H5P_DEFAULT) > 0 ? h5file_read_dataset(s, run, "ops", t, &n) : NULL;
 	if (t >= 0)
 		H5Tclose(t);
 	if (rows) {
@@ -579,6 +585,11 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 			r->streams[i] = rows[i].stream;
 		}
 		free(rows);
+	} else if (!r->error[0] && strcmp(r->source, "sim")) {
+		snprintf(r->error, sizeof r->error, "no ops table (/runs/%s/ops)%s", name,
+			 strcmp(r->source, "pytorch") ? ""
+						      : ": give it its schedule's ops first, "
+							"experiments/pytorch/attach_schedule.py FILE");
 	}
 	if (r->nops && H5Lexists(run, "ops_by_rank", H5P_DEFAULT) > 0) {
 		struct rank_row *br;
@@ -606,7 +617,10 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		r->nkernels = r->kernels ? (int)n : 0;
 		H5Tclose(t);
 	}
-	read_summary(s, run, &r->sum);
+	if (H5Lexists(run, "summary", H5P_DEFAULT) > 0)
+		read_summary(s, run, &r->sum);
+	else if (!r->error[0])
+		snprintf(r->error, sizeof r->error, "no summary group (/runs/%s/summary): the run did not finish", name);
 	H5Gclose(run);
 }
 
@@ -640,6 +654,11 @@ int results_read(const char *path, struct run_read **runs, int *n)
 	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (h5file_check(&s, file, "H5Fopen") < 0)
 		goto out;
+	if (is_results(file) == 0) {
+		fprintf(stderr, "%s: %s: is an HDF5 file without /runs or /sweeps, not a results file\n", s.who, path);
+		H5Fclose(file);
+		goto out;
+	}
 	if (H5Lexists(file, "runs", H5P_DEFAULT) == 0) { /* sweeps only (core/sweep_table.h): no run */
 		*runs = xcalloc(1, sizeof(**runs));
 		rc = 0;

@@ -537,6 +537,15 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 
 	if (results_read(path, &runs, &n) != 0)
 		return 2;
+	for (int i = 0; i < n; i++)
+		nc += strcmp(runs[i].source, "sim") != 0;
+	if (!nc) {
+		fprintf(stderr, "sim --compare: %s holds no measured run%s: nothing to compare (measured runs come "
+				"from gpu_run --out and experiments/pytorch)\n", path, n ? ", only ./sim's own" : "");
+		results_read_free(runs, n);
+		return 2;
+	}
+	nc = 0;
 	c = xcalloc((size_t)n + 1, sizeof(*c));
 	app = xcalloc((size_t)n + 1, sizeof(*app));
 	abserr = xcalloc((size_t)n + 1, sizeof(double));

@@ -15,6 +15,9 @@
 #      with the calibration it used; comparing again appends nothing and
 #      leaves every run as it was;
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
+#      on an HDF5 file that is no results file, or one with no measured
+#      run, exits 2 saying so; a run without a source is refused (exit 1,
+#      one line); none of these files is written;
 #   6. the same loop as one process on an emulated fabric (validate.sh
 #      --quick --emulate: rank 0 of 2 nodes x 4): the calibration is a
 #      session of 8 ranks on the emulated fabric, with the collectives of
@@ -155,6 +158,29 @@ if [ $rc1 = 2 ] && grep -q "none.h5" "$tmp/e1" && [ $rc2 = 2 ] && grep -q "not a
 	ok "bad input exits 2 with a message"
 else
 	bad "bad input" "rc $rc1 $(cat "$tmp/e1"); rc $rc2 $(cat "$tmp/e2")"
+fi
+# files that hold nothing to compare, and a run outside the schema: each said so, and left as it was
+"$SIM" --model tiny --out "$tmp/simonly.h5" >/dev/null
+/usr/bin/python3 - "$tmp/other.h5" "$tmp/nosource.h5" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("x", data=[1.0, 2.0])
+with h5py.File(sys.argv[2], "w") as f:
+    f.create_group("runs/000000").attrs["policy.sharding"] = "fsdp"
+EOF
+sums=$(md5sum "$tmp/simonly.h5" "$tmp/other.h5" "$tmp/nosource.h5")
+"$SIM" --compare "$tmp/other.h5" >/dev/null 2>"$tmp/e3"
+rc3=$?
+"$SIM" --compare "$tmp/simonly.h5" >/dev/null 2>"$tmp/e4"
+rc4=$?
+"$SIM" --compare "$tmp/nosource.h5" >/dev/null 2>"$tmp/e5"
+rc5=$?
+if [ $rc3 = 2 ] && grep -q "not a results file" "$tmp/e3" && [ $rc4 = 2 ] && grep -q "holds no measured run" "$tmp/e4" &&
+	[ $rc5 = 1 ] && grep -q "run 000000: no 'source' attribute" "$tmp/e5" && [ "$(wc -l <"$tmp/e5")" = 1 ] &&
+	[ "$sums" = "$(md5sum "$tmp/simonly.h5" "$tmp/other.h5" "$tmp/nosource.h5")" ]; then
+	ok "no results file, no measured run, a run without its source: each said, nothing written"
+else
+	bad "nothing to compare" "rc $rc3 $(cat "$tmp/e3"); rc $rc4 $(cat "$tmp/e4"); rc $rc5 $(cat "$tmp/e5")"
 fi
 
 # 6. the loop on an emulated fabric
