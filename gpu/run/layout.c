@@ -121,26 +121,41 @@ static int64_t rank_rows(const struct layout_tensor *t, int r, int64_t *first)
 	return hi > lo ? hi - lo : 0;
 }
 
+/*
+ * The piece of tensor t that rank r holds in its shard of unit u: n
+ * elements (0 for a rank past its end) at *dst in the shard, from model
+ * element t->model_off + *src on. Per tensor, rows_per_rank of its rows; a
+ * flat parameter, the part of the tensor inside [r S, (r + 1) S) of the
+ * flat buffer.
+ */
+static size_t rank_piece(const struct unit_layout *u, const struct layout_tensor *t, int r, size_t *dst,
+			 size_t *src)
+{
+	if (u->per_tensor) {
+		int64_t first, rows = rank_rows(t, r, &first);
+		*dst = t->shard_off;
+		*src = (size_t)(first * t->cols);
+		return (size_t)(rows * t->cols);
+	} else {
+		size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
+		size_t a = t->flat_off, b = a + (size_t)(t->rows * t->cols);
+		if (a < lo)
+			a = lo;
+		if (b > hi)
+			b = hi;
+		*dst = a - lo;
+		*src = a - t->flat_off;
+		return a < b ? b - a : 0;
+	}
+}
+
 void layout_shard_from_model(const struct unit_layout *u, float *shard, const float *model, int r)
 {
 	memset(shard, 0, sizeof(float) * u->shard_floats);
 	for (int i = 0; i < u->ntensors; i++) {
-		const struct layout_tensor *t = &u->t[i];
-		if (u->per_tensor) {
-			int64_t first, n = rank_rows(t, r, &first);
-			memcpy(shard + t->shard_off, model + t->model_off + first * t->cols,
-			       sizeof(float) * (size_t)(n * t->cols));
-		} else {
-			/* the part of this tensor inside [r S, (r + 1) S) of the flat buffer */
-			size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
-			size_t a = t->flat_off, b = a + (size_t)(t->rows * t->cols);
-			if (a < lo)
-				a = lo;
-			if (b > hi)
-				b = hi;
-			if (a < b)
-				memcpy(shard + (a - lo), model + t->model_off + (a - t->flat_off), sizeof(float) * (b - a));
-		}
+		size_t dst, src, n = rank_piece(u, &u->t[i], r, &dst, &src);
+		if (n)
+			memcpy(shard + dst, model + u->t[i].model_off + src, sizeof(float) * n);
 	}
 }
 
@@ -179,21 +194,9 @@ void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigne
 
 	memset(shard, 0, sizeof(float) * u->shard_floats);
 	for (int i = 0; i < u->ntensors; i++) {
-		const struct layout_tensor *t = &u->t[i];
-		if (u->per_tensor) {
-			int64_t first, n = rank_rows(t, r, &first);
-			init_values(t, shard + t->shard_off, key, t->model_off + (uint64_t)(first * t->cols),
-				    (size_t)(n * t->cols));
-		} else {
-			size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
-			size_t a = t->flat_off, b = a + (size_t)(t->rows * t->cols);
-			if (a < lo)
-				a = lo;
-			if (b > hi)
-				b = hi;
-			if (a < b)
-				init_values(t, shard + (a - lo), key, t->model_off + (a - t->flat_off), b - a);
-		}
+		size_t dst, src, n = rank_piece(u, &u->t[i], r, &dst, &src);
+		if (n)
+			init_values(&u->t[i], shard + dst, key, u->t[i].model_off + src, n);
 	}
 }
 
