@@ -121,15 +121,7 @@ void h5file_attr_write(struct h5file_session *s, hid_t loc, const char *name, hi
 
 void h5file_attr_str(struct h5file_session *s, hid_t loc, const char *name, const char *value)
 {
-	hid_t t;
-
-	if (s->failed)
-		return;
-	t = vlen_str_type();
-	if (h5file_check(s, t, "H5Tcopy(string)") < 0)
-		return;
-	h5file_attr_write(s, loc, name, t, t, -1, &value);
-	H5Tclose(t);
+	h5file_attr_strs(s, loc, name, -1, &value);
 }
 
 void h5file_attr_strs(struct h5file_session *s, hid_t loc, const char *name, int n, const char *const *values)

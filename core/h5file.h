@@ -68,7 +68,8 @@ hid_t h5file_next_group(struct h5file_session *s, hid_t file, const char *parent
  * Attributes and datasets; each does nothing once the session has failed,
  * so a run of them is checked once, at its end. Strings are
  * variable-length UTF-8 (h5py reads them as str). h5file_attr_write: n
- * elements of mem_type stored as file_type (n < 0: a scalar).
+ * elements of mem_type stored as file_type (n < 0: a scalar; likewise
+ * h5file_attr_strs, whose values[0] is then the one string).
  */
 void h5file_attr_write(struct h5file_session *s, hid_t loc, const char *name, hid_t file_type,
 		       hid_t mem_type, int n, const void *data);
