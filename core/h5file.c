@@ -222,14 +222,30 @@ int h5file_has_attr(hid_t loc, const char *name)
 	return H5Aexists(loc, name) > 0;
 }
 
-/* Read a scalar attribute as mem_type; 0, or -1 after reporting. */
+/* Read a scalar attribute (one value) as mem_type; 0, or -1 after reporting. */
 static int attr_read(struct h5file_session *s, hid_t loc, const char *name, hid_t mem_type, void *out)
 {
-	hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+	hid_t a = H5Aopen(loc, name, H5P_DEFAULT), space;
+	hssize_t n;
 	int rc;
 
 	if (h5file_check(s, a, name) < 0)
 		return -1;
+	space = H5Aget_space(a);
+	n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+	if (space >= 0)
+		H5Sclose(space);
+	if (h5file_check(s, n, name) < 0) {
+		H5Aclose(a);
+		return -1;
+	}
+	if (n != 1) { /* read whole, it would overrun out */
+		fprintf(stderr, "%s: %s: attribute %s holds %lld values where one is expected\n", s->who, s->path, name,
+			(long long)n);
+		s->failed = 1;
+		H5Aclose(a);
+		return -1;
+	}
 	rc = h5file_check(s, H5Aread(a, mem_type, out), name);
 	H5Aclose(a);
 	return rc;

@@ -10,6 +10,7 @@
 #include "results.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,6 +457,7 @@ struct rebuild {
 	struct fabric_record *fabric;
 	FILE *err;
 	int failed;
+	const char *path; /* the file's, for messages */
 };
 
 /* A configuration attribute ("section.key", a string) back into the experiment through the parser. */
@@ -470,16 +472,17 @@ static herr_t config_attr_read(hid_t loc, const char *name, const H5A_info_t *in
 		return 0;
 	if (!config_is_section_key(name)) {
 		/* what gpu_run was on (gpu/run/runinfo.h): only the fabric matters to a prediction */
-		if (!strcmp(name, "fabric") || !strncmp(name, "fabric.", 7)) {
-			h5file_begin(&s, "results", "");
-			if (h5file_read_str(&s, loc, name, value, sizeof value) == 0)
-				fabric_record_attr(rb->fabric, name, value);
-			h5file_end(&s);
-		}
-		return 0;
+		if (strcmp(name, "fabric") && strncmp(name, "fabric.", 7))
+			return 0;
 	}
-	h5file_begin(&s, "results", "");
-	if (h5file_read_str(&s, loc, name, value, sizeof value) == 0) {
+	h5file_begin(&s, "results", rb->path);
+	if (h5file_read_str(&s, loc, name, value, sizeof value) != 0) {
+		/* a key the prediction would go without */
+		fprintf(rb->err, "attribute %s is not one string\n", name);
+		rb->failed = 1;
+	} else if (!config_is_section_key(name)) {
+		fabric_record_attr(rb->fabric, name, value);
+	} else {
 		snprintf(assignment, sizeof assignment, "%s=%s", name, value);
 		if (config_set(rb->e, assignment, "the run's attributes") != 0)
 			rb->failed = 1;
@@ -531,7 +534,7 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 static void read_run(struct h5file_session *s, hid_t runs, const char *name, struct run_read *r)
 {
 	hid_t run = H5Gopen2(runs, name, H5P_DEFAULT), t;
-	struct rebuild rb = { &r->exp, &r->fabric, NULL, 0 };
+	struct rebuild rb = { &r->exp, &r->fabric, NULL, 0, s->path };
 	FILE *saved = config_errfile;
 	char *msg = NULL;
 	size_t msglen = 0, n;
@@ -550,7 +553,11 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		H5Gclose(run);
 		return;
 	}
-	h5file_read_str(s, run, "source", r->source, sizeof r->source);
+	if (h5file_read_str(s, run, "source", r->source, sizeof r->source) != 0) {
+		snprintf(r->error, sizeof r->error, "its source attribute cannot be read (said above)");
+		H5Gclose(run);
+		return;
+	}
 	if (h5file_has_attr(run, "hardware"))
 		h5file_read_str(s, run, "hardware", r->hardware, sizeof r->hardware);
 	if (h5file_has_attr(run, "compares"))
@@ -621,6 +628,11 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		read_summary(s, run, &r->sum);
 	else if (!r->error[0])
 		snprintf(r->error, sizeof r->error, "no summary group (/runs/%s/summary): the run did not finish", name);
+	if (!r->error[0] && s->failed)
+		snprintf(r->error, sizeof r->error, "part of it cannot be read (said above)");
+	if (!r->error[0] && strcmp(r->source, "sim") && !(isfinite(r->sum.step_time_s) && r->sum.step_time_s > 0))
+		snprintf(r->error, sizeof r->error, "its measured step time (summary step_time_s = %g) is not a time",
+			 r->sum.step_time_s);
 	H5Gclose(run);
 }
 

@@ -492,20 +492,16 @@ out:
 
 /* ---- what if ---------------------------------------------------------------------------- */
 
-/* The fastest fitting row among sel[0..n) with sharding sh (-1: any), or -1. */
-static long fastest(const struct sweep_row *rows, const size_t *sel, size_t n, int sh)
+/* Row i in place of *best (a row index, -1 for none) when it fits and is faster (ties: the lower index). */
+static void faster(const struct sweep_row *rows, uint64_t i, long *best)
 {
-	long best = -1;
+	const struct sweep_row *r = &rows[i];
 
-	for (size_t i = 0; i < n; i++) {
-		const struct sweep_row *r = &rows[sel[i]];
-		if (!r->fig.fits || !isfinite(r->fig.step_time_s) || (sh >= 0 && r->policy.sharding != sh))
-			continue;
-		if (best < 0 || r->fig.step_time_s < rows[best].fig.step_time_s ||
-		    (r->fig.step_time_s == rows[best].fig.step_time_s && r->index < rows[best].index))
-			best = (long)sel[i];
-	}
-	return best;
+	if (!r->fig.fits || !isfinite(r->fig.step_time_s))
+		return;
+	if (*best < 0 || r->fig.step_time_s < rows[*best].fig.step_time_s ||
+	    (r->fig.step_time_s == rows[*best].fig.step_time_s && r->index < rows[*best].index))
+		*best = (long)i;
 }
 
 /* The value of the what-if axis the detailed advice is for: the base experiment's own, when swept, else the first. */
@@ -529,14 +525,16 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 	long (*fam)[SHARD_COUNT] = xmalloc(sizeof(*fam) * (size_t)a->nvalues);
 	char buf[512];
 	int base_value = what_if_base(sw), rc = 0;
+	/* the fastest fitting row at each value, and of each sharding there: one pass over the rows */
 	for (int v = 0; v < a->nvalues; v++) {
-		n = 0;
-		for (uint64_t i = 0; i < res->nrows; i++)
-			if (res->rows[i].value[sw->what_if] == v)
-				sel[n++] = i;
-		best[v] = fastest(res->rows, sel, n, -1);
+		best[v] = -1;
 		for (int sh = 0; sh < SHARD_COUNT; sh++)
-			fam[v][sh] = fastest(res->rows, sel, n, sh);
+			fam[v][sh] = -1;
+	}
+	for (uint64_t i = 0; i < res->nrows; i++) {
+		int v = res->rows[i].value[sw->what_if];
+		faster(res->rows, i, &best[v]);
+		faster(res->rows, i, &fam[v][res->rows[i].policy.sharding]);
 	}
 	if (o->json) {
 		fprintf(f, ", \"what_if\": {\"key\": \"%s.%s\", \"values\": [", a->section, a->name);

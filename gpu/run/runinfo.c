@@ -50,7 +50,7 @@ void runinfo_print(const struct runinfo *ri, FILE *f)
 /* 1 when attribute `name` of loc is the string `want` */
 static int attr_is(hid_t loc, const char *name, const char *want)
 {
-	hid_t a, t, mt;
+	hid_t a, t, mt, space;
 	char *v = NULL;
 	int same = 0;
 
@@ -60,7 +60,9 @@ static int attr_is(hid_t loc, const char *name, const char *want)
 	if (a < 0)
 		return 0;
 	t = H5Aget_type(a);
-	if (t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0) {
+	space = H5Aget_space(a);
+	if (t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0 && space >= 0 &&
+	    H5Sget_simple_extent_npoints(space) == 1) {
 		mt = H5Tcopy(H5T_C_S1);
 		H5Tset_size(mt, H5T_VARIABLE);
 		H5Tset_cset(mt, H5Tget_cset(t));
@@ -72,6 +74,8 @@ static int attr_is(hid_t loc, const char *name, const char *want)
 	}
 	if (t >= 0)
 		H5Tclose(t);
+	if (space >= 0)
+		H5Sclose(space);
 	H5Aclose(a);
 	return same;
 }
