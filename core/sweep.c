@@ -57,6 +57,7 @@ struct reader {
 	int seen_line[SWEEP_AXES_MAX + 8];
 	int nseen;
 	struct experiment scratch;  /* where axis values are checked */
+	const char *origin;         /* an axis from the command line (line 0): its flag, for messages */
 	char path[CONFIG_PATH_MAX]; /* the sweep file, for messages */
 	char what_if[80];      /* [sweep] what_if, checked once the axes are known */
 	int what_if_line;
@@ -68,7 +69,10 @@ static void say(struct reader *r, int line, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s:%d: ", r->sw->path, line);
+	if (line > 0 || !r->origin)
+		fprintf(stderr, "%s:%d: ", r->sw->path, line);
+	else
+		fprintf(stderr, "%s: ", r->origin);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -145,7 +149,8 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, in
 			return -1;
 		}
 	if (a->nvalues == SWEEP_VALUES_MAX) {
-		say(r, line, "%s.%s has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
+		say(r, line, "%s.%s has more than %d values, the most an axis may have", a->section, a->name,
+		    SWEEP_VALUES_MAX);
 		return -1;
 	}
 	a->values = xrealloc(a->values, sizeof(char *) * (size_t)(a->nvalues + 1));
@@ -635,6 +640,7 @@ int sweep_add_axis(struct sweep *sw, const char *assignment, const char *origin)
 	}
 	memset(&r, 0, sizeof r);
 	r.sw = sw;
+	r.origin = origin;
 	config_init_job(&r.scratch);
 	struct sweep_axis *a = &sw->axes[sw->naxes];
 	memset(a, 0, sizeof(*a));

@@ -54,7 +54,12 @@
 #include "experiment.h"
 
 #define SWEEP_AXES_MAX 24
-#define SWEEP_VALUES_MAX 100000 /* values of one axis */
+/*
+ * values of one axis: the sweep's group in the results file lists them in
+ * one attribute (core/sweep_table.c), which must fit an HDF5 object header
+ * (64 KiB, 16 bytes a string); and a row keeps each index in 16 bits
+ */
+#define SWEEP_VALUES_MAX 4000
 
 struct sweep_axis {
 	char section[16];

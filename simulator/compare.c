@@ -412,6 +412,13 @@ static void json_num(FILE *out, double v)
 		fputs("null", out);
 }
 
+/* , "key": v (null where v is no number) */
+static void json_key_num(FILE *out, const char *key, double v)
+{
+	fprintf(out, ", \"%s\": ", key);
+	json_num(out, v);
+}
+
 static void print_json_run(FILE *out, const struct cmp *c, int first)
 {
 	const struct run_read *m = c->m;
@@ -428,18 +435,20 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	json_str(out, m->hardware);
 	fputs(", \"calibration\": ", out);
 	json_str(out, c->calibration);
-	fprintf(out, ", \"measured_step_s\": %.9g, \"measured_step_p10_s\": %.9g, \"measured_step_p90_s\": %.9g, "
-		     "\"measured_steps\": %d, \"predicted_step_s\": %.9g, \"step_err\": ",
-		m->sum.step_time_s, m->sum.step_time_p10_s, m->sum.step_time_p90_s, m->sum.steps, p->step_time_s);
-	json_num(out, c->step_err);
+	json_key_num(out, "measured_step_s", m->sum.step_time_s);
+	json_key_num(out, "measured_step_p10_s", m->sum.step_time_p10_s);
+	json_key_num(out, "measured_step_p90_s", m->sum.step_time_p90_s);
+	fprintf(out, ", \"measured_steps\": %d", m->sum.steps);
+	json_key_num(out, "predicted_step_s", p->step_time_s);
+	json_key_num(out, "step_err", c->step_err);
 	/* what the run did not measure (a PyTorch run: op times; on the CPU, memory) is null */
 	fprintf(out, ", \"within_noise\": %s, \"measured_compute_s\": ", c->within_noise ? "true" : "false");
 	json_num(out, c->timed ? m->sum.compute_s : NAN);
-	fprintf(out, ", \"predicted_compute_s\": %.9g, \"measured_exposed_comm_s\": ", p->compute_s);
-	json_num(out, c->timed ? m->sum.exposed_comm_s : NAN);
-	fprintf(out, ", \"predicted_exposed_comm_s\": %.9g, \"measured_rank_wait_s\": %.9g, \"measured_peak_alloc_bytes\": ",
-		p->exposed_comm_s, c->rank_wait_s);
-	json_num(out, c->mem_measured ? (double)m->sum.peak_alloc_bytes : NAN);
+	json_key_num(out, "predicted_compute_s", p->compute_s);
+	json_key_num(out, "measured_exposed_comm_s", c->timed ? m->sum.exposed_comm_s : NAN);
+	json_key_num(out, "predicted_exposed_comm_s", p->exposed_comm_s);
+	json_key_num(out, "measured_rank_wait_s", c->rank_wait_s);
+	json_key_num(out, "measured_peak_alloc_bytes", c->mem_measured ? (double)m->sum.peak_alloc_bytes : NAN);
 	fprintf(out, ", \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ", (unsigned long long)p->peak_alloc_bytes);
 	json_num(out, c->alloc_err);
 	fputs(", \"measured_peak_reserved_bytes\": ", out);
@@ -458,8 +467,8 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 			fprintf(out, "%s\"%s\": {\"ops\": %d, \"kernels\": %d, \"measured_s\": ", sep++ ? ", " : "",
 				work_name[w], c->work_ops[w], c->work_kernels[w]);
 			json_num(out, c->kernel_timed ? c->work_meas[w] : NAN);
-			fprintf(out, ", \"predicted_s\": %.9g, \"err\": ", c->work_pred[w]);
-			json_num(out, c->kernel_timed ? rel(c->work_pred[w], c->work_meas[w]) : NAN);
+			json_key_num(out, "predicted_s", c->work_pred[w]);
+			json_key_num(out, "err", c->kernel_timed ? rel(c->work_pred[w], c->work_meas[w]) : NAN);
 			fputc('}', out);
 		}
 		fputs("}, \"by_stream\": {}}", out);
@@ -469,9 +478,10 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	for (int k = 0; k < OP_KIND_COUNT; k++) {
 		if (!c->kind_n[k])
 			continue;
-		fprintf(out, "%s\"%s\": {\"ops\": %d, \"measured_s\": %.9g, \"predicted_s\": %.9g, \"err\": ",
-			sep++ ? ", " : "", op_kind_name((enum op_kind)k), c->kind_n[k], c->kind_meas[k], c->kind_pred[k]);
-		json_num(out, rel(c->kind_pred[k], c->kind_meas[k]));
+		fprintf(out, "%s\"%s\": {\"ops\": %d", sep++ ? ", " : "", op_kind_name((enum op_kind)k), c->kind_n[k]);
+		json_key_num(out, "measured_s", c->kind_meas[k]);
+		json_key_num(out, "predicted_s", c->kind_pred[k]);
+		json_key_num(out, "err", rel(c->kind_pred[k], c->kind_meas[k]));
 		fputc('}', out);
 	}
 	fputs("}, \"by_stream\": {", out);
@@ -479,10 +489,11 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	for (int st = 0; st < ST_COUNT; st++) {
 		if (!c->stream_n[st])
 			continue;
-		fprintf(out, "%s\"%s\": {\"ops\": %d, \"measured_s\": %.9g, \"predicted_s\": %.9g, \"err\": ",
-			sep++ ? ", " : "", stream_name((enum stream_id)st), c->stream_n[st], c->stream_meas[st],
-			c->stream_pred[st]);
-		json_num(out, rel(c->stream_pred[st], c->stream_meas[st]));
+		fprintf(out, "%s\"%s\": {\"ops\": %d", sep++ ? ", " : "", stream_name((enum stream_id)st),
+			c->stream_n[st]);
+		json_key_num(out, "measured_s", c->stream_meas[st]);
+		json_key_num(out, "predicted_s", c->stream_pred[st]);
+		json_key_num(out, "err", rel(c->stream_pred[st], c->stream_meas[st]));
 		fputc('}', out);
 	}
 	fputs("}}", out);

@@ -136,7 +136,8 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				char *end;
 				double v = strtod(argv[i + 1], &end);
 				if (*end || !(v > 0 && v <= 1e9)) {
-					fprintf(stderr, "--memory-budget: '%s' is not a number of GiB above 0\n", argv[i + 1]);
+					fprintf(stderr, "--memory-budget: '%s' is not a number of GiB from above 0 to 1e9\n",
+						argv[i + 1]);
 					return -1;
 				}
 				o->memory_budget_gib = v;

@@ -16,7 +16,8 @@
 #      and the minimum of the same constraints swept from a sweep file;
 #      the what-if of experiments/sweeps/fabric.ini names the change of
 #      the fastest that the rows show;
-#   5. --policy all --out writes a table of every policy.
+#   5. --policy all --out writes a table of every policy;
+#   6. an axis of 4,000 values (the most an axis may have) is written whole.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -58,6 +59,10 @@ flag_case "--what-if on a policy key" "policy.sharding is not a resource" \
 	experiments/llama3.ini --advise --what-if policy.sharding=fsdp,hsdp
 flag_case "--memory-budget alone" "--memory-budget needs --policy all, --sweep or --advise" \
 	experiments/llama3.ini --memory-budget 40
+flag_case "--what-if's message names the flag" "--what-if cluster.inter_gbps: cluster.inter_gbps = 1 is listed twice" \
+	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1,1
+flag_case "--what-if over more values than an axis holds" "cluster.inter_gbps has more than 4000 values" \
+	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1..4001
 
 # ---- 2. every configuration once, whatever the ranks ---------------------------
 small=experiments/sweeps/small.ini
@@ -224,6 +229,18 @@ g = h5py.File(sys.argv[1], 'r')['sweeps/000000']
 assert len(g['configs']) == 1728 and g.attrs['policies'] == 'all' and g.attrs['status'] == 'complete'
 " "$tmp/p.h5"; then ok "--policy all --out: 1728 rows for tiny"
 else bad "--policy all --out" "$(tail -3 "$tmp/p.out")"; fi
+
+# ---- 6. an axis of as many values as an axis may have ---------------------------------
+# its values are one attribute of the sweep's group: 4,000 of them fit the object header
+printf '[sweep]\nexperiment = %s\n\n[cluster]\ninter_gbps = 1..4000\n' "$PWD/experiments/tiny.ini" >"$tmp/big.ini"
+"$SIM" --sweep "$tmp/big.ini" --out "$tmp/big.h5" >"$tmp/big.out" 2>"$tmp/big.err"
+if [ $? = 0 ] && [ ! -s "$tmp/big.err" ] && $PY -c "
+import h5py, sys
+g = h5py.File(sys.argv[1], 'r')['sweeps/000000']
+v = g.attrs['values.cluster.inter_gbps']
+assert len(v) == 4000 and len(g['configs']) == 4000 and g.attrs['status'] == 'complete', (len(v), len(g['configs']))
+" "$tmp/big.h5"; then ok "an axis of 4000 values: its values and 4000 rows in the file"
+else bad "an axis of 4000 values" "$(head -3 "$tmp/big.err")"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -17,7 +17,9 @@
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
 #      on an HDF5 file that is no results file, or one with no measured
 #      run, exits 2 saying so; a run without a source is refused (exit 1,
-#      one line); none of these files is written;
+#      one line); none of these files is written; runs with attributes of
+#      many values where one is expected or a NaN step are refused with
+#      the reason, the others compared;
 #   6. the same loop as one process on an emulated fabric (validate.sh
 #      --quick --emulate: rank 0 of 2 nodes x 4): the calibration is a
 #      session of 8 ranks on the emulated fabric, with the collectives of
@@ -181,6 +183,29 @@ if [ $rc3 = 2 ] && grep -q "not a results file" "$tmp/e3" && [ $rc4 = 2 ] && gre
 	ok "no results file, no measured run, a run without its source: each said, nothing written"
 else
 	bad "nothing to compare" "rc $rc3 $(cat "$tmp/e3"); rc $rc4 $(cat "$tmp/e4"); rc $rc5 $(cat "$tmp/e5")"
+fi
+# attributes of many values where one is expected, a step time that is no time: the runs refused, the others compared
+cp "$runs" "$tmp/damaged.h5"
+/usr/bin/python3 - "$tmp/damaged.h5" <<'EOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    names = sorted(n for n in f["runs"] if f["runs"][n].attrs["source"] != "sim")
+    f["runs"][names[0]].attrs["source"] = np.array(["gpu_run"] * 40, dtype=h5py.string_dtype())
+    f["runs"][names[1]]["summary"].attrs["step_time_s"] = np.full(64, 1.0)
+    f["runs"][names[2]]["summary"].attrs["step_time_s"] = np.nan
+EOF
+"$SIM" --compare "$tmp/damaged.h5" --calibration "$cal" --json >"$tmp/dmg.json" 2>"$tmp/e6"
+rc6=$?
+if [ $rc6 = 1 ] && grep -q "attribute source holds 40 values where one is expected" "$tmp/e6" &&
+	grep -q "attribute step_time_s holds 64 values" "$tmp/e6" && grep -q "step_time_s = nan) is not a time" "$tmp/e6" &&
+	/usr/bin/python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['failed'] == 3 and j['compared'] >= 1, (j['failed'], j['compared'])
+" "$tmp/dmg.json"; then
+	ok "runs with array attributes or a NaN step: refused with the reason, the rest compared"
+else
+	bad "damaged runs" "rc $rc6 $(head -5 "$tmp/e6")"
 fi
 
 # 6. the loop on an emulated fabric
