@@ -531,6 +531,33 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 	H5Gclose(g);
 }
 
+/*
+ * A run's op times (all 0 where it timed none): each op ends after it
+ * starts, and the step's ops lie within 100 times its measured step of
+ * the first one's start. Else the run's error says which op is off.
+ */
+static void check_op_times(struct run_read *r)
+{
+	uint64_t first = UINT64_MAX;
+
+	for (int i = 0; i < r->nops; i++) {
+		if (r->ops[i].end_ns < r->ops[i].start_ns) {
+			snprintf(r->error, sizeof r->error, "op %d of its ops table ends (%llu ns) before it starts (%llu ns)",
+				 i, (unsigned long long)r->ops[i].end_ns, (unsigned long long)r->ops[i].start_ns);
+			return;
+		}
+		if (r->ops[i].end_ns > 0 && r->ops[i].start_ns < first)
+			first = r->ops[i].start_ns;
+	}
+	for (int i = 0; i < r->nops && first != UINT64_MAX; i++)
+		if (r->ops[i].end_ns > 0 && (double)(r->ops[i].end_ns - first) * 1e-9 > 100 * r->sum.step_time_s) {
+			snprintf(r->error, sizeof r->error, "op %d of its ops table ends %.3g s after the first op starts, over "
+				 "100 times the measured step (%.3g s)", i, (double)(r->ops[i].end_ns - first) * 1e-9,
+				 r->sum.step_time_s);
+			return;
+		}
+}
+
 static void read_run(struct h5file_session *s, hid_t runs, const char *name, struct run_read *r)
 {
 	hid_t run = H5Gopen2(runs, name, H5P_DEFAULT), t;
@@ -633,6 +660,8 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 	if (!r->error[0] && strcmp(r->source, "sim") && !(isfinite(r->sum.step_time_s) && r->sum.step_time_s > 0))
 		snprintf(r->error, sizeof r->error, "its measured step time (summary step_time_s = %g) is not a time",
 			 r->sum.step_time_s);
+	if (!r->error[0])
+		check_op_times(r);
 	H5Gclose(run);
 }
 

@@ -18,8 +18,8 @@
 #      on an HDF5 file that is no results file, or one with no measured
 #      run, exits 2 saying so; a run without a source is refused (exit 1,
 #      one line); none of these files is written; runs with attributes of
-#      many values where one is expected or a NaN step are refused with
-#      the reason, the others compared;
+#      many values where one is expected, a NaN step or op times out of
+#      order are refused with the reason, the others compared;
 #   6. the same loop as one process on an emulated fabric (validate.sh
 #      --quick --emulate: rank 0 of 2 nodes x 4): the calibration is a
 #      session of 8 ranks on the emulated fabric, with the collectives of
@@ -206,6 +206,24 @@ assert j['failed'] == 3 and j['compared'] >= 1, (j['failed'], j['compared'])
 	ok "runs with array attributes or a NaN step: refused with the reason, the rest compared"
 else
 	bad "damaged runs" "rc $rc6 $(head -5 "$tmp/e6")"
+fi
+cp "$runs" "$tmp/optimes.h5"
+/usr/bin/python3 - "$tmp/optimes.h5" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    names = sorted(n for n in f["runs"] if f["runs"][n].attrs["source"] != "sim")
+    for n, (field, value) in zip(names, [("start_ns", 2**62), ("end_ns", 2**64 - 1)]):
+        ops = f["runs"][n]["ops"][()]
+        ops[3][field] = value
+        f["runs"][n]["ops"][...] = ops
+EOF
+"$SIM" --compare "$tmp/optimes.h5" --calibration "$cal" >/dev/null 2>"$tmp/e7"
+rc7=$?
+if [ $rc7 = 1 ] && grep -q "op 3 of its ops table ends (.*) before it starts" "$tmp/e7" &&
+	grep -q "op 3 of its ops table ends .* s after the first op starts, over 100 times the measured step" "$tmp/e7"; then
+	ok "op times that end before they start, or ages after the step: the run refused, saying which op"
+else
+	bad "op times" "rc $rc7 $(head -3 "$tmp/e7")"
 fi
 
 # 6. the loop on an emulated fabric
