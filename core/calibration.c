@@ -77,14 +77,26 @@ static hid_t copy_type(void)
 	return t;
 }
 
+/* A calibration file holds /calibration, or nothing yet. */
+static const char *const calibration_groups[] = { "calibration", NULL };
+#define NOT_CALIBRATION "is an HDF5 file without /calibration, not a calibration file"
+
 static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 {
 	const struct calibration *c = ctx;
 	char name[16], date[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	hid_t g = h5file_next_group(s, file, "calibration", name), kt, ct, pt, yt;
+	int ours = h5file_holds(file, calibration_groups);
+	hid_t g, kt, ct, pt, yt;
 
+	if (h5file_check(s, ours, "H5Lexists(/calibration)") < 0)
+		return -1;
+	if (!ours) {
+		fprintf(stderr, "%s: %s: " NOT_CALIBRATION "; not touching it\n", s->who, s->path);
+		return -1;
+	}
+	g = h5file_next_group(s, file, "calibration", name);
 	if (g < 0)
 		return -1;
 	gmtime_r(&now, &tm);
@@ -124,6 +136,11 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 int calibration_write(const char *path, const struct calibration *c)
 {
 	return h5file_append("calibration", path, write_session, (void *)c);
+}
+
+const char *calibration_refusal(const char *path)
+{
+	return h5file_refusal("calibration", path, calibration_groups, NOT_CALIBRATION);
 }
 
 /* The sessions measured with the ranks asked for, newest first. */

@@ -96,10 +96,19 @@ struct calibration {
 };
 
 /*
- * Append a session to the calibration file at path (created when missing).
- * 0, or -1 after a message.
+ * Append a session to the calibration file at path (created when missing;
+ * an existing file must be a calibration file: HDF5 with /calibration, or
+ * an empty HDF5 file). 0, or -1 after a message, the file left as it was.
  */
 int calibration_write(const char *path, const struct calibration *c);
+
+/*
+ * Why the existing regular file at path is not one calibration_write() may
+ * add to (not HDF5; HDF5 with other contents than /calibration, a results
+ * file among them), or NULL when it is: an outfile_refusal_fn
+ * (core/outfile.h), for the checks before gpu_run --calibrate measures.
+ */
+const char *calibration_refusal(const char *path);
 
 /*
  * The sessions of the file at path measured with `ranks` processes (0:

@@ -311,6 +311,49 @@ void *h5file_read_dataset(struct h5file_session *s, hid_t loc, const char *name,
 
 /* ---- groups -------------------------------------------------------------- */
 
+int h5file_holds(hid_t file, const char *const *groups)
+{
+	H5G_info_t info;
+
+	for (int i = 0; groups[i]; i++) {
+		htri_t have = H5Lexists(file, groups[i], H5P_DEFAULT);
+		if (have != 0)
+			return have > 0 ? 1 : -1;
+	}
+	if (H5Gget_info(file, &info) < 0)
+		return -1;
+	return info.nlinks == 0;
+}
+
+const char *h5file_refusal(const char *who, const char *path, const char *const *groups, const char *not_ours)
+{
+	struct h5file_session s;
+	const char *why = NULL;
+	hid_t file;
+	int ours;
+
+	h5file_begin(&s, who, path); /* quiet: HDF5 prints nothing here */
+	if (H5Fis_hdf5(path) <= 0) {
+		why = "exists and is not an HDF5 file";
+		goto out;
+	}
+	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (file < 0) {
+		why = "is an HDF5 file that cannot be opened";
+		goto out;
+	}
+	ours = h5file_holds(file, groups);
+	if (ours < 0)
+		why = "is an HDF5 file that cannot be read";
+	else if (!ours)
+		why = not_ours;
+	H5Fclose(file);
+out:
+	H5Eclear2(H5E_DEFAULT);
+	h5file_end(&s);
+	return why;
+}
+
 static herr_t max_index_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
 {
 	int *max = ctx;

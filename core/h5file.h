@@ -58,6 +58,21 @@ typedef int (*h5file_writer)(struct h5file_session *s, hid_t file, void *ctx);
 int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx);
 
 /*
+ * Whose an HDF5 file is, by what its root holds. h5file_holds: 1 when the
+ * open file's root has one of the links named in groups (NULL-terminated)
+ * or no link at all (a new file), 0 when it holds other things only, -1
+ * on a failed call (nothing reported). h5file_refusal: why the existing
+ * regular file at path may not be appended to by a writer of such files
+ * (who: the first word of its messages), or NULL when it may: "exists and
+ * is not an HDF5 file", an HDF5 file that cannot be opened or read, or
+ * not_ours when h5file_holds() says 0; quiet, and it changes nothing. For
+ * the outfile_refusal_fn of each kind of file (core/outfile.h):
+ * results_refusal(), calibration_refusal().
+ */
+int h5file_holds(hid_t file, const char *const *groups);
+const char *h5file_refusal(const char *who, const char *path, const char *const *groups, const char *not_ours);
+
+/*
  * The group /parent/NNNNNN after the highest six-digit index there
  * (parent created when missing), its name in name[16]. A group id, or -1
  * after reporting (also when the index is exhausted).

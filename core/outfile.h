@@ -11,8 +11,9 @@
  *    target (a temporary beside it, renamed over it), and the link stays;
  *  - the target's directory must exist and be writable;
  *  - an existing target must be a regular file that this kind of output
- *    may replace or append to (an HDF5 results file; a trace this testbed
- *    wrote), and writable; anything else is left alone;
+ *    may replace or append to (an HDF5 results file; a calibration file;
+ *    a trace this testbed wrote), and writable; anything else is left
+ *    alone;
  *  - a target is never one of the run's inputs (the same device and
  *    inode as the experiment file), and two outputs of one run are never
  *    the same file.

@@ -289,24 +289,9 @@ static void write_summary(struct h5file_session *s, hid_t run, const struct summ
 	H5Gclose(g);
 }
 
-/*
- * Whether an open HDF5 file is a results file: /runs, /sweeps (the tables
- * of ./sim --sweep, core/sweep_table.h), or nothing at all yet. 1, 0, or
- * -1 on a failed call.
- */
-static int is_results(hid_t file)
-{
-	H5G_info_t info;
-	htri_t have = H5Lexists(file, "runs", H5P_DEFAULT);
-
-	if (have == 0)
-		have = H5Lexists(file, "sweeps", H5P_DEFAULT);
-	if (have != 0)
-		return have > 0 ? 1 : -1;
-	if (H5Gget_info(file, &info) < 0)
-		return -1;
-	return info.nlinks == 0;
-}
+/* A results file holds /runs, /sweeps (the tables of ./sim --sweep, core/sweep_table.h), or nothing yet. */
+static const char *const results_groups[] = { "runs", "sweeps", NULL };
+#define NOT_RESULTS "is an HDF5 file without /runs or /sweeps, not a results file"
 
 /* Write run r as the next group of /runs in file. 0 or -1 (reported). */
 static int write_run(struct h5file_session *s, hid_t file, void *ctx)
@@ -319,14 +304,13 @@ int results_write_run(struct h5file_session *s, int64_t file, const struct run_r
 	char name[16], created[32], host[256] = "";
 	time_t now = time(NULL);
 	struct tm tm;
-	int ours = is_results(file);
+	int ours = h5file_holds(file, results_groups);
 	hid_t run;
 
 	if (h5file_check(s, ours, "H5Lexists(/runs)") < 0)
 		return -1;
 	if (!ours) {
-		fprintf(stderr, "%s: %s: is an HDF5 file without /runs or /sweeps, not a results file; not touching it\n",
-			s->who, s->path);
+		fprintf(stderr, "%s: %s: " NOT_RESULTS "; not touching it\n", s->who, s->path);
 		return -1;
 	}
 	run = h5file_next_group(s, file, "runs", name);
@@ -385,33 +369,7 @@ int results_append_runs(const char *path, const struct run_result *runs, int n)
 
 const char *results_refusal(const char *path)
 {
-	struct h5file_session s;
-	const char *why = NULL;
-	htri_t is_hdf5;
-	hid_t file;
-	int ours;
-
-	h5file_begin(&s, "results", path); /* quiet: HDF5 prints nothing here */
-	is_hdf5 = H5Fis_hdf5(path);
-	if (is_hdf5 <= 0) {
-		why = "exists and is not an HDF5 file";
-		goto out;
-	}
-	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-	if (file < 0) {
-		why = "is an HDF5 file that cannot be opened";
-		goto out;
-	}
-	ours = is_results(file);
-	if (ours < 0)
-		why = "is an HDF5 file that cannot be read";
-	else if (!ours)
-		why = "is an HDF5 file without /runs or /sweeps, not a results file";
-	H5Fclose(file);
-out:
-	H5Eclear2(H5E_DEFAULT);
-	h5file_end(&s);
-	return why;
+	return h5file_refusal("results", path, results_groups, NOT_RESULTS);
 }
 
 int results_count(const char *path)
@@ -695,8 +653,8 @@ int results_read(const char *path, struct run_read **runs, int *n)
 	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (h5file_check(&s, file, "H5Fopen") < 0)
 		goto out;
-	if (is_results(file) == 0) {
-		fprintf(stderr, "%s: %s: is an HDF5 file without /runs or /sweeps, not a results file\n", s.who, path);
+	if (h5file_holds(file, results_groups) == 0) {
+		fprintf(stderr, "%s: %s: " NOT_RESULTS "\n", s.who, path);
 		H5Fclose(file);
 		goto out;
 	}

@@ -29,7 +29,12 @@
 #      collective lasts at least its ring time on the emulated link, HSDP's
 #      replica ring gets a link of its own, the facts land in the results
 #      file, the emulated model's loss falls; wrong uses of the gpu_run
-#      flags exit 2 with a message.
+#      flags exit 2 with a message;
+#   7. --calibrate's file is checked before the first measurement: a file
+#      that is no calibration file (a results file, another HDF5 file, a
+#      text file, a link to one or to the experiment, the default file),
+#      or one in no directory, exits 2 at once, the file as it was; an
+#      empty HDF5 file gets a session.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -358,6 +363,56 @@ two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-cta
 two 1 "autotuning synchronizes the stream" --device cuda --calibrate --gemm-autotune
 two 1 "it goes with --calibrate" --series s1
 two 1 "a name of 1 to 23" --calibrate --series "a b"
+two 1 "--series needs a name" --calibrate --series --quick
+two 1 "--series needs a name" --calibrate --series -
+two 1 "the experiment file goes first" --calibrate foo.ini
+two 1 "the experiment file goes first" --calibrate cal.hdf5
+two 1 "--calibrate: given twice" --calibrate a.h5 --calibrate b.h5
+two 1 "--series: given twice" --calibrate --series a --series b
+two 1 "--emulate-world: given twice" --emulate-world 2 --emulate-world 2
+two 1 "an integer from 1 to 1048576, not '0'" --emulate-world 0
+# --calibrate's file is checked before the first measurement, as run.out is:
+# a file that is no calibration file exits 2 at once (no progress line, in
+# seconds where the calibration takes more) and stays byte for byte as it was
+calq() { # NAME PATTERN FILE [DIR]: run in DIR (default: here) with --calibrate FILE ("": the default file)
+	local name=$1 pat=$2 f=$3 dir=${4:-.} before after rc t0=$SECONDS gpu exp
+	gpu=$(realpath "$GPU_RUN") exp=$(realpath "$EXP")
+	before=$(cd "$dir" && md5sum 2>/dev/null <"${f:-$cal_default}")
+	(cd "$dir" && timeout 60 "${MPIRUN[@]}" -np 2 "$gpu" "$exp" --calibrate $f) \
+		>"$tmp/calq.out" 2>"$tmp/calq.err" </dev/null
+	rc=$?
+	after=$(cd "$dir" && md5sum 2>/dev/null <"${f:-$cal_default}")
+	if [ "$rc" -eq 2 ] && grep -q -- "$pat" "$tmp/calq.err" && [ "$before" = "$after" ] &&
+		! grep -q '^calibrate:' "$tmp/calq.err" && [ $((SECONDS - t0)) -le 8 ]; then
+		ok "--calibrate $name: exit 2 before measuring ($((SECONDS - t0)) s), '$pat', the file unchanged"
+	else
+		bad "--calibrate $name" "exit status $rc after $((SECONDS - t0)) s, md5 '$before' -> '$after', stderr: $(grep -v \
+			'^-\|^ \|^$\|mpirun\|Primary\|a non-zero' "$tmp/calq.err" | head -2)"
+	fi
+}
+cal_default=data/calibration/$("${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --hardware 2>/dev/null).h5
+"$SIM" "$EXP" --out "$tmp/cal-results.h5" >/dev/null
+/usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "w")["x"] = [1, 2]; h5py.File(sys.argv[2], "w").close()' \
+	"$tmp/cal-x.h5" "$tmp/cal-empty.h5"
+echo "not a calibration" >"$tmp/cal-text.h5"
+ln -s "$PWD/$EXP" "$tmp/cal-input.h5"
+ln -s "$tmp/cal-text.h5" "$tmp/cal-link.h5"
+mkdir -p "$tmp/caldir/data/calibration" && echo "not a calibration" >"$tmp/caldir/$cal_default"
+calq "a results file" "is an HDF5 file without /calibration, not a calibration file" "$tmp/cal-results.h5"
+calq "an HDF5 file of /x" "is an HDF5 file without /calibration, not a calibration file" "$tmp/cal-x.h5"
+calq "a text file x.h5" "exists and is not an HDF5 file" "$tmp/cal-text.h5"
+calq "a link to the experiment" "is the input" "$tmp/cal-input.h5"
+calq "a link to a text file" "exists and is not an HDF5 file" "$tmp/cal-link.h5"
+calq "in no directory" "directory $tmp/none does not exist" "$tmp/none/cal.h5"
+calq "(the default file, a text file)" "exists and is not an HDF5 file" "" "$tmp/caldir"
+if [ ! -e "$tmp/none" ] && "${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --calibrate "$tmp/cal-empty.h5" --quick \
+	>"$tmp/calq.out" 2>"$tmp/calq.err" </dev/null &&
+	/usr/bin/python3 -c 'import h5py, sys; sys.exit(list(h5py.File(sys.argv[1], "r")) != ["calibration"])' \
+		"$tmp/cal-empty.h5"; then
+	ok "--calibrate an empty HDF5 file: a session appended"
+else
+	bad "--calibrate an empty HDF5 file" "$(tail -2 "$tmp/calq.err")"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

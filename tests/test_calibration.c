@@ -12,12 +12,19 @@
  * give each point, and each scalar, as the median of their measurements.
  * A memory-bound op is priced by the pass of its traffic; a host-device
  * copy by the copies measured in its direction.
+ *
+ * Only a calibration file (HDF5 with /calibration) or an empty HDF5 file
+ * is added to: a results file, another HDF5 file or a text file is
+ * refused before (calibration_refusal) and when writing, byte for byte
+ * as it was.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <hdf5.h>
 
 #include "calibration.h"
 
@@ -201,6 +208,77 @@ static void test_copies(void)
 	CU_ASSERT_DOUBLE_EQUAL(calibration_copy_ns(&c, OP_H2D, 6 << 20), 80e3, 1.0);
 }
 
+/* The whole file at p (malloc'ed; NULL when unreadable), its size in *n. */
+static char *slurp(const char *p, size_t *n)
+{
+	FILE *f = fopen(p, "rb");
+	char *buf;
+	long len;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)len + 1);
+	*n = fread(buf, 1, (size_t)len, f);
+	fclose(f);
+	return buf;
+}
+
+/* An HDF5 file at p with one group at its root (NULL: none). */
+static void make_hdf5(const char *p, const char *group)
+{
+	hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+
+	CU_ASSERT_FATAL(f >= 0);
+	if (group)
+		H5Gclose(H5Gcreate2(f, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+	H5Fclose(f);
+}
+
+static void test_foreign_files_refused(void)
+{
+	static const char *const names[] = { "runs.h5", "other.h5", "text.h5" };
+	char p[3][160], empty[160];
+	struct calibration c;
+	FILE *f;
+
+	memset(&c, 0, sizeof c);
+	snprintf(c.hardware, sizeof c.hardware, "test");
+	snprintf(c.backend, sizeof c.backend, "cpu");
+	c.ranks = 1;
+	for (int i = 0; i < 3; i++)
+		snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+	make_hdf5(p[0], "runs");
+	make_hdf5(p[1], "x");
+	f = fopen(p[2], "w");
+	CU_ASSERT_FATAL(f != NULL);
+	fputs("not a calibration\n", f);
+	fclose(f);
+	CU_ASSERT_STRING_EQUAL(calibration_refusal(p[0]), "is an HDF5 file without /calibration, not a calibration file");
+	CU_ASSERT_STRING_EQUAL(calibration_refusal(p[1]), "is an HDF5 file without /calibration, not a calibration file");
+	CU_ASSERT_STRING_EQUAL(calibration_refusal(p[2]), "exists and is not an HDF5 file");
+	for (int i = 0; i < 3; i++) {
+		size_t nb = 0, na = 0;
+		char *before = slurp(p[i], &nb), *after;
+		CU_ASSERT_EQUAL(calibration_write(p[i], &c), -1);
+		after = slurp(p[i], &na);
+		CU_ASSERT_FATAL(before && after);
+		CU_ASSERT(na == nb && memcmp(before, after, na) == 0);
+		free(before);
+		free(after);
+		unlink(p[i]);
+	}
+	/* an empty HDF5 file is a calibration file yet; after a session, still one */
+	snprintf(empty, sizeof empty, "%s/empty.h5", dir);
+	make_hdf5(empty, NULL);
+	CU_ASSERT_PTR_NULL(calibration_refusal(empty));
+	CU_ASSERT_EQUAL(calibration_write(empty, &c), 0);
+	CU_ASSERT_PTR_NULL(calibration_refusal(empty));
+	unlink(empty);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
@@ -209,4 +287,5 @@ void suite_calibration(void)
 	CU_add_test(s, "a series gives its medians", test_series_median);
 	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
 	CU_add_test(s, "host-device copies by direction", test_copies);
+	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
 }

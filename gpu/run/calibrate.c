@@ -618,12 +618,14 @@ static void fabric_text(const struct schedule *s, const struct comm *c, const ch
 		snprintf(buf + n, len - n, ", --emulate-ctas %d", c->emu.ctas);
 }
 
-/* The default file: data/calibration/<hardware>-<backend>.h5, its folder made if missing. */
-static void default_path(struct cal *k, const char *hw, char *buf, size_t len)
+void calibrate_default_path(struct backend *b, char *buf, size_t len)
 {
+	char hw[64];
+
+	b->ops->hardware(b, hw, sizeof hw);
 	mkdir("data", 0777);
 	mkdir("data/calibration", 0777);
-	snprintf(buf, len, "data/calibration/%s-%s.h5", hw, k->o->name);
+	snprintf(buf, len, "data/calibration/%s-%s.h5", hw, b->ops->name);
 }
 
 int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, const char *series,
@@ -635,7 +637,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	struct coll_arg *how = NULL;
 	struct variant v[1 + POLICY_SHARDING_VARIANTS];
 	int nv;
-	char file[1024], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+	char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
 	int len = 0, rc = 0, busy = -1, nccl;
 	uint64_t most = 1 << 20;
 
@@ -713,10 +715,6 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	progress(&k, "done");
 
 	if (c->rank == 0) {
-		if (!path || !path[0]) {
-			default_path(&k, cal.hardware, file, sizeof file);
-			path = file;
-		}
 		rc = calibration_write(path, &cal);
 		if (rc == 0)
 			printf("calibration: %s (%d ranks, %d kernels, %d GEMMs, %d collective sizes, dispatch %.1f us, "

@@ -23,13 +23,21 @@
 #include "schedule.h"
 
 /*
- * Measure and (rank 0) append the session to path ("" for the default,
- * data/calibration/<hardware>-<backend>.h5). quick: a few points of each
- * table, for tests. series: the series this session repeats (NULL: none).
- * Collective over MPI_COMM_WORLD. 0, or -1 after a
- * message (rank 0).
+ * Measure and (rank 0) append the session to path, which the caller has
+ * checked before (core/outfile.h, calibration_refusal()): a file that is
+ * not a calibration file is then left as it was, after the measurements.
+ * quick: a few points of each table, for tests. series: the series this
+ * session repeats (NULL: none). Collective over MPI_COMM_WORLD. 0, or -1
+ * after a message (rank 0).
  */
 int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const char *path, const char *series,
 	      int quick);
+
+/*
+ * The default calibration file of backend b's machine into buf[len]:
+ * data/calibration/<hardware>-<backend>.h5, the name --hardware prints;
+ * its folder is made when missing.
+ */
+void calibrate_default_path(struct backend *b, char *buf, size_t len);
 
 #endif

@@ -22,15 +22,17 @@
  * file (runinfo.h).
  *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
- * input and fail alike; only rank 0 prints; nothing is written; run.out is
- * checked by rank 0, which writes it, before the first step: see
- * core/outfile.h), 1 when the results could not be written, 3 when
- * training diverged: a loss (or, after the last step, a parameter) that is
- * not finite stops the run on every rank at that step with a message, and
- * nothing is appended to run.out; 4 when the watchdog aborts the job: a
- * rank made no progress for run.timeout_s (watchdog.h). A failed MPI,
- * CUDA, cuBLAS or NCCL call aborts the job.
+ * input and fail alike; only rank 0 prints; nothing is written; run.out and
+ * --calibrate's file are checked by rank 0, which writes them, before the
+ * first step or microbenchmark: see core/outfile.h), 1 when the results
+ * could not be written, 3 when training diverged: a loss (or, after the
+ * last step, a parameter) that is not finite stops the run on every rank
+ * at that step with a message, and nothing is appended to run.out; 4
+ * when the watchdog aborts the job: a rank made no progress for
+ * run.timeout_s (watchdog.h). A failed MPI, CUDA, cuBLAS or NCCL call
+ * aborts the job.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 
@@ -59,6 +61,7 @@ struct run_opts {
 	int serialize;
 	int calibrate, quick, hardware;  /* --calibrate [FILE.h5] [--quick], --hardware */
 	const char *calibration;         /* --calibrate FILE.h5, or NULL for the default */
+	int calibrate_word;              /* argv index of a word.ini after --calibrate (the experiment?), or 0 */
 	const char *series;              /* --series NAME: the calibration repeats a series */
 	struct comm_emu_opts emu;        /* emu.world > 0: --emulate-world */
 	struct comm_nccl_opts nccl;
@@ -96,11 +99,13 @@ static void usage(FILE *f)
 		   "  --gemm-autotune        cuda: time cuBLASLt's top 8 algorithms once per shape\n"
 		   "  --calibrate [FILE.h5]  measure this machine's kernels, collectives and\n"
 		   "                         overheads for ./sim --calibration (default file:\n"
-		   "                         data/calibration/<hardware>-<backend>.h5); --quick: a\n"
-		   "                         few points; with --emulate-world N, rank 0 of N\n"
+		   "                         data/calibration/<hardware>-<backend>.h5; a calibration\n"
+		   "                         file, new or empty HDF5); --quick: a few points; with\n"
+		   "                         --emulate-world N, rank 0 of N\n"
 		   "  --series NAME          with --calibrate: this calibration repeats the earlier\n"
 		   "                         ones of series NAME (separate processes); ./sim takes\n"
-		   "                         the median of the series' measurements of each point\n"
+		   "                         the median of the series' measurements of each point;\n"
+		   "                         NAME: letters, digits, '.', '_' and '-' (not first)\n"
 		   "  --hardware             print <hardware>-<backend>, the name of this machine's\n"
 		   "                         calibration\n");
 	config_usage(f);
@@ -142,8 +147,11 @@ static double flag_number(int rank, const char *flag, const char *v, double lo, 
 	double x = v ? strtod(v, &end) : 0;
 
 	if (!v || end == v || *end != '\0' || x < lo || x > hi || (integer && x != (double)(long long)x)) {
-		say0(rank, "gpu_run: %s wants %s in [%g, %g], not '%s'\n", flag, integer ? "an integer" : "a number",
-		     lo, hi, v ? v : "(nothing)");
+		if (integer)
+			say0(rank, "gpu_run: %s wants an integer from %.0f to %.0f, not '%s'\n", flag, lo, hi,
+			     v ? v : "(nothing)");
+		else
+			say0(rank, "gpu_run: %s wants a number in [%g, %g], not '%s'\n", flag, lo, hi, v ? v : "(nothing)");
 		finish(2);
 	}
 	return x;
@@ -163,16 +171,46 @@ static int flag_name(int rank, const char *flag, const char *v, const char *cons
 	return -1;
 }
 
+/* Whether flag a is among the n in given[] (flags that take a value, seen so far); if not, add it. */
+static int given_before(const char **given, int *n, int max, const char *a)
+{
+	for (int i = 0; i < *n; i++)
+		if (!strcmp(given[i], a))
+			return 1;
+	assert(*n < max); /* each of gpu_run's flags that take a value is kept once: fewer than max */
+	given[(*n)++] = a;
+	return 0;
+}
+
+/* A word w after --calibrate that is no FILE.h5: say so (rank 0). */
+static void calibrate_word_bad(int rank, const char *w)
+{
+	say0(rank, "gpu_run: --calibrate %s: --calibrate takes the calibration file, a name ending in .h5, or "
+		   "nothing (data/calibration/<hardware>-<backend>.h5); the experiment file goes first: "
+		   "gpu_run EXPERIMENT.ini --calibrate [FILE.h5]\n", w);
+}
+
+static int ends_with(const char *s, const char *end)
+{
+	size_t n = strlen(s), e = strlen(end);
+
+	return n > e && !strcmp(s + n - e, end);
+}
+
+#define SERIES_RULE "1 to %d letters, digits, '.', '_' or '-', not starting with '-'"
+
 /*
  * Flags gpu_run handles itself (usage()); they are removed from argv for
- * config's parser. Returns 1 when help was asked for.
+ * config's parser. A flag that takes a value may be given once. Returns 1
+ * when help was asked for.
  */
 static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 {
 	static const char *const engines[] = { "sm", "ce" };
 	static const char *const policies[] = { "default", "efficiency", "zero" };
 	static const char *const attention[] = { "mma", "cudnn" };
-	int help = 0;
+	const char *given[32];
+	int help = 0, ngiven = 0;
 
 	memset(o, 0, sizeof(*o));
 	o->emu.lat_us = -1;
@@ -195,17 +233,26 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 			o->hardware = 1;
 			takes = 0;
 		} else if (!strcmp(a, "--calibrate")) {
-			/* an optional FILE.h5 */
-			size_t n = v ? strlen(v) : 0;
+			/* an optional FILE.h5; a word.ini after it may be the experiment (setup() decides) */
 			o->calibrate = 1;
-			takes = n > 3 && !strcmp(v + n - 3, ".h5");
-			if (takes)
+			takes = v && ends_with(v, ".h5");
+			if (takes) {
 				o->calibration = v;
+			} else if (v && v[0] != '-' && ends_with(v, ".ini")) {
+				o->calibrate_word = i + 1;
+			} else if (v && v[0] != '-') {
+				calibrate_word_bad(rank, v);
+				finish(2);
+			}
 		} else if (!strcmp(a, "--series")) {
 			size_t n = v ? strlen(v) : 0;
-			if (!n || n >= CAL_NAME_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
-				say0(rank, "gpu_run: --series '%s': a name of 1 to %d letters, digits, '.', '_' or '-'\n",
-				     v ? v : "", CAL_NAME_MAX - 1);
+			if (!n || v[0] == '-') {
+				say0(rank, "gpu_run: --series needs a name (" SERIES_RULE "), %s%s%s\n", CAL_NAME_MAX - 1,
+				     v ? "not '" : "and nothing follows it", v ? v : "", v ? "'" : "");
+				finish(2);
+			}
+			if (n >= CAL_NAME_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
+				say0(rank, "gpu_run: --series '%s': a name of " SERIES_RULE "\n", v, CAL_NAME_MAX - 1);
 				finish(2);
 			}
 			o->series = v;
@@ -243,6 +290,11 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		} else {
 			continue;
 		}
+		if ((takes || !strcmp(a, "--calibrate")) &&
+		    given_before(given, &ngiven, (int)(sizeof given / sizeof given[0]), a)) {
+			say0(rank, "gpu_run: %s: given twice\n", a);
+			finish(2);
+		}
 		if (cuda_only && !o->cuda_flag) {
 			o->cuda_flag = 1;
 			o->cuda_flag_name = a;
@@ -269,6 +321,18 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 	return help;
 }
 
+/*
+ * The word.ini after --calibrate, when config's parser did not take it as
+ * the experiment file (there is one before it): -1 after saying so.
+ */
+static int check_calibrate_word(int rank, const struct run_opts *o, char **argv)
+{
+	if (!o->calibrate_word || !argv[o->calibrate_word])
+		return 0;
+	calibrate_word_bad(rank, argv[o->calibrate_word]);
+	return -1;
+}
+
 /* Parse and check everything; on bad input every rank exits 2. */
 static void setup(struct experiment *e, struct run_opts *o, int rank, int world, int argc, char **argv)
 {
@@ -276,8 +340,8 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	int cuda;
 
 	config_init(e);
-	if (config_parse_args(e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./gpu_run") != 0 ||
-	    config_resolve(e) != 0) {
+	if (config_parse_args(e, argc, argv) != 0 || check_calibrate_word(rank, o, argv) != 0 ||
+	    config_check_leftovers(argc, argv, "./gpu_run") != 0 || config_resolve(e) != 0) {
 		config_release(e);
 		finish(2);
 	}
@@ -340,11 +404,16 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	}
 }
 
-/* run.out breaks no rule of core/outfile.h: checked by rank 0, which writes it; 0 or -1 on every rank. */
-static int check_outputs(const struct experiment *e, int rank)
+/*
+ * The outputs break no rule of core/outfile.h: run_out (a results file)
+ * and cal (--calibrate's file), either NULL or "" for none; checked by
+ * rank 0, which writes them. 0 or -1 on every rank.
+ */
+static int check_outputs(const struct experiment *e, const char *run_out, const char *cal, int rank)
 {
-	const struct outfile out = { "run.out =", e->run.out, results_refusal };
-	int rc = rank == 0 ? outfile_check(&out, 1, (const char *const[]){ e->path, NULL }) : 0;
+	const struct outfile outs[] = { { "run.out =", run_out, results_refusal },
+					{ "--calibrate", cal, calibration_refusal } };
+	int rc = rank == 0 ? outfile_check(outs, 2, (const char *const[]){ e->path, NULL }) : 0;
 
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	return rc;
@@ -555,7 +624,7 @@ int main(int argc, char **argv)
 		finish(0);
 	}
 	setup(&e, &opts, rank, world, argc, argv);
-	if (check_outputs(&e, rank) != 0) {
+	if (check_outputs(&e, e.run.out, opts.calibration, rank) != 0) {
 		config_release(&e);
 		finish(2);
 	}
@@ -586,8 +655,18 @@ int main(int argc, char **argv)
 			say0(rank, "gpu_run: --calibrate: the %s backend has no kernel microbenchmark\n", be->ops->name);
 			rc = 2;
 		} else {
-			watchdog_waiting("the calibration's microbenchmarks");
-			rc = calibrate(s, &c, be, opts.calibration, opts.series, opts.quick) == 0 ? 0 : 1;
+			char file[1024] = "";
+			const char *path = opts.calibration;
+			if (!path) { /* the default names the hardware: checked now that the backend knows it */
+				if (rank == 0) /* which writes it */
+					calibrate_default_path(be, file, sizeof file);
+				path = file;
+				rc = check_outputs(&e, NULL, path, rank) != 0 ? 2 : 0;
+			}
+			if (rc == 0) {
+				watchdog_waiting("the calibration's microbenchmarks");
+				rc = calibrate(s, &c, be, path, opts.series, opts.quick) == 0 ? 0 : 1;
+			}
 		}
 		release_run(be, &c, s, &e, quiet);
 		return rc;
