@@ -8,10 +8,16 @@
  * points. Beyond the largest point a price grows linearly with the size,
  * at the rate of the largest point; below the smallest it stays at the
  * smallest point's time (latency).
+ *
+ * Reading checks every session of the file whole, attributes and tables,
+ * and stops at the first value that is no measurement (data/README.md
+ * lists what is allowed); merging sorts the rows of the sessions merged,
+ * so a file of millions of rows reads in about a second.
  */
 #include "calibration.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,89 +149,297 @@ const char *calibration_refusal(const char *path)
 	return h5file_refusal("calibration", path, calibration_groups, NOT_CALIBRATION);
 }
 
-/* The sessions measured with the ranks asked for, newest first. */
-struct pick {
-	int ranks;
-	char (*names)[16];
-	char (*fabric)[CAL_TEXT_MAX]; /* each one's */
-	char (*series)[CAL_NAME_MAX]; /* each one's, "" for none */
-	int n;
-	struct h5file_session *s;
+/* ---- reading ------------------------------------------------------------- */
+
+/*
+ * What a session may hold (data/README.md). A time is a measurement of
+ * one op, or of the runtime's cost per op: finite, positive and at most an
+ * hour, as no op of a step takes longer. The overheads (dispatch_ns,
+ * issue_ns, wake_ns) may be 0, too small to see; a time measured beside
+ * another op (ns_comm, ns_busy) is 0 when it was not measured, and the
+ * time alone prices it then. Sizes are positive and at most a pebibyte.
+ */
+#define CAL_NS_MAX 3.6e12          /* an hour */
+#define CAL_NS_PER_ELEM_MAX 1e6    /* a millisecond per parameter element */
+#define CAL_BYTES_MAX (1ull << 50) /* a pebibyte */
+#define CAL_RANKS_MAX (1 << 24)
+
+enum { S_DISPATCH, S_ISSUE, S_WAKE, S_ADAMW, S_HOST_ADAMW, NSCALARS };
+
+/* The float64 attributes of a session: whether 0 is allowed (an overhead too small to see), the most allowed. */
+static const struct {
+	const char *name;
+	int zero_ok;
+	double max;
+} scalars[NSCALARS] = {
+	{ "dispatch_ns", 1, CAL_NS_MAX },
+	{ "issue_ns", 1, CAL_NS_MAX },
+	{ "wake_ns", 1, CAL_NS_MAX },
+	{ "adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX },
+	{ "host_adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX },
 };
 
-/* The fabric session g was measured on: "real" when it does not say (files from before it was recorded). */
-static void session_fabric(struct h5file_session *s, hid_t g, char *buf, size_t len)
+enum { T_KERNELS, T_GEMM, T_PASSES, T_COLLS, T_COPIES, NTABLES };
+
+/* A session of the file: what decides whether it merges, its scalars and its tables' rows. */
+struct session {
+	char name[16];
+	int32_t ranks;
+	char fabric[CAL_TEXT_MAX];  /* "real" when it does not say (files from before it was recorded) */
+	char series[CAL_NAME_MAX];  /* "" for none */
+	char hardware[64];
+	char backend[16];
+	double scalar[NSCALARS];
+	void *rows[NTABLES];
+	size_t nrows[NTABLES];
+};
+
+/*
+ * A file being read: every session checked, those measured with the
+ * ranks asked for kept (newest first), and the first reason to refuse
+ * the file, which ends the reading.
+ */
+struct reader {
+	const char *path;
+	int ranks;                 /* asked for; 0: any; < 0: none (only check) */
+	char *err;
+	int errlen;
+	int failed;
+	struct h5file_session s;
+	hid_t types[NTABLES];      /* of a row of each table in memory */
+	struct session *sess;      /* picked, newest first */
+	int n;
+	int32_t seen[32];          /* the world sizes of the file's sessions */
+	int nseen;
+};
+
+static int refuse(struct reader *r, const char *group, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Refuse the file: "path: /calibration/NNNNNN: what" in r->err (the first reason only). -1. */
+static int refuse(struct reader *r, const char *group, const char *fmt, ...)
 {
-	snprintf(buf, len, "real");
-	if (h5file_has_attr(g, "fabric"))
-		h5file_read_str(s, g, "fabric", buf, len);
-}
+	va_list ap;
+	int used;
 
-/* Keep the sessions on the newest one's fabric. */
-static void pick_same_fabric(struct pick *p)
-{
-	int m = 0;
-
-	for (int i = 0; i < p->n; i++)
-		if (!strcmp(p->fabric[i], p->fabric[0])) {
-			memmove(p->names[m], p->names[i], sizeof(p->names[0]));
-			memmove(p->fabric[m], p->fabric[i], sizeof(p->fabric[0]));
-			memmove(p->series[m], p->series[i], sizeof(p->series[0]));
-			m++;
-		}
-	p->n = m;
-}
-
-static herr_t pick_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
-{
-	struct pick *p = ctx;
-	hid_t sess;
-	int32_t ranks = 0;
-
-	(void)info;
-	if (strlen(name) != 6)
-		return 0;
-	sess = H5Gopen2(g, name, H5P_DEFAULT);
-	if (sess < 0)
-		return 0;
-	if (h5file_read_i32(p->s, sess, "ranks", &ranks) == 0 && (p->ranks == 0 || ranks == p->ranks)) {
-		/* names come in increasing order: each new one goes first */
-		p->names = xrealloc(p->names, sizeof(*p->names) * (size_t)(p->n + 1));
-		p->fabric = xrealloc(p->fabric, sizeof(*p->fabric) * (size_t)(p->n + 1));
-		p->series = xrealloc(p->series, sizeof(*p->series) * (size_t)(p->n + 1));
-		memmove(p->names + 1, p->names, sizeof(*p->names) * (size_t)p->n);
-		memmove(p->fabric + 1, p->fabric, sizeof(*p->fabric) * (size_t)p->n);
-		memmove(p->series + 1, p->series, sizeof(*p->series) * (size_t)p->n);
-		snprintf(p->names[0], 16, "%s", name);
-		session_fabric(p->s, sess, p->fabric[0], sizeof(p->fabric[0]));
-		p->series[0][0] = '\0';
-		if (h5file_has_attr(sess, "series"))
-			h5file_read_str(p->s, sess, "series", p->series[0], sizeof(p->series[0]));
-		p->n++;
+	if (r->failed)
+		return -1;
+	r->failed = 1;
+	used = group ? snprintf(r->err, (size_t)r->errlen, "%s: /calibration/%s: ", r->path, group)
+		     : snprintf(r->err, (size_t)r->errlen, "%s: ", r->path);
+	if (used >= 0 && used < r->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(r->err + used, (size_t)(r->errlen - used), fmt, ap);
+		va_end(ap);
 	}
-	H5Gclose(sess);
+	return -1;
+}
+
+/*
+ * Attribute `name` of session group g: there, one value, a number ('i':
+ * an integer; 'f': an integer or a float) or a string ('s'). 0, or -1
+ * refused.
+ */
+static int attr_check(struct reader *r, const char *group, hid_t g, const char *name, int want)
+{
+	const char *wanted = want == 's' ? "a string" : want == 'i' ? "an integer" : "a number";
+	hid_t a, space, type;
+	hssize_t n;
+	H5T_class_t cls;
+	int ok;
+
+	if (!h5file_has_attr(g, name))
+		return refuse(r, group, "no attribute %s (%s; data/README.md)", name, wanted);
+	a = H5Aopen(g, name, H5P_DEFAULT);
+	if (h5file_check(&r->s, a, name) < 0)
+		return refuse(r, group, "attribute %s cannot be read (see above)", name);
+	space = H5Aget_space(a);
+	n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+	type = H5Aget_type(a);
+	cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+	if (space >= 0)
+		H5Sclose(space);
+	if (type >= 0)
+		H5Tclose(type);
+	H5Aclose(a);
+	if (n != 1)
+		return refuse(r, group, "attribute %s holds %lld values where one is expected (%s)", name, (long long)n,
+			      wanted);
+	if (want == 's')
+		ok = cls == H5T_STRING;
+	else
+		ok = cls == H5T_INTEGER || (want == 'f' && cls == H5T_FLOAT);
+	if (!ok)
+		return refuse(r, group, "attribute %s is not %s", name, wanted);
 	return 0;
 }
 
-static int same_kernel(const struct cal_kernel *a, const struct cal_kernel *b)
+static int read_i32(struct reader *r, const char *group, hid_t g, const char *name, int32_t *v)
 {
-	return !strcmp(a->name, b->name) && a->kind == b->kind && a->m == b->m && a->n == b->n && a->k == b->k &&
-	       a->flops == b->flops && a->bytes == b->bytes;
+	if (attr_check(r, group, g, name, 'i') < 0)
+		return -1;
+	if (h5file_read_i32(&r->s, g, name, v) < 0)
+		return refuse(r, group, "attribute %s cannot be read (see above)", name);
+	return 0;
 }
 
-static int same_pass(const struct cal_pass *a, const struct cal_pass *b)
+static int read_f64(struct reader *r, const char *group, hid_t g, const char *name, double *v)
 {
-	return a->bytes == b->bytes;
+	if (attr_check(r, group, g, name, 'f') < 0)
+		return -1;
+	if (h5file_read_f64(&r->s, g, name, v) < 0)
+		return refuse(r, group, "attribute %s cannot be read (see above)", name);
+	return 0;
 }
 
-static int same_coll(const struct cal_coll *a, const struct cal_coll *b)
+/* A string attribute; an optional one missing leaves buf as it is. */
+static int read_str(struct reader *r, const char *group, hid_t g, const char *name, char *buf, size_t len,
+		    int optional)
 {
-	return a->kind == b->kind && a->ranks == b->ranks && a->bytes == b->bytes;
+	if (optional && !h5file_has_attr(g, name))
+		return 0;
+	if (attr_check(r, group, g, name, 's') < 0)
+		return -1;
+	if (h5file_read_str(&r->s, g, name, buf, len) < 0)
+		return refuse(r, group, "attribute %s cannot be read (see above)", name);
+	return 0;
 }
 
-static int same_copy(const struct cal_copy *a, const struct cal_copy *b)
+/* Whether v is an allowed time: finite, > 0 (>= 0 with zero_ok), at most max. */
+static int time_ok(double v, int zero_ok, double max)
 {
-	return a->kind == b->kind && a->bytes == b->bytes;
+	return isfinite(v) && (v > 0 || (zero_ok && v == 0)) && v <= max;
+}
+
+static int refuse_time(struct reader *r, const char *group, const char *where, const char *field, double v,
+		       int zero_ok, double max)
+{
+	return refuse(r, group, "%s%s = %g (allowed: finite, %s 0 and at most %g ns%s)", where, field, v,
+		      zero_ok ? ">=" : ">", max, max == CAL_NS_MAX ? ", an hour" : " per element");
+}
+
+static int refuse_bytes(struct reader *r, const char *group, const char *where, uint64_t v)
+{
+	return refuse(r, group, "%sbytes = %llu (allowed: 1 to 2^50, a pebibyte)", where, (unsigned long long)v);
+}
+
+/*
+ * Each row checked: the values it may hold (CAL_NS_MAX). where is "table
+ * row N: ". 0, or -1 refused.
+ */
+static int check_kernel(struct reader *r, const struct session *x, const char *where, void *row)
+{
+	struct cal_kernel *k = row;
+
+	k->name[CAL_NAME_MAX - 1] = '\0';
+	if (k->kind >= K_KIND_COUNT)
+		return refuse(r, x->name, "%skind = %u (allowed: 0 %s, 1 %s, 2 %s)", where, k->kind,
+			      kernel_kind_name(K_GEMM), kernel_kind_name(K_ATTN), kernel_kind_name(K_ELEMENTWISE));
+	if (k->m < 0 || k->n < 0 || k->k < 0)
+		return refuse(r, x->name, "%sm, n, k = %lld, %lld, %lld (allowed: >= 0)", where, (long long)k->m,
+			      (long long)k->n, (long long)k->k);
+	if (k->bytes < 1 || k->bytes > CAL_BYTES_MAX)
+		return refuse_bytes(r, x->name, where, k->bytes);
+	if (!time_ok(k->ns, 0, CAL_NS_MAX))
+		return refuse_time(r, x->name, where, "ns", k->ns, 0, CAL_NS_MAX);
+	if (!time_ok(k->ns_comm, 1, CAL_NS_MAX))
+		return refuse_time(r, x->name, where, "ns_comm", k->ns_comm, 1, CAL_NS_MAX);
+	return 0;
+}
+
+static int check_pass(struct reader *r, const struct session *x, const char *where, void *row)
+{
+	const struct cal_pass *p = row;
+
+	if (p->bytes < 1 || p->bytes > CAL_BYTES_MAX)
+		return refuse_bytes(r, x->name, where, p->bytes);
+	if (!time_ok(p->ns, 0, CAL_NS_MAX))
+		return refuse_time(r, x->name, where, "ns", p->ns, 0, CAL_NS_MAX);
+	return 0;
+}
+
+static int check_coll(struct reader *r, const struct session *x, const char *where, void *row)
+{
+	const struct cal_coll *c = row;
+
+	if (!op_is_collective((enum op_kind)c->kind))
+		return refuse(r, x->name, "%skind = %u (allowed: %d %s, %d %s, %d %s)", where, c->kind, OP_ALLGATHER,
+			      op_kind_name(OP_ALLGATHER), OP_REDUCE_SCATTER, op_kind_name(OP_REDUCE_SCATTER),
+			      OP_ALLREDUCE, op_kind_name(OP_ALLREDUCE));
+	if (c->ranks < 2 || c->ranks > x->ranks)
+		return refuse(r, x->name, "%sranks = %d (allowed: 2 to the session's %d)", where, (int)c->ranks,
+			      (int)x->ranks);
+	if (c->bytes < 1 || c->bytes > CAL_BYTES_MAX)
+		return refuse_bytes(r, x->name, where, c->bytes);
+	if (!time_ok(c->ns, 0, CAL_NS_MAX))
+		return refuse_time(r, x->name, where, "ns", c->ns, 0, CAL_NS_MAX);
+	if (!time_ok(c->ns_busy, 1, CAL_NS_MAX))
+		return refuse_time(r, x->name, where, "ns_busy", c->ns_busy, 1, CAL_NS_MAX);
+	return 0;
+}
+
+static int check_copy(struct reader *r, const struct session *x, const char *where, void *row)
+{
+	const struct cal_copy *y = row;
+
+	if (y->kind != OP_H2D && y->kind != OP_D2H)
+		return refuse(r, x->name, "%skind = %u (allowed: %d %s, %d %s)", where, y->kind, OP_D2H,
+			      op_kind_name(OP_D2H), OP_H2D, op_kind_name(OP_H2D));
+	if (y->bytes < 1 || y->bytes > CAL_BYTES_MAX)
+		return refuse_bytes(r, x->name, where, y->bytes);
+	if (!time_ok(y->ns, 0, CAL_NS_MAX))
+		return refuse_time(r, x->name, where, "ns", y->ns, 0, CAL_NS_MAX);
+	return 0;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+	return (a > b) - (a < b);
+}
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+	return (a > b) - (a < b);
+}
+
+/* Orders of the points of each table: 0 for the same point (the same kernel and shape, pass size, ...). */
+static int cmp_kernel(const void *pa, const void *pb)
+{
+	const struct cal_kernel *a = pa, *b = pb;
+	int c = strncmp(a->name, b->name, CAL_NAME_MAX);
+
+	if (c)
+		return c;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	if ((c = cmp_i64(a->m, b->m)) || (c = cmp_i64(a->n, b->n)) || (c = cmp_i64(a->k, b->k)) ||
+	    (c = cmp_u64(a->flops, b->flops)))
+		return c;
+	return cmp_u64(a->bytes, b->bytes);
+}
+
+static int cmp_pass(const void *pa, const void *pb)
+{
+	return cmp_u64(((const struct cal_pass *)pa)->bytes, ((const struct cal_pass *)pb)->bytes);
+}
+
+static int cmp_coll(const void *pa, const void *pb)
+{
+	const struct cal_coll *a = pa, *b = pb;
+
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	if (a->ranks != b->ranks)
+		return a->ranks < b->ranks ? -1 : 1;
+	return cmp_u64(a->bytes, b->bytes);
+}
+
+static int cmp_copy(const void *pa, const void *pb)
+{
+	const struct cal_copy *a = pa, *b = pb;
+
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return cmp_u64(a->bytes, b->bytes);
 }
 
 /* The median of v[0..n), which it sorts (GSL). */
@@ -270,201 +484,443 @@ static void coll_median(void *into, const void *const *of, int n)
 	((struct cal_coll *)into)->ns_busy = field_median(of, n, offsetof(struct cal_coll, ns_busy));
 }
 
-/* One table of every session picked, newest first. */
-struct tables {
-	void **rows;
-	size_t *n;
+/* The tables of a session: how each is read, checked and merged. */
+static const struct table {
+	const char *name;
+	int optional;                                 /* copies: sessions from before them have none */
 	size_t size;                                  /* of a row */
-	int (*same)(const void *, const void *);      /* the same point */
+	int (*cmp)(const void *, const void *);       /* 0: the same point */
 	void (*median)(void *, const void *const *, int);
+	int (*check)(struct reader *, const struct session *, const char *, void *);
+} tables[NTABLES] = {
+	[T_KERNELS] = { "kernels", 0, sizeof(struct cal_kernel), cmp_kernel, kernel_median, check_kernel },
+	[T_GEMM] = { "gemm", 0, sizeof(struct cal_kernel), cmp_kernel, kernel_median, check_kernel },
+	[T_PASSES] = { "passes", 0, sizeof(struct cal_pass), cmp_pass, pass_median, check_pass },
+	[T_COLLS] = { "collectives", 0, sizeof(struct cal_coll), cmp_coll, coll_median, check_coll },
+	[T_COPIES] = { "copies", 1, sizeof(struct cal_copy), cmp_copy, copy_median, check_copy },
 };
 
 /*
- * The table of the calibration: each point as its newest session measured
+ * Dataset k of session group g: a table of compound rows with every field
+ * of its row type, numbers where numbers go; its rows read and checked
+ * into x. 0, or -1 refused.
+ */
+static int read_table(struct reader *r, hid_t g, struct session *x, int k)
+{
+	const struct table *t = &tables[k];
+	hid_t mt = r->types[k], d, ft;
+	char fields[128] = "", where[64];
+	int nf = H5Tget_nmembers(mt), rc = 0;
+
+	for (int f = 0; f < nf; f++) {
+		char *name = H5Tget_member_name(mt, (unsigned)f);
+		size_t used = strlen(fields);
+		snprintf(fields + used, sizeof fields - used, "%s%s", f ? ", " : "", name);
+		H5free_memory(name);
+	}
+	if (H5Lexists(g, t->name, H5P_DEFAULT) <= 0) {
+		if (t->optional)
+			return 0;
+		return refuse(r, x->name, "no dataset %s (every session has kernels, gemm, passes and collectives; "
+					  "data/README.md)", t->name);
+	}
+	d = H5Dopen2(g, t->name, H5P_DEFAULT);
+	if (h5file_check(&r->s, d, t->name) < 0)
+		return refuse(r, x->name, "dataset %s cannot be opened (see above)", t->name);
+	ft = H5Dget_type(d);
+	if (ft < 0 || H5Tget_class(ft) != H5T_COMPOUND)
+		rc = refuse(r, x->name, "dataset %s is no table of compound rows (fields %s)", t->name, fields);
+	for (int f = 0; f < nf && rc == 0; f++) {
+		char *name = H5Tget_member_name(mt, (unsigned)f);
+		int at = H5Tget_member_index(ft, name);
+		H5T_class_t want = H5Tget_member_class(mt, (unsigned)f), have = H5T_NO_CLASS;
+		if (at >= 0)
+			have = H5Tget_member_class(ft, (unsigned)at);
+		if (at < 0)
+			rc = refuse(r, x->name, "%s has no field %s (its fields: %s)", t->name, name, fields);
+		else if (want == H5T_STRING ? have != H5T_STRING : have != H5T_INTEGER && have != H5T_FLOAT)
+			rc = refuse(r, x->name, "%s field %s is not %s", t->name, name,
+				    want == H5T_STRING ? "a string" : "a number");
+		H5free_memory(name);
+	}
+	if (ft >= 0)
+		H5Tclose(ft);
+	H5Dclose(d);
+	if (rc)
+		return rc;
+	x->rows[k] = h5file_read_dataset(&r->s, g, t->name, mt, &x->nrows[k]);
+	if (!x->rows[k])
+		return refuse(r, x->name, "dataset %s cannot be read (see above)", t->name);
+	for (size_t e = 0; e < x->nrows[k] && rc == 0; e++) {
+		snprintf(where, sizeof where, "%s row %zu: ", t->name, e);
+		rc = t->check(r, x, where, (char *)x->rows[k] + e * t->size);
+	}
+	return rc;
+}
+
+static void session_release(struct session *x)
+{
+	for (int k = 0; k < NTABLES; k++) {
+		free(x->rows[k]);
+		x->rows[k] = NULL;
+	}
+}
+
+/*
+ * The session group `name`, checked whole: its attributes and tables.
+ * Kept (newest first) when it was measured with the ranks asked for.
+ * 0, or -1 refused.
+ */
+static int read_session(struct reader *r, hid_t g, const char *name)
+{
+	struct session x;
+	int32_t queue;
+	int known = 0, rc = 0;
+
+	memset(&x, 0, sizeof x);
+	snprintf(x.name, sizeof x.name, "%s", name);
+	if (read_i32(r, name, g, "ranks", &x.ranks) < 0)
+		return -1;
+	if (x.ranks < 1 || x.ranks > CAL_RANKS_MAX)
+		return refuse(r, name, "attribute ranks = %d (allowed: 1 to %d, the processes measured at once)",
+			      (int)x.ranks, CAL_RANKS_MAX);
+	for (int i = 0; i < r->nseen && !known; i++)
+		known = r->seen[i] == x.ranks;
+	if (!known && r->nseen < (int)(sizeof r->seen / sizeof r->seen[0]))
+		r->seen[r->nseen++] = x.ranks;
+	snprintf(x.fabric, sizeof x.fabric, "real");
+	if (read_str(r, name, g, "fabric", x.fabric, sizeof x.fabric, 1) < 0 ||
+	    read_str(r, name, g, "series", x.series, sizeof x.series, 1) < 0 ||
+	    read_str(r, name, g, "hardware", x.hardware, sizeof x.hardware, 0) < 0 ||
+	    read_str(r, name, g, "backend", x.backend, sizeof x.backend, 0) < 0)
+		return -1;
+	for (int k = 0; k < NSCALARS; k++) {
+		if (read_f64(r, name, g, scalars[k].name, &x.scalar[k]) < 0)
+			return -1;
+		if (!time_ok(x.scalar[k], scalars[k].zero_ok, scalars[k].max))
+			return refuse_time(r, name, "attribute ", scalars[k].name, x.scalar[k], scalars[k].zero_ok,
+					   scalars[k].max);
+	}
+	if (h5file_has_attr(g, "launch_queue")) {
+		if (read_i32(r, name, g, "launch_queue", &queue) < 0)
+			return -1;
+		if (queue < 0)
+			return refuse(r, name, "attribute launch_queue = %d (allowed: >= 0 kernels, 0 for no bound)",
+				      (int)queue);
+	}
+	for (int k = 0; k < NTABLES && rc == 0; k++)
+		rc = read_table(r, g, &x, k);
+	if (rc || r->ranks < 0 || (r->ranks != 0 && x.ranks != r->ranks)) {
+		session_release(&x);
+		return rc;
+	}
+	/* names come in increasing order: each new one goes first */
+	r->sess = xrealloc(r->sess, sizeof(*r->sess) * (size_t)(r->n + 1));
+	memmove(r->sess + 1, r->sess, sizeof(*r->sess) * (size_t)r->n);
+	r->sess[0] = x;
+	r->n++;
+	return 0;
+}
+
+static herr_t session_fn(hid_t cal, const char *name, const H5L_info_t *info, void *ctx)
+{
+	struct reader *r = ctx;
+	hid_t g;
+	int rc;
+
+	(void)info;
+	if (strlen(name) != 6)
+		return 0;
+	g = H5Gopen2(cal, name, H5P_DEFAULT);
+	if (h5file_check(&r->s, g, name) < 0) {
+		refuse(r, name, "cannot be opened as a group (see above)");
+		return 1;
+	}
+	rc = read_session(r, g, name);
+	H5Gclose(g);
+	return rc < 0 ? 1 : 0; /* the first bad session ends the walk */
+}
+
+/* Keep the sessions on the newest one's fabric. */
+static void pick_same_fabric(struct reader *r)
+{
+	int m = 0;
+
+	for (int i = 0; i < r->n; i++) {
+		if (!strcmp(r->sess[i].fabric, r->sess[0].fabric))
+			r->sess[m++] = r->sess[i];
+		else
+			session_release(&r->sess[i]);
+	}
+	r->n = m;
+}
+
+/* The sessions that merge were measured on one machine: one hardware, one backend. 0, or -1 refused. */
+static int check_same_machine(struct reader *r)
+{
+	const struct session *a = &r->sess[0];
+
+	for (int i = 1; i < r->n; i++) {
+		const struct session *b = &r->sess[i];
+		if (strcmp(a->hardware, b->hardware) || strcmp(a->backend, b->backend))
+			return refuse(r, NULL, "sessions /calibration/%s (%s, %s) and /calibration/%s (%s, %s) of %d "
+					       "ranks would merge, but are different machines (a file holds one "
+					       "hardware and backend)",
+				      a->name, a->hardware, a->backend, b->name, b->hardware, b->backend,
+				      (int)a->ranks);
+	}
+	return 0;
+}
+
+/* A row of a session: rows sort by point, then session (newest first), then place in its table. */
+struct ref {
+	const char *row;
+	int sess;
+	size_t idx;
+};
+
+/* A point: refs[first..end), refs[first] the newest session's first row of it. */
+struct point {
+	size_t first, end;
+};
+
+static int ref_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct table *t = ctx;
+	const struct ref *a = pa, *b = pb;
+	int c = t->cmp(a->row, b->row);
+
+	if (c)
+		return c;
+	if (a->sess != b->sess)
+		return a->sess < b->sess ? -1 : 1;
+	return cmp_u64(a->idx, b->idx);
+}
+
+/* Points in the order of their first rows (by session, then place). */
+static int point_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct ref *refs = ctx, *a = &refs[((const struct point *)pa)->first];
+	const struct ref *b = &refs[((const struct point *)pb)->first];
+
+	if (a->sess != b->sess)
+		return a->sess < b->sess ? -1 : 1;
+	return cmp_u64(a->idx, b->idx);
+}
+
+/*
+ * Table k of the calibration: each point as its newest session measured
  * it, or, when that session belongs to a series (repeats of one
  * calibration in separate processes), as the median of the series'
- * measurements of it. Older sessions fill in the points newer ones lack.
+ * measurements of it (each session's first row of the point). Older
+ * sessions fill in the points newer ones lack. Points come in the order
+ * of their first rows, newest session first. The rows of all sessions
+ * are sorted by point: O(n log n) for n rows.
  */
-static void *merge_tables(const struct tables *t, const struct pick *p, int *nout)
+static void *merge_table(const struct reader *r, int k, int *nout)
 {
-	char *out = NULL;
-	const void **of = xmalloc(sizeof(void *) * (size_t)p->n);
-	int n = 0;
+	const struct table *t = &tables[k];
+	size_t total = 0, n = 0, np = 0;
+	struct ref *refs;
+	struct point *pts;
+	const void **of = xmalloc(sizeof(void *) * (size_t)(r->n + 1));
+	char *out;
 
-	for (int i = 0; i < p->n; i++)
-		for (size_t e = 0; e < t->n[i]; e++) {
-			const char *x = (const char *)t->rows[i] + e * t->size;
-			int have = 0, m = 0;
-			for (int j = 0; j < n && !have; j++)
-				have = t->same(out + (size_t)j * t->size, x);
-			if (have)
-				continue;
-			out = xrealloc(out, t->size * (size_t)(n + 1));
-			memcpy(out + (size_t)n * t->size, x, t->size);
-			for (int j = i; j < p->n && p->series[i][0]; j++) {
-				if (strcmp(p->series[j], p->series[i]))
-					continue;
-				for (size_t f = 0; f < t->n[j]; f++) {
-					const char *y = (const char *)t->rows[j] + f * t->size;
-					if (t->same(y, x)) {
-						of[m++] = y;
-						break;
-					}
-				}
-			}
-			if (m > 1)
-				t->median(out + (size_t)n * t->size, of, m);
-			n++;
-		}
+	for (int i = 0; i < r->n; i++)
+		total += r->sess[i].nrows[k];
+	refs = xmalloc(sizeof(*refs) * (total + 1));
+	for (int i = 0; i < r->n; i++)
+		for (size_t e = 0; e < r->sess[i].nrows[k]; e++)
+			refs[n++] = (struct ref){ (const char *)r->sess[i].rows[k] + e * t->size, i, e };
+	qsort_r(refs, total, sizeof(*refs), ref_cmp, (void *)t);
+	pts = xmalloc(sizeof(*pts) * (total + 1));
+	for (size_t a = 0, b; a < total; a = b) {
+		for (b = a + 1; b < total && t->cmp(refs[a].row, refs[b].row) == 0; b++)
+			;
+		pts[np++] = (struct point){ a, b };
+	}
+	qsort_r(pts, np, sizeof(*pts), point_cmp, refs);
+	out = xmalloc(t->size * (np + 1));
+	for (size_t p = 0; p < np; p++) {
+		const struct ref *x = &refs[pts[p].first];
+		const char *series = r->sess[x->sess].series;
+		char *into = out + p * t->size;
+		int m = 0;
+		memcpy(into, x->row, t->size);
+		for (size_t j = pts[p].first; j < pts[p].end && series[0]; j++)
+			if ((j == pts[p].first || refs[j].sess != refs[j - 1].sess) &&
+			    !strcmp(r->sess[refs[j].sess].series, series))
+				of[m++] = refs[j].row;
+		if (m > 1)
+			t->median(into, of, m);
+	}
+	free(pts);
+	free(refs);
 	free(of);
-	*nout = n;
+	*nout = (int)np;
 	return out;
 }
 
-static int same_kernel_v(const void *a, const void *b) { return same_kernel(a, b); }
-static int same_pass_v(const void *a, const void *b) { return same_pass(a, b); }
-static int same_coll_v(const void *a, const void *b) { return same_coll(a, b); }
-static int same_copy_v(const void *a, const void *b) { return same_copy(a, b); }
-
-#define NTABLES 5
-#define OPTIONAL_TABLE 4 /* copies: sessions from before they were measured have none */
-
-/* The tables of the sessions picked, merged into c (merge_tables). */
-static void read_tables(struct h5file_session *s, hid_t cal, const struct pick *p, struct calibration *c, hid_t kt,
-			hid_t ct, hid_t pt, hid_t yt)
-{
-	struct tables t[NTABLES] = {
-		{ NULL, NULL, sizeof(struct cal_kernel), same_kernel_v, kernel_median },
-		{ NULL, NULL, sizeof(struct cal_kernel), same_kernel_v, kernel_median },
-		{ NULL, NULL, sizeof(struct cal_pass), same_pass_v, pass_median },
-		{ NULL, NULL, sizeof(struct cal_coll), same_coll_v, coll_median },
-		{ NULL, NULL, sizeof(struct cal_copy), same_copy_v, copy_median },
-	};
-	static const char *const names[NTABLES] = { "kernels", "gemm", "passes", "collectives", "copies" };
-	hid_t types[NTABLES] = { kt, kt, pt, ct, yt };
-
-	for (int k = 0; k < NTABLES; k++) {
-		t[k].rows = xcalloc((size_t)p->n, sizeof(void *));
-		t[k].n = xcalloc((size_t)p->n, sizeof(size_t));
-	}
-	for (int i = 0; i < p->n && !s->failed; i++) {
-		hid_t g = H5Gopen2(cal, p->names[i], H5P_DEFAULT);
-		if (h5file_check(s, g, p->names[i]) < 0)
-			break;
-		for (int k = 0; k < NTABLES; k++)
-			if (k != OPTIONAL_TABLE || H5Lexists(g, names[k], H5P_DEFAULT) > 0)
-				t[k].rows[i] = h5file_read_dataset(s, g, names[k], types[k], &t[k].n[i]);
-		H5Gclose(g);
-	}
-	if (!s->failed) {
-		c->kernels = merge_tables(&t[0], p, &c->nkernels);
-		c->gemm = merge_tables(&t[1], p, &c->ngemm);
-		c->passes = merge_tables(&t[2], p, &c->npasses);
-		c->colls = merge_tables(&t[3], p, &c->ncolls);
-		c->copies = merge_tables(&t[4], p, &c->ncopies);
-	}
-	for (int k = 0; k < NTABLES; k++) {
-		for (int i = 0; i < p->n; i++)
-			free(t[k].rows[i]);
-		free(t[k].rows);
-		free(t[k].n);
-	}
-}
-
 /* A scalar of the newest session, or the median over its series. */
-static double series_scalar(struct h5file_session *s, hid_t cal, const struct pick *p, const char *name)
+static double series_scalar(const struct reader *r, int k)
 {
-	double *v = xmalloc(sizeof(double) * (size_t)p->n), x;
+	double *v = xmalloc(sizeof(double) * (size_t)r->n), x;
 	int m = 0;
 
-	for (int i = 0; i < p->n && !s->failed; i++) {
-		hid_t g;
-		if (i > 0 && (!p->series[0][0] || strcmp(p->series[i], p->series[0])))
-			continue;
-		g = H5Gopen2(cal, p->names[i], H5P_DEFAULT);
-		if (h5file_check(s, g, p->names[i]) < 0)
-			break;
-		if (h5file_read_f64(s, g, name, &v[m]) == 0)
-			m++;
-		H5Gclose(g);
-	}
-	x = m ? median_of(v, m) : 0;
+	for (int i = 0; i < r->n; i++)
+		if (i == 0 || (r->sess[0].series[0] && !strcmp(r->sess[i].series, r->sess[0].series)))
+			v[m++] = r->sess[i].scalar[k];
+	x = median_of(v, m);
 	free(v);
 	return x;
 }
 
-int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
+/* "2, 4 and 8": the world sizes the file's sessions hold. */
+static void seen_text(const struct reader *r, char *buf, size_t len)
 {
-	struct h5file_session s;
-	struct pick p = { ranks, NULL, NULL, NULL, 0, &s };
-	hid_t file, cal = -1, g = -1, kt = -1, ct = -1, pt = -1, yt = -1;
-	int rc = -1;
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < r->nseen && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%d",
+					 i == 0 ? "" : i + 1 == r->nseen ? " and " : ", ", (int)r->seen[i]);
+}
+
+/* The sessions picked, merged into c: the newest one's scalars (its series' medians), the tables of all. */
+static int merge(struct reader *r, hid_t cal, struct calibration *c)
+{
+	hid_t g;
+
+	snprintf(c->path, sizeof c->path, "%s", r->path);
+	snprintf(c->session, sizeof c->session, "%s", r->sess[0].name);
+	c->sessions = r->n;
+	snprintf(c->hardware, sizeof c->hardware, "%s", r->sess[0].hardware);
+	snprintf(c->backend, sizeof c->backend, "%s", r->sess[0].backend);
+	snprintf(c->fabric, sizeof c->fabric, "%s", r->sess[0].fabric);
+	snprintf(c->series, sizeof c->series, "%s", r->sess[0].series);
+	c->ranks = r->sess[0].ranks;
+	c->dispatch_ns = series_scalar(r, S_DISPATCH);
+	c->wake_ns = series_scalar(r, S_WAKE);
+	c->issue_ns = series_scalar(r, S_ISSUE);
+	c->adamw_ns_per_elem = series_scalar(r, S_ADAMW);
+	c->host_adamw_ns_per_elem = series_scalar(r, S_HOST_ADAMW);
+	/* sessions written before it was measured: gpu_run's CPU backend never bounds its queues */
+	c->launch_queue = !strcmp(c->backend, "cpu") ? 0 : -1;
+	g = H5Gopen2(cal, r->sess[0].name, H5P_DEFAULT);
+	if (h5file_check(&r->s, g, r->sess[0].name) < 0)
+		return refuse(r, r->sess[0].name, "cannot be opened as a group (see above)");
+	if (read_str(r, c->session, g, "date", c->date, sizeof c->date, 0) < 0 ||
+	    read_str(r, c->session, g, "versions", c->versions, sizeof c->versions, 0) < 0 ||
+	    (h5file_has_attr(g, "launch_queue") && read_i32(r, c->session, g, "launch_queue", &c->launch_queue) < 0)) {
+		H5Gclose(g);
+		return -1;
+	}
+	H5Gclose(g);
+	c->kernels = merge_table(r, T_KERNELS, &c->nkernels);
+	c->gemm = merge_table(r, T_GEMM, &c->ngemm);
+	c->passes = merge_table(r, T_PASSES, &c->npasses);
+	c->colls = merge_table(r, T_COLLS, &c->ncolls);
+	c->copies = merge_table(r, T_COPIES, &c->ncopies);
+	/* an op of no measured kernel, and every memory-bound one, is priced from the passes */
+	if (c->npasses == 0)
+		return refuse(r, NULL, "the sessions of %d ranks hold no passes: memory-bound ops could not be "
+				       "priced (data/README.md)", c->ranks);
+	return 0;
+}
+
+/*
+ * Read the file r names, every session checked: those of r->ranks world
+ * size merged into c (none with r->ranks < 0: only the check, and the
+ * world sizes in r->seen). 0, or -1 refused (the reason in r->err).
+ */
+static int read_file(struct reader *r, struct calibration *c)
+{
+	hid_t file, cal = -1;
+	char seen[128];
 
 	memset(c, 0, sizeof(*c));
-	h5file_begin(&s, "calibration", path);
-	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	h5file_begin(&r->s, "calibration", r->path);
+	r->types[T_KERNELS] = kernel_type();
+	r->types[T_GEMM] = kernel_type();
+	r->types[T_PASSES] = pass_type();
+	r->types[T_COLLS] = coll_type();
+	r->types[T_COPIES] = copy_type();
+	file = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (file < 0) {
-		snprintf(err, errlen, "%s: cannot open as an HDF5 file", path);
+		refuse(r, NULL, "cannot open as an HDF5 file");
 		goto out;
 	}
 	if (H5Lexists(file, "calibration", H5P_DEFAULT) <= 0 ||
 	    (cal = H5Gopen2(file, "calibration", H5P_DEFAULT)) < 0) {
-		snprintf(err, errlen, "%s: no /calibration group: not a calibration file", path);
+		refuse(r, NULL, "no /calibration group: not a calibration file");
 		goto out_file;
 	}
-	H5Literate(cal, H5_INDEX_NAME, H5_ITER_INC, NULL, pick_fn, &p);
-	if (!p.n) {
-		snprintf(err, errlen, "%s: no calibration measured with %d ranks", path, ranks);
+	H5Literate(cal, H5_INDEX_NAME, H5_ITER_INC, NULL, session_fn, r);
+	if (r->failed)
+		goto out_file;
+	if (!r->nseen) {
+		refuse(r, NULL, "no calibration session in /calibration");
 		goto out_file;
 	}
-	pick_same_fabric(&p);
-	/* the newest session's scalars (its series' medians); the tables of all (merge_tables) */
-	g = H5Gopen2(cal, p.names[0], H5P_DEFAULT);
-	snprintf(c->path, sizeof c->path, "%s", path);
-	snprintf(c->session, sizeof c->session, "%s", p.names[0]);
-	c->sessions = p.n;
-	h5file_read_str(&s, g, "hardware", c->hardware, sizeof c->hardware);
-	h5file_read_str(&s, g, "backend", c->backend, sizeof c->backend);
-	h5file_read_str(&s, g, "date", c->date, sizeof c->date);
-	h5file_read_str(&s, g, "versions", c->versions, sizeof c->versions);
-	snprintf(c->fabric, sizeof c->fabric, "%s", p.fabric[0]);
-	snprintf(c->series, sizeof c->series, "%s", p.series[0]);
-	h5file_read_i32(&s, g, "ranks", &c->ranks);
-	c->dispatch_ns = series_scalar(&s, cal, &p, "dispatch_ns");
-	c->wake_ns = series_scalar(&s, cal, &p, "wake_ns");
-	c->issue_ns = series_scalar(&s, cal, &p, "issue_ns");
-	c->adamw_ns_per_elem = series_scalar(&s, cal, &p, "adamw_ns_per_elem");
-	c->host_adamw_ns_per_elem = series_scalar(&s, cal, &p, "host_adamw_ns_per_elem");
-	/* sessions written before it was measured: gpu_run's CPU backend never bounds its queues */
-	c->launch_queue = !strcmp(c->backend, "cpu") ? 0 : -1;
-	if (h5file_has_attr(g, "launch_queue"))
-		h5file_read_i32(&s, g, "launch_queue", &c->launch_queue);
-	kt = kernel_type();
-	ct = coll_type();
-	pt = pass_type();
-	yt = copy_type();
-	H5Gclose(g);
-	read_tables(&s, cal, &p, c, kt, ct, pt, yt);
-	if (s.failed) {
-		snprintf(err, errlen, "%s: /calibration cannot be read (see above)", path);
-		calibration_release(c);
-	} else {
-		rc = 0;
+	if (r->ranks < 0)
+		goto out_file;
+	if (!r->n) {
+		seen_text(r, seen, sizeof seen);
+		refuse(r, NULL, "no calibration measured with %d ranks (its sessions have %s)", r->ranks, seen);
+		goto out_file;
 	}
-	H5Tclose(kt);
-	H5Tclose(ct);
-	H5Tclose(pt);
-	H5Tclose(yt);
+	pick_same_fabric(r);
+	if (check_same_machine(r) == 0)
+		merge(r, cal, c);
 out_file:
 	if (cal >= 0)
 		H5Gclose(cal);
 	H5Fclose(file);
 out:
-	free(p.names);
-	free(p.fabric);
-	free(p.series);
-	h5file_end(&s);
-	return rc;
+	for (int i = 0; i < r->n; i++)
+		session_release(&r->sess[i]);
+	free(r->sess);
+	r->sess = NULL;
+	r->n = 0;
+	for (int k = 0; k < NTABLES; k++)
+		H5Tclose(r->types[k]);
+	h5file_end(&r->s);
+	if (r->failed)
+		calibration_release(c);
+	return r->failed ? -1 : 0;
+}
+
+int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
+{
+	struct reader r;
+
+	memset(&r, 0, sizeof r);
+	r.path = path;
+	r.ranks = ranks;
+	r.err = err;
+	r.errlen = errlen;
+	return read_file(&r, c);
+}
+
+int calibration_check(const char *path, char *err, int errlen)
+{
+	struct reader r;
+	struct calibration c;
+
+	memset(&r, 0, sizeof r);
+	r.path = path;
+	r.ranks = -1;
+	r.err = err;
+	r.errlen = errlen;
+	if (read_file(&r, &c) != 0)
+		return -1;
+	/* what merging adds: one machine per world size, passes in each */
+	for (int i = 0; i < r.nseen; i++) {
+		if (calibration_read(path, r.seen[i], &c, err, errlen) != 0)
+			return -1;
+		calibration_release(&c);
+	}
+	return 0;
 }
 
 void calibration_release(struct calibration *c)
@@ -632,4 +1088,12 @@ double calibration_collective_ns(const struct calibration *c, enum op_kind k, in
 	free(xs);
 	free(ys);
 	return ns;
+}
+
+int calibration_has_collective(const struct calibration *c, enum op_kind k, int ranks)
+{
+	for (int i = 0; i < c->ncolls; i++)
+		if (c->colls[i].kind == k && c->colls[i].ranks == ranks)
+			return 1;
+	return 0;
 }

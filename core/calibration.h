@@ -118,10 +118,24 @@ const char *calibration_refusal(const char *path);
  * that measured it. So calibrating one model and then another gives the
  * kernels of both. Only sessions on the newest one's fabric merge (a real
  * 4-rank job and rank 0 of an emulated one are different machines; a file
- * without the attribute was measured on a real fabric). 0, or -1 with a
- * message in err.
+ * without the attribute was measured on a real fabric). Sessions that
+ * merge must name one hardware and backend.
+ *
+ * Everything read is checked (the values data/README.md allows: times
+ * finite, positive and at most an hour, sizes positive, kinds the tables'
+ * own, every field of a table there); a file that breaks a rule is refused
+ * at its first fault, with a message naming the file, the session group
+ * (/calibration/NNNNNN), the attribute or the table, row and field, and
+ * what is allowed. Merging sorts the rows of all sessions: O(n log n) for
+ * n rows. 0, or -1 with the message in err.
  */
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen);
+/*
+ * Whether the file at path can price a run of every world size it holds:
+ * calibration_read of each. For a calibration named before anything is
+ * simulated (a sweep's axis). 0, or -1 with the message in err.
+ */
+int calibration_check(const char *path, char *err, int errlen);
 void calibration_release(struct calibration *c);
 
 /*
@@ -132,9 +146,15 @@ void calibration_release(struct calibration *c);
  * says which. beside: the kernel runs beside a collective.
  */
 double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact);
-/* A collective of S bytes over `ranks` (interpolated between sizes); busy: beside a kernel. */
+/*
+ * A collective of S bytes over `ranks` (interpolated between sizes); busy:
+ * beside a kernel. -1 when no collective of that kind and group size was
+ * measured (calibration_has_collective).
+ */
 double calibration_collective_ns(const struct calibration *c, enum op_kind k, int ranks, uint64_t bytes,
 				 int busy);
+/* Whether collectives of kind k over `ranks` were measured. */
+int calibration_has_collective(const struct calibration *c, enum op_kind k, int ranks);
 /* A memory-bound op moving `bytes` (reads and writes counted): the pass of that much traffic. */
 double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
 /*

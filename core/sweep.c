@@ -30,6 +30,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "calibration.h"
 #include "config.h"
 #include "xalloc.h"
 
@@ -128,6 +129,28 @@ static void real_text(double v, char *buf, size_t n)
 	}
 }
 
+/*
+ * A calibration file the sweep names (where: file:line, or the flag):
+ * readable, and able to price every world size it holds
+ * (calibration_check), so that a bad file is an input error before the
+ * sweep runs, not a candidate that breaks a rule. -1 after a message.
+ */
+static int calibration_usable(const char *where, const char *path)
+{
+	char err[512];
+
+	if (access(path, R_OK) != 0) {
+		fprintf(stderr, "%s: cluster.calibration = %s cannot be read: %s (make one with gpu_run --calibrate)\n",
+			where, path, strerror(errno));
+		return -1;
+	}
+	if (calibration_check(path, err, sizeof err) != 0) {
+		fprintf(stderr, "%s: cluster.calibration = %s is not a valid calibration: %s\n", where, path, err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Add value text to axis a after checking it as the key's value; -1 after a message. */
 static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, int line)
 {
@@ -143,6 +166,11 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, in
 		return -1;
 	}
 	config_get(&r->scratch, a->section, a->name, canon, sizeof canon);
+	if (!strcmp(a->section, "cluster") && !strcmp(a->name, "calibration") && canon[0] &&
+	    calibration_usable(where, canon) != 0) {
+		r->errors++;
+		return -1;
+	}
 	for (int i = 0; i < a->nvalues; i++)
 		if (!strcmp(a->values[i], canon)) {
 			say(r, line, "%s.%s = %s is listed twice", a->section, a->name, canon);
@@ -585,7 +613,12 @@ int sweep_load(struct sweep *sw, const char *path)
 			}
 		}
 	resolve_quietly(&sw->base);
-	if (check_axes(sw, r.what_if, r.what_if_line) != 0) {
+	/* the base's calibration, unless an axis names it (its values were checked) */
+	int cal_axis = 0;
+	for (int i = 0; i < sw->naxes; i++)
+		cal_axis |= !strcmp(sw->axes[i].section, "cluster") && !strcmp(sw->axes[i].name, "calibration");
+	if ((!cal_axis && sw->base.calibration[0] && calibration_usable(sw->experiment, sw->base.calibration) != 0) ||
+	    check_axes(sw, r.what_if, r.what_if_line) != 0) {
 		sweep_release(sw);
 		return -1;
 	}
@@ -598,6 +631,10 @@ int sweep_of_experiment(struct sweep *sw, const struct experiment *e, int walk)
 	snprintf(sw->experiment, sizeof sw->experiment, "%s", e->path);
 	config_copy(&sw->base, e);
 	sw->walk = walk;
+	if (e->calibration[0] && calibration_usable(sw->path, e->calibration) != 0) {
+		sweep_release(sw);
+		return -1;
+	}
 	return check_axes(sw, NULL, 0);
 }
 

@@ -12,6 +12,7 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
+#include "calibration.h"
 #include "engine.h"
 #include "report.h"
 #include "results.h"
@@ -545,7 +546,13 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	struct run_result *app;
 	double *abserr, median = NAN, worst = NAN, tau, rep_median, rep_worst;
 	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0, repeated;
+	char why[512];
 
+	/* the calibration given prices every run: a bad one is the input's fault, said once */
+	if (calibration && calibration[0] && calibration_check(calibration, why, sizeof why) != 0) {
+		fprintf(stderr, "--calibration: %s\n", why);
+		return 2;
+	}
 	if (results_read(path, &runs, &n) != 0)
 		return 2;
 	for (int i = 0; i < n; i++)

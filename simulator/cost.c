@@ -39,6 +39,31 @@ static const struct calibration *calibration_of(const char *path, int ranks, cha
 	return &cached;
 }
 
+/*
+ * Whether cal measured every collective of s (a kind over a group size):
+ * one it lacks would cost nothing. 0, or -1 with a message in err.
+ */
+static int calibration_covers(const struct calibration *cal, const struct schedule *s, char *err, int errlen)
+{
+	uint8_t seen[OP_KIND_COUNT][256] = { { 0 } }; /* by kind and group (uint8_t) */
+
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		int n;
+		if (!op_is_collective(o->kind) || seen[o->kind][o->group])
+			continue;
+		seen[o->kind][o->group] = 1;
+		n = schedule_group_size(s, o->group);
+		if (n > 1 && !calibration_has_collective(cal, o->kind, n)) {
+			snprintf(err, (size_t)errlen, "%s: no %s over %d ranks measured (sessions of %d ranks, newest "
+				 "/calibration/%s); calibrate on this cluster with gpu_run --calibrate", cal->path,
+				 op_kind_name(o->kind), n, cal->ranks, cal->session);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 {
 	const struct experiment *e = s->exp;
@@ -47,7 +72,7 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 	memset(c, 0, sizeof(*c));
 	if (e->calibration[0]) {
 		c->cal = calibration_of(e->calibration, s->world, err, errlen);
-		if (!c->cal)
+		if (!c->cal || calibration_covers(c->cal, s, err, errlen) != 0)
 			return -1;
 		for (int k = 0; k < 2; k++) {
 			c->cal_op_ns[k] = xmalloc(sizeof(double) * (size_t)(s->nops + 1));

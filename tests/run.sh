@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: the end-to-end checks of ./sim and ./gpu_run (bad input,
-# golden runs, sweeps and the advisor, the runtime's equivalence checks,
+# golden runs, calibration files refused, sweeps and the advisor, the runtime's equivalence checks,
 # data safety, the calibrate-run-compare loop, the report's generator), then the CUnit suites,
 # whose summary closes the output. Exit status is non-zero when anything
 # failed.
@@ -21,6 +21,7 @@ mpi_env=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 bash tests/e2e_bad_input.sh "$SIM" || fail=1
 "${mpi_env[@]}" bash tests/e2e_bad_input.sh "$GPU_RUN" || fail=1
 bash tests/e2e_sim.sh || fail=1
+bash tests/e2e_calibration.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_sweep.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_gpu_run.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_safety.sh || fail=1

@@ -17,8 +17,14 @@
  * is added to: a results file, another HDF5 file or a text file is
  * refused before (calibration_refusal) and when writing, byte for byte
  * as it was.
+ *
+ * Reading checks every value of every session (a damaged file is refused
+ * naming the session, table, row and field), that the sessions that merge
+ * are one machine, and merges in the order of first appearance, newest
+ * session first (tests/e2e_calibration.sh damages a real file).
  */
 #include <CUnit/CUnit.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +55,12 @@ static void append_series(const char *fabric, const char *series, int ranks, uin
 {
 	struct calibration c;
 	struct cal_coll coll = { OP_ALLGATHER, ranks, bytes, ns, ns };
+	struct cal_pass pass = { 4096, 1e3 };
 
 	memset(&c, 0, sizeof c);
+	c.passes = &pass;
+	c.npasses = 1;
+	c.adamw_ns_per_elem = c.host_adamw_ns_per_elem = 1.0;
 	snprintf(c.series, sizeof c.series, "%s", series);
 	snprintf(c.hardware, sizeof c.hardware, "test");
 	snprintf(c.backend, sizeof c.backend, "cpu");
@@ -188,6 +198,7 @@ static void test_copies(void)
 	snprintf(c.hardware, sizeof c.hardware, "test");
 	snprintf(c.backend, sizeof c.backend, "cpu");
 	c.ranks = 3;
+	c.adamw_ns_per_elem = c.host_adamw_ns_per_elem = 1.0;
 	c.passes = p;
 	c.npasses = 2;
 	c.copies = y;
@@ -279,6 +290,212 @@ static void test_foreign_files_refused(void)
 	unlink(empty);
 }
 
+/* A session of `ranks` on its own file: one pass, one collective, the scalars; the tests damage it. */
+static void good_session(struct calibration *c, int ranks, struct cal_pass *pass, struct cal_coll *coll)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->hardware, sizeof c->hardware, "test");
+	snprintf(c->backend, sizeof c->backend, "cpu");
+	c->ranks = ranks;
+	*pass = (struct cal_pass){ 4096, 1e3 };
+	*coll = (struct cal_coll){ OP_ALLREDUCE, ranks, 4096, 5e3, 6e3 };
+	c->passes = pass;
+	c->npasses = 1;
+	c->colls = coll;
+	c->ncolls = 1;
+	c->dispatch_ns = c->issue_ns = c->wake_ns = 0; /* too small to see: allowed */
+	c->adamw_ns_per_elem = c->host_adamw_ns_per_elem = 2.0;
+}
+
+/* Read f with `ranks`: refused, the message holding each of want[] (NULL-terminated), nothing kept. */
+static void assert_refused(const char *f, int ranks, const char *const *want)
+{
+	struct calibration c;
+	char err[512];
+
+	CU_ASSERT_EQUAL_FATAL(calibration_read(f, ranks, &c, err, sizeof err), -1);
+	CU_ASSERT(c.passes == NULL && c.colls == NULL && c.npasses == 0);
+	for (int i = 0; want[i]; i++)
+		if (!strstr(err, want[i])) {
+			fprintf(stderr, "\n  '%s' lacks '%s'\n", err, want[i]);
+			CU_FAIL("message");
+		}
+	CU_ASSERT_EQUAL(calibration_check(f, err, sizeof err), -1);
+}
+
+/*
+ * Every value read is checked: a time that is no measurement (NaN,
+ * infinite, negative, zero where 0 is not allowed, over an hour), a size
+ * of 0, a kind the table does not hold, a collective over more ranks than
+ * the session had, a file without passes. The message names the file,
+ * the session group, the table, row and field, and what is allowed. A bad
+ * session of another world size refuses the file too: it is checked
+ * whole.
+ */
+static void test_values_checked(void)
+{
+	static const struct {
+		const char *what;
+		const char *want[3];
+	} cases[] = {
+		{ "pass ns nan", { "/calibration/000000: passes row 1: ns = nan", "allowed: finite, > 0" } },
+		{ "pass bytes 0", { "passes row 1: bytes = 0", "allowed: 1 to" } },
+		{ "wake_ns -1", { "/calibration/000000: attribute wake_ns = -1", ">= 0 and at most 3.6e+12 ns" } },
+		{ "issue_ns inf", { "attribute issue_ns = inf" } },
+		{ "adamw 0", { "attribute adamw_ns_per_elem = 0", "> 0 and at most 1e+06 ns per element" } },
+		{ "collective 1e300", { "collectives row 0: ns = 1e+300", "an hour" } },
+		{ "collective kind", { "collectives row 0: kind = 2", "0 allgather, 8 reduce_scatter, 9 allreduce" } },
+		{ "collective ranks", { "collectives row 0: ranks = 9", "allowed: 2 to the session's 4" } },
+		{ "ns_busy -1", { "collectives row 0: ns_busy = -1", ">= 0" } },
+		{ "copy kind", { "copies row 0: kind = 3", "11 d2h, 12 h2d" } },
+		{ "no passes", { "sessions of 4 ranks hold no passes" } },
+	};
+	char f[160];
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct calibration c;
+		struct cal_pass pass[2];
+		struct cal_coll coll;
+		struct cal_copy copy = { OP_H2D, 4096, 1e3 };
+		const char *w = cases[i].what;
+
+		snprintf(f, sizeof f, "%s/bad%zu.h5", dir, i);
+		good_session(&c, 4, pass, &coll);
+		pass[1] = (struct cal_pass){ 8192, 2e3 };
+		c.npasses = 2;
+		c.copies = &copy;
+		c.ncopies = 1;
+		if (!strcmp(w, "pass ns nan"))
+			pass[1].ns = NAN;
+		else if (!strcmp(w, "pass bytes 0"))
+			pass[1].bytes = 0;
+		else if (!strcmp(w, "wake_ns -1"))
+			c.wake_ns = -1;
+		else if (!strcmp(w, "issue_ns inf"))
+			c.issue_ns = INFINITY;
+		else if (!strcmp(w, "adamw 0"))
+			c.adamw_ns_per_elem = 0;
+		else if (!strcmp(w, "collective 1e300"))
+			coll.ns = 1e300;
+		else if (!strcmp(w, "collective kind"))
+			coll.kind = OP_FORWARD;
+		else if (!strcmp(w, "collective ranks"))
+			coll.ranks = 9;
+		else if (!strcmp(w, "ns_busy -1"))
+			coll.ns_busy = -1;
+		else if (!strcmp(w, "copy kind"))
+			copy.kind = OP_RECOMPUTE;
+		else if (!strcmp(w, "no passes"))
+			c.npasses = 0;
+		CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+		assert_refused(f, 4, cases[i].want);
+		unlink(f);
+	}
+
+	/* a good session of 2 ranks reads; a bad one of 4 beside it refuses the file for 2 ranks too */
+	{
+		struct calibration c, r;
+		struct cal_pass pass;
+		struct cal_coll coll;
+		char err[512];
+
+		snprintf(f, sizeof f, "%s/other.h5", dir);
+		good_session(&c, 2, &pass, &coll);
+		CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+		CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+		CU_ASSERT(r.dispatch_ns == 0 && r.wake_ns == 0 && r.adamw_ns_per_elem == 2.0 && r.ncolls == 1);
+		calibration_release(&r);
+		CU_ASSERT_EQUAL(calibration_check(f, err, sizeof err), 0);
+		good_session(&c, 4, &pass, &coll);
+		pass.ns = -5;
+		CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+		assert_refused(f, 2, (const char *const[]){ "/calibration/000001: passes row 0: ns = -5", NULL });
+		unlink(f);
+	}
+}
+
+/*
+ * Sessions that merge (one world size, one fabric) come from one machine:
+ * another hardware or backend among them is refused, naming both
+ * sessions; a session of another world size may be another machine's.
+ */
+static void test_one_machine(void)
+{
+	struct calibration c, r;
+	struct cal_pass pass;
+	struct cal_coll coll;
+	char f[160], err[512];
+
+	snprintf(f, sizeof f, "%s/machines.h5", dir);
+	good_session(&c, 4, &pass, &coll);
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	good_session(&c, 2, &pass, &coll);
+	snprintf(c.hardware, sizeof c.hardware, "h100");
+	snprintf(c.backend, sizeof c.backend, "cuda");
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 4, &r, err, sizeof err) == 0);
+	CU_ASSERT_STRING_EQUAL(r.hardware, "test");
+	calibration_release(&r);
+	good_session(&c, 4, &pass, &coll);
+	snprintf(c.backend, sizeof c.backend, "cuda");
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	assert_refused(f, 4, (const char *const[]){ "/calibration/000002 (test, cuda)",
+						     "/calibration/000000 (test, cpu)", "different machines", NULL });
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0); /* the 2-rank session merges with none */
+	CU_ASSERT_STRING_EQUAL(r.backend, "cuda");
+	calibration_release(&r);
+	unlink(f);
+}
+
+/*
+ * Merging keeps each point's newest measurement, in the order of first
+ * appearance, newest session first (the first of two rows of one point
+ * in a session); a series gives the median of its sessions' first rows.
+ */
+static void test_merge_order(void)
+{
+	struct cal_pass older[] = { { 1024, 1 }, { 2048, 2 }, { 3072, 3 } };
+	struct cal_pass newer[] = { { 3072, 30 }, { 5120, 50 }, { 3072, 99 }, { 1024, 10 } };
+	static const uint64_t bytes[] = { 3072, 5120, 1024, 2048 };
+	static const double ns[] = { 30, 50, 10, 2 };
+	struct calibration c, r;
+	struct cal_pass pass;
+	struct cal_coll coll;
+	char f[160], err[512];
+
+	snprintf(f, sizeof f, "%s/order.h5", dir);
+	good_session(&c, 4, &pass, &coll);
+	c.passes = older;
+	c.npasses = 3;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	c.passes = newer;
+	c.npasses = 4;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 4, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL_FATAL(r.npasses, 4);
+	for (int i = 0; i < 4; i++) {
+		CU_ASSERT_EQUAL(r.passes[i].bytes, bytes[i]);
+		CU_ASSERT_EQUAL(r.passes[i].ns, ns[i]);
+	}
+	calibration_release(&r);
+	/* two repeats of series "s" after them: 3072 measured 30 (the first row), 40 and 60 gives 40 */
+	snprintf(c.series, sizeof c.series, "s");
+	c.passes = newer;
+	c.npasses = 4;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	newer[0].ns = 40;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	newer[0].ns = 60;
+	newer[2].ns = 1; /* a second row of the point: not the session's measurement of it */
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 4, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL_FATAL(r.npasses, 4);
+	CU_ASSERT(r.passes[0].bytes == 3072 && r.passes[0].ns == 40);
+	CU_ASSERT(r.passes[3].bytes == 2048 && r.passes[3].ns == 2);
+	calibration_release(&r);
+	unlink(f);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
@@ -288,4 +505,7 @@ void suite_calibration(void)
 	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
 	CU_add_test(s, "host-device copies by direction", test_copies);
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
+	CU_add_test(s, "every value read is checked", test_values_checked);
+	CU_add_test(s, "sessions that merge are one machine", test_one_machine);
+	CU_add_test(s, "merging keeps the newest, in order", test_merge_order);
 }
