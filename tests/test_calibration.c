@@ -33,6 +33,7 @@
 #include <hdf5.h>
 
 #include "calibration.h"
+#include "testutil.h"
 
 static char dir[64], path[128];
 
@@ -219,23 +220,6 @@ static void test_copies(void)
 	CU_ASSERT_DOUBLE_EQUAL(calibration_copy_ns(&c, OP_H2D, 6 << 20), 80e3, 1.0);
 }
 
-/* The whole file at p (malloc'ed; NULL when unreadable), its size in *n. */
-static char *slurp(const char *p, size_t *n)
-{
-	FILE *f = fopen(p, "rb");
-	char *buf;
-	long len;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)len + 1);
-	*n = fread(buf, 1, (size_t)len, f);
-	fclose(f);
-	return buf;
-}
 
 /* An HDF5 file at p with one group at its root (NULL: none). */
 static void make_hdf5(const char *p, const char *group)
@@ -272,9 +256,9 @@ static void test_foreign_files_refused(void)
 	CU_ASSERT_STRING_EQUAL(calibration_refusal(p[2]), "exists and is not an HDF5 file");
 	for (int i = 0; i < 3; i++) {
 		size_t nb = 0, na = 0;
-		char *before = slurp(p[i], &nb), *after;
+		char *before = test_slurp(p[i], &nb), *after;
 		CU_ASSERT_EQUAL(calibration_write(p[i], &c), -1);
-		after = slurp(p[i], &na);
+		after = test_slurp(p[i], &na);
 		CU_ASSERT_FATAL(before && after);
 		CU_ASSERT(na == nb && memcmp(before, after, na) == 0);
 		free(before);

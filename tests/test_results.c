@@ -23,6 +23,7 @@
 #include "outfile.h"
 #include "results.h"
 #include "trace.h"
+#include "testutil.h"
 
 #define NOPS 6
 #define NMEM 3
@@ -138,30 +139,6 @@ static struct run_result make_run(const char *source, double step_s)
 	return r;
 }
 
-/* Whole file into a malloc'd NUL-terminated buffer; *len its size. */
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = '\0';
-		*len = (size_t)n;
-	}
-	return buf;
-}
 
 /* No `*.tmp.*` file is left in the test directory. */
 static int no_tmp_left(void)
@@ -515,7 +492,7 @@ static void test_not_hdf5_untouched(void)
 	fclose(f);
 	CU_ASSERT_EQUAL(results_append(path, &r), -1);
 	CU_ASSERT_EQUAL(results_count(path), -1);
-	after = slurp(path, &len);
+	after = test_slurp(path, &len);
 	CU_ASSERT_FATAL(after != NULL);
 	CU_ASSERT_EQUAL(len, strlen(text));
 	CU_ASSERT(memcmp(after, text, len) == 0);
@@ -546,10 +523,10 @@ static void test_hdf5_failure_untouched(void)
 	H5Sclose(sp);
 	H5Fclose(f);
 
-	before = slurp(path, &nb);
+	before = test_slurp(path, &nb);
 	CU_ASSERT_FATAL(before != NULL);
 	CU_ASSERT_EQUAL(results_append(path, &r), -1);
-	after = slurp(path, &na);
+	after = test_slurp(path, &na);
 	CU_ASSERT_FATAL(after != NULL);
 	CU_ASSERT_EQUAL(na, nb);
 	CU_ASSERT(na == nb && memcmp(before, after, na) == 0);
@@ -722,7 +699,7 @@ static void test_trace(void)
 	path_in_dir(path, sizeof path, "run.trace.json");
 	CU_ASSERT_EQUAL_FATAL(trace_write(path, &r), 0);
 	CU_ASSERT(no_tmp_left());
-	text = slurp(path, &len);
+	text = test_slurp(path, &len);
 	CU_ASSERT_FATAL(text != NULL);
 	CU_ASSERT_EQUAL(text[0], '{');
 	end = json_value(text, 0);
@@ -879,10 +856,10 @@ static void test_foreign_files_untouched(void)
 	g = H5Gcreate2(f, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
 	H5Gclose(g);
 	H5Fclose(f);
-	before = slurp(h5, &nb);
+	before = test_slurp(h5, &nb);
 	CU_ASSERT_STRING_EQUAL(results_refusal(h5), "is an HDF5 file without /runs or /sweeps, not a results file");
 	CU_ASSERT_EQUAL(results_append(h5, &r), -1);
-	after = slurp(h5, &na);
+	after = test_slurp(h5, &na);
 	CU_ASSERT(na == nb && memcmp(before, after, na) == 0);
 	free(before);
 	free(after);
@@ -899,7 +876,7 @@ static void test_foreign_files_untouched(void)
 	touch(json, "{\"mine\": true}\n");
 	CU_ASSERT_STRING_EQUAL(trace_refusal(json), "exists and is not a Chrome trace this testbed wrote");
 	CU_ASSERT_EQUAL(trace_write(json, &r), -1);
-	before = slurp(json, &nb);
+	before = test_slurp(json, &nb);
 	CU_ASSERT(nb == strlen("{\"mine\": true}\n") && memcmp(before, "{\"mine\": true}\n", nb) == 0);
 	free(before);
 	CU_ASSERT_STRING_EQUAL(trace_refusal(empty), "exists and is not a Chrome trace this testbed wrote");

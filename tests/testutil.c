@@ -5,6 +5,8 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <CUnit/CUnit.h>
 
@@ -76,4 +78,28 @@ double test_max_abs(const float *a, size_t n)
 	for (size_t i = 0; i < n; i++)
 		m = fmax(m, fabs(a[i]));
 	return m;
+}
+
+char *test_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[n] = '\0';
+		*len = (size_t)n;
+	}
+	return buf;
 }

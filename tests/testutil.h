@@ -1,7 +1,7 @@
 /*
  * testutil.h - what several CUnit suites need: experiments from
  * `section.key=value` settings, a seeded random generator, float
- * comparisons. Failures of the setup itself are fatal CUnit assertions.
+ * comparisons, a file's bytes. Failures of the setup itself are fatal CUnit assertions.
  */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
@@ -26,6 +26,9 @@ struct schedule *test_schedulev(struct experiment *e, va_list settings);
 
 /* An mt19937 generator seeded with seed (gsl_rng_free). */
 gsl_rng *test_rng(unsigned long seed);
+
+/* The whole file at path in a malloc'ed NUL-terminated buffer, its size in *len; NULL when unreadable. */
+char *test_slurp(const char *path, size_t *len);
 
 /* max |a[i] - b[i]| and max |a[i]| over n floats. */
 double test_max_abs_diff(const float *a, const float *b, size_t n);
