@@ -88,7 +88,7 @@ for r in runs:
         assert k in r, "run %s lacks %s" % (r.get("run"), k)
     assert r["measured_step_s"] > 0 and r["predicted_step_s"] > 0
     e = (r["predicted_step_s"] - r["measured_step_s"]) / r["measured_step_s"]
-    assert abs(e - r["step_err"]) < 1e-6, "step_err %g, the times say %g" % (r["step_err"], e)
+    assert abs(e - r["step_err"]) < 1e-7 * max(1, abs(e)), "step_err %g, the times say %g" % (r["step_err"], e)
     assert r["predicted_peak_alloc_bytes"] == r["measured_peak_alloc_bytes"], "run %s: peak alloc %d vs %d" % (
         r["run"], r["predicted_peak_alloc_bytes"], r["measured_peak_alloc_bytes"])
     assert r["predicted_peak_reserved_bytes"] == r["measured_peak_reserved_bytes"], "run %s: reserved" % r["run"]
@@ -101,8 +101,10 @@ for r in runs:
     errs.append(abs(e))
 errs.sort()
 med = (errs[1] + errs[2]) / 2
-assert abs(med - d["median_abs_step_err"]) < 1e-9, "median %g, the runs say %g" % (d["median_abs_step_err"], med)
-assert abs(errs[-1] - d["worst_abs_step_err"]) < 1e-9
+# the times are printed to 9 significant digits: the errors they give agree to about that
+assert abs(med - d["median_abs_step_err"]) < 1e-7 * max(1, med), "median %.12g, the runs say %.12g" % (
+    d["median_abs_step_err"], med)
+assert abs(errs[-1] - d["worst_abs_step_err"]) < 1e-7 * max(1, errs[-1])
 # 4 policies of one group: 6 pairs, fsdp against fsdp with the chunked loss among them (a policy key the
 # policy line leaves out: those are two policies, not one measured twice)
 assert d["ranked_pairs"] == 6, "%d ranked pairs (4 runs of one group: 6)" % d["ranked_pairs"]
