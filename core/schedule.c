@@ -1150,6 +1150,40 @@ void schedule_clocks(struct schedule *s)
 		s->stream_ops[s->stream_first[s->ops[i].stream] + s->stream_pos[i]] = i;
 }
 
+/*
+ * What one step's graph can count: its ops (about ten per layer and
+ * microbatch, a kilobyte each with their operands), its FLOPs (uint64 per
+ * kernel and per step) and its bytes (the allocator's offsets). Each
+ * limit is far past any step run on real hardware (llama3-405b at a
+ * million tokens a sequence does 2.4e18 FLOPs a step), and a configuration
+ * beyond one is refused (the ops and FLOPs before anything is built, a
+ * buffer once the graph is), instead of wrapping.
+ */
+#define LAYER_MICROBATCHES_MAX (1 << 18) /* layers x microbatches: ~2.5 million ops, ~2.5 GB */
+#define STEP_FLOPS_MAX 0x1p63            /* per rank per step; with recomputation the sum of its kernels fits 2^64 */
+#define BUFFER_BYTES_MAX (1ull << 40)    /* one buffer: a tebibyte */
+
+static int schedule_in_range(const struct experiment *e, char *err, int errlen)
+{
+	const struct model_shape *m = &e->model;
+	double lm = (double)m->layers * e->policy.microbatches;
+	double flops = model_mfu_flops_per_token(m) * (double)e->run.batch * m->seq * e->policy.microbatches;
+
+	if (lm > LAYER_MICROBATCHES_MAX) {
+		snprintf(err, errlen, "model.layers x policy.microbatches = %d x %d: more than the %d a step may have "
+			 "(about ten ops each, a kilobyte an op); lower either", m->layers, e->policy.microbatches,
+			 LAYER_MICROBATCHES_MAX);
+		return 0;
+	}
+	if (flops > STEP_FLOPS_MAX) {
+		snprintf(err, errlen, "a step of %.3g FLOPs per GPU (%s, seq %d, batch %d, %d microbatches): more than "
+			 "the %.3g a step may count; lower the sequence, batch or microbatches", flops, m->name, m->seq,
+			 e->run.batch, e->policy.microbatches, STEP_FLOPS_MAX);
+		return 0;
+	}
+	return 1;
+}
+
 struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 {
 	struct schedule *s = xcalloc(1, sizeof(*s));
@@ -1162,6 +1196,10 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	s->shard_n = p->sharding == SHARD_DDP ? 1 : p->shard_group;
 	if (s->shard_n < 1 || s->world % s->shard_n) {
 		snprintf(err, errlen, "shard group %d does not divide the world size %d", s->shard_n, s->world);
+		free(s);
+		return NULL;
+	}
+	if (!schedule_in_range(e, err, errlen)) {
 		free(s);
 		return NULL;
 	}
@@ -1249,6 +1287,14 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	builder_release(&b);
 	schedule_clocks(s);
 
+	for (int i = 0; i < s->nbufs; i++)
+		if (s->bufs[i].bytes > BUFFER_BYTES_MAX) {
+			snprintf(err, errlen, "a buffer of %.4g TiB (%s, batch %d x seq %d): more than the 1 TiB a buffer may "
+				 "have; lower the batch or the sequence", (double)s->bufs[i].bytes / (double)(1ull << 40),
+				 buf_kind_name((enum buf_kind)s->bufs[i].kind), e->run.batch, e->model.seq);
+			schedule_free(s);
+			return NULL;
+		}
 	s->tokens_per_step = (uint64_t)e->run.batch * e->model.seq * p->microbatches;
 	s->model_flops = (uint64_t)(model_mfu_flops_per_token(&e->model) * (double)s->tokens_per_step);
 	return s;

@@ -30,6 +30,7 @@ enum act_type { ACT_KERNEL, ACT_COLL, ACT_COPY, ACT_HOST, ACT_INSTANT };
 
 #define MAX_ACTIVE 32
 #define COLL_MEMO 64 /* a step's collectives come in a handful of shapes */
+#define TIME_MAX_NS (1ull << 62) /* the clock's range: 146 years */
 
 struct act {
 	int op;
@@ -112,6 +113,7 @@ struct engine {
 	int nact;
 	int want_pred;    /* record what bounded each start (the critical path) */
 	int dirty;        /* the set of activities changed since the rates were last set */
+	int overflow;     /* an activity would end past TIME_MAX_NS: the step is refused */
 	int side_sms;     /* the SMs a side kernel (optimizer, accumulation on a reduction stream) takes */
 	double free_sms[MAX_ACTIVE + 1];   /* by collectives running: the SMs they leave to kernels */
 	double hbm_floor;                  /* the HBM bandwidth kernels keep whatever the collectives take */
@@ -164,7 +166,11 @@ static inline void reschedule(struct engine *g, struct act *a)
 		int64_t n = (int64_t)left;
 		fin = g->now + (uint64_t)n + ((double)n < left);
 	} else {
-		fin = g->now + (uint64_t)ceil(left);
+		fin = left < 0 ? g->now : TIME_MAX_NS + 1;
+	}
+	if (fin > TIME_MAX_NS) { /* past what the clock holds: the run stops, saying so */
+		g->overflow = 1;
+		fin = TIME_MAX_NS;
 	}
 
 	if (fin < a->floor)
@@ -870,6 +876,14 @@ int engine_simulate(struct engine_prep *p, const struct schedule *s, struct sim_
 			break;
 		}
 		settle(&g);
+		if (g.overflow) {
+			snprintf(err, (size_t)errlen, "the step would run past %.0f years of simulated time: no step "
+				 "this model prices takes that long; lower the sizes or raise the speeds",
+				 (double)TIME_MAX_NS * 1e-9 / 3.156e7);
+			*p->q = g.q;
+			cost_release(&g.cost);
+			return -1;
+		}
 	}
 	for (int st = 0; st < ST_COUNT; st++)
 		assert(g.stream_head[st] == g.stream_n[st] && "an op never ran: cycle in the schedule");

@@ -72,6 +72,78 @@ static void simulate(struct summary *sum, ...)
 	config_release(&e);
 }
 
+/* An experiment from settings, resolved (config_release it). */
+static void set_all(struct experiment *e, const char *const *kv)
+{
+	config_init(e);
+	for (; *kv; kv++)
+		CU_ASSERT_FATAL(config_set(e, *kv, "t") == 0);
+	CU_ASSERT_FATAL(config_resolve(e) == 0);
+}
+
+/*
+ * What a step may count: past its ops, FLOPs, a buffer's bytes or the
+ * clock, a configuration is refused with the reason, never wrapped (each
+ * used to wrap a uint64 or trip an assertion); just inside, it is priced.
+ */
+static void test_step_limits(void)
+{
+	static const char *const ops[] = { "model.name=tiny", "model.layers=1000", "policy.microbatches=263", NULL };
+	static const char *const ops_ok[] = { "model.name=tiny", "model.layers=1000", "policy.microbatches=262", NULL };
+	static const char *const flops[] = { "model.name=llama3-8b", "model.seq=4194304", NULL };
+	static const char *const buf[] = { "model.name=llama3-8b", "policy.runtime=pytorch", "run.batch=131", NULL };
+	static const char *const buf_ok[] = { "model.name=llama3-8b", "policy.runtime=pytorch", "run.batch=130", NULL };
+	/* 405b on a GPU of a gigaflop, a megabyte per second: its step would outrun the clock */
+	static const char *const slow[] = { "model.name=llama3-405b", "model.seq=131072", "cluster.gpu=custom",
+					    "cluster.sms=1", "cluster.bf16_tflops=0.001", "cluster.fp32_tflops=0.001",
+					    "cluster.hbm_gbps=0.001", "cluster.hbm_gib=0.001", "cluster.intra_gbps=0.001",
+					    "cluster.nics_per_node=1", "cluster.nic_gbps=0.001", "cluster.pcie_gbps=0.001",
+					    "cluster.gemm_tile_m=1", "cluster.gemm_tile_n=1", "cluster.tiles_per_sm=1",
+					    "cluster.gemm_eff=0.01", "cluster.attn_eff=0.01", "cluster.fa2_fwd_eff=0.01",
+					    "cluster.fa2_bwd_eff=0.01", "cluster.cudnn_fwd_eff=0.01",
+					    "cluster.cudnn_bwd_eff=0.01", "cluster.attn_half_seq=0", "cluster.hbm_eff=0.01",
+					    "cluster.nccl_sms=1", "cluster.nccl_hbm_factor=0",
+					    "cluster.elementwise_sms_frac=0.01", "cluster.cpu_adam_gparams=0.001",
+					    "cluster.net_latency_us=0", "cluster.nvlink_latency_us=0",
+					    "cluster.kernel_min_us=0", "cluster.tdp_w=100000", "cluster.power_cap_w=100000", NULL };
+	const char *const *refused[] = { ops, flops, buf };
+	const char *const why[] = { "more than the 262144 a step may have", "more than the 9.22e+18 a step may count",
+				    "more than the 1 TiB a buffer may have" };
+	const char *const *priced[] = { ops_ok, buf_ok };
+	struct experiment e;
+	struct schedule *s;
+	struct sim_result r;
+	char err[256];
+
+	for (int i = 0; i < 3; i++) {
+		set_all(&e, refused[i]);
+		err[0] = '\0';
+		s = schedule_new(&e, err, sizeof err);
+		CU_ASSERT_PTR_NULL(s);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, why[i]));
+		schedule_free(s);
+		config_release(&e);
+	}
+	for (int i = 0; i < 2; i++) {
+		set_all(&e, priced[i]);
+		s = schedule_new(&e, err, sizeof err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		CU_ASSERT_FATAL(engine_run(s, 0, &r, err, sizeof err) == 0);
+		CU_ASSERT(r.step_ns > 0);
+		sim_result_release(&r);
+		schedule_free(s);
+		config_release(&e);
+	}
+	set_all(&e, slow);
+	s = schedule_new(&e, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	err[0] = '\0';
+	CU_ASSERT(engine_run(s, 0, &r, err, sizeof err) != 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "the step would run past 146 years of simulated time"));
+	schedule_free(s);
+	config_release(&e);
+}
+
 static void test_wave_quantization(void)
 {
 	struct experiment e;
@@ -472,6 +544,7 @@ void suite_sim(void)
 	CU_pSuite s = CU_add_suite("sim", NULL, NULL);
 	CU_add_test(s, "event queue order", test_eq_order);
 	CU_add_test(s, "wave quantization", test_wave_quantization);
+	CU_add_test(s, "a step's limits: refused, never wrapped", test_step_limits);
 	CU_add_test(s, "collective cost", test_collective_cost);
 	CU_add_test(s, "deterministic and consistent", test_deterministic);
 	CU_add_test(s, "launch queue", test_launch_queue);
