@@ -26,6 +26,7 @@
 #define ADAM_EPS 1e-8f
 
 struct exec {
+	int oom;                    /* a step ran out of device memory */
 	const struct schedule *s;
 	const struct experiment *e;
 	struct comm *c;
@@ -275,6 +276,11 @@ void exec_free(struct exec *x)
 	free(x);
 }
 
+int exec_out_of_memory(const struct exec *x)
+{
+	return x->oom;
+}
+
 const struct memory *exec_memory(const struct exec *x)
 {
 	return x->mem;
@@ -494,6 +500,7 @@ double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *
 			fprintf(stderr, "gpu_run: rank %d: out of device memory at op %d (%s), %llu bytes reserved\n",
 				x->c->rank, i, op_label(s, i, lab, sizeof(lab)),
 				(unsigned long long)alloc_reserved(x->mem->a));
+			x->oom = 1;
 			return NAN;
 		}
 		/* its memory flushed the allocator's cache: the device drained first (as ./sim has it wait) */

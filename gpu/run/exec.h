@@ -55,6 +55,8 @@ void exec_free(struct exec *x);
  * mean loss, or NAN after a message when the device ran out of memory.
  */
 double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *step_ns);
+/* Whether a step ran out of device memory (its NAN is no loss). */
+int exec_out_of_memory(const struct exec *x);
 
 /* The device memory: peaks over the steps so far, the last step's timeline. */
 const struct memory *exec_memory(const struct exec *x);

@@ -25,7 +25,8 @@
  * input and fail alike; only rank 0 prints; nothing is written; run.out and
  * --calibrate's file are checked by rank 0, which writes them, before the
  * first step or microbenchmark: see core/outfile.h), 1 when the results
- * could not be written, 3 when training diverged: a loss (or, after the
+ * could not be written or a step ran out of device memory (every rank
+ * stops at that step), 3 when training diverged: a loss (or, after the
  * last step, a parameter) that is not finite stops the run on every rank
  * at that step with a message, and nothing is appended to run.out; 4
  * when the watchdog aborts the job: a rank made no progress for
@@ -691,7 +692,7 @@ int main(int argc, char **argv)
 	compute_s = xcalloc((size_t)e.run.steps, sizeof(double));
 	exposed_s = xcalloc((size_t)e.run.steps, sizeof(double));
 	for (int step = 1; step <= total; step++) {
-		double v[2];
+		double v[3];
 		uint64_t step_ns = 0;
 		snprintf(phase, sizeof phase, "the barrier before step %d", step);
 		watchdog_waiting(phase);
@@ -700,10 +701,18 @@ int main(int argc, char **argv)
 		watchdog_waiting(phase);
 		v[0] = exec_step(x, step, t, &step_ns);
 		v[1] = step_ns * 1e-6;
+		v[2] = exec_out_of_memory(x);
 		snprintf(phase, sizeof phase, "the all-reduce of the loss of step %d", step);
 		watchdog_waiting(phase);
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+		if (v[2] > 0) { /* a rank's device could not hold the step (said above): every rank stops */
+			say0(rank, "gpu_run: step %d: out of device memory: the step does not fit this device (./sim predicts "
+				   "its peak reserved memory); stopping%s%s\n", step,
+			     e.run.out[0] ? ", nothing appended to " : "", e.run.out);
+			fflush(stdout);
+			finish(1);
+		}
 		if (!isfinite(v[0])) /* the same sum on every rank: they stop together */
 			diverged(&e, rank, step, "the loss", v[0]);
 		if (rank == 0)
