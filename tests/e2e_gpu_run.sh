@@ -414,6 +414,18 @@ else
 	bad "--calibrate an empty HDF5 file" "$(tail -2 "$tmp/calq.err")"
 fi
 
+# a step whose plan the device's memory cannot hold: refused before the first step, exit 2, one line saying why
+timeout 60 "${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --steps 1 --warmup 0 --seq 1048576 --set "run.out=$tmp/big.h5" \
+	>"$tmp/big.out" 2>&1 </dev/null
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c "GiB of device memory (its allocator's plan" "$tmp/big.out")" = 1 ] &&
+	grep -q "more than the .* GiB of cluster.gpu = cpu" "$tmp/big.out" && ! grep -q "^step 1" "$tmp/big.out" &&
+	[ ! -e "$tmp/big.h5" ]; then
+	ok "a step the device cannot hold by the allocator's plan: exit 2 before the first step, said once"
+else
+	bad "the allocator's plan past the device" "rc $rc: $(grep gpu_run "$tmp/big.out" | tail -2)"
+fi
+
 # a step the device cannot hold (4 GB of address space, a step of about 7 GiB): every rank stops, exit 1, said
 # as memory, not as a diverged loss; nothing appended
 (

@@ -39,6 +39,7 @@ struct exec {
 	struct optim_tensor *ot;    /* one per unit: an optimizer op's tensors */
 	/* device memory behind the allocator's segments, sized by a dry run of the allocator */
 	int nplanned;
+	uint64_t planned_reserved;  /* the dry run's peak reserved: what the device must hold */
 	uint64_t *planned;          /* per segment: the bytes the dry run reached */
 	void **seg_base;
 	uint64_t *seg_bytes;        /* what is behind each segment */
@@ -99,6 +100,7 @@ static void plan_memory(struct exec *x)
 	uint64_t *issue = xcalloc((size_t)x->s->nops + 1, sizeof(uint64_t));
 
 	memory_predict(dry, issue);
+	x->planned_reserved = dry->peaks.reserved;
 	x->nplanned = alloc_segments(dry->a);
 	x->planned = xmalloc(sizeof(uint64_t) * (size_t)(x->nplanned + 1));
 	for (int i = 0; i < x->nplanned; i++)
@@ -221,6 +223,19 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 	x->N = s->batch * x->e->model.seq;
 	x->lay = layout_new(s);
 	plan_memory(x);
+	if (!x->e->runtime.caching_allocator && x->planned_reserved > gpu_spec_bytes(&x->e->cluster.gpu)) {
+		/*
+		 * as ./sim says "does not fit": refused before anything is
+		 * allocated (a caching allocator flushes at the capacity and
+		 * counts what it reserves past it, as ./sim does: that run goes on)
+		 */
+		snprintf(err, errlen, "the step needs %.2f GiB of device memory (its allocator's plan: ./sim's peak reserved), "
+			 "more than the %.2f GiB of cluster.gpu = %s; lower the batch, sequence or microbatches, or shard "
+			 "further", (double)x->planned_reserved / (double)(1ull << 30),
+			 (double)gpu_spec_bytes(&x->e->cluster.gpu) / (double)(1ull << 30), x->e->cluster.gpu.name);
+		exec_free(x);
+		return NULL;
+	}
 	x->mem = memory_new(s, 1, reserve, x);
 	alloc_set_release(x->mem->a, release);
 	x->host = xcalloc((size_t)s->nbufs, sizeof(void *));
@@ -257,7 +272,7 @@ void exec_free(struct exec *x)
 {
 	if (!x)
 		return;
-	for (int i = 0; i < x->s->nbufs; i++)
+	for (int i = 0; x->host && i < x->s->nbufs; i++)
 		if (x->host[i])
 			ops_of(x)->host_free(x->be, x->host[i]);
 	for (int i = 0; i < x->nsegs; i++)

@@ -22,7 +22,8 @@
  * file (runinfo.h).
  *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
- * input and fail alike; only rank 0 prints; nothing is written; run.out and
+ * input and fail alike; only rank 0 prints; nothing is written; a step
+ * whose memory the device cannot hold is bad input too; run.out and
  * --calibrate's file are checked by rank 0, which writes them, before the
  * first step or microbenchmark: see core/outfile.h), 1 when the results
  * could not be written or a step ran out of device memory (every rank
@@ -34,6 +35,7 @@
  * aborts the job.
  */
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 
@@ -673,9 +675,16 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	x = exec_new(s, &c, be, opts.serialize, err, sizeof(err));
-	if (!x) {
-		fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
-		MPI_Abort(MPI_COMM_WORLD, 1);
+	{
+		/* a step the device cannot hold: every rank stops before the first step, exit 2; the first that failed says why */
+		int first = x ? INT_MAX : rank;
+		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+		if (first != INT_MAX) {
+			if (rank == first)
+				fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
+			exec_free(x);
+			finish(2);
+		}
 	}
 	t = xcalloc((size_t)s->nops, sizeof(*t));
 	total = e.run.warmup + e.run.steps;
