@@ -427,18 +427,23 @@ else
 fi
 
 # a step the device cannot hold (4 GB of address space, a step of about 7 GiB): every rank stops, exit 1, said
-# as memory, not as a diverged loss; nothing appended
-(
-	ulimit -v 4000000
-	timeout 60 "${MPIRUN[@]}" -np 1 "$GPU_RUN" "$EXP" --gpus-per-node 1 --steps 1 --warmup 0 --seq 262144 \
-		--set "run.out=$tmp/oom.h5" >"$tmp/oom.out" 2>&1 </dev/null
-)
-rc=$?
-if [ $rc = 1 ] && grep -q "step 1: out of device memory: the step does not fit this device" "$tmp/oom.out" &&
-	! grep -q "diverged" "$tmp/oom.out" && [ ! -e "$tmp/oom.h5" ]; then
-	ok "a step that does not fit the device: exit 1, out of device memory, nothing written"
+# as memory, not as a diverged loss; nothing appended. Not under make asan: the sanitizer's shadow memory
+# needs the address space ulimit -v takes away
+if nm "$GPU_RUN" 2>/dev/null | grep -q __asan_init; then
+	echo "skip gpu_run out of device memory: an ASan build cannot start under ulimit -v"
 else
-	bad "out of device memory" "rc $rc: $(grep gpu_run "$tmp/oom.out" | tail -2)"
+	(
+		ulimit -v 4000000
+		timeout 60 "${MPIRUN[@]}" -np 1 "$GPU_RUN" "$EXP" --gpus-per-node 1 --steps 1 --warmup 0 --seq 262144 \
+			--set "run.out=$tmp/oom.h5" >"$tmp/oom.out" 2>&1 </dev/null
+	)
+	rc=$?
+	if [ $rc = 1 ] && grep -q "step 1: out of device memory: the step does not fit this device" "$tmp/oom.out" &&
+		! grep -q "diverged" "$tmp/oom.out" && [ ! -e "$tmp/oom.h5" ]; then
+		ok "a step that does not fit the device: exit 1, out of device memory, nothing written"
+	else
+		bad "out of device memory" "rc $rc: $(grep gpu_run "$tmp/oom.out" | tail -2)"
+	fi
 fi
 
 echo "$passed passed, $failed failed"
