@@ -1014,27 +1014,9 @@ static int shard_pieces(const struct cu *c, int k, size_t *off, size_t *len, int
 	int r = c->comm->shard_rank, n = 0;
 
 	for (int i = 0; i < u->ntensors && n < max; i++) {
-		const struct layout_tensor *t = &u->t[i];
-		if (u->per_tensor) {
-			int64_t first = (int64_t)r * t->rows_per_rank, last = first + t->rows_per_rank;
-			if (last > t->rows)
-				last = t->rows;
-			if (last <= first)
-				continue;
-			off[n] = t->shard_off;
-			len[n++] = (size_t)((last - first) * t->cols);
-		} else {
-			size_t lo = (size_t)r * u->shard_floats, hi = lo + u->shard_floats;
-			size_t a = t->flat_off, bnd = a + (size_t)(t->rows * t->cols);
-			if (a < lo)
-				a = lo;
-			if (bnd > hi)
-				bnd = hi;
-			if (a >= bnd)
-				continue;
-			off[n] = a - lo;
-			len[n++] = bnd - a;
-		}
+		size_t src, l = layout_rank_piece(u, &u->t[i], r, &off[n], &src);
+		if (l)
+			len[n++] = l;
 	}
 	return n;
 }

@@ -121,14 +121,7 @@ static int64_t rank_rows(const struct layout_tensor *t, int r, int64_t *first)
 	return hi > lo ? hi - lo : 0;
 }
 
-/*
- * The piece of tensor t that rank r holds in its shard of unit u: n
- * elements (0 for a rank past its end) at *dst in the shard, from model
- * element t->model_off + *src on. Per tensor, rows_per_rank of its rows; a
- * flat parameter, the part of the tensor inside [r S, (r + 1) S) of the
- * flat buffer.
- */
-static size_t rank_piece(const struct unit_layout *u, const struct layout_tensor *t, int r, size_t *dst,
+size_t layout_rank_piece(const struct unit_layout *u, const struct layout_tensor *t, int r, size_t *dst,
 			 size_t *src)
 {
 	if (u->per_tensor) {
@@ -153,7 +146,7 @@ void layout_shard_from_model(const struct unit_layout *u, float *shard, const fl
 {
 	memset(shard, 0, sizeof(float) * u->shard_floats);
 	for (int i = 0; i < u->ntensors; i++) {
-		size_t dst, src, n = rank_piece(u, &u->t[i], r, &dst, &src);
+		size_t dst, src, n = layout_rank_piece(u, &u->t[i], r, &dst, &src);
 		if (n)
 			memcpy(shard + dst, model + u->t[i].model_off + src, sizeof(float) * n);
 	}
@@ -194,7 +187,7 @@ void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigne
 
 	memset(shard, 0, sizeof(float) * u->shard_floats);
 	for (int i = 0; i < u->ntensors; i++) {
-		size_t dst, src, n = rank_piece(u, &u->t[i], r, &dst, &src);
+		size_t dst, src, n = layout_rank_piece(u, &u->t[i], r, &dst, &src);
 		if (n)
 			init_values(&u->t[i], shard + dst, key, u->t[i].model_off + src, n);
 	}

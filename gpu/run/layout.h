@@ -65,6 +65,16 @@ struct layout {
 struct layout *layout_new(const struct schedule *s);
 void layout_free(struct layout *l);
 
+/*
+ * The piece of tensor t that rank r holds in its shard of unit u: the
+ * count of elements (0 for a rank past its end) at *dst in the shard, from
+ * model element t->model_off + *src on. Per tensor, rows_per_rank of its
+ * rows; a flat parameter, the part of the tensor inside [r S, (r + 1) S)
+ * of the flat buffer.
+ */
+size_t layout_rank_piece(const struct unit_layout *u, const struct layout_tensor *t, int r, size_t *dst,
+			 size_t *src);
+
 /* Rank r's shard (shard_floats) of a unit, from the whole-model buffer (model_total_params). */
 void layout_shard_from_model(const struct unit_layout *u, float *shard, const float *model, int r);
 /*
