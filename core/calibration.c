@@ -93,15 +93,10 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	char name[16], date[32];
 	time_t now = time(NULL);
 	struct tm tm;
-	int ours = h5file_holds(file, calibration_groups);
 	hid_t g, kt, ct, pt, yt;
 
-	if (h5file_check(s, ours, "H5Lexists(/calibration)") < 0)
+	if (h5file_check_ours(s, file, calibration_groups, NOT_CALIBRATION) < 0)
 		return -1;
-	if (!ours) {
-		fprintf(stderr, "%s: %s: " NOT_CALIBRATION "; not touching it\n", s->who, s->path);
-		return -1;
-	}
 	g = h5file_next_group(s, file, "calibration", name);
 	if (g < 0)
 		return -1;
@@ -322,6 +317,18 @@ static int refuse_bytes(struct reader *r, const char *group, const char *where, 
 	return refuse(r, group, "%sbytes = %llu (allowed: 1 to 2^50, a pebibyte)", where, (unsigned long long)v);
 }
 
+/* A row's bytes and times (at most CAL_NS_MAX): 0, or -1 refused. */
+static int row_bytes(struct reader *r, const struct session *x, const char *where, uint64_t v)
+{
+	return v >= 1 && v <= CAL_BYTES_MAX ? 0 : refuse_bytes(r, x->name, where, v);
+}
+
+static int row_ns(struct reader *r, const struct session *x, const char *where, const char *field, double v,
+		  int zero_ok)
+{
+	return time_ok(v, zero_ok, CAL_NS_MAX) ? 0 : refuse_time(r, x->name, where, field, v, zero_ok, CAL_NS_MAX);
+}
+
 /*
  * Each row checked: the values it may hold (CAL_NS_MAX). where is "table
  * row N: ". 0, or -1 refused.
@@ -337,24 +344,16 @@ static int check_kernel(struct reader *r, const struct session *x, const char *w
 	if (k->m < 0 || k->n < 0 || k->k < 0)
 		return refuse(r, x->name, "%sm, n, k = %lld, %lld, %lld (allowed: >= 0)", where, (long long)k->m,
 			      (long long)k->n, (long long)k->k);
-	if (k->bytes < 1 || k->bytes > CAL_BYTES_MAX)
-		return refuse_bytes(r, x->name, where, k->bytes);
-	if (!time_ok(k->ns, 0, CAL_NS_MAX))
-		return refuse_time(r, x->name, where, "ns", k->ns, 0, CAL_NS_MAX);
-	if (!time_ok(k->ns_comm, 1, CAL_NS_MAX))
-		return refuse_time(r, x->name, where, "ns_comm", k->ns_comm, 1, CAL_NS_MAX);
-	return 0;
+	if (row_bytes(r, x, where, k->bytes) || row_ns(r, x, where, "ns", k->ns, 0))
+		return -1;
+	return row_ns(r, x, where, "ns_comm", k->ns_comm, 1);
 }
 
 static int check_pass(struct reader *r, const struct session *x, const char *where, void *row)
 {
 	const struct cal_pass *p = row;
 
-	if (p->bytes < 1 || p->bytes > CAL_BYTES_MAX)
-		return refuse_bytes(r, x->name, where, p->bytes);
-	if (!time_ok(p->ns, 0, CAL_NS_MAX))
-		return refuse_time(r, x->name, where, "ns", p->ns, 0, CAL_NS_MAX);
-	return 0;
+	return row_bytes(r, x, where, p->bytes) || row_ns(r, x, where, "ns", p->ns, 0) ? -1 : 0;
 }
 
 static int check_coll(struct reader *r, const struct session *x, const char *where, void *row)
@@ -368,13 +367,9 @@ static int check_coll(struct reader *r, const struct session *x, const char *whe
 	if (c->ranks < 2 || c->ranks > x->ranks)
 		return refuse(r, x->name, "%sranks = %d (allowed: 2 to the session's %d)", where, (int)c->ranks,
 			      (int)x->ranks);
-	if (c->bytes < 1 || c->bytes > CAL_BYTES_MAX)
-		return refuse_bytes(r, x->name, where, c->bytes);
-	if (!time_ok(c->ns, 0, CAL_NS_MAX))
-		return refuse_time(r, x->name, where, "ns", c->ns, 0, CAL_NS_MAX);
-	if (!time_ok(c->ns_busy, 1, CAL_NS_MAX))
-		return refuse_time(r, x->name, where, "ns_busy", c->ns_busy, 1, CAL_NS_MAX);
-	return 0;
+	if (row_bytes(r, x, where, c->bytes) || row_ns(r, x, where, "ns", c->ns, 0))
+		return -1;
+	return row_ns(r, x, where, "ns_busy", c->ns_busy, 1);
 }
 
 static int check_copy(struct reader *r, const struct session *x, const char *where, void *row)
@@ -384,11 +379,7 @@ static int check_copy(struct reader *r, const struct session *x, const char *whe
 	if (y->kind != OP_H2D && y->kind != OP_D2H)
 		return refuse(r, x->name, "%skind = %u (allowed: %d %s, %d %s)", where, y->kind, OP_D2H,
 			      op_kind_name(OP_D2H), OP_H2D, op_kind_name(OP_H2D));
-	if (y->bytes < 1 || y->bytes > CAL_BYTES_MAX)
-		return refuse_bytes(r, x->name, where, y->bytes);
-	if (!time_ok(y->ns, 0, CAL_NS_MAX))
-		return refuse_time(r, x->name, where, "ns", y->ns, 0, CAL_NS_MAX);
-	return 0;
+	return row_bytes(r, x, where, y->bytes) || row_ns(r, x, where, "ns", y->ns, 0) ? -1 : 0;
 }
 
 static int cmp_u64(uint64_t a, uint64_t b)

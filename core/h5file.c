@@ -325,6 +325,20 @@ int h5file_holds(hid_t file, const char *const *groups)
 	return info.nlinks == 0;
 }
 
+int h5file_check_ours(struct h5file_session *s, hid_t file, const char *const *groups, const char *not_ours)
+{
+	int ours = h5file_holds(file, groups);
+
+	if (h5file_check(s, ours, "H5Lexists") < 0)
+		return -1;
+	if (!ours) {
+		fprintf(stderr, "%s: %s: %s; not touching it\n", s->who, s->path, not_ours);
+		s->failed = 1;
+		return -1;
+	}
+	return 0;
+}
+
 const char *h5file_refusal(const char *who, const char *path, const char *const *groups, const char *not_ours)
 {
 	struct h5file_session s;

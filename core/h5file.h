@@ -67,9 +67,12 @@ int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx
  * is not an HDF5 file", an HDF5 file that cannot be opened or read, or
  * not_ours when h5file_holds() says 0; quiet, and it changes nothing. For
  * the outfile_refusal_fn of each kind of file (core/outfile.h):
- * results_refusal(), calibration_refusal().
+ * results_refusal(), calibration_refusal(). h5file_check_ours: the
+ * writer's own check of the open file, 0, or -1 after a message
+ * ("PATH: not_ours; not touching it").
  */
 int h5file_holds(hid_t file, const char *const *groups);
+int h5file_check_ours(struct h5file_session *s, hid_t file, const char *const *groups, const char *not_ours);
 const char *h5file_refusal(const char *who, const char *path, const char *const *groups, const char *not_ours);
 
 /*

@@ -42,6 +42,16 @@ struct mem_peaks {
 	uint32_t step_retries;          /* flushes in the last step begun */
 };
 
+/*
+ * Whether a step with these peaks fits a device of gpu_bytes: its
+ * reserved memory within them, and no segment reserved past the
+ * capacity (which leaves the reserved bytes above it).
+ */
+static inline int mem_peaks_fit(const struct mem_peaks *p, uint64_t gpu_bytes)
+{
+	return p->reserved <= gpu_bytes && !p->ooms;
+}
+
 struct memory {
 	const struct schedule *s;
 	struct allocator *a;

@@ -304,15 +304,10 @@ int results_write_run(struct h5file_session *s, int64_t file, const struct run_r
 	char name[16], created[32], host[256] = "";
 	time_t now = time(NULL);
 	struct tm tm;
-	int ours = h5file_holds(file, results_groups);
 	hid_t run;
 
-	if (h5file_check(s, ours, "H5Lexists(/runs)") < 0)
+	if (h5file_check_ours(s, file, results_groups, NOT_RESULTS) < 0)
 		return -1;
-	if (!ours) {
-		fprintf(stderr, "%s: %s: " NOT_RESULTS "; not touching it\n", s->who, s->path);
-		return -1;
-	}
 	run = h5file_next_group(s, file, "runs", name);
 	if (run < 0)
 		return -1;

@@ -216,8 +216,7 @@ void summary_of_step_planned(const struct summary_plan *p, const struct op_timin
 	out->alloc_retries = (int)peaks->retries;
 	out->alloc_ooms = (int)peaks->ooms;
 	out->alloc_retries_step = (int)peaks->step_retries;
-	/* a segment past the capacity leaves the reserved bytes above it: one test says both */
-	out->fits = out->peak_reserved_bytes <= out->gpu_bytes && !out->alloc_ooms;
+	out->fits = mem_peaks_fit(peaks, out->gpu_bytes);
 }
 
 const char *summary_allocator_line(const struct experiment *e, const struct summary *m, char *buf, int len)

@@ -39,7 +39,8 @@ struct exec {
 	struct optim_tensor *ot;    /* one per unit: an optimizer op's tensors */
 	/* device memory behind the allocator's segments, sized by a dry run of the allocator */
 	int nplanned;
-	uint64_t planned_reserved;  /* the dry run's peak reserved: what the device must hold */
+	int planned_fits;           /* the dry run's peaks fit cluster.gpu (as ./sim says "fits") */
+	uint64_t planned_reserved;  /* its peak reserved */
 	uint64_t *planned;          /* per segment: the bytes the dry run reached */
 	void **seg_base;
 	uint64_t *seg_bytes;        /* what is behind each segment */
@@ -100,6 +101,7 @@ static void plan_memory(struct exec *x)
 	uint64_t *issue = xcalloc((size_t)x->s->nops + 1, sizeof(uint64_t));
 
 	memory_predict(dry, issue);
+	x->planned_fits = mem_peaks_fit(&dry->peaks, gpu_spec_bytes(&x->e->cluster.gpu));
 	x->planned_reserved = dry->peaks.reserved;
 	x->nplanned = alloc_segments(dry->a);
 	x->planned = xmalloc(sizeof(uint64_t) * (size_t)(x->nplanned + 1));
@@ -223,7 +225,7 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 	x->N = s->batch * x->e->model.seq;
 	x->lay = layout_new(s);
 	plan_memory(x);
-	if (!x->e->runtime.caching_allocator && x->planned_reserved > gpu_spec_bytes(&x->e->cluster.gpu)) {
+	if (!x->e->runtime.caching_allocator && !x->planned_fits) {
 		/*
 		 * as ./sim says "does not fit": refused before anything is
 		 * allocated (a caching allocator flushes at the capacity and
