@@ -9,6 +9,12 @@
 #
 #   bash gpu/device_session.sh [STEP...]       default: every step, in order
 #
+# DEVICE=cpu rehearses the calibrate, runs and compare steps on the build
+# machine with gpu_run's CPU backend and the tiny model (the same families,
+# flags, files and summary; tests/e2e_device_session.sh runs it in make test);
+# the steps that need the GPU say so. DATA (default data) is where the
+# calibration and the runs are written.
+#
 # Steps (each one's log is logs/STEP.log inside $OUT/logs.tar.gz):
 #   host       the machine: nvidia-smi, driver, the binaries' ldd, where
 #              cudart, cuBLAS(Lt), NCCL and cuDNN resolve and their versions
@@ -63,6 +69,9 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 REPO=$PWD
 OUT=${OUT:-$REPO/device_out}
+DEVICE=${DEVICE:-cuda}
+DATA=${DATA:-data}
+case "$DEVICE" in cuda | cpu) ;; *) echo "device_session.sh: DEVICE=$DEVICE (allowed: cuda, cpu)" >&2; exit 2 ;; esac
 mkdir -p "$OUT" || exit 1
 WORK=$(mktemp -d /tmp/device_session.XXXXXX) || exit 1
 LOGS=$WORK/logs
@@ -71,7 +80,7 @@ BUDGET_S=${BUDGET_S:-560}
 START=$(date +%s)
 SUMMARY=$OUT/summary.txt
 BENCH_H5=$OUT/gpu_bench.h5
-export REPO OUT WORK LOGS BENCH_H5
+export REPO OUT WORK LOGS BENCH_H5 DEVICE
 export HDF5_USE_FILE_LOCKING=FALSE PYTHONUNBUFFERED=1
 
 ALL_STEPS=(host test memcheck racecheck bench calibrate runs compare hooks)
@@ -134,10 +143,10 @@ setup_libs() {
 	# the device's name for the files (gpu_run --hardware: "h100-cuda"), and the files in this tree
 	# shellcheck disable=SC2086
 	HW=$(timeout -k 5 60 $MPI1 ./gpu_run "$EXP" $JOB --hardware 2>/dev/null | tail -1)
-	case "$HW" in *-cuda) ;; *) HW=unknown-cuda ;; esac
-	CAL_FILE=data/calibration/$HW.h5
-	RUNS_FILE=data/runs/$HW-$(date -u +%Y%m%d).h5
-	mkdir -p data/calibration data/runs
+	case "$HW" in *-"$DEVICE") ;; *) HW=unknown-$DEVICE ;; esac
+	CAL_FILE=$DATA/calibration/$HW.h5
+	RUNS_FILE=$DATA/runs/$HW-$(date -u +%Y%m%d).h5
+	mkdir -p "$DATA/calibration" "$DATA/runs"
 	export HW CAL_FILE RUNS_FILE
 }
 
@@ -157,7 +166,6 @@ export MPI1
 # shapes, 4 blocks, seq 4096, rank 0 of the experiment's 2 x 8 on the
 # emulated fabric, the catalog GPU the device is (its datasheet prices the
 # catalog comparison). Word lists (no value has a space).
-EXP=experiments/llama3.ini
 catalog_gpu() {
 	case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
 	*H200*) echo h200 ;;
@@ -165,15 +173,28 @@ catalog_gpu() {
 	*) echo h100-sxm ;;
 	esac
 }
-JOB="--device cuda --set cluster.gpu=$(catalog_gpu) --set model.layers=4 --set model.seq=4096 --emulate-world 16"
-export EXP JOB
+# The rehearsal (DEVICE=cpu): the tiny model on the same emulated 2 x 8 job.
+if [ "$DEVICE" = cuda ]; then
+	EXP=experiments/llama3.ini
+	MODEL="--set cluster.gpu=$(catalog_gpu) --set model.layers=4 --set model.seq=4096"
+	FULL="--set cluster.gpu=$(catalog_gpu)" # llama3-8b at full size, seq 8192
+else
+	EXP=experiments/tiny.ini
+	MODEL="--set cluster.nodes=2 --set cluster.gpus_per_node=8"
+	FULL="$MODEL --set model.name=small"
+fi
+JOB="--device $DEVICE $MODEL --emulate-world 16"
+export EXP MODEL FULL JOB
 
 # The steps that need the GPU say so plainly when there is none (the binaries would exit 0).
 have_gpu() {
+	[ "$DEVICE" = cuda ] || { echo "DEVICE=$DEVICE: this step needs the GPU"; return 1; }
 	nvidia-smi -L 2>/dev/null | grep -q '^GPU' && return 0
 	echo "no GPU here (nvidia-smi -L lists none): nothing to run"
 	return 1
 }
+# The calibration and the runs: the GPU, or the CPU backend's rehearsal.
+have_device() { if [ "$DEVICE" = cpu ]; then return 0; fi; have_gpu; }
 
 # ---- steps: each runs in its own bash, its output in logs/STEP.log -----------------------
 
@@ -286,7 +307,7 @@ step_bench() {
 
 step_calibrate() {
 	local rc=0 t0 left_s
-	have_gpu || return 1
+	have_device || return 1
 	t0=$(date +%s)
 	echo "calibration of $JOB into $CAL_FILE"
 	echo "== quick: a session in seconds, so that the runs have one if the full calibration does not finish"
@@ -305,7 +326,7 @@ step_calibrate() {
 
 step_runs() {
 	local rc=0 n=0 bad=0
-	have_gpu || return 1
+	have_device || return 1
 	# shellcheck disable=SC2206
 	local SMALL=($JOB --set "run.out=$RUNS_FILE" --set run.warmup=2 --set run.steps=5)
 	gpurun() { # NAME SECONDS ARGS...
@@ -324,14 +345,15 @@ step_runs() {
 		# one line for the summary: name, status, step time, MFU, peak memory, exposed communication
 		awk -v name="$name" -v rc="$r" '
 			/^summary: step time/ { t = $4 " ms"; for (i = 5; i < NF; i++) if ($i == "MFU") mfu = $(i + 1) }
-			/^summary: compute/ { x = $8 " ms exposed" }
+			/^summary: compute/ { x = $7 " ms exposed" }
 			/^summary: peak memory/ { m = sprintf("%.2f GiB peak", $4 / 2^30) }
 			END { printf "  %-22s rc=%s  %s  MFU %s  %s  %s\n", name, rc, t, mfu, m, x }' \
 			"$WORK/run.out" >>"$LOGS/runs.table"
 	}
 	# one real rank: NCCL's communicators, splits and collectives over one GPU (its own file: a
 	# world of 1 has no calibration to compare it with)
-	gpurun nccl-1rank 60 --device cuda --set model.layers=4 --set model.seq=4096 --set "run.out=$WORK/nccl.h5" \
+	# shellcheck disable=SC2086
+	gpurun nccl-1rank 60 --device "$DEVICE" $MODEL --set "run.out=$WORK/nccl.h5" \
 		--set run.warmup=1 --set run.steps=2 --set cluster.nodes=1 --set cluster.gpus_per_node=1
 	# every policy family as rank 0 of 2 x 8 (llama3-8b's shapes, 4 blocks, seq 4096): the runs compared
 	gpurun fsdp 45 "${SMALL[@]}"
@@ -353,10 +375,15 @@ step_runs() {
 	gpurun offload-optim 60 "${SMALL[@]}" --set policy.offload=optim
 	gpurun offload-params 60 "${SMALL[@]}" --set policy.offload=params
 	gpurun pytorch 45 "${SMALL[@]}" --set policy.runtime=pytorch
-	gpurun pure-bf16 45 "${SMALL[@]}" --set policy.precision=pure-bf16
+	if [ "$DEVICE" = cuda ]; then
+		gpurun pure-bf16 45 "${SMALL[@]}" --set policy.precision=pure-bf16
+	else
+		echo "== gpu_run pure-bf16: not rehearsed (the CPU backend computes in fp32)"
+	fi
 	gpurun chunked-loss 45 "${SMALL[@]}" --set policy.loss=chunked
 	# the issue's step-level figure: llama3-8b as one rank of 16 (2 x 8, fsdp, seq 8192)
-	gpurun llama3-8b-rank0of16 150 --device cuda --set "cluster.gpu=$(catalog_gpu)" --set "run.out=$RUNS_FILE" \
+	# shellcheck disable=SC2086
+	gpurun llama3-8b-rank0of16 150 --device "$DEVICE" $FULL --set "run.out=$RUNS_FILE" \
 		--set run.warmup=2 --set run.steps=5 --emulate-world 16
 	echo "$n runs, $bad failed"
 	return $rc
@@ -379,7 +406,7 @@ step_compare() {
 	# the catalog alone (no calibration file where ./sim looks for one: an empty directory)
 	echo "== priced by the catalog"
 	mkdir -p "$WORK/nocal"
-	(cd "$WORK/nocal" && timeout -k 5 60 "$REPO/sim" --compare "$REPO/$RUNS_FILE") || rc=1
+	(cd "$WORK/nocal" && timeout -k 5 60 "$REPO/sim" --compare "$(realpath "$RUNS_FILE")") || rc=1
 	return $rc
 }
 
@@ -444,7 +471,7 @@ run_step() {
 
 setup_libs
 export -f step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
-	have_gpu catalog_gpu
+	have_gpu have_device catalog_gpu
 
 {
 	echo "device session $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), budget ${BUDGET_S}s"

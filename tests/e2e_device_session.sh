@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# e2e_device_session.sh - gpu/device_session.sh, the one call a lent GPU's
+# time goes to, rehearsed on the CPU backend (DEVICE=cpu: the tiny model on
+# the same emulated 2 x 8 job), so that its flags, files, parsing and
+# summary are known to work before a GPU session spends minutes on them:
+#
+#   1. calibrate, runs, compare: each step OK; every policy family ran
+#      (the CPU backend skips pure-bf16, which it cannot compute) and its
+#      summary row holds a step time, MFU, peak memory and exposed
+#      communication; $OUT holds the calibration, the runs, the two
+#      reports, the summary and the logs, under the names gpu/README.md
+#      commits them with; the runs file's comparison names every compared
+#      run with a finite prediction, priced by the session's calibration;
+#      the one-rank run is kept out of the compared file; DATA is where the
+#      files went (nothing under data/ was written);
+#   2. a step that needs the GPU (test) fails saying so, and the session
+#      goes on; a step of no such name is listed as such;
+#   3. DEVICE of another value exits 2.
+# One line per check, then `N passed, N failed`; non-zero exit on failure.
+set -u
+cd "$(dirname "$0")/.."
+passed=0
+failed=0
+ok() { echo "ok   device_session $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL device_session $1: $2"; failed=$((failed + 1)); }
+
+# The script runs ./gpu_run and ./sim, which make asan does not build.
+if [ "${GPU_RUN:-./gpu_run}" != ./gpu_run ] || [ ! -x ./gpu_run ] || [ ! -x ./sim ]; then
+	echo "ok   device_session skipped: the script runs ./gpu_run and ./sim (not $GPU_RUN)"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+stamp() { find data -type f -printf '%p %s %T@\n' | sort; }
+before=$(stamp)
+
+OUT=$tmp/out DATA=$tmp/data DEVICE=cpu BUDGET_S=400 \
+	bash gpu/device_session.sh calibrate runs compare test nosuch >"$tmp/log" 2>&1
+rc=$?
+sum=$tmp/out/summary.txt
+if [ $rc -ne 0 ] || [ ! -f "$sum" ]; then
+	bad "rehearsal" "exit $rc, $(tail -5 "$tmp/log")"
+	echo "$passed passed, $failed failed"
+	exit 1
+fi
+
+# 1. the three steps of issue 9's call
+for s in calibrate runs compare; do
+	if grep -q "^OK $s rc=0" "$sum"; then ok "$s step OK"; else bad "$s step" "$(grep " $s " "$sum")"; fi
+done
+if grep -q "^OK runs rc=0 .*: 21 runs, 0 failed$" "$sum"; then
+	ok "21 runs (every family but pure-bf16, the one-rank run, the small model as rank 0 of 16)"
+else
+	bad "runs" "$(grep ' runs ' "$sum")"
+fi
+rows=$(grep -cE '^  [a-z0-9+-]+ +rc=0  [0-9.]+ ms  MFU [0-9.]+%  [0-9.]+ GiB peak  [0-9.]+ ms exposed$' "$sum")
+if [ "$rows" = 21 ]; then ok "a summary row per run: step time, MFU, peak memory, exposed communication"; else
+	bad "summary rows" "$rows well-formed of 21: $(grep -E '^  ' "$sum" | head -3)"
+fi
+hw=$(sed -n 's/^hardware: \([^;]*\);.*/\1/p' "$sum")
+day=$(date -u +%Y%m%d)
+want=$(printf '%s\n' "$hw.h5" "$hw-$day.h5" "$hw-$day.h5.compare.json" "$hw-$day.h5.compare.txt" logs.tar.gz summary.txt |
+	LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
+got=$(cd "$tmp/out" && ls | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
+# the day may turn between the runs file's name and this check
+if [ "$got" = "$want" ] || [ "$(echo "$got" | sed 's/-[0-9]\{8\}\.h5/-D.h5/g')" = "$(echo "$want" | sed 's/-[0-9]\{8\}\.h5/-D.h5/g')" ]; then
+	ok "\$OUT: calibration, runs, reports, summary, logs ($hw)"
+else
+	bad "\$OUT" "got '$got', want '$want'"
+fi
+case "$hw" in *-cpu) ok "the files are named after the CPU backend ($hw)" ;; *) bad "hardware" "'$hw'" ;; esac
+runs=$(ls "$tmp"/out/"$hw"-*.h5 | head -1)
+if out=$(/usr/bin/python3 - "$runs" "$tmp/data/runs/$(basename "$runs")" "$tmp/data/calibration/$hw.h5" <<'EOF' 2>&1
+import sys, json, math, h5py
+j = json.load(open(sys.argv[1] + ".compare.json"))
+assert len(j["runs"]) == 20, "%d compared runs" % len(j["runs"])
+for r in j["runs"]:
+    assert math.isfinite(r["predicted_step_s"]) and r["predicted_step_s"] > 0, r
+    assert r["calibration"] == sys.argv[3], (r["calibration"], sys.argv[3])
+assert math.isfinite(j["median_abs_step_err"])
+f = h5py.File(sys.argv[2], "r")["runs"]
+measured = [k for k in f if f[k].attrs["source"] in (b"gpu_run", "gpu_run")]
+assert len(measured) == 20, "%d measured runs in the file" % len(measured)
+worlds = sorted(set(int(f[k].attrs["cluster.nodes"]) * int(f[k].attrs["cluster.gpus_per_node"]) for k in measured))
+assert worlds == [16], worlds
+# each measured run predicted twice: priced by the calibration, then by the catalog alone
+cal = sorted((f[k].attrs["compares"], f[k].attrs["cluster.calibration"]) for k in f if "compares" in f[k].attrs)
+cal = [c if isinstance(c, str) else c.decode() for _, c in cal]
+assert len(f) == 60 and cal == ["", sys.argv[3]] * 20, "%d runs in the file; calibrations %s" % (len(f), set(cal))
+EOF
+); then
+	ok "the report: 20 runs compared, each priced by the session's calibration; the file holds them and their predictions"
+else
+	bad "report" "$out"
+fi
+if cmp -s "$runs" "$tmp/data/runs/$(basename "$runs")" && cmp -s "$tmp/out/$hw.h5" "$tmp/data/calibration/$hw.h5"; then
+	ok "\$OUT's files are DATA's"
+else
+	bad "\$OUT" "differs from DATA"
+fi
+if [ "$(stamp)" = "$before" ]; then
+	ok "nothing written under data/"
+else
+	bad "data/" "written: $(diff <(echo "$before") <(stamp) | head -3)"
+fi
+
+# 2. steps that cannot run
+if grep -q "^FAIL test rc=1" "$sum" && tar -xzOf "$tmp/out/logs.tar.gz" logs/test.log | grep -q "needs the GPU"; then
+	ok "the GPU's test step says it needs the GPU"
+else
+	bad "test step" "$(grep ' test ' "$sum")"
+fi
+if grep -q "^SKIP nosuch: no such step" "$sum"; then ok "an unknown step is listed"; else bad "unknown step" "$(tail -3 "$sum")"; fi
+
+# 3. DEVICE
+DEVICE=rocm OUT=$tmp/out2 bash gpu/device_session.sh host >"$tmp/log2" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "DEVICE=rocm (allowed: cuda, cpu)" "$tmp/log2"; then ok "DEVICE=rocm: exit 2"; else
+	bad "DEVICE=rocm" "exit $rc: $(cat "$tmp/log2")"
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
