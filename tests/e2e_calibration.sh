@@ -34,6 +34,10 @@ import shutil, sys
 import h5py, numpy as np
 
 src, tmp = sys.argv[1], sys.argv[2]
+# a session name the file does not have yet (make validate appends sessions)
+with h5py.File(src, "r") as f:
+    NEW = "%06d" % len(f["calibration"])
+open(tmp + "/new_session", "w").write(NEW)
 
 def make(name, damage):
     path = "%s/%s.h5" % (tmp, name)
@@ -80,8 +84,8 @@ def machine(c):
     c["000006"].attrs["backend"] = "cuda"
 
 def other_world(c):  # a valid session of 3 ranks: the 16-rank run does not read it
-    c.copy(c["000007"], "000044")
-    g = c["000044"]
+    c.copy(c["000007"], NEW)
+    g = c[NEW]
     g.attrs["ranks"] = np.int32(3)
     a = g["collectives"][()]
     a["ranks"] = 3
@@ -115,7 +119,7 @@ make("no_colls", empty("collectives"))
 make("colls_2_ranks", lambda c: [row(s, "collectives", slice(None), "ranks", 2)(c) for s in ("000006", "000007")])
 make("machine", machine)
 make("ranks_array", every_session("ranks", np.arange(100, dtype=np.int32)))
-make("no_attrs", lambda c: c.create_group("000044"))
+make("no_attrs", lambda c: c.create_group(NEW))
 make("other_world", other_world)
 make("big_passes", big_passes)
 EOF
@@ -146,7 +150,7 @@ cases=(
 	"colls_2_ranks|no allgather over 16 ranks measured"
 	"machine|sessions /calibration/000007 (amd-epyc-2-cores, cpu) and /calibration/000006 (h100, cuda) of 16 ranks would merge, but are different machines"
 	"ranks_array|/calibration/000000: attribute ranks holds 100 values where one is expected"
-	"no_attrs|/calibration/000044: no attribute ranks"
+	"no_attrs|/calibration/$(cat "$tmp/new_session"): no attribute ranks"
 )
 for c in "${cases[@]}"; do
 	name=${c%%|*} want=${c#*|}
