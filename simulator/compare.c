@@ -259,22 +259,95 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 }
 
 /*
+ * A configuration's measured step time against its prediction: one
+ * compared run, or (configurations()) the runs of one configuration
+ * measured more than once, at the median of their medians.
+ */
+struct point {
+	const char *group, *policy_key; /* the ranking's group; the policy */
+	double meas, pred, lo, hi;      /* lo, hi: the runs' smallest and largest median step */
+	int runs;
+};
+
+/* The compared runs, one point each; how many. */
+static int run_points(const struct cmp *c, int n, struct point *out)
+{
+	int np = 0;
+
+	for (int i = 0; i < n; i++)
+		if (c[i].have) {
+			double t = c[i].m->sum.step_time_s;
+			out[np++] = (struct point){ c[i].group, c[i].policy_key, t, c[i].pred.step_time_s, t, t, 1 };
+		}
+	return np;
+}
+
+/*
+ * The configurations of the points (the same policy in the same group:
+ * model, cluster, batch and hardware), each measured at the median of its
+ * runs' median steps (a run's repeats, in make validate's rounds, sample
+ * the machine at different moments); how many.
+ */
+static int configurations(const struct point *p, int n, struct point *out)
+{
+	int *seen = xcalloc((size_t)n + 1, sizeof(int)), np = 0;
+	double *v = xcalloc((size_t)n + 1, sizeof(double));
+
+	for (int i = 0; i < n; i++) {
+		struct point x = p[i];
+		size_t k = 0;
+		if (seen[i])
+			continue;
+		for (int j = i; j < n; j++)
+			if (j == i || (!seen[j] && !strcmp(x.group, p[j].group) && !strcmp(x.policy_key, p[j].policy_key))) {
+				seen[j] = 1;
+				v[k++] = p[j].meas;
+				x.lo = fmin(x.lo, p[j].meas);
+				x.hi = fmax(x.hi, p[j].meas);
+			}
+		gsl_sort(v, 1, k);
+		x.meas = gsl_stats_median_from_sorted_data(v, 1, k);
+		x.runs = (int)k;
+		out[np++] = x;
+	}
+	free(seen);
+	free(v);
+	return np;
+}
+
+/* The median and worst absolute step-time error of the points (NAN for none). */
+static void point_errors(const struct point *p, int n, double *median, double *worst)
+{
+	double *v = xcalloc((size_t)n + 1, sizeof(double));
+
+	for (int i = 0; i < n; i++)
+		v[i] = fabs(rel(p[i].pred, p[i].meas));
+	*median = *worst = NAN;
+	if (n) {
+		gsl_sort(v, 1, (size_t)n);
+		*median = gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
+		*worst = v[n - 1];
+	}
+	free(v);
+}
+
+/*
  * Kendall's tau-a between the measured and the predicted order by step
- * time, over the pairs of runs in the same group (same model, cluster,
+ * time, over the pairs of points in the same group (same model, cluster,
  * batch and hardware) with different policies. GSL has Spearman's rho but
  * not Kendall's tau, so the pairs are counted here. NAN with no pair.
  */
-static double kendall_tau(const struct cmp *c, int n, int *pairs)
+static double kendall_tau(const struct point *p, int n, int *pairs)
 {
 	long conc = 0, disc = 0, np = 0;
 
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++) {
 			double dm, dp;
-			if (!c[i].have || !c[j].have || strcmp(c[i].group, c[j].group) || !strcmp(c[i].policy_key, c[j].policy_key))
+			if (strcmp(p[i].group, p[j].group) || !strcmp(p[i].policy_key, p[j].policy_key))
 				continue; /* another group, or the same policy measured again */
-			dm = c[i].m->sum.step_time_s - c[j].m->sum.step_time_s;
-			dp = c[i].pred.step_time_s - c[j].pred.step_time_s;
+			dm = p[i].meas - p[j].meas;
+			dp = p[i].pred - p[j].pred;
 			np++;
 			if (dm * dp > 0)
 				conc++;
@@ -502,32 +575,18 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 
 /*
  * The machine's own run-to-run noise: over the configurations measured
- * more than once (same policy, model, cluster, batch and hardware), the
- * spread of their median steps, (largest - smallest) / smallest. Fills
- * the median and the worst spread; returns how many configurations were
- * repeated.
+ * more than once, the spread of their median steps, (largest - smallest)
+ * / smallest. Fills the median and the worst spread; returns how many
+ * configurations were repeated.
  */
-static int repeat_spread(const struct cmp *c, int n, double *median, double *worst)
+static int repeat_spread(const struct point *cf, int n, double *median, double *worst)
 {
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
-	int *seen = xcalloc((size_t)n + 1, sizeof(int)), nv = 0;
+	int nv = 0;
 
-	for (int i = 0; i < n; i++) {
-		double lo, hi;
-		int k = 1;
-		if (!c[i].have || seen[i])
-			continue;
-		lo = hi = c[i].m->sum.step_time_s;
-		for (int j = i + 1; j < n; j++)
-			if (c[j].have && !strcmp(c[i].group, c[j].group) && !strcmp(c[i].policy_key, c[j].policy_key)) {
-				seen[j] = 1;
-				k++;
-				lo = fmin(lo, c[j].m->sum.step_time_s);
-				hi = fmax(hi, c[j].m->sum.step_time_s);
-			}
-		if (k > 1 && lo > 0)
-			v[nv++] = (hi - lo) / lo;
-	}
+	for (int i = 0; i < n; i++)
+		if (cf[i].runs > 1 && cf[i].lo > 0)
+			v[nv++] = (cf[i].hi - cf[i].lo) / cf[i].lo;
 	*median = *worst = NAN;
 	if (nv) {
 		gsl_sort(v, 1, (size_t)nv);
@@ -535,7 +594,6 @@ static int repeat_spread(const struct cmp *c, int n, double *median, double *wor
 		*worst = v[nv - 1];
 	}
 	free(v);
-	free(seen);
 	return nv;
 }
 
@@ -544,8 +602,9 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	struct run_read *runs;
 	struct cmp *c;
 	struct run_result *app;
-	double *abserr, median = NAN, worst = NAN, tau, rep_median, rep_worst;
-	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0, repeated;
+	struct point *pts, *cfs;
+	double median, worst, tau, rep_median, rep_worst, cf_median, cf_worst, cf_tau;
+	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0, repeated, npts, ncf, cf_pairs;
 	char why[512];
 
 	/* the calibration given prices every run: a bad one is the input's fault, said once */
@@ -566,7 +625,6 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	nc = 0;
 	c = xcalloc((size_t)n + 1, sizeof(*c));
 	app = xcalloc((size_t)n + 1, sizeof(*app));
-	abserr = xcalloc((size_t)n + 1, sizeof(double));
 	if (json)
 		fputs("{\"file\": ", out), json_str(out, path), fputs(", \"runs\": [", out);
 	for (int i = 0; i < n; i++) {
@@ -582,7 +640,7 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 			rc = 1;
 			continue;
 		}
-		abserr[ok++] = fabs(x->step_err);
+		ok++;
 		within += x->within_noise;
 		if (json) {
 			print_json_run(out, x, first);
@@ -604,13 +662,15 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 			x->appended = 1;
 		}
 	}
-	if (ok) {
-		gsl_sort(abserr, 1, (size_t)ok);
-		median = gsl_stats_median_from_sorted_data(abserr, 1, (size_t)ok);
-		worst = abserr[ok - 1];
-	}
-	tau = kendall_tau(c, nc, &pairs);
-	repeated = repeat_spread(c, nc, &rep_median, &rep_worst);
+	pts = xcalloc((size_t)nc + 1, sizeof(*pts));
+	cfs = xcalloc((size_t)nc + 1, sizeof(*cfs));
+	npts = run_points(c, nc, pts);
+	ncf = configurations(pts, npts, cfs);
+	point_errors(pts, npts, &median, &worst);
+	point_errors(cfs, ncf, &cf_median, &cf_worst);
+	tau = kendall_tau(pts, npts, &pairs);
+	cf_tau = kendall_tau(cfs, ncf, &cf_pairs);
+	repeated = repeat_spread(cfs, ncf, &rep_median, &rep_worst);
 	if (napp && results_append_runs(path, app, napp) != 0)
 		rc = 1;
 	if (json) {
@@ -625,6 +685,12 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 		json_num(out, rep_median);
 		fputs(", \"repeat_spread_worst\": ", out);
 		json_num(out, rep_worst);
+		fprintf(out, ", \"configurations\": %d, \"config_median_abs_step_err\": ", ncf);
+		json_num(out, cf_median);
+		fputs(", \"config_worst_abs_step_err\": ", out);
+		json_num(out, cf_worst);
+		fprintf(out, ", \"config_ranked_pairs\": %d, \"config_kendall_tau\": ", cf_pairs);
+		json_num(out, cf_tau);
 		fprintf(out, ", \"appended\": %d}\n", napp);
 	} else {
 		fprintf(out, "%d measured run%s compared", ok, ok == 1 ? "" : "s");
@@ -642,6 +708,14 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 			fprintf(out, "policy ranking by step time: Kendall's tau %.3f over %d pairs of runs that differ "
 				     "only in policy%s\n",
 				tau, pairs, tau == 1 ? " (the same order)" : "");
+		if (repeated) {
+			fprintf(out, "per configuration, at the median of its runs (%d configurations, %d measured more "
+				     "than once): step-time error median %.1f%%, worst %.1f%%",
+				ncf, repeated, 100 * cf_median, 100 * cf_worst);
+			if (cf_pairs)
+				fprintf(out, "; Kendall's tau %.3f over %d pairs", cf_tau, cf_pairs);
+			fputc('\n', out);
+		}
 		fprintf(out, "%d prediction%s appended to %s", napp, napp == 1 ? "" : "s", path);
 		if (ok > napp)
 			fprintf(out, " (%d already there)", ok - napp);
@@ -655,7 +729,8 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	}
 	free(c);
 	free(app);
-	free(abserr);
+	free(pts);
+	free(cfs);
 	results_read_free(runs, n);
 	return rc;
 }

@@ -14,6 +14,9 @@
 #      (rank 0's are its ops); the predictions were appended once, each naming the run it predicts,
 #      with the calibration it used; comparing again appends nothing and
 #      leaves every run as it was;
+#   4b. a configuration measured again: the report compares each
+#      configuration at the median of its runs (the medians, worst and
+#      Kendall's tau the runs' JSON gives), besides each run alone;
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
 #      on an HDF5 file that is no results file, or one with no measured
 #      run, exits 2 saying so; a run without a source is refused (exit 1,
@@ -34,6 +37,7 @@
 set -u
 cd "$(dirname "$0")/.."
 SIM=${SIM:-./sim}
+GPU_RUN=${GPU_RUN:-./gpu_run}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -111,6 +115,9 @@ assert d["ranked_pairs"] == 6, "%d ranked pairs (4 runs of one group: 6)" % d["r
 assert d["repeated_configs"] == 0, "%d configurations measured more than once (none was)" % d["repeated_configs"]
 assert -1 <= d["kendall_tau"] <= 1
 assert d["compared"] == 4 and d["failed"] == 0
+# none repeated: each configuration is its run
+assert d["configurations"] == 4 and d["config_ranked_pairs"] == 6, (d["configurations"], d["config_ranked_pairs"])
+assert d["config_median_abs_step_err"] == d["median_abs_step_err"] and d["config_kendall_tau"] == d["kendall_tau"]
 print("4 runs, median |err| %.1f%%, tau %.2f" % (100 * med, d["kendall_tau"]))
 EOF
 ); then ok "--json: $out"; else bad "--json" "rc $rc: $out $(head -3 "$tmp/cmp.err")"; fi
@@ -151,6 +158,52 @@ if grep -q "^run 000000 .*fsdp" "$tmp/cmp2.txt" && grep -q "step-time error medi
 	ok "text report: per run and over the runs"
 else
 	bad "text report" "$(head -3 "$tmp/cmp2.txt")"
+fi
+
+# 4b. a configuration measured again (make validate's rounds): compared at the median of its runs
+cp "$runs" "$tmp/rep.h5"
+if mpirun --allow-run-as-root --oversubscribe -np 2 "$GPU_RUN" experiments/tiny.ini --set cluster.nodes=1 \
+	--set cluster.gpus_per_node=2 --set model.name=tiny --set run.warmup=1 --set run.steps=3 \
+	--set run.out="$tmp/rep.h5" >"$tmp/rep.log" 2>&1 &&
+	"$SIM" --compare "$tmp/rep.h5" --calibration "$cal" --json >"$tmp/rep.json" 2>"$tmp/rep.err" &&
+	"$SIM" --compare "$tmp/rep.h5" --calibration "$cal" >"$tmp/rep.txt" 2>&1 &&
+	out=$(/usr/bin/python3 - "$tmp/rep.json" "$tmp/rep.h5" <<'EOF'
+import json, sys, statistics, h5py
+d = json.load(open(sys.argv[1]))
+f = h5py.File(sys.argv[2], "r")["runs"]
+key = lambda r: tuple(sorted((k, str(v)) for k, v in f[r["run"]].attrs.items() if k.startswith("policy.")))
+runs = d["runs"]
+assert len(runs) == 5, "%d runs" % len(runs)
+by = {}
+for r in runs:
+    by.setdefault(key(r), []).append(r)
+twice = [v for v in by.values() if len(v) == 2]
+assert len(by) == 4 and len(twice) == 1, "%d configurations, %d measured twice" % (len(by), len(twice))
+assert d["configurations"] == 4 and d["repeated_configs"] == 1
+a, b = twice[0]
+assert a["predicted_step_s"] == b["predicted_step_s"], "one configuration, two predictions"
+errs = []
+for v in by.values():
+    m = statistics.median(r["measured_step_s"] for r in v)
+    errs.append(abs((v[0]["predicted_step_s"] - m) / m))
+errs.sort()
+med = statistics.median(errs)
+assert abs(med - d["config_median_abs_step_err"]) < 1e-7 * max(1, med), (med, d["config_median_abs_step_err"])
+assert abs(errs[-1] - d["config_worst_abs_step_err"]) < 1e-7 * max(1, errs[-1])
+spread = abs(a["measured_step_s"] - b["measured_step_s"]) / min(a["measured_step_s"], b["measured_step_s"])
+assert abs(spread - d["repeat_spread_median"]) < 1e-7 * max(1, spread)
+# 5 runs: 10 pairs less the configuration against itself; 4 configurations: 6
+assert d["ranked_pairs"] == 9 and d["config_ranked_pairs"] == 6, (d["ranked_pairs"], d["config_ranked_pairs"])
+print("fsdp measured twice: %.1f%% apart; configuration errors median %.1f%%" % (100 * spread, 100 * med))
+EOF
+); then
+	if grep -q "^per configuration, at the median of its runs (4 configurations, 1 measured more than once)" "$tmp/rep.txt"; then
+		ok "a configuration measured twice: $out"
+	else
+		bad "configuration measured twice, text" "$(tail -4 "$tmp/rep.txt")"
+	fi
+else
+	bad "configuration measured twice" "$(tail -3 "$tmp/rep.log") $(cat "$tmp/rep.err" 2>/dev/null) ${out:-}"
 fi
 
 # 5. bad input
