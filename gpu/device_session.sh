@@ -3,7 +3,8 @@
 # script that runs from the carried tree on a lent machine with one H100 or
 # H200 (the `run` tool: the command runs in the repository root, $OUT comes
 # back). Nothing is built there: the binaries are built on the build machine
-# and carried with the library bundle (gpu/cuda/bundle.sh), because the lent
+# and carried with the library bundle (gpu/cuda/bundle.sh), packed into
+# gpu/carry.tar.gz (gpu/pack.sh; unpacked here first), because the lent
 # machine has no MPI, HDF5 or GSL and may have cuBLAS, NCCL and cuDNN only
 # inside its Python environment (nvidia/*/lib).
 #
@@ -390,7 +391,7 @@ step_runs() {
 }
 
 step_compare() {
-	local rc=0
+	local rc=0 runs_abs
 	[ -f "$RUNS_FILE" ] || { echo "no runs ($RUNS_FILE): run the runs step first"; return 1; }
 	[ -x ./sim ] || { echo "./sim not carried: compare on the build machine (gpu/README.md)"; return 1; }
 	if [ -f "$CAL_FILE" ]; then
@@ -406,7 +407,8 @@ step_compare() {
 	# the catalog alone (no calibration file where ./sim looks for one: an empty directory)
 	echo "== priced by the catalog"
 	mkdir -p "$WORK/nocal"
-	(cd "$WORK/nocal" && timeout -k 5 60 "$REPO/sim" --compare "$(realpath "$RUNS_FILE")") || rc=1
+	runs_abs=$(realpath "$RUNS_FILE")
+	(cd "$WORK/nocal" && timeout -k 5 60 "$REPO/sim" --compare "$runs_abs") || rc=1
 	return $rc
 }
 
@@ -469,6 +471,12 @@ run_step() {
 	pack
 }
 
+# The carried archive (gpu/pack.sh: the bundle and the binaries), unpacked into this tree first.
+CARRY=${CARRY:-gpu/carry.tar.gz}
+UNPACKED="no $CARRY (the bundle and the binaries carried as they are)"
+if [ -f "$CARRY" ]; then
+	if tar -xzf "$CARRY"; then UNPACKED="unpacked $CARRY"; else UNPACKED="FAILED to unpack $CARRY"; fi
+fi
 setup_libs
 export -f step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
 	have_gpu have_device catalog_gpu
@@ -478,6 +486,7 @@ export -f step_host step_test step_memcheck step_racecheck step_bench step_calib
 	echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 	echo "python: ${PY:-none}; compute-sanitizer: ${SAN:-none}; mpirun: $(command -v mpirun || echo none)"
 	echo "hardware: $HW; calibration $CAL_FILE; runs $RUNS_FILE"
+	echo "carried: $UNPACKED"
 } >"$SUMMARY"
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")

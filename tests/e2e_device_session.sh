@@ -4,7 +4,8 @@
 # the same emulated 2 x 8 job), so that its flags, files, parsing and
 # summary are known to work before a GPU session spends minutes on them:
 #
-#   1. calibrate, runs, compare: each step OK; every policy family ran
+#   0. the carried archive (gpu/pack.sh's) is unpacked into the tree first;
+#   1. calibrate, runs, compare (DATA relative, as on the device): each step OK; every policy family ran
 #      (the CPU backend skips pure-bf16, which it cannot compute) and its
 #      summary row holds a step time, MFU, peak memory and exposed
 #      communication; $OUT holds the calibration, the runs, the two
@@ -35,7 +36,13 @@ trap 'rm -rf "$tmp"' EXIT
 stamp() { find data -type f -printf '%p %s %T@\n' | sort; }
 before=$(stamp)
 
-OUT=$tmp/out DATA=$tmp/data DEVICE=cpu BUDGET_S=400 \
+# DATA relative, as a GPU session's (data): under build/, which git ignores
+data=build/e2e-device-session-$$
+trap 'rm -rf "$tmp" "$data"' EXIT
+# the carried archive (gpu/pack.sh's, here a marker file) is unpacked into the tree first
+mkdir -p "$tmp/pack/$data" && echo carried >"$tmp/pack/$data/marker"
+tar -czf "$tmp/carry.tar.gz" -C "$tmp/pack" "$data/marker"
+CARRY=$tmp/carry.tar.gz OUT=$tmp/out DATA=$data DEVICE=cpu BUDGET_S=400 \
 	bash gpu/device_session.sh calibrate runs compare test nosuch >"$tmp/log" 2>&1
 rc=$?
 sum=$tmp/out/summary.txt
@@ -43,6 +50,12 @@ if [ $rc -ne 0 ] || [ ! -f "$sum" ]; then
 	bad "rehearsal" "exit $rc, $(tail -5 "$tmp/log")"
 	echo "$passed passed, $failed failed"
 	exit 1
+fi
+
+if grep -q "^carried: unpacked $tmp/carry.tar.gz$" "$sum" && [ "$(cat "$data/marker" 2>/dev/null)" = carried ]; then
+	ok "the carried archive is unpacked into the tree first"
+else
+	bad "carried archive" "$(grep '^carried' "$sum")"
 fi
 
 # 1. the three steps of issue 9's call
@@ -71,7 +84,7 @@ else
 fi
 case "$hw" in *-cpu) ok "the files are named after the CPU backend ($hw)" ;; *) bad "hardware" "'$hw'" ;; esac
 runs=$(ls "$tmp"/out/"$hw"-*.h5 | head -1)
-if out=$(/usr/bin/python3 - "$runs" "$tmp/data/runs/$(basename "$runs")" "$tmp/data/calibration/$hw.h5" <<'EOF' 2>&1
+if out=$(/usr/bin/python3 - "$runs" "$data/runs/$(basename "$runs")" "$data/calibration/$hw.h5" <<'EOF' 2>&1
 import sys, json, math, h5py
 j = json.load(open(sys.argv[1] + ".compare.json"))
 assert len(j["runs"]) == 20, "%d compared runs" % len(j["runs"])
@@ -94,7 +107,7 @@ EOF
 else
 	bad "report" "$out"
 fi
-if cmp -s "$runs" "$tmp/data/runs/$(basename "$runs")" && cmp -s "$tmp/out/$hw.h5" "$tmp/data/calibration/$hw.h5"; then
+if cmp -s "$runs" "$data/runs/$(basename "$runs")" && cmp -s "$tmp/out/$hw.h5" "$data/calibration/$hw.h5"; then
 	ok "\$OUT's files are DATA's"
 else
 	bad "\$OUT" "differs from DATA"
