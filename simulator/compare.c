@@ -315,19 +315,25 @@ static int configurations(const struct point *p, int n, struct point *out)
 	return np;
 }
 
-/* The median and worst absolute step-time error of the points (NAN for none). */
+/* The median and the largest of v[0..n), sorting it (NAN for none). */
+static void median_worst(double *v, size_t n, double *median, double *worst)
+{
+	*median = *worst = NAN;
+	if (n) {
+		gsl_sort(v, 1, n);
+		*median = gsl_stats_median_from_sorted_data(v, 1, n);
+		*worst = v[n - 1];
+	}
+}
+
+/* The median and worst absolute step-time error of the points. */
 static void point_errors(const struct point *p, int n, double *median, double *worst)
 {
 	double *v = xcalloc((size_t)n + 1, sizeof(double));
 
 	for (int i = 0; i < n; i++)
 		v[i] = fabs(rel(p[i].pred, p[i].meas));
-	*median = *worst = NAN;
-	if (n) {
-		gsl_sort(v, 1, (size_t)n);
-		*median = gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
-		*worst = v[n - 1];
-	}
+	median_worst(v, (size_t)n, median, worst);
 	free(v);
 }
 
@@ -587,12 +593,7 @@ static int repeat_spread(const struct point *cf, int n, double *median, double *
 	for (int i = 0; i < n; i++)
 		if (cf[i].runs > 1 && cf[i].lo > 0)
 			v[nv++] = (cf[i].hi - cf[i].lo) / cf[i].lo;
-	*median = *worst = NAN;
-	if (nv) {
-		gsl_sort(v, 1, (size_t)nv);
-		*median = gsl_stats_median_from_sorted_data(v, 1, (size_t)nv);
-		*worst = v[nv - 1];
-	}
+	median_worst(v, (size_t)nv, median, worst);
 	free(v);
 	return nv;
 }
