@@ -340,10 +340,14 @@ static void point_errors(const struct point *p, int n, double *median, double *w
 /*
  * Kendall's tau-a between the measured and the predicted order by step
  * time, over the pairs of points in the same group (same model, cluster,
- * batch and hardware) with different policies. GSL has Spearman's rho but
- * not Kendall's tau, so the pairs are counted here. NAN with no pair.
+ * batch and hardware) with different policies; with `separated`, only the
+ * pairs of configurations measured more than once whose runs the
+ * machine's noise never mixed up (every run of one faster than every run
+ * of the other: the pairs whose measured order is not chance). GSL has
+ * Spearman's rho but not Kendall's tau, so the pairs are counted here.
+ * NAN with no pair.
  */
-static double kendall_tau(const struct point *p, int n, int *pairs)
+static double kendall_tau(const struct point *p, int n, int separated, int *pairs)
 {
 	long conc = 0, disc = 0, np = 0;
 
@@ -352,6 +356,8 @@ static double kendall_tau(const struct point *p, int n, int *pairs)
 			double dm, dp;
 			if (strcmp(p[i].group, p[j].group) || !strcmp(p[i].policy_key, p[j].policy_key))
 				continue; /* another group, or the same policy measured again */
+			if (separated && (p[i].runs < 2 || p[j].runs < 2 || (p[i].hi >= p[j].lo && p[j].hi >= p[i].lo)))
+				continue; /* their runs overlap: the machine cannot tell which is faster */
 			dm = p[i].meas - p[j].meas;
 			dp = p[i].pred - p[j].pred;
 			np++;
@@ -604,8 +610,8 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	struct cmp *c;
 	struct run_result *app;
 	struct point *pts, *cfs;
-	double median, worst, tau, rep_median, rep_worst, cf_median, cf_worst, cf_tau;
-	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0, repeated, npts, ncf, cf_pairs;
+	double median, worst, tau, rep_median, rep_worst, cf_median, cf_worst, cf_tau, sep_tau;
+	int n, nc = 0, ok = 0, napp = 0, pairs, rc = 0, first = 1, within = 0, repeated, npts, ncf, cf_pairs, sep_pairs;
 	char why[512];
 
 	/* the calibration given prices every run: a bad one is the input's fault, said once */
@@ -669,8 +675,9 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	ncf = configurations(pts, npts, cfs);
 	point_errors(pts, npts, &median, &worst);
 	point_errors(cfs, ncf, &cf_median, &cf_worst);
-	tau = kendall_tau(pts, npts, &pairs);
-	cf_tau = kendall_tau(cfs, ncf, &cf_pairs);
+	tau = kendall_tau(pts, npts, 0, &pairs);
+	cf_tau = kendall_tau(cfs, ncf, 0, &cf_pairs);
+	sep_tau = kendall_tau(cfs, ncf, 1, &sep_pairs);
 	repeated = repeat_spread(cfs, ncf, &rep_median, &rep_worst);
 	if (napp && results_append_runs(path, app, napp) != 0)
 		rc = 1;
@@ -692,6 +699,8 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 		json_num(out, cf_worst);
 		fprintf(out, ", \"config_ranked_pairs\": %d, \"config_kendall_tau\": ", cf_pairs);
 		json_num(out, cf_tau);
+		fprintf(out, ", \"separated_pairs\": %d, \"separated_kendall_tau\": ", sep_pairs);
+		json_num(out, sep_tau);
 		fprintf(out, ", \"appended\": %d}\n", napp);
 	} else {
 		fprintf(out, "%d measured run%s compared", ok, ok == 1 ? "" : "s");
@@ -716,6 +725,13 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 			if (cf_pairs)
 				fprintf(out, "; Kendall's tau %.3f over %d pairs", cf_tau, cf_pairs);
 			fputc('\n', out);
+			if (sep_pairs)
+				fprintf(out, "policy ranking where the machine's noise separates the configurations (every "
+					     "run of one faster than every run of the other): Kendall's tau %.3f over %d pairs\n",
+					sep_tau, sep_pairs);
+			else if (cf_pairs)
+				fputs("policy ranking where the machine's noise separates the configurations: no such pair "
+				      "(the runs of every two overlap)\n", out);
 		}
 		fprintf(out, "%d prediction%s appended to %s", napp, napp == 1 ? "" : "s", path);
 		if (ok > napp)

@@ -17,6 +17,10 @@
 #   4b. a configuration measured three times: the report compares each
 #      configuration at the median of its runs (the medians, worst and
 #      Kendall's tau the runs' JSON gives), besides each run alone;
+#   4c. the ranking where the noise separates configurations: two
+#      configurations each measured more than once, every run of one
+#      faster than every run of the other, are one pair whose tau is the
+#      predictions' sign; when their runs overlap, no pair;
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
 #      on an HDF5 file that is no results file, or one with no measured
 #      run, exits 2 saying so; a run without a source is refused (exit 1,
@@ -201,13 +205,51 @@ assert d["ranked_pairs"] == 12 and d["config_ranked_pairs"] == 6, (d["ranked_pai
 print("fsdp measured three times: %.1f%% apart; configuration errors median %.1f%%" % (100 * spread, 100 * med))
 EOF
 ); then
-	if grep -q "^per configuration, at the median of its runs (4 configurations, 1 measured more than once)" "$tmp/rep.txt"; then
+	if grep -q "^per configuration, at the median of its runs (4 configurations, 1 measured more than once)" "$tmp/rep.txt" &&
+		grep -q "^policy ranking where the machine's noise separates the configurations: no such pair" "$tmp/rep.txt"; then
 		ok "a configuration measured three times: $out"
 	else
 		bad "configuration measured three times, text" "$(tail -4 "$tmp/rep.txt")"
 	fi
 else
 	bad "configuration measured three times" "$(tail -3 "$tmp/rep.log") $(cat "$tmp/rep.err" 2>/dev/null) ${out:-}"
+fi
+
+# 4c. the ranking where the noise separates two configurations: a second configuration measured twice (a copy
+# of its run), the measured steps set so that every run of one is faster than every run of the other (one
+# pair, whose sign is the predictions'), then so that they overlap (no pair)
+separated() { # FILE FSDP_STEPS OTHER_STEPS: prints the predicted sign, then separated_pairs and _kendall_tau
+	/usr/bin/python3 - "$tmp/rep.h5" "$1" "$2" "$3" "$tmp/rep.json" <<'EOF' || return 1
+import json, shutil, sys, h5py
+src, dst, a, b = sys.argv[1], sys.argv[2], [float(x) for x in sys.argv[3].split()], [float(x) for x in sys.argv[4].split()]
+pred = {r["run"]: r["predicted_step_s"] for r in json.load(open(sys.argv[5]))["runs"]}
+shutil.copy(src, dst)
+f = h5py.File(dst, "r+")
+g = f["runs"]
+measured = [n for n in sorted(g) if g[n].attrs["source"] != "sim"]
+pol = lambda n: tuple(sorted((k, str(v)) for k, v in g[n].attrs.items() if k.startswith("policy.")))
+fsdp = [n for n in measured if sum(pol(n) == pol(m) for m in measured) == 3]
+other = [n for n in measured if n not in fsdp][0]
+copy = "%06d" % (max(int(n) for n in g) + 1)
+g.copy(g[other], copy)
+for n, t in list(zip(fsdp, a)) + list(zip([other, copy], b)):
+    s = g[n]["summary"].attrs
+    s["step_time_s"], s["step_time_p10_s"], s["step_time_p90_s"] = t, t, t
+d = pred[other] - pred[fsdp[0]]
+print(1 if d > 0 else -1 if d < 0 else 0)
+EOF
+	"$SIM" --compare "$1" --calibration "$cal" --json 2>/dev/null |
+		/usr/bin/python3 -c 'import json, sys; d = json.load(sys.stdin); t = d["separated_kendall_tau"]; print(d["separated_pairs"], t if t is None else "%.1f" % t)'
+}
+sep=$(separated "$tmp/sep.h5" "0.100 0.101 0.102" "0.200 0.201" | tr '\n' ' ')
+mix=$(separated "$tmp/mix.h5" "0.100 0.101 0.102" "0.1015 0.300" | tr '\n' ' ')
+sign=${sep%% *}
+"$SIM" --compare "$tmp/sep.h5" --calibration "$cal" >"$tmp/sep.txt" 2>&1
+if [ "$sep" = "$sign 1 $sign.0 " ] && [ "${mix#* }" = "0 None " ] && [ "$sign" != 0 ] &&
+	grep -q "^policy ranking where the machine's noise separates the configurations (every run of one faster than every run of the other): Kendall's tau $sign.000 over 1 pairs" "$tmp/sep.txt"; then
+	ok "ranking where the noise separates configurations: 1 pair (tau $sign), none when their runs overlap"
+else
+	bad "separated ranking" "separated: '$sep', overlapping: '$mix'; $(grep -i "separates" "$tmp/sep.txt")"
 fi
 
 # 5. bad input
