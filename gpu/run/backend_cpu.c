@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -42,6 +43,15 @@
 #include "ref.h"
 #include "watchdog.h"
 #include "xalloc.h"
+
+struct sched_attr { /* the kernel's (sched_setattr(2)); glibc has no wrapper */
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
 
 enum cmd_type { CMD_RECORD, CMD_WAIT, CMD_RUN };
 
@@ -98,6 +108,7 @@ struct queue {
 };
 
 #define COMPUTE_NICE 10 /* the compute stream's thread below the others (stream_main) */
+#define COMM_SLICE_NS 100000ull /* the other streams' time slice: the shortest the kernel grants (stream_main) */
 
 /* The calibration kernels' buffers (bench_buf); BENCH_V, the optimizer's second moments, never negative */
 enum { BENCH_IN0, BENCH_IN1, BENCH_OUT0, BENCH_OUT1, BENCH_TOK, BENCH_V, BENCH_BUFS };
@@ -121,6 +132,7 @@ struct cpu {
 	uint64_t *ns;
 	int outstanding;                  /* commands queued and not yet finished */
 	int stop;
+	int short_slice;                  /* the communication threads ask for a short slice (stream_main) */
 	struct timespec t0;
 	/* calibration: inputs and outputs of one kernel at a time, grown as needed, kept */
 	float *bench[BENCH_BUFS];
@@ -168,6 +180,24 @@ static void *stream_main(void *arg)
 		now = getpriority(PRIO_PROCESS, tid);
 		if (errno == 0)
 			setpriority(PRIO_PROCESS, tid, now + COMPUTE_NICE > 19 ? 19 : now + COMPUTE_NICE);
+	} else if (c->short_slice) {
+		/*
+		 * A communication thread asks for the shortest time slice the
+		 * scheduler grants (sched_setattr's sched_runtime, a custom
+		 * slice under EEVDF, Linux 6.12 on): woken to test its
+		 * collective, it then preempts the compute thread sooner
+		 * (PREEMPT_SHORT) instead of after the compute thread's slice,
+		 * which the nice level above does not shorten. Only when each
+		 * process has a CPU of its own: else it would preempt another
+		 * rank's compute as often. A kernel that has no custom slices,
+		 * or a sandbox that refuses the call, leaves the thread as it was.
+		 */
+		struct sched_attr at = { .size = sizeof at, .sched_policy = SCHED_OTHER, .sched_runtime = COMM_SLICE_NS };
+		id_t tid = (id_t)syscall(SYS_gettid);
+		errno = 0;
+		at.sched_nice = getpriority(PRIO_PROCESS, tid);
+		if (errno == 0)
+			(void)syscall(SYS_sched_setattr, 0, &at, 0);
 	}
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
@@ -907,6 +937,16 @@ static uint64_t need_bytes(const struct cpu *c, const struct buffer *b)
 	return (uint64_t)f * sizeof(float);
 }
 
+/* Whether each process of the job on this node has a CPU of its own. Collective over MPI_COMM_WORLD. */
+static int cpu_each(void)
+{
+	int rank, procs;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	comm_node(&rank, &procs);
+	return cpus > 0 && procs <= cpus;
+}
+
 struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, char *err, int errlen)
 {
 	struct cpu *c;
@@ -946,6 +986,7 @@ struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, cha
 	c->nevents = 2 * s->nops + CAL_EVENTS;
 	c->done = xcalloc((size_t)c->nevents + 1, 1);
 	c->ns = xcalloc((size_t)c->nevents + 1, sizeof(uint64_t));
+	c->short_slice = cpu_each();
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->idle, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &c->t0);

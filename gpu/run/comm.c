@@ -46,6 +46,16 @@ static void used_pairs(const struct schedule *s, int used[GRP_COUNT][ST_COUNT])
 			used[s->ops[i].group][s->ops[i].stream] = 1;
 }
 
+void comm_node(int *rank, int *size)
+{
+	MPI_Comm node;
+
+	mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+	mpi_check(MPI_Comm_rank(node, rank));
+	mpi_check(MPI_Comm_size(node, size));
+	mpi_check(MPI_Comm_free(&node));
+}
+
 void comm_init(struct comm *c, const struct schedule *s)
 {
 	int used[GRP_COUNT][ST_COUNT];

@@ -96,6 +96,8 @@ struct comm {
 	int nccl_version;     /* ncclGetVersion's, 0 before comm_nccl_init */
 };
 
+/* This process's index among the job's processes on its node, and their number. Collective over MPI_COMM_WORLD. */
+void comm_node(int *rank, int *size);
 /*
  * Split the world for the schedule's groups and give each (group, stream)
  * its collectives use a communicator. MPI must be initialised and its

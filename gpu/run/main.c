@@ -527,18 +527,6 @@ static void abort_job(void)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-#ifdef GPU_RUN_CUDA
-/* The node's ranks: this rank's index among them and their number. */
-static void local_rank(int *lrank, int *lsize)
-{
-	MPI_Comm node;
-
-	mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-	mpi_check(MPI_Comm_rank(node, lrank));
-	mpi_check(MPI_Comm_size(node, lsize));
-	mpi_check(MPI_Comm_free(&node));
-}
-#endif
 
 /*
  * The backend of run.device. The CUDA one needs a GPU per rank and, unless
@@ -555,7 +543,7 @@ static struct backend *backend_new(const struct experiment *e, const struct sche
 		int lrank = 0, lsize = 1, bad, any = 0;
 		struct backend *be = NULL;
 		if (!c->emulated)
-			local_rank(&lrank, &lsize);
+			comm_node(&lrank, &lsize);
 		bad = backend_cuda_select(lrank, lsize, err, errlen) < 0;
 		mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
 		if (any) {
