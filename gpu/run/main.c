@@ -527,7 +527,6 @@ static void abort_job(void)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-
 /*
  * The backend of run.device. The CUDA one needs a GPU per rank and, unless
  * emulated, NCCL communicators; a failure on any rank (no GPU, too few)
