@@ -682,25 +682,22 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	if (napp && results_append_runs(path, app, napp) != 0)
 		rc = 1;
 	if (json) {
-		fprintf(out, "%s], \"compared\": %d, \"failed\": %d, \"within_noise\": %d, \"median_abs_step_err\": ",
-			first ? "" : "\n", ok, nc - ok, within);
-		json_num(out, median);
-		fputs(", \"worst_abs_step_err\": ", out);
-		json_num(out, worst);
-		fprintf(out, ", \"ranked_pairs\": %d, \"kendall_tau\": ", pairs);
-		json_num(out, tau);
-		fprintf(out, ", \"repeated_configs\": %d, \"repeat_spread_median\": ", repeated);
-		json_num(out, rep_median);
-		fputs(", \"repeat_spread_worst\": ", out);
-		json_num(out, rep_worst);
-		fprintf(out, ", \"configurations\": %d, \"config_median_abs_step_err\": ", ncf);
-		json_num(out, cf_median);
-		fputs(", \"config_worst_abs_step_err\": ", out);
-		json_num(out, cf_worst);
-		fprintf(out, ", \"config_ranked_pairs\": %d, \"config_kendall_tau\": ", cf_pairs);
-		json_num(out, cf_tau);
-		fprintf(out, ", \"separated_pairs\": %d, \"separated_kendall_tau\": ", sep_pairs);
-		json_num(out, sep_tau);
+		fprintf(out, "%s], \"compared\": %d, \"failed\": %d, \"within_noise\": %d", first ? "" : "\n", ok, nc - ok,
+			within);
+		json_key_num(out, "median_abs_step_err", median);
+		json_key_num(out, "worst_abs_step_err", worst);
+		fprintf(out, ", \"ranked_pairs\": %d", pairs);
+		json_key_num(out, "kendall_tau", tau);
+		fprintf(out, ", \"repeated_configs\": %d", repeated);
+		json_key_num(out, "repeat_spread_median", rep_median);
+		json_key_num(out, "repeat_spread_worst", rep_worst);
+		fprintf(out, ", \"configurations\": %d", ncf);
+		json_key_num(out, "config_median_abs_step_err", cf_median);
+		json_key_num(out, "config_worst_abs_step_err", cf_worst);
+		fprintf(out, ", \"config_ranked_pairs\": %d", cf_pairs);
+		json_key_num(out, "config_kendall_tau", cf_tau);
+		fprintf(out, ", \"separated_pairs\": %d", sep_pairs);
+		json_key_num(out, "separated_kendall_tau", sep_tau);
 		fprintf(out, ", \"appended\": %d}\n", napp);
 	} else {
 		fprintf(out, "%d measured run%s compared", ok, ok == 1 ? "" : "s");
