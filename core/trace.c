@@ -22,32 +22,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "outfile.h"
 
 #define TRACE_PID 1
 #define TRACE_HEAD "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n" /* how every trace begins */
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-/* s as a JSON string literal, quotes included. */
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':  fputs("\\\"", f); break;
-		case '\\': fputs("\\\\", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\r': fputs("\\r", f); break;
-		case '\t': fputs("\\t", f); break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
-		}
-	}
-	fputc('"', f);
-}
 
 /* ns as microseconds, exactly: "1234.567". */
 static void json_us(FILE *f, uint64_t ns)

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "json.h"
 #include "report.h"
 #include "schedule.h"
 #include "summary.h"
@@ -330,18 +331,6 @@ static size_t ranked_fitting(const struct sweep_row *rows, const size_t *sel, si
 }
 
 /* ---- text ------------------------------------------------------------------------------ */
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', f);
-		if ((unsigned char)*s >= 0x20)
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
 
 /* The advice over the rows sel[0..n) (one value of the what-if resource, or all). */
 static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, const size_t *sel, size_t n,

@@ -14,6 +14,7 @@
 
 #include "calibration.h"
 #include "engine.h"
+#include "json.h"
 #include "report.h"
 #include "results.h"
 #include "schedule.h"
@@ -472,21 +473,6 @@ static void print_text(FILE *out, const struct cmp *c)
 		if (c->stream_n[st])
 			print_ms_row(out, stream_name((enum stream_id)st), c->stream_meas[st], c->stream_pred[st],
 				     c->stream_n[st]);
-}
-
-/* A JSON string: the names here hold no quote or backslash, but a path could. */
-static void json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', out);
-		if ((unsigned char)*s < 0x20)
-			fprintf(out, "\\u%04x", *s);
-		else
-			fputc(*s, out);
-	}
-	fputc('"', out);
 }
 
 /* A number, or null where JSON has none (an error against zero). */

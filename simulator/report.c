@@ -3,6 +3,7 @@
  */
 #include "report.h"
 
+#include "json.h"
 #include "summary.h"
 
 #include <assert.h>
@@ -164,21 +165,6 @@ void report_print(FILE *f, const struct schedule *s, const struct summary *sum)
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
 
 static int is_number(const char *v)
 {

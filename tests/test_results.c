@@ -20,6 +20,7 @@
 
 #include <hdf5.h>
 
+#include "json.h"
 #include "outfile.h"
 #include "results.h"
 #include "trace.h"
@@ -719,6 +720,34 @@ static void test_trace(void)
 	CU_ASSERT_EQUAL(trace_write(path, &r), -1);
 }
 
+/*
+ * json_str, the one string writer of every JSON output: each byte 1-255
+ * written, the literal valid JSON, the escapes as named, other bytes as is.
+ */
+static void test_json_str(void)
+{
+	char in[256], *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	CU_ASSERT_FATAL(f != NULL);
+	for (int i = 1; i < 256; i++)
+		in[i - 1] = (char)i;
+	in[255] = '\0';
+	json_str(f, in);
+	fclose(f);
+	CU_ASSERT_PTR_EQUAL(json_string(text), text + len);
+	CU_ASSERT_NSTRING_EQUAL(text, "\"\\u0001\\u0002", 13);
+	CU_ASSERT(strstr(text, "\\u0008\\t\\n\\u000b\\u000c\\r\\u000e") != NULL);
+	CU_ASSERT(strstr(text, "\\u001f !\\\"#") != NULL);
+	CU_ASSERT(strstr(text, "[\\\\]") != NULL);
+	CU_ASSERT(strstr(text, "}~\\u007f\x80\x81") != NULL);
+	CU_ASSERT_EQUAL(text[len - 2], '\xff');
+	/* the quotes, then 1 byte each but 6 for 28 control characters and DEL, 2 for tab, newline, return, quote, backslash */
+	CU_ASSERT_EQUAL(len, 2 + 255 + 5 * 29 + 1 * 5);
+	free(text);
+}
+
 /* ---- outputs: stale temporaries, symbolic links, foreign files ------------- */
 
 /* The pid of a process that has exited (and been reaped): no process has it, for now. */
@@ -952,6 +981,7 @@ void suite_results(void)
 	CU_add_test(s, "missing directory", test_missing_dir);
 	CU_add_test(s, "concurrent writers lose no run", test_concurrent_writers);
 	CU_add_test(s, "trace is valid JSON with one event per op", test_trace);
+	CU_add_test(s, "JSON strings: every byte escaped or kept", test_json_str);
 	CU_add_test(s, "temporaries of dead writers are removed", test_stale_tmp_removed);
 	CU_add_test(s, "symbolic links are followed, the link stays", test_symlink_followed);
 	CU_add_test(s, "files of another kind are left untouched", test_foreign_files_untouched);

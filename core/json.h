@@ -1,0 +1,17 @@
+/*
+ * json.h - the one JSON string writer of the binaries.
+ *
+ * Every JSON output (./sim --json, --advise --json, --compare --json, the
+ * Chrome traces) writes its strings through json_str, so a name, label or
+ * path with a quote, backslash or control character reads back as itself.
+ */
+#ifndef CORE_JSON_H
+#define CORE_JSON_H
+
+#include <stdio.h>
+
+/* s as a JSON string literal, quotes included: " and \ escaped, \n \r \t by
+ * name, other control characters (and DEL) as \u00XX, every other byte as is. */
+void json_str(FILE *f, const char *s);
+
+#endif
