@@ -42,6 +42,7 @@ out=${1:-gpu/bundle}
 die() { echo "bundle.sh: $*" >&2; exit 1; }
 command -v ompi_info >/dev/null || die "ompi_info not found: install openmpi-bin (make deps)"
 command -v ldd >/dev/null || die "ldd not found"
+command -v patchelf >/dev/null || die "patchelf not found: apt-get install patchelf"
 
 # Libraries never bundled: libc family (ABI of the host), C++ runtime
 # (hosts with CUDA carry newer ones), CUDA/NCCL/driver (the host's own),
@@ -151,6 +152,19 @@ for f in "${elfs[@]}"; do
 	done < <(ldd "$f" 2>/dev/null)
 done
 
+# --- rpaths: the bundle's ELF files find each other, not the system's ------------------
+# Debian builds libmpi, libopen-rte, liboshmem and Open MPI's components with a
+# RUNPATH of its system library directory. A library with a RUNPATH of its own
+# has its dependencies looked up there and on LD_LIBRARY_PATH only, never
+# through the binary's rpath: on a host without the packages libmpi would then
+# miss libopen-rte. Each such RUNPATH now names the bundle's lib/ instead.
+while IFS= read -r -d '' f; do
+	[ -n "$(patchelf --print-rpath "$f" 2>/dev/null)" ] || continue
+	to=$(realpath --relative-to="$(dirname "$f")" "$out/lib")
+	[ "$to" = . ] && to='' || to=/$to
+	patchelf --set-rpath "\$ORIGIN$to" "$f"
+done < <(find "$out" -type f \( -name '*.so*' -o -path "$om/libexec/*" \) -print0)
+
 # --- env.sh --------------------------------------------------------------------------
 pkglib_rel=$(rel "$ompi_pkglibdir")
 pkgdata_rel=$(rel "$ompi_pkgdatadir")
@@ -222,6 +236,12 @@ unshare -m bash -eu -c '
 		mpirun --allow-run-as-root -np 2 hostname | sed \"s/^/check: rank on /\"
 		for b in gpu_run gpu_test gpu_bench sim; do
 			[ -x \"\$b\" ] || continue
+			# the loader itself: ldd fails, or prints not found, where a library cannot load
+			all=\$(ldd \"\$b\" 2>&1) || { echo \"check: \$b: the loader failed:\"; echo \"\$all\"; exit 1; }
+			if grep -q \"not found\" <<<\"\$all\"; then
+				echo \"check: \$b: libraries not found:\"; grep \"not found\" <<<\"\$all\"; exit 1
+			fi
+			out=\$(./\$b --help 2>&1 >/dev/null) || { echo \"check: \$b --help failed:\"; echo \"\$out\"; exit 1; }
 			bad=\$(ldd \"\$b\" | sed \"s#/\\./#/#g\" | awk -v re=\"\$SKIP_RE\" -v dir=\"$BUNDLE_DIR/\" \\
 				\"\\\$2 == \\\"=>\\\" && \\\$1 !~ re && index(\\\$3, dir) != 1\")
 			if [ -n \"\$bad\" ]; then
