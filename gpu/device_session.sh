@@ -21,11 +21,11 @@
 #              cudart, cuBLAS(Lt), NCCL and cuDNN resolve and their versions
 #   test       ./gpu_test: every layer, block, head and the model against the
 #              C reference, outputs poisoned (make gpu-test's first half)
-#   memcheck   compute-sanitizer memcheck over ./gpu_test
-#   racecheck  compute-sanitizer racecheck over the shared-memory kernels
 #   bench      ./gpu_bench: per-kernel table, block time, MFU (both FLOP
 #              counts); ac none/selective, 32 blocks with full recomputation
 #              (more than 512 timed kernels), cuDNN attention, GEMM autotuning
+#   memcheck   compute-sanitizer memcheck over ./gpu_test
+#   racecheck  compute-sanitizer racecheck over the shared-memory kernels
 #   calibrate  ./gpu_run --calibrate on cuda as rank 0 of the emulated 2 x 8
 #              job the runs are (llama3-8b's shapes, 4 blocks, seq 4096):
 #              every kernel of the model alone and beside the emulated
@@ -51,6 +51,8 @@
 # holds its minimum, else it is listed as skipped, to be run by a second
 # call naming it (gpu/README.md gives the two calls that cover everything).
 # A failing step is reported and the next one runs. set -u, never set -e.
+# Every command inside a step runs under tmo, which ends it by the step's own
+# end: the step's timeout would not reach it (timeout makes a process group).
 #
 # $OUT receives at most seven files (the tool brings back at most eight),
 # refreshed after each step:
@@ -79,12 +81,15 @@ LOGS=$WORK/logs
 mkdir -p "$LOGS"
 BUDGET_S=${BUDGET_S:-560}
 START=$(date +%s)
+STAMP=$WORK/started # what this call made is newer than this file
+touch "$STAMP"
+HOST_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} # the hooks' (PyTorch finds its own CUDA libraries)
 SUMMARY=$OUT/summary.txt
 BENCH_H5=$OUT/gpu_bench.h5
-export REPO OUT WORK LOGS BENCH_H5 DEVICE
+export REPO OUT WORK LOGS BENCH_H5 DEVICE HOST_LD_LIBRARY_PATH
 export HDF5_USE_FILE_LOCKING=FALSE PYTHONUNBUFFERED=1
 
-ALL_STEPS=(host test memcheck racecheck bench calibrate runs compare hooks)
+ALL_STEPS=(host test bench memcheck racecheck calibrate runs compare hooks)
 declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [calibrate]=60 [runs]=150
 	[compare]=15 [hooks]=30)
 declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [calibrate]=180 [runs]=300
@@ -93,6 +98,20 @@ declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=27
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 note() { echo "$*" >>"$SUMMARY"; }
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
+# tmo SECONDS COMMAND...: the command under timeout, for SECONDS at most and never past the
+# step's end (STEP_END, set by run_step): an inner timeout is a process group of its own,
+# which the step's timeout does not reach, so it must end by itself before the step does.
+tmo() {
+	local s=$1 end_s
+	shift
+	end_s=$((${STEP_END:-$(($(date +%s) + s + 10))} - $(date +%s) - 5))
+	[ "$end_s" -lt "$s" ] && s=$end_s
+	if [ "$s" -lt 1 ]; then
+		echo "not run (the step's time is up): $*"
+		return 124
+	fi
+	timeout -k 5 "$s" "$@"
+}
 pack() {
 	tar -C "$WORK" -czf "$OUT/logs.tar.gz.part" logs 2>/dev/null && mv -f "$OUT/logs.tar.gz.part" "$OUT/logs.tar.gz"
 }
@@ -139,7 +158,13 @@ setup_libs() {
 		export LD_LIBRARY_PATH
 	fi
 	export PY
-	SAN=$(command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+	SAN=$(command -v compute-sanitizer 2>/dev/null || true)
+	if [ -z "$SAN" ]; then
+		for d in "$(dirname "$(command -v nvcc 2>/dev/null || echo /none/nvcc)")" /usr/local/cuda/bin /usr/local/cuda-*/bin \
+			/usr/local/cuda/compute-sanitizer /opt/nvidia/*/compute-sanitizer; do
+			[ -x "$d/compute-sanitizer" ] && { SAN=$d/compute-sanitizer; break; }
+		done
+	fi
 	export SAN
 	# the device's name for the files (gpu_run --hardware: "h100-cuda"), and the files in this tree
 	# shellcheck disable=SC2086
@@ -155,7 +180,8 @@ setup_libs() {
 sync_out() {
 	local f
 	for f in "$CAL_FILE" "$RUNS_FILE" "$RUNS_FILE.compare.txt" "$RUNS_FILE.compare.json"; do
-		[ -f "$f" ] && cp -f "$f" "$OUT/$(basename "$f")"
+		# this call's files only (the tool brings back eight): a file in the tree from before is not news
+		[ -f "$f" ] && [ "$f" -nt "$STAMP" ] && cp -f "$f" "$OUT/$(basename "$f")"
 	done
 }
 
@@ -203,7 +229,7 @@ step_host() {
 	local rc=0 b lib
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "uname: $(uname -a)"
-	echo "commit: $(git rev-parse HEAD 2>/dev/null || cat .git/HEAD 2>/dev/null || echo unknown)"
+	echo "commit: $(git rev-parse HEAD 2>/dev/null || cat gpu/COMMIT 2>/dev/null || echo unknown)"
 	nvidia-smi || rc=1
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv || rc=1
 	cat /proc/driver/nvidia/version 2>/dev/null
@@ -211,7 +237,7 @@ step_host() {
 	echo "compute-sanitizer: ${SAN:-none} $([ -n "$SAN" ] && "$SAN" --version 2>/dev/null | tail -1)"
 	echo "python: ${PY:-none}"
 	echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-	for b in gpu_run gpu_test gpu_bench; do
+	for b in gpu_run gpu_test gpu_bench sim; do
 		echo "== ldd $b"
 		if [ ! -x "$b" ]; then
 			echo "$b: not carried"
@@ -260,13 +286,18 @@ PY
 
 step_test() {
 	have_gpu || return 1
-	timeout -k 10 $((MAX_S_TEST - 5)) ./gpu_test
+	tmo "$MAX_S_TEST" ./gpu_test >"$WORK/test.out" 2>&1
+	local r=$?
+	cat "$WORK/test.out"
+	# a GPU that CUDA cannot use makes gpu_test say so and exit 0: not a pass
+	[ $r -eq 0 ] && ! grep -qE '^[0-9]+ passed, 0 failed' "$WORK/test.out" && { echo "no checks ran"; r=1; }
+	return $r
 }
 
 step_memcheck() {
 	have_gpu || return 1
 	[ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 1; }
-	timeout -k 10 $((MAX_S_MEMCHECK - 10)) "$SAN" --tool memcheck --error-exitcode 3 --print-limit 20 ./gpu_test
+	tmo "$MAX_S_MEMCHECK" "$SAN" --tool memcheck --error-exitcode 3 --print-limit 20 ./gpu_test
 }
 
 step_racecheck() {
@@ -275,7 +306,7 @@ step_racecheck() {
 	[ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 1; }
 	for g in attention rmsnorm cross_entropy embedding; do
 		echo "== racecheck $g"
-		timeout -k 10 90 "$SAN" --tool racecheck --error-exitcode 3 --print-limit 20 ./gpu_test "$g" || rc=1
+		tmo 90 "$SAN" --tool racecheck --error-exitcode 3 --print-limit 20 ./gpu_test "$g" || rc=1
 	done
 	return $rc
 }
@@ -287,9 +318,10 @@ step_bench() {
 		local name=$1 s=$2 r
 		shift 2
 		echo "== gpu_bench $name: $*"
-		timeout -k 10 "$s" ./gpu_bench --out "$BENCH_H5" "$@" >"$WORK/bench.out" 2>&1
+		tmo "$s" ./gpu_bench --out "$BENCH_H5" "$@" >"$WORK/bench.out" 2>&1
 		r=$?
 		cat "$WORK/bench.out"
+		[ $r -eq 0 ] && grep -q "no CUDA device" "$WORK/bench.out" && r=1
 		[ $r -eq 0 ] || { echo "gpu_bench $name: FAILED ($r)"; rc=1; }
 		awk -v name="$name" -v rc="$r" '
 			/^block forward/ { b = $(NF - 7) " ms fwd+bwd per block" }
@@ -313,15 +345,15 @@ step_calibrate() {
 	echo "calibration of $JOB into $CAL_FILE"
 	echo "== quick: a session in seconds, so that the runs have one if the full calibration does not finish"
 	# shellcheck disable=SC2086
-	timeout -k 10 150 $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" --quick || rc=1
-	left_s=$((MAX_S_CALIBRATE - ($(date +%s) - t0) - 15))
+	tmo 150 $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" --quick || rc=1
+	left_s=$((STEP_END - $(date +%s) - 10))
 	if [ "$left_s" -lt 30 ]; then
 		echo "no time left for the full calibration"
 		return 1
 	fi
 	echo "== full (at most ${left_s}s)"
 	# shellcheck disable=SC2086
-	timeout -k 10 "$left_s" $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" || rc=1
+	tmo "$left_s" $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" || rc=1
 	return $rc
 }
 
@@ -334,7 +366,7 @@ step_runs() {
 		local name=$1 s=$2 r
 		shift 2
 		echo "== gpu_run $name: $*"
-		timeout -k 15 "$s" $MPI1 ./gpu_run "$EXP" "$@" >"$WORK/run.out" 2>&1
+		tmo "$s" $MPI1 ./gpu_run "$EXP" "$@" >"$WORK/run.out" 2>&1
 		r=$?
 		cat "$WORK/run.out"
 		n=$((n + 1))
@@ -356,6 +388,11 @@ step_runs() {
 	# shellcheck disable=SC2086
 	gpurun nccl-1rank 60 --device "$DEVICE" $MODEL --set "run.out=$WORK/nccl.h5" \
 		--set run.warmup=1 --set run.steps=2 --set cluster.nodes=1 --set cluster.gpus_per_node=1
+	# the issue's step-level figure, early so that the step's time does not run out before it:
+	# llama3-8b as one rank of 16 (2 x 8, fsdp, seq 8192)
+	# shellcheck disable=SC2086
+	gpurun llama3-8b-rank0of16 150 --device "$DEVICE" $FULL --set "run.out=$RUNS_FILE" \
+		--set run.warmup=2 --set run.steps=5 --emulate-world 16
 	# every policy family as rank 0 of 2 x 8 (llama3-8b's shapes, 4 blocks, seq 4096): the runs compared
 	gpurun fsdp 45 "${SMALL[@]}"
 	gpurun ddp 60 "${SMALL[@]}" --set policy.sharding=ddp
@@ -382,10 +419,6 @@ step_runs() {
 		echo "== gpu_run pure-bf16: not rehearsed (the CPU backend computes in fp32)"
 	fi
 	gpurun chunked-loss 45 "${SMALL[@]}" --set policy.loss=chunked
-	# the issue's step-level figure: llama3-8b as one rank of 16 (2 x 8, fsdp, seq 8192)
-	# shellcheck disable=SC2086
-	gpurun llama3-8b-rank0of16 150 --device "$DEVICE" $FULL --set "run.out=$RUNS_FILE" \
-		--set run.warmup=2 --set run.steps=5 --emulate-world 16
 	echo "$n runs, $bad failed"
 	return $rc
 }
@@ -396,8 +429,8 @@ step_compare() {
 	[ -x ./sim ] || { echo "./sim not carried: compare on the build machine (gpu/README.md)"; return 1; }
 	if [ -f "$CAL_FILE" ]; then
 		echo "== priced by the calibration $CAL_FILE"
-		timeout -k 5 60 ./sim --compare "$RUNS_FILE" --calibration "$CAL_FILE" >"$RUNS_FILE.compare.txt" || rc=1
-		timeout -k 5 60 ./sim --compare "$RUNS_FILE" --calibration "$CAL_FILE" --json >"$RUNS_FILE.compare.json" ||
+		tmo 60 ./sim --compare "$RUNS_FILE" --calibration "$CAL_FILE" >"$RUNS_FILE.compare.txt" || rc=1
+		tmo 60 ./sim --compare "$RUNS_FILE" --calibration "$CAL_FILE" --json >"$RUNS_FILE.compare.json" ||
 			rc=1
 		cat "$RUNS_FILE.compare.txt"
 	else
@@ -408,7 +441,7 @@ step_compare() {
 	echo "== priced by the catalog"
 	mkdir -p "$WORK/nocal"
 	runs_abs=$(realpath "$RUNS_FILE")
-	(cd "$WORK/nocal" && timeout -k 5 60 "$REPO/sim" --compare "$runs_abs") || rc=1
+	(cd "$WORK/nocal" && tmo 60 "$REPO/sim" --compare "$runs_abs") || rc=1
 	return $rc
 }
 
@@ -418,7 +451,8 @@ step_hooks() {
 		[ -e "$f" ] || continue
 		any=1
 		echo "== hook $f"
-		OUT="$OUT" timeout -k 10 $((MAX_S_HOOKS - 10)) bash "$f" "$OUT" >"$LOGS/hook_$(basename "$f" .sh).log" 2>&1 ||
+		OUT="$OUT" LD_LIBRARY_PATH="$HOST_LD_LIBRARY_PATH" tmo "$MAX_S_HOOKS" bash "$f" "$OUT" \
+			>"$LOGS/hook_$(basename "$f" .sh).log" 2>&1 ||
 			{ echo "hook $f: FAILED ($?)"; rc=1; }
 		tail -5 "$LOGS/hook_$(basename "$f" .sh).log"
 	done
@@ -457,7 +491,7 @@ run_step() {
 	[ "$budget" -gt "$remain" ] && budget=$remain
 	say "== $name (at most ${budget}s)"
 	t0=$(date +%s)
-	MAX_S_TEST=$budget MAX_S_MEMCHECK=$budget MAX_S_HOOKS=$budget MAX_S_CALIBRATE=$budget \
+	MAX_S_TEST=$budget MAX_S_MEMCHECK=$budget MAX_S_HOOKS=$budget STEP_END=$((t0 + budget)) \
 		timeout -k 15 "$budget" bash -c "step_$name" >"$LOGS/$name.log" 2>&1
 	rc=$?
 	local secs=$(($(date +%s) - t0)) status=OK
@@ -478,7 +512,7 @@ if [ -f "$CARRY" ]; then
 	if tar -xzf "$CARRY"; then UNPACKED="unpacked $CARRY"; else UNPACKED="FAILED to unpack $CARRY"; fi
 fi
 setup_libs
-export -f step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
+export -f tmo step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
 	have_gpu have_device catalog_gpu
 
 {

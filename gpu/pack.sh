@@ -8,7 +8,8 @@
 #                           # and bash gpu/cuda/bundle.sh --check
 #
 # writes gpu/carry.tar.gz (git-ignored): gpu/bundle/ and ./gpu_run,
-# ./gpu_test, ./gpu_bench, ./sim; gpu/device_session.sh unpacks it in the
+# ./gpu_test, ./gpu_bench, ./sim, and gpu/COMMIT (the commit they were built
+# from); gpu/device_session.sh unpacks it in the
 # device's tree before anything else. Then prints what the call would send
 # (the files git tracks, those it neither tracks nor ignores, and the
 # archive) against the tool's limit; exit 1 when over it, 2 when something
@@ -26,11 +27,16 @@ for p in "${parts[@]}"; do
 	fi
 done
 [ -f gpu/bundle/env.sh ] || { echo "pack.sh: gpu/bundle has no env.sh: run bash gpu/cuda/bundle.sh" >&2; exit 2; }
-tar -cf - "${parts[@]}" | gzip -9 >"$ARCHIVE.part"
+# the commit the binaries were built from (the device's tree has no .git): the host step prints it
+{ git rev-parse HEAD 2>/dev/null || echo unknown; } >gpu/COMMIT
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || sed -i 's/$/ (with uncommitted changes)/' gpu/COMMIT
+tar -cf - "${parts[@]}" gpu/COMMIT | gzip -9 >"$ARCHIVE.part"
+rm -f gpu/COMMIT
 mv -f "$ARCHIVE.part" "$ARCHIVE"
 
 size() { # the bytes of the files named on stdin, NUL-separated
-	xargs -0 -r stat -c %s -- 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
+	# a tracked file deleted in the working tree is not sent: stat's failure for it is not one
+	{ xargs -0 -r stat -c %s -- 2>/dev/null || true; } | awk '{ s += $1 } END { print s + 0 }'
 }
 tracked=$(git ls-files -z | size)
 untracked=$(git ls-files -z --others --exclude-standard | size)
