@@ -393,6 +393,26 @@ step_runs() {
 	# shellcheck disable=SC2086
 	gpurun llama3-8b-rank0of16 150 --device "$DEVICE" $FULL --set "run.out=$RUNS_FILE" \
 		--set run.warmup=2 --set run.steps=5 --emulate-world 16
+	# the emulated traffic's own ceiling: the same job on a link no kernel keeps up with, so each
+	# collective takes what its kernel needs (its own file, not compared); the log gets GB/s per kind
+	# shellcheck disable=SC2086
+	gpurun emu-ceiling 45 $JOB --set "run.out=$WORK/ceiling.h5" --set run.warmup=1 --set run.steps=3 \
+		--emulate-gbps 100000 --emulate-lat-us 0
+	if [ -n "$PY" ] && [ -f "$WORK/ceiling.h5" ]; then
+		"$PY" - "$WORK/ceiling.h5" <<'PY' || true
+import sys, collections, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    for name, g in f["runs"].items():
+        by = collections.defaultdict(lambda: [0, 0])
+        for o in g["ops"][()]:
+            kind = o["label"].decode().split()[0]
+            if kind in ("AG", "RS", "AR") and o["bytes"] > 0 and o["end_ns"] > o["start_ns"]:
+                by[kind][0] += int(o["bytes"])
+                by[kind][1] += int(o["end_ns"] - o["start_ns"])
+        for kind, (b, ns) in sorted(by.items()):
+            print("emu-ceiling run %s: %s %.1f MiB in %.3f ms: %.0f GB/s" % (name, kind, b / 2**20, ns / 1e6, b / ns))
+PY
+	fi
 	# every policy family as rank 0 of 2 x 8 (llama3-8b's shapes, 4 blocks, seq 4096): the runs compared
 	gpurun fsdp 45 "${SMALL[@]}"
 	gpurun ddp 60 "${SMALL[@]}" --set policy.sharding=ddp

@@ -204,14 +204,38 @@ static __device__ __forceinline__ void pace(uint64_t t0, double deadline)
 	__syncthreads();
 }
 
-/* Bytes [lo, hi) from src to dst: 16-byte vectors where the three allow it. */
-static __device__ __forceinline__ void copy_bytes(char *dst, const char *src, uint64_t lo, uint64_t hi)
+/*
+ * The CTA's share of `bytes` from src to dst (which do not overlap). To move
+ * as many bytes as the link it emulates, each thread has several loads in
+ * flight before it stores: the CTAs' slices are whole 16-byte vectors
+ * where both addresses are 16-byte aligned (the last CTA takes the odd
+ * tail bytes), and each thread loads UNROLL vectors, then stores them.
+ */
+#define UNROLL 4
+static __device__ __forceinline__ void copy_bytes(char *dst, const char *src, uint64_t bytes)
 {
-	if ((((uintptr_t)dst | (uintptr_t)src | lo | hi) & 15) == 0) {
-		for (uint64_t i = lo / 16 + threadIdx.x; i < hi / 16; i += blockDim.x)
-			((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+	uint64_t lo, hi, i;
+	if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
+		const uint4 *s = (const uint4 *)src;
+		uint4 *d = (uint4 *)dst, v[UNROLL];
+		uint64_t nvec = bytes / 16, bd = blockDim.x;
+		cta_slice(nvec, &lo, &hi);
+		for (i = lo + threadIdx.x; i + (UNROLL - 1) * bd < hi; i += UNROLL * bd) {
+#pragma unroll
+			for (int k = 0; k < UNROLL; k++)
+				v[k] = s[i + k * bd];
+#pragma unroll
+			for (int k = 0; k < UNROLL; k++)
+				d[i + k * bd] = v[k];
+		}
+		for (; i < hi; i += bd)
+			d[i] = s[i];
+		if (blockIdx.x == gridDim.x - 1)
+			for (i = nvec * 16 + threadIdx.x; i < bytes; i += bd)
+				dst[i] = src[i];
 	} else {
-		for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+		cta_slice(bytes, &lo, &hi);
+		for (i = lo + threadIdx.x; i < hi; i += blockDim.x)
 			dst[i] = src[i];
 	}
 }
@@ -235,10 +259,9 @@ static __global__ void emu_all_gather_kernel(char *out, uint64_t slot, int rank,
 		t0 = gtimer();
 	__syncthreads();
 	for (int i = 0; i < e.steps; i++) {
-		uint64_t lo, hi, bytes = step_bytes(e, i);
+		uint64_t bytes = step_bytes(e, i);
 		int dst = (rank + i + 1) % n;
-		cta_slice(bytes < slot ? bytes : slot, &lo, &hi);
-		copy_bytes(out + (uint64_t)dst * slot, out + (uint64_t)rank * slot, lo, hi);
+		copy_bytes(out + (uint64_t)dst * slot, out + (uint64_t)rank * slot, bytes < slot ? bytes : slot);
 		deadline += step_ns(e, i);
 		pace(t0, deadline);
 	}
@@ -253,20 +276,70 @@ void bcu_emu_all_gather(void *out, size_t slot_bytes, int rank, int n, const str
 	cudaCheck(cudaGetLastError());
 }
 
+static __device__ __forceinline__ float fold1(float x, float acc, float w, float after)
+{
+	return __fmul_rn(__fmaf_rn(x, w, acc), after);
+}
+
+/* fold1 on each element of a 16-byte vector: 8 bf16 or 4 fp32. */
+static __device__ __forceinline__ uint4 fold_vec(uint4 a, uint4 x, int bf, float w, float after)
+{
+	if (bf) {
+		__nv_bfloat16 *pa = (__nv_bfloat16 *)&a;
+		const __nv_bfloat16 *px = (const __nv_bfloat16 *)&x;
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			pa[k] = __float2bfloat16_rn(fold1(__bfloat162float(px[k]), __bfloat162float(pa[k]), w, after));
+	} else {
+		float *pa = (float *)&a;
+		const float *px = (const float *)&x;
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			pa[k] = fold1(px[k], pa[k], w, after);
+	}
+	return a;
+}
+
 /*
- * acc[j] = fma(x[j], w, acc[j]) over the CTA's slice of `elems`, then
+ * acc[j] = fma(x[j], w, acc[j]) over the CTA's share of `elems`, then
  * times `after`: reads both, writes acc. With w = 0 and after = 1 acc
  * keeps its value (finite x), which no compiler may drop (0 * x is not 0
- * for every x).
+ * for every x). acc's and x's ranges do not overlap. As copy_bytes: whole
+ * 16-byte vectors per CTA where both are aligned, UNROLL of them loaded
+ * before any is stored; element by element otherwise.
  */
 static __device__ __forceinline__ void fold(void *acc, size_t acc0, const void *x, size_t x0, uint64_t elems,
 					    int bf, float w, float after)
 {
-	uint64_t lo, hi;
-	cta_slice(elems, &lo, &hi);
-	for (uint64_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
-		st_(acc, acc0 + j, bf,
-		    __fmul_rn(__fmaf_rn(ld(x, x0 + j, bf), w, ld(acc, acc0 + j, bf)), after));
+	uint64_t lo, hi, j, bd = blockDim.x;
+	int eb = bf ? 2 : 4, per = 16 / eb;
+	char *a = (char *)acc + acc0 * eb;
+	const char *b = (const char *)x + x0 * eb;
+	if ((((uintptr_t)a | (uintptr_t)b) & 15) == 0) {
+		uint4 *va = (uint4 *)a, ra[UNROLL], rx[UNROLL];
+		const uint4 *vx = (const uint4 *)b;
+		uint64_t nvec = elems / per;
+		cta_slice(nvec, &lo, &hi);
+		for (j = lo + threadIdx.x; j + (UNROLL - 1) * bd < hi; j += UNROLL * bd) {
+#pragma unroll
+			for (int k = 0; k < UNROLL; k++) {
+				ra[k] = va[j + k * bd];
+				rx[k] = vx[j + k * bd];
+			}
+#pragma unroll
+			for (int k = 0; k < UNROLL; k++)
+				va[j + k * bd] = fold_vec(ra[k], rx[k], bf, w, after);
+		}
+		for (; j < hi; j += bd)
+			va[j] = fold_vec(va[j], vx[j], bf, w, after);
+		if (blockIdx.x == gridDim.x - 1)
+			for (j = nvec * per + threadIdx.x; j < elems; j += bd)
+				st_(a, j, bf, fold1(ld(b, j, bf), ld(a, j, bf), w, after));
+	} else {
+		cta_slice(elems, &lo, &hi);
+		for (j = lo + threadIdx.x; j < hi; j += bd)
+			st_(a, j, bf, fold1(ld(b, j, bf), ld(a, j, bf), w, after));
+	}
 }
 
 static __global__ void emu_reduce_scatter_kernel(void *out, const void *in, uint64_t count, int bf, int rank,
