@@ -361,6 +361,7 @@ two 1 "one of sm, ce" --emulate-world 2 --emulate-engine xx
 two 1 "option of the cuda backend" --nccl-max-ctas 4
 two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-ctas 4
 two 1 "autotuning synchronizes the stream" --device cuda --calibrate --gemm-autotune
+two 1 "the two would wait for each other" --device cuda --calibrate --attention cudnn
 two 1 "it goes with --calibrate" --series s1
 two 1 "a name of 1 to 23" --calibrate --series "a b"
 two 1 "--series needs a name" --calibrate --series --quick

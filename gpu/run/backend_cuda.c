@@ -695,10 +695,17 @@ static void cu_host_free(struct backend *b, void *p)
 	cudaCheck(cudaFreeHost(p));
 }
 
+/*
+ * From pageable host memory cudaMemcpy may return before its DMA has landed,
+ * and the step's streams (non-blocking) do not wait for the legacy stream
+ * it runs on: wait for it here, so that a kernel never reads what is still
+ * on its way.
+ */
 static void cu_upload(struct backend *b, void *dev, const void *host, uint64_t bytes)
 {
 	(void)b;
 	cudaCheck(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+	cudaCheck(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 static void cu_download(struct backend *b, void *host, const void *dev, uint64_t bytes)
@@ -714,6 +721,7 @@ static void cu_set_batch(struct backend *b, int micro, const int *tokens, const 
 
 	cudaCheck(cudaMemcpy(c->d_tokens + (size_t)micro * c->N, tokens, n, cudaMemcpyHostToDevice));
 	cudaCheck(cudaMemcpy(c->d_targets + (size_t)micro * c->N, targets, n, cudaMemcpyHostToDevice));
+	cudaCheck(cudaStreamSynchronize(cudaStreamLegacy)); /* as cu_upload */
 }
 
 /* ---- work: the model --------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 
 #ifdef GPU_RUN_CUDA
 #include <nccl.h>
+#include <pthread.h>
 
 #include "check.h"
 #endif
@@ -475,6 +476,15 @@ static void each_nccl(struct comm *c, void (*fn)(ncclComm_t comm, int g, int st,
 		fn(c->nccl_world, -1, -1, c);
 }
 
+/*
+ * The communicators are checked by the thread that issues the step and
+ * aborted by the watchdog's: the lock keeps an abort from freeing one
+ * under a check, and a check after the abort finds none. Recursive: a
+ * failing check's own abort (check.h's failure path) takes it again.
+ */
+static pthread_mutex_t nccl_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static int nccl_failed; /* under nccl_mu: a check found an asynchronous error */
+
 static void check_one(ncclComm_t comm, int g, int st, struct comm *c)
 {
 	ncclResult_t r = ncclSuccess;
@@ -486,13 +496,21 @@ static void check_one(ncclComm_t comm, int g, int st, struct comm *c)
 		c->rank, g < 0 ? "world" : group_names[g], st < 0 ? "-" : stream_name(st), ncclGetErrorString(r),
 		ncclGetLastError(comm));
 	fflush(stderr);
-	comm_nccl_abort(c);
-	MPI_Abort(MPI_COMM_WORLD, 1);
+	nccl_failed = 1;
 }
 
 void comm_nccl_check_async(struct comm *c)
 {
+	int failed;
+
+	pthread_mutex_lock(&nccl_mu);
 	each_nccl(c, check_one);
+	failed = nccl_failed;
+	pthread_mutex_unlock(&nccl_mu);
+	if (failed) {
+		comm_nccl_abort(c);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
 }
 
 static void abort_one(ncclComm_t comm, int g, int st, struct comm *c)
@@ -503,13 +521,22 @@ static void abort_one(ncclComm_t comm, int g, int st, struct comm *c)
 	(void)ncclCommAbort(comm); /* on the way out: its own failure changes nothing */
 }
 
+/* Any thread, on the way out; a check that holds the lock longer than 2 s is not waited for. */
 void comm_nccl_abort(struct comm *c)
 {
+	struct timespec until;
+	int locked;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	locked = pthread_mutex_timedlock(&nccl_mu, &until) == 0;
 	each_nccl(c, abort_one);
 	for (int g = 0; g < GRP_COUNT; g++)
 		for (int st = 0; st < ST_COUNT; st++)
 			c->handle[g][st].nccl = NULL;
 	c->nccl_world = NULL;
+	if (locked)
+		pthread_mutex_unlock(&nccl_mu);
 }
 
 static void release_one(ncclComm_t comm, int g, int st, struct comm *c)

@@ -316,6 +316,12 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 			   "algorithm (the default)\n");
 		finish(2);
 	}
+	if (o->calibrate && o->cuda.attention == 1) {
+		say0(rank, "gpu_run: --calibrate with --attention cudnn: a cuDNN plan that needs a larger workspace "
+			   "synchronizes the device, and the calibration queues its work behind a gate first, so the "
+			   "two would wait for each other; calibrate with mma (the default)\n");
+		finish(2);
+	}
 	if (o->nccl.min_ctas > 0 && o->nccl.max_ctas > 0 && o->nccl.min_ctas > o->nccl.max_ctas) {
 		say0(rank, "gpu_run: --nccl-min-ctas %d is more than --nccl-max-ctas %d\n", o->nccl.min_ctas,
 		     o->nccl.max_ctas);
@@ -543,6 +549,15 @@ static struct backend *backend_new(const struct experiment *e, const struct sche
 		struct backend *be = NULL;
 		if (!c->emulated)
 			comm_node(&lrank, &lsize);
+		/*
+		 * The calibration queues its work behind a gate that a stream waits
+		 * on in the device. A kernel launched the first time loads its module
+		 * lazily (CUDA's default), which may wait for the whole device: for
+		 * the gated stream, then, which waits for the host. Every module is
+		 * loaded at start instead (unless the environment says otherwise).
+		 */
+		if (o->calibrate)
+			setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 		bad = backend_cuda_select(lrank, lsize, err, errlen) < 0;
 		mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
 		if (any) {
