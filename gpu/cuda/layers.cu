@@ -116,16 +116,11 @@ void cuda_embedding_backward(float *dwte, const bf16 *dout, const int *tokens, i
 static __global__ void embedding_bwd_bf16_kernel(bf16 *dwte, const bf16 *dout, const int *tokens,
 						 int N, int D)
 {
-	__shared__ int earlier;
-	int n = blockIdx.x, tok = tokens[n];
-	if (threadIdx.x == 0)
-		earlier = 0;
-	__syncthreads();
+	int n = blockIdx.x, tok = tokens[n], found = 0;
 	for (int j = threadIdx.x; j < n; j += blockDim.x)
-		if (tokens[j] == tok)
-			earlier = 1; /* a benign race: every writer writes 1 */
-	__syncthreads();
-	if (earlier)
+		found |= tokens[j] == tok;
+	/* any thread's find, through the barrier (no shared flag that many threads write) */
+	if (__syncthreads_or(found))
 		return;
 	for (int c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
 		f8 acc;
