@@ -14,7 +14,7 @@ and a PyTorch-profiler table of kernel times of one step (dataset
 (attention with RoPE through complex multiplication, repeat_kv, SDPA;
 RMSNorm; SwiGLU), as many layers as fit.
 """
-import argparse, datetime, math, os, socket, statistics, sys, time
+import argparse, datetime, gc, math, os, socket, statistics, sys, time
 
 import h5py
 import numpy as np
@@ -94,6 +94,9 @@ def op_sac_policy():
     """torchtitan's per-op selective checkpointing: keep attention's outputs and every other matmul's."""
     save = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_flash_attention.default,
             torch.ops.aten._scaled_dot_product_efficient_attention.default}
+    cudnn = getattr(torch.ops.aten, "_scaled_dot_product_cudnn_attention", None)  # first on sm90 in 2.11
+    if cudnn is not None:
+        save.add(cudnn.default)
 
     def context():
         count = {"forward": 0, "recompute": 0}
@@ -109,14 +112,14 @@ def op_sac_policy():
 
 
 def build(cfg, device, mesh):
-    m = Llama(cfg["layers"], cfg["hidden"], cfg["ffn"], cfg["heads"], cfg["kv_heads"], cfg["vocab"], cfg["seq"])
+    with torch.device(device):  # made where it runs: initialised on the GPU in milliseconds, never copied
+        m = Llama(cfg["layers"], cfg["hidden"], cfg["ffn"], cfg["heads"], cfg["kv_heads"], cfg["vocab"], cfg["seq"])
     ac = cfg["ac"]
     for i, blk in enumerate(m.layers):
         if ac == "full" or (ac.startswith("per-layer:") and (i + 1) % int(ac.split(":")[1]) == 0):
             m.layers[i] = checkpoint_wrapper(blk, preserve_rng_state=False)
         elif ac == "per-op":
             m.layers[i] = checkpoint_wrapper(blk, preserve_rng_state=False, context_fn=op_sac_policy())
-    m = m.to(device)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if cfg["precision"] == "mixed" else torch.float32,
                               reduce_dtype=torch.float32)
     reshard = cfg["reshard"] == "yes"
@@ -132,6 +135,7 @@ def build(cfg, device, mesh):
 
 
 def optimizer(model, cfg):
+    """The optimizer, or None with the hooks that step it in backward (to remove: they hold the parameters)."""
     kw = dict(lr=3e-4, weight_decay=0.1)
     if cfg["optim"] == "fused":
         kw["fused"] = True
@@ -141,10 +145,18 @@ def optimizer(model, cfg):
         kw["foreach"] = False
     if cfg["optim_in_backward"] == "true":
         opts = {p: torch.optim.AdamW([p], **kw) for p in model.parameters()}
-        for p, o in opts.items():
-            p.register_post_accumulate_grad_hook(lambda q, o=o: (o.step(), o.zero_grad()))
-        return None
-    return torch.optim.AdamW(model.parameters(), **kw)
+        hooks = [p.register_post_accumulate_grad_hook(lambda q, o=o: (o.step(), o.zero_grad()))
+                 for p, o in opts.items()]
+        return None, hooks
+    return torch.optim.AdamW(model.parameters(), **kw), []
+
+
+def release(device):
+    """What a policy left: FSDP2's modules hold themselves in cycles, which only the collector frees, and the
+    cache keeps their memory; without this the next policy's peaks would include the last one's model."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 # ---- one policy ---------------------------------------------------------------
@@ -157,7 +169,15 @@ def sync(device):
 def measure(cfg, args, device, mesh, rank):
     torch.manual_seed(1234)
     model = build(cfg, device, mesh)
-    opt = optimizer(model, cfg)
+    opt, hooks = optimizer(model, cfg)
+    try:
+        return run_steps(model, opt, cfg, args, device)
+    finally:  # out of memory too: the hooks hold their parameters and optimizers where the collector cannot
+        for h in hooks:
+            h.remove()
+
+
+def run_steps(model, opt, cfg, args, device):
     M, B, T, V = cfg["microbatches"], cfg["batch"], cfg["seq"], cfg["vocab"]
     tokens = torch.randint(0, V, (M, B, T + 1), device=device)
 
@@ -194,10 +214,11 @@ def measure(cfg, args, device, mesh, rank):
             sync(device)
         for e in p.key_averages():
             dev_us = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0) or 0
-            kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA  # a kernel, not an op
+            # a kernel: on the device, and not a record_function range the profiler also times there
+            kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
+                not getattr(e, "is_user_annotation", False)
             prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
     peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if device.type == "cuda" else (0, 0)
-    del model, opt
     return times, peaks, prof_rows
 
 
@@ -314,19 +335,22 @@ def main():
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block")
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     for cfg in cfgs:
+        release(device)  # before the policy, so that its peaks are its own
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
         try:
             times, peaks, prof = measure(cfg, args, device, mesh, rank)
-        except torch.OutOfMemoryError:
+        except (torch.OutOfMemoryError, RuntimeError) as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
+            if not isinstance(err, torch.OutOfMemoryError) and "out of memory" not in str(err).lower():
+                raise
             if rank == 0:
                 print("out of memory:", cfg, file=sys.stderr)
-            torch.cuda.empty_cache()
             continue
         if rank == 0:
             name = append(args.out, cfg, world, hardware, times, peaks, prof, gpu_bytes)
             print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
-        if cuda:
-            torch.cuda.empty_cache()
+    release(device)
     dist.destroy_process_group()
 
 

@@ -25,12 +25,18 @@ import torch.nn.functional as F
 K_GEMM, K_ATTN, K_EW = 0, 1, 2
 
 
+HOLD = 1_000_000  # cycles (about half a millisecond) the GPU sleeps while the host queues a measurement
+
+
 def timer(device):
     if device.type == "cuda":
         def run(fn, reps):
             ts = []
             for _ in range(reps):
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                # the GPU busy while the host queues the events and the work: they time the device's work,
+                # not the Python, dispatch and launch in front of it (dispatch_ns measures those)
+                torch.cuda._sleep(HOLD)
                 a.record(); fn(); b.record(); b.synchronize()
                 ts.append(a.elapsed_time(b) * 1e6)
             return statistics.median(ts)
@@ -41,6 +47,21 @@ def timer(device):
                 t0 = time.perf_counter(); fn(); ts.append((time.perf_counter() - t0) * 1e9)
             return statistics.median(ts)
     return run
+
+
+def dispatch_ns(e1, reps, n=16):
+    """The host's time to issue one small op (Python, dispatch, launch), on a GPU busy enough that no launch
+    waits for it: the median over reps of n ops each."""
+    ts = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(HOLD)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            e1.add_(1)
+        ts.append((time.perf_counter() - t0) / n * 1e9)
+    torch.cuda.synchronize()
+    return statistics.median(ts)
 
 
 def launch_queue_depth():
@@ -152,7 +173,7 @@ def main():
         except RuntimeError:
             scal[name] = float("nan")
     e1 = torch.empty(1, device=dev)
-    dispatch = t(lambda: e1.add_(1), reps)
+    dispatch = dispatch_ns(e1, reps) if cuda else t(lambda: e1.add_(1), reps)
     queue = launch_queue_depth() if cuda else 0
     hw = a.hardware or (torch.cuda.get_device_name().lower().replace(" ", "-") if cuda else "cpu")
     kt = np.dtype([("name", "S24"), ("kind", "u1"), ("m", "<i8"), ("n", "<i8"), ("k", "<i8"), ("flops", "<u8"),
