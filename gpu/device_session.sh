@@ -98,14 +98,15 @@ declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=27
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 note() { echo "$*" >>"$SUMMARY"; }
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
-# tmo SECONDS COMMAND...: the command under timeout, for SECONDS at most and never past the
-# step's end (STEP_END, set by run_step): an inner timeout is a process group of its own,
-# which the step's timeout does not reach, so it must end by itself before the step does.
+# tmo SECONDS COMMAND...: the command under timeout, for SECONDS at most (0: no limit of its
+# own) and never past the step's end (STEP_END, set by run_step): an inner timeout is a
+# process group of its own, which the step's timeout does not reach, so it must end by
+# itself before the step does.
 tmo() {
 	local s=$1 end_s
 	shift
 	end_s=$((${STEP_END:-$(($(date +%s) + s + 10))} - $(date +%s) - 5))
-	[ "$end_s" -lt "$s" ] && s=$end_s
+	{ [ "$s" -eq 0 ] || [ "$end_s" -lt "$s" ]; } && s=$end_s
 	if [ "$s" -lt 1 ]; then
 		echo "not run (the step's time is up): $*"
 		return 124
@@ -202,9 +203,11 @@ catalog_gpu() {
 }
 # The rehearsal (DEVICE=cpu): the tiny model on the same emulated 2 x 8 job.
 if [ "$DEVICE" = cuda ]; then
+	CATALOG_GPU=$(catalog_gpu) # the hooks price their runs on it too
+	export CATALOG_GPU
 	EXP=experiments/llama3.ini
-	MODEL="--set cluster.gpu=$(catalog_gpu) --set model.layers=4 --set model.seq=4096"
-	FULL="--set cluster.gpu=$(catalog_gpu)" # llama3-8b at full size, seq 8192
+	MODEL="--set cluster.gpu=$CATALOG_GPU --set model.layers=4 --set model.seq=4096"
+	FULL="--set cluster.gpu=$CATALOG_GPU" # llama3-8b at full size, seq 8192
 else
 	EXP=experiments/tiny.ini
 	MODEL="--set cluster.nodes=2 --set cluster.gpus_per_node=8"
@@ -286,7 +289,7 @@ PY
 
 step_test() {
 	have_gpu || return 1
-	tmo "$MAX_S_TEST" ./gpu_test >"$WORK/test.out" 2>&1
+	tmo 0 ./gpu_test >"$WORK/test.out" 2>&1
 	local r=$?
 	cat "$WORK/test.out"
 	# a GPU that CUDA cannot use makes gpu_test say so and exit 0: not a pass
@@ -297,7 +300,7 @@ step_test() {
 step_memcheck() {
 	have_gpu || return 1
 	[ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 1; }
-	tmo "$MAX_S_MEMCHECK" "$SAN" --tool memcheck --error-exitcode 3 --print-limit 20 ./gpu_test
+	tmo 0 "$SAN" --tool memcheck --error-exitcode 3 --print-limit 20 ./gpu_test
 }
 
 step_racecheck() {
@@ -339,9 +342,8 @@ step_bench() {
 }
 
 step_calibrate() {
-	local rc=0 t0 left_s
+	local rc=0 left_s
 	have_device || return 1
-	t0=$(date +%s)
 	echo "calibration of $JOB into $CAL_FILE"
 	echo "== quick: a session in seconds, so that the runs have one if the full calibration does not finish"
 	# shellcheck disable=SC2086
@@ -471,7 +473,7 @@ step_hooks() {
 		[ -e "$f" ] || continue
 		any=1
 		echo "== hook $f"
-		OUT="$OUT" LD_LIBRARY_PATH="$HOST_LD_LIBRARY_PATH" tmo "$MAX_S_HOOKS" bash "$f" "$OUT" \
+		OUT="$OUT" LD_LIBRARY_PATH="$HOST_LD_LIBRARY_PATH" tmo 0 bash "$f" "$OUT" \
 			>"$LOGS/hook_$(basename "$f" .sh).log" 2>&1 ||
 			{ echo "hook $f: FAILED ($?)"; rc=1; }
 		tail -5 "$LOGS/hook_$(basename "$f" .sh).log"
@@ -511,8 +513,7 @@ run_step() {
 	[ "$budget" -gt "$remain" ] && budget=$remain
 	say "== $name (at most ${budget}s)"
 	t0=$(date +%s)
-	MAX_S_TEST=$budget MAX_S_MEMCHECK=$budget MAX_S_HOOKS=$budget STEP_END=$((t0 + budget)) \
-		timeout -k 15 "$budget" bash -c "step_$name" >"$LOGS/$name.log" 2>&1
+	STEP_END=$((t0 + budget)) timeout -k 15 "$budget" bash -c "step_$name" >"$LOGS/$name.log" 2>&1
 	rc=$?
 	local secs=$(($(date +%s) - t0)) status=OK
 	[ $rc -eq 0 ] || status=FAIL

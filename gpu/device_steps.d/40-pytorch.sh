@@ -12,12 +12,7 @@ if ! $PY -c 'import torch, h5py; assert torch.cuda.is_available()' 2>/dev/null; 
 fi
 n=$($PY -c 'import torch; print(torch.cuda.device_count())')
 hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" ", "-"))')
-# the catalog GPU ./sim prices the runs on (as device_session.sh's catalog_gpu)
-case "$hw" in
-*h200*) gpu=h200 ;;
-*a100*) gpu=a100-80g ;;
-*) gpu=h100-sxm ;;
-esac
+gpu=${CATALOG_GPU:-h100-sxm} # the catalog GPU ./sim prices the runs on (device_session.sh's)
 rc=0
 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
