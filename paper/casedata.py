@@ -71,6 +71,8 @@ def how_text(run):
     a = run.attrs
     if a.get("source") == "pytorch":  # experiments/pytorch/fsdp_bench.py
         return "measured with PyTorch FSDP2 on %s" % a.get("hardware", "?")
+    if a.get("source") == "published":  # experiments/published/
+        return "published for %s" % a.get("hardware", "?")
     what = "measured on %s (%s backend" % (a.get("hardware", "?"), a.get("backend", a.get("run.device", "?")))
     if a.get("fabric") == "emulated":
         what += ", rank 0 of %s on the emulated fabric" % a.get("fabric.world", "?")

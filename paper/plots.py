@@ -408,13 +408,20 @@ def _calibration_text(pred):
     return ", calibration %s" % os.path.basename(cal) if cal else ", catalog prices"
 
 
+def group_key(m):
+    """'llama3-8b, 1 x 8 ranks'; a custom model by its shape (two custom models are two groups)."""
+    c = m.config
+    model = c.get("model.name", "?")
+    if model == "custom":
+        model = "custom %s layers x %s" % (c.get("model.layers", "?"), c.get("model.hidden", "?"))
+    return "%s, %s x %s ranks" % (model, c.get("cluster.nodes", "?"), c.get("cluster.gpus_per_node", "?"))
+
+
 def plot_predicted_vs_measured(pairs, outdir, stem):
     """Per group of runs (model, ranks): measured step time with its spread beside the prediction."""
     groups = {}
     for m, p in pairs:
-        key = "%s, %s x %s ranks" % (m.config.get("model.name", "?"), m.config.get("cluster.nodes", "?"),
-                                     m.config.get("cluster.gpus_per_node", "?"))
-        groups.setdefault(key, []).append((m, p))
+        groups.setdefault(group_key(m), []).append((m, p))
     keys = sorted(groups)
     fig, axes = plt.subplots(len(keys), 1, figsize=(max(8, 0.55 * max(len(g) for g in groups.values()) + 3),
                                                      3.2 * len(keys)), squeeze=False)
@@ -448,9 +455,7 @@ def plot_predicted_scatter(pairs, outdir, stem):
     of +-25% around it; a color per model and world size."""
     groups = {}
     for m, p in pairs:
-        key = "%s, %s x %s ranks" % (m.config.get("model.name", "?"), m.config.get("cluster.nodes", "?"),
-                                     m.config.get("cluster.gpus_per_node", "?"))
-        groups.setdefault(key, []).append((m, p))
+        groups.setdefault(group_key(m), []).append((m, p))
     with plt.rc_context(CASE_RC):
         fig, ax = plt.subplots(figsize=(8, 6.5))
         lo, hi = float("inf"), 0.0

@@ -71,9 +71,10 @@ static int op_work(enum op_kind k)
 struct cmp {
 	struct run_read *m;              /* the measured run; its experiment gets the calibration */
 	char policy[256];                /* the policy as a person reads it */
-	char policy_key[512];            /* every policy key: runs of the same policy share it */
+	char policy_key[1024];           /* every policy key: runs of the same policy share it */
 	char calibration[CONFIG_PATH_MAX];
-	char group[512];                 /* runs that differ only in policy share it (the ranking) */
+	char group[4096];                /* runs that differ only in policy share it (the ranking); every
+					    model and cluster key, so a cut-off key would join runs that differ */
 	struct summary pred;
 	double step_err, alloc_err, reserved_err;
 	int within_noise;
@@ -84,6 +85,7 @@ struct cmp {
 	int timed;                       /* the run has op times (a PyTorch run has kernel times instead) */
 	int kernel_timed;                /* it has kernel times (a kernels table whose time is not all 0) */
 	int mem_measured;                /* it has peak memory (a PyTorch run on the CPU has none) */
+	int alloc_measured, reserved_measured; /* each peak apart (a published run may give reserved alone) */
 	double work_meas[W_COUNT], work_pred[W_COUNT]; /* untimed runs with kernels: seconds per kind of work */
 	int work_kernels[W_COUNT], work_ops[W_COUNT];
 	struct schedule *s;
@@ -171,7 +173,9 @@ static void tally(struct cmp *c)
 		c->work_kernels[w] += c->m->kernels[i].calls;
 		c->kernel_timed |= c->m->kernels[i].device_us > 0;
 	}
-	c->mem_measured = c->m->sum.peak_alloc_bytes || c->m->sum.peak_reserved_bytes;
+	c->alloc_measured = c->m->sum.peak_alloc_bytes > 0;
+	c->reserved_measured = c->m->sum.peak_reserved_bytes > 0;
+	c->mem_measured = c->alloc_measured || c->reserved_measured;
 }
 
 /*
@@ -224,8 +228,13 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	report_policy_line(e, c->policy, sizeof c->policy);
 	config_each(e, key_attr, &k);
 	config_each(e, policy_attr, &pk);
-	snprintf(c->group + (k.n < k.len ? k.n : k.len - 1), (size_t)(k.len - (k.n < k.len ? k.n : k.len - 1)),
-		 "hardware=%s", m->hardware);
+	if (k.n < k.len)
+		k.n += snprintf(c->group + k.n, (size_t)(k.len - k.n), "hardware=%s", m->hardware);
+	if (k.n >= k.len || pk.n >= pk.len) {
+		snprintf(err, errlen, "its configuration (%d characters of model, cluster and batch keys, %d of policy keys) "
+			 "is longer than the comparison groups runs by (%d, %d)", k.n, pk.n, k.len - 1, pk.len - 1);
+		return -1;
+	}
 	c->s = schedule_new(e, err, errlen);
 	if (!c->s)
 		return -1;
@@ -250,11 +259,13 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	c->step_err = rel(c->pred.step_time_s, m->sum.step_time_s);
 	c->alloc_err = rel((double)c->pred.peak_alloc_bytes, (double)m->sum.peak_alloc_bytes);
 	c->reserved_err = rel((double)c->pred.peak_reserved_bytes, (double)m->sum.peak_reserved_bytes);
-	c->within_noise = c->pred.step_time_s >= m->sum.step_time_p10_s &&
-			  c->pred.step_time_s <= m->sum.step_time_p90_s;
+	c->within_noise = m->sum.steps > 1 && c->pred.step_time_s >= m->sum.step_time_p10_s &&
+			  c->pred.step_time_s <= m->sum.step_time_p90_s; /* one figure has no noise to be inside */
 	tally(c);
-	if (!c->mem_measured)
-		c->alloc_err = c->reserved_err = NAN;
+	if (!c->alloc_measured)
+		c->alloc_err = NAN;
+	if (!c->reserved_measured)
+		c->reserved_err = NAN;
 	c->rank_wait_s = rank_wait(c->s, m);
 	return 0;
 }
@@ -419,13 +430,18 @@ static void print_text(FILE *out, const struct cmp *c)
 	const struct run_read *m = c->m;
 	const struct summary *p = &c->pred;
 	int order[OP_KIND_COUNT], nk;
-	char b1[32], b2[32];
+	char b1[32], b2[32], spread[96];
 
-	fprintf(out, "run %s  %s  (%s, %s)\n", m->name, c->policy, m->source, m->hardware[0] ? m->hardware : "?");
+	fprintf(out, "run %s  %s  (%s, runtime %s, %s)\n", m->name, c->policy, m->source,
+		runtime_names[m->exp.policy.runtime], m->hardware[0] ? m->hardware : "?");
 	fprintf(out, "  calibration %s\n", c->calibration[0] ? c->calibration : "none (catalog constants)");
-	fprintf(out, "  step        measured %.3f ms (%d steps, p10-p90 %.3f-%.3f)  predicted %.3f ms  error %+.1f%%%s\n",
-		m->sum.step_time_s * 1e3, m->sum.steps, m->sum.step_time_p10_s * 1e3, m->sum.step_time_p90_s * 1e3,
-		p->step_time_s * 1e3, 100 * c->step_err, c->within_noise ? "  (inside the run's noise)" : "");
+	if (m->sum.steps > 1)
+		snprintf(spread, sizeof spread, "%d steps, p10-p90 %.3f-%.3f", m->sum.steps, m->sum.step_time_p10_s * 1e3,
+			 m->sum.step_time_p90_s * 1e3);
+	else
+		snprintf(spread, sizeof spread, "one figure, no spread");
+	fprintf(out, "  step        measured %.3f ms (%s)  predicted %.3f ms  error %+.1f%%%s\n", m->sum.step_time_s * 1e3,
+		spread, p->step_time_s * 1e3, 100 * c->step_err, c->within_noise ? "  (inside the run's noise)" : "");
 	if (c->timed) {
 		fprintf(out, "  compute     measured %.3f ms  predicted %.3f ms  error %+.1f%%\n", m->sum.compute_s * 1e3,
 			p->compute_s * 1e3, 100 * rel(p->compute_s, m->sum.compute_s));
@@ -438,18 +454,19 @@ static void print_text(FILE *out, const struct cmp *c)
 	if (m->nranks > 1)
 		fprintf(out, "  rank skew   %.3f ms: the collectives' first rank waiting for their last, summed "
 			     "(%d ranks measured; the model's ranks run alike)\n", c->rank_wait_s * 1e3, m->nranks);
-	if (c->mem_measured) {
+	if (c->alloc_measured)
 		fprintf(out, "  peak alloc  measured %s  predicted %s  error %+.2f%%\n",
 			report_bytes(m->sum.peak_alloc_bytes, b1, sizeof b1),
 			report_bytes(p->peak_alloc_bytes, b2, sizeof b2), 100 * c->alloc_err);
+	else
+		fprintf(out, "  peak alloc  not measured  predicted %s\n", report_bytes(p->peak_alloc_bytes, b2, sizeof b2));
+	if (c->reserved_measured)
 		fprintf(out, "  peak reserved measured %s  predicted %s  error %+.2f%%\n",
 			report_bytes(m->sum.peak_reserved_bytes, b1, sizeof b1),
 			report_bytes(p->peak_reserved_bytes, b2, sizeof b2), 100 * c->reserved_err);
-	} else {
-		fprintf(out, "  peak alloc  not measured  predicted %s\n", report_bytes(p->peak_alloc_bytes, b2, sizeof b2));
+	else
 		fprintf(out, "  peak reserved not measured  predicted %s\n",
 			report_bytes(p->peak_reserved_bytes, b2, sizeof b2));
-	}
 	if (!c->timed) {
 		if (!c->kernel_timed) {
 			fprintf(out, "    per op kind: not measured (no op times, no kernel times)\n");
@@ -520,11 +537,11 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	json_key_num(out, "measured_exposed_comm_s", c->timed ? m->sum.exposed_comm_s : NAN);
 	json_key_num(out, "predicted_exposed_comm_s", p->exposed_comm_s);
 	json_key_num(out, "measured_rank_wait_s", c->rank_wait_s);
-	json_key_num(out, "measured_peak_alloc_bytes", c->mem_measured ? (double)m->sum.peak_alloc_bytes : NAN);
+	json_key_num(out, "measured_peak_alloc_bytes", c->alloc_measured ? (double)m->sum.peak_alloc_bytes : NAN);
 	fprintf(out, ", \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ", (unsigned long long)p->peak_alloc_bytes);
 	json_num(out, c->alloc_err);
 	fputs(", \"measured_peak_reserved_bytes\": ", out);
-	json_num(out, c->mem_measured ? (double)m->sum.peak_reserved_bytes : NAN);
+	json_num(out, c->reserved_measured ? (double)m->sum.peak_reserved_bytes : NAN);
 	fprintf(out, ", \"predicted_peak_reserved_bytes\": %llu, \"peak_reserved_err\": ",
 		(unsigned long long)p->peak_reserved_bytes);
 	json_num(out, c->reserved_err);

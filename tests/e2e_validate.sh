@@ -36,7 +36,13 @@
 #      take the latency ./sim's catalog prices (a double binary tree's,
 #      core/fabric.h), not the ring's;
 #   7. a PyTorch run (fsdp_bench.py's schema): its kernels by kind of work
-#      against the predicted ops, null for what it did not measure.
+#      against the predicted ops, null for what it did not measure;
+#   8. published runs (experiments/published/torchtitan.py): each becomes a
+#      measured run whose step is its tokens per step over the published
+#      rate, compared with its reserved peak alone where that is published
+#      (the allocated peak null, not an infinite error), as one figure with
+#      no noise band; a per-layer:K policy is named with its K; only runs
+#      of the same model, cluster and batch are ranked against each other.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -452,6 +458,43 @@ if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfi
 	ok "pytorch run, plots: predicted against measured"
 else
 	bad "pytorch run, plots" "$(tail -3 "$tmp/ptfig.log"; ls "$tmp/ptfig" 2>&1 | head -5)"
+fi
+
+# 8. published figures as measured runs
+pub=$tmp/pub.h5
+if /usr/bin/python3 experiments/published/torchtitan.py "$pub" >"$tmp/pub.log" 2>&1 &&
+	/usr/bin/python3 experiments/pytorch/attach_schedule.py "$pub" --sim "$SIM" >>"$tmp/pub.log" 2>&1 &&
+	"$SIM" --compare "$pub" --json >"$tmp/pub.json" 2>>"$tmp/pub.log" && out=$(/usr/bin/python3 - "$tmp/pub.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["compared"] == 12 and d["failed"] == 0 and d["within_noise"] == 0, d
+runs = d["runs"]
+assert all(r["source"] == "published" and r["measured_steps"] == 1 and not r["within_noise"] for r in runs)
+a = runs[0]  # Llama 3.1 8B on 8 H100 (Grand Teton), FSDP: 5,762 tokens/s per GPU, 82.4 GiB reserved
+close = lambda x, y: abs(x - y) <= 1e-8 * abs(y)  # the JSON's numbers have 9 significant digits
+assert close(a["measured_step_s"], 2 * 8192 / 5762), a["measured_step_s"]
+assert close(a["measured_peak_reserved_bytes"], 82.4 * (1 << 30)), a["measured_peak_reserved_bytes"]
+assert a["measured_peak_alloc_bytes"] is None and a["peak_alloc_err"] is None and a["memory_measured"] is True
+assert abs(a["peak_reserved_err"] - (a["predicted_peak_reserved_bytes"] / (82.4 * (1 << 30)) - 1)) < 1e-7
+assert abs(a["step_err"] - (a["predicted_step_s"] / a["measured_step_s"] - 1)) < 1e-7
+for r in runs[4:]:  # the A100 rows publish no memory
+    assert r["memory_measured"] is False and r["peak_reserved_err"] is None, r
+# ranked: pairs of one model, cluster and batch that differ in policy (runtime included): 8B on 8 and on
+# 128 H100 (eager, compiled), 8B on the A100s (2 policies), Llama 2 13B (3); not Llama 2 70B's runs of
+# batch 1 and 2 (a group key cut short before the batch once paired them)
+assert -1 <= d["kendall_tau"] <= 1 and d["ranked_pairs"] == 6, d
+print("12 published runs; the first %+.1f%% on its step, %+.1f%% on its reserved peak" % (
+    100 * a["step_err"], 100 * a["peak_reserved_err"]))
+EOF
+); then ok "published runs: $out"; else bad "published runs" "${out:-} $(tail -3 "$tmp/pub.log" 2>/dev/null)"; fi
+if "$SIM" --compare "$pub" >"$tmp/pub.txt" 2>&1 && grep -q "(one figure, no spread)" "$tmp/pub.txt" &&
+	grep -q "peak alloc  not measured" "$tmp/pub.txt" && grep -q "peak reserved measured 82.40 GiB" "$tmp/pub.txt" &&
+	grep -q "ac per-layer:2," "$tmp/pub.txt" &&
+	grep -q "(published, runtime pytorch-compile, h100-96g-grand-teton)" "$tmp/pub.txt" &&
+	! grep -q "inf%\|inside the run's noise" "$tmp/pub.txt"; then
+	ok "published runs, text: one figure, the reserved peak alone, per-layer:2, the runtime"
+else
+	bad "published runs, text" "$(head -12 "$tmp/pub.txt")"
 fi
 
 echo "$passed passed, $failed failed"

@@ -6,7 +6,8 @@ that `./sim --compare FILE` can rebuild and predict it.
 
 fsdp_bench.py runs where PyTorch is (the GPU machine, which has no HDF5 C
 library to build ./sim); this runs where ./sim is. For every run with
-source = "pytorch" and no `ops` dataset it asks `./sim --schedule` for the
+source = "pytorch" or "published" (experiments/published/) and no `ops`
+dataset it asks `./sim --schedule` for the
 run's configuration (its section.key attributes) and writes the ops in
 issue order with their kind, stream, unit, segment, microbatch, label,
 bytes and FLOPs (data/README.md); start and end are 0: PyTorch's timeline
@@ -59,7 +60,7 @@ def main():
     done = 0
     with h5py.File(a.file, "a") as f:
         for name, run in f["runs"].items():
-            if run.attrs.get("source") != "pytorch" or "ops" in run:
+            if run.attrs.get("source") not in ("pytorch", "published") or "ops" in run:
                 continue
             try:
                 rows = schedule(a.sim, dict(run.attrs))
