@@ -113,18 +113,21 @@ void config_usage(FILE *f);
 
 /*
  * Whether arg ("--layers" or "--layers=32") is an experiment flag, and the
- * experiment flag closest to an unknown one ("--layrs" -> "--layers", NULL
- * when none is close): for the caller's message about a flag it leaves.
+ * flag closest to an unknown one among the experiment flags and the
+ * caller's own (`own`: "--schedule", ..., NULL-terminated; NULL for none):
+ * "--layrs" -> "--layers", "--schedul" -> "--schedule", NULL when none is
+ * close. For the caller's message about a flag it leaves.
  */
 int config_is_flag(const char *arg);
-const char *config_flag_closest(const char *arg);
+const char *config_flag_closest(const char *arg, const char *const *own);
 
 /*
- * After config_parse_args and the caller's own flags: report the first argv
- * entry nobody took as an unknown flag, with the closest experiment flag
- * ("see PROG --help" when none is close). 0, or -1 after printing.
+ * After config_parse_args and the caller's own flags (`own`, as above):
+ * report the first argv entry nobody took as an unknown flag, with the
+ * closest flag ("see PROG --help" when none is close). 0, or -1 after
+ * printing.
  */
-int config_check_leftovers(int argc, char **argv, const char *prog);
+int config_check_leftovers(int argc, char **argv, const char *prog, const char *const *own);
 
 /* Where the config functions print their messages; NULL (the default) is stderr. */
 extern FILE *config_errfile;

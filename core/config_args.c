@@ -84,15 +84,27 @@ int config_is_flag(const char *arg)
 	return strcmp(name, "--set") == 0 || config_key_of_flag(name) >= 0;
 }
 
-const char *config_flag_closest(const char *arg)
+const char *config_flag_closest(const char *arg, const char *const *own)
 {
+	const char *const *cfg = config_flags_bare();
 	char name[FLAG_MAX + 8];
+	const char **all, *close;
+	int n = 0, m = 0;
 
 	if (arg[0] != '-')
 		return NULL;
 	arg += strspn(arg, "-");
 	config_head_of(arg, "=", name, sizeof name);
-	const char *close = name_closest(config_flags_bare(), name);
+	while (cfg[n])
+		n++;
+	while (own && own[m])
+		m++;
+	all = xcalloc((size_t)(n + m + 1), sizeof *all);
+	memcpy(all, cfg, sizeof *all * (size_t)n);
+	for (int i = 0; i < m; i++)
+		all[n + i] = own[i] + 2; /* "--schedule": the bare name, "--" before it */
+	close = name_closest(all, name);
+	free(all);
 	return close ? close - 2 : NULL;
 }
 
@@ -203,13 +215,13 @@ void config_usage(FILE *f)
 	fprintf(f, "  see experiments/README.md for every key, its values and default\n");
 }
 
-int config_check_leftovers(int argc, char **argv, const char *prog)
+int config_check_leftovers(int argc, char **argv, const char *prog, const char *const *own)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *near;
 		if (!argv[i])
 			continue;
-		near = config_flag_closest(argv[i]);
+		near = config_flag_closest(argv[i], own);
 		if (near)
 			fprintf(config_err(), "unknown flag '%s' (did you mean '%s'?)\n", argv[i], near);
 		else

@@ -30,6 +30,7 @@
 
 #define EXPERIMENT_MAX_BYTES (1 << 20) /* an experiment file is a few hundred bytes */
 #define MESSAGES_MAX 100               /* errors printed for one file; the rest are counted */
+#define SECTION_CHARS 50               /* inih's longest section name (MAX_SECTION) + 1 */
 
 struct message {
 	int line;
@@ -106,12 +107,28 @@ static char *load_reader(char *str, int num, void *stream)
 			return str;
 		}
 	}
-	const char *p = str;
+	const char *p = str, *end;
 	if (l->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
 		p += 3;
 	p += strspn(p, " \t");
-	if (*p == '[')
+	if (*p == '[') {
 		l->section_line = l->line;
+		/*
+		 * An unknown section is said here, at its header, as inih names it
+		 * (the text up to ']'): the handler sees only the keys under it,
+		 * and a header with none would otherwise pass unnoticed.
+		 */
+		if ((end = strchr(p + 1, ']')) && end - p - 1 < SECTION_CHARS) {
+			char name[SECTION_CHARS], err[MSG_MAX];
+			memcpy(name, p + 1, (size_t)(end - p - 1));
+			name[end - p - 1] = '\0';
+			if (name_index(config_sections, name) < 0) {
+				config_unknown_section_text(name, err, sizeof err);
+				load_error(l, l->line, "%s", err);
+				l->reported_line = l->line;
+			}
+		}
+	}
 	return str;
 }
 

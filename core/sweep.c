@@ -81,6 +81,23 @@ static void say(struct reader *r, int line, const char *fmt, ...)
 	r->errors++;
 }
 
+#define SECTION_CHARS 50 /* inih's longest section name (MAX_SECTION) + 1 */
+
+/* An unknown section, said once, at its header. */
+static void unknown_section(struct reader *r, const char *section)
+{
+	const char *close = name_closest(sections, section);
+
+	if (r->reported_section == r->section_line)
+		return;
+	r->reported_section = r->section_line;
+	if (close)
+		say(r, r->section_line, "unknown section [%s] (did you mean [%s]?)", section, close);
+	else
+		say(r, r->section_line, "unknown section [%s] (sections: [sweep] [model] [cluster] [policy] [run])",
+		    section);
+}
+
 static char *reader_line(char *str, int num, void *stream)
 {
 	struct reader *r = stream;
@@ -103,8 +120,25 @@ static char *reader_line(char *str, int num, void *stream)
 	}
 	r->cont = (str[0] == ' ' || str[0] == '\t') && str[strspn(str, " \t\r\n")] != '\0' &&
 		  str[strspn(str, " \t")] != ';' && str[strspn(str, " \t")] != '#';
-	if (str[strspn(str, " \t")] == '[')
+	if (r->cont) /* inih (55) keeps an inline comment on a continuation line: it ends here, as on a key's line */
+		for (char *c = str + 1; *c; c++)
+			if (*c == ';' && (c[-1] == ' ' || c[-1] == '\t')) {
+				c[0] = '\n';
+				c[1] = '\0';
+				break;
+			}
+	if (str[strspn(str, " \t")] == '[') {
+		const char *p = str + strspn(str, " \t"), *end = strchr(p + 1, ']');
 		r->section_line = r->line;
+		/* an unknown section is said at its header: the handler sees only the keys under it */
+		if (end && end - p - 1 < SECTION_CHARS) {
+			char name[SECTION_CHARS];
+			memcpy(name, p + 1, (size_t)(end - p - 1));
+			name[end - p - 1] = '\0';
+			if (name_index(sections, name) < 0)
+				unknown_section(r, name);
+		}
+	}
 	return str;
 }
 
@@ -383,15 +417,7 @@ static int sweep_ini_line(void *user, const char *section, const char *name, con
 		return 1;
 	}
 	if (s < 0) {
-		const char *close = name_closest(sections, section);
-		if (r->reported_section == r->section_line)
-			return 1;
-		r->reported_section = r->section_line;
-		if (close)
-			say(r, r->section_line, "unknown section [%s] (did you mean [%s]?)", section, close);
-		else
-			say(r, r->section_line, "unknown section [%s] (sections: [sweep] [model] [cluster] [policy] [run])",
-			    section);
+		unknown_section(r, section);
 		return 1;
 	}
 	snprintf(r->last_section, sizeof r->last_section, "%s", section);

@@ -82,6 +82,11 @@ static void usage(FILE *f)
 	config_usage(f);
 }
 
+/* The simulator's own flags (usage()), for the flag closest to an unknown one. */
+static const char *const own_flags[] = { "--schedule", "--json", "--trace", "--top", "--sweep", "--advise",
+					 "--what-if", "--memory-budget", "--global-batch", "--bench", "--compare",
+					 "--help", NULL };
+
 /* Take the simulator's own flags out of argv (they become NULL). -1 on a bad one. */
 static int take_own_flags(int argc, char **argv, struct opts *o)
 {
@@ -674,7 +679,7 @@ int main(int argc, char **argv)
 		explore_mpi_exit(rc);
 	}
 	config_init_job(&e);
-	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim") != 0 ||
+	if (config_parse_args(&e, argc, argv) != 0 || config_check_leftovers(argc, argv, "./sim", own_flags) != 0 ||
 	    config_resolve(&e) != 0) {
 		config_release(&e);
 		explore_mpi_exit(2);

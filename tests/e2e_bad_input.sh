@@ -76,6 +76,14 @@ check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model]
 check "--policy fdsp" "did you mean 'fsdp'?" --policy fdsp
 check "--nosuch 1" "--nosuch" --nosuch 1
 check "--layrs 2" "--layers" --layrs 2
+# the nearest of the binary's own flags is suggested too, not only an experiment flag
+if [ "$name" = sim ]; then
+	check "--schedul" "unknown flag '--schedul' (did you mean '--schedule'?)" --schedul
+	check "--advice" "unknown flag '--advice' (did you mean '--advise'?)" --advice
+else
+	check "--serialise" "unknown flag '--serialise' (did you mean '--serialize'?)" --serialise
+	check "--emulate-word 4" "unknown flag '--emulate-word' (did you mean '--emulate-world'?)" --emulate-word 4
+fi
 if [ "$name" = gpu_run ]; then
 	# a mode ./sim prices but gpu_run's models cannot keep activations for
 	check "--ac per-op" "policy.ac = per-op: gpu_run's models" --runtime pytorch --ac per-op

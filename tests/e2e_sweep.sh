@@ -3,7 +3,7 @@
 #
 #   1. every tests/bad_sweeps/*.ini (first line `# expect: <message>`)
 #      exits 2 with its message and writes nothing; flags that do not go
-#      with --sweep are refused;
+#      with --sweep are refused; a comment after a continued value ends it;
 #   2. experiments/sweeps/small.ini run alone, and on 1, 2 and 3 MPI ranks:
 #      every configuration appears exactly once in each file, the same set
 #      with the same figures whatever the rank count, as many as the sweep
@@ -63,6 +63,15 @@ flag_case "--what-if's message names the flag" "--what-if cluster.inter_gbps: cl
 	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1,1
 flag_case "--what-if over more values than an axis holds" "cluster.inter_gbps has more than 4000 values" \
 	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1..4001
+# a comment after a value continued on an indented line ends the value, as on a key's line
+printf '[sweep]\nexperiment = %s\n[policy]\nsharding = fsdp, zero2,\n  ddp            ; continued\n' \
+	"$(realpath experiments/tiny.ini)" >"$tmp/cont.ini"
+if "$SIM" --sweep "$tmp/cont.ini" >"$tmp/out" 2>"$tmp/err" </dev/null &&
+	grep -q "3 configurations of 3 candidates" "$tmp/err" "$tmp/out"; then
+	ok "a comment on a continued line"
+else
+	bad "a comment on a continued line" "$(head -2 "$tmp/err")"
+fi
 
 # ---- 2. every configuration once, whatever the ranks ---------------------------
 small=experiments/sweeps/small.ini

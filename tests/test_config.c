@@ -632,12 +632,18 @@ static void test_flags_known(void)
 	CU_ASSERT(!config_is_flag("--name"));
 	CU_ASSERT(!config_is_flag("--json"));
 	CU_ASSERT(!config_is_flag("layers"));
-	CU_ASSERT_STRING_EQUAL(config_flag_closest("--layrs"), "--layers");
-	CU_ASSERT_STRING_EQUAL(config_flag_closest("--kv_heads"), "--kv-heads");
-	CU_ASSERT_STRING_EQUAL(config_flag_closest("--microbatch=2"), "--microbatches");
-	CU_ASSERT_STRING_EQUAL(config_flag_closest("-seq"), "--seq");
-	CU_ASSERT_PTR_NULL(config_flag_closest("--nosuch"));
-	CU_ASSERT_PTR_NULL(config_flag_closest("1"));
+	static const char *const own[] = { "--schedule", "--advise", "--json", NULL };
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--layrs", NULL), "--layers");
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--kv_heads", NULL), "--kv-heads");
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--microbatch=2", NULL), "--microbatches");
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("-seq", NULL), "--seq");
+	CU_ASSERT_PTR_NULL(config_flag_closest("--nosuch", NULL));
+	CU_ASSERT_PTR_NULL(config_flag_closest("1", NULL));
+	/* the caller's own flags too: the nearest of both lists, not the nearest experiment flag */
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--schedul", own), "--schedule");
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--advice", own), "--advise");
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--jsn", own), "--json");
+	CU_ASSERT_STRING_EQUAL(config_flag_closest("--layrs", own), "--layers");
 
 	char *buf = NULL;
 	size_t len = 0;

@@ -438,7 +438,7 @@ int main(int argc, char **argv)
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev == 0) {
 		printf("gpu_bench: no CUDA device (%s): nothing to measure here; the CPU backend "
-		       "runs without one (./gpu_run with backend = cpu)\n",
+		       "runs without one (./gpu_run --device cpu)\n",
 		       e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
 		return 0;
 	}

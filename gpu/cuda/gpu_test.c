@@ -961,7 +961,7 @@ int main(int argc, char **argv)
 	cudaError_t e = cudaGetDeviceCount(&ndevices);
 	if (e != cudaSuccess || ndevices == 0) {
 		printf("gpu_test: no CUDA device (%s): nothing to check here; the CPU backend "
-		       "runs without one (./gpu_run with backend = cpu)\n",
+		       "runs without one (./gpu_run --device cpu)\n",
 		       e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
 		return 0;
 	}

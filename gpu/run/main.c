@@ -200,6 +200,12 @@ static int ends_with(const char *s, const char *end)
 	return n > e && !strcmp(s + n - e, end);
 }
 
+/* gpu_run's own flags (usage()), for the flag closest to an unknown one. */
+static const char *const own_flags[] = { "--help", "--serialize", "--quick", "--hardware", "--calibrate", "--series",
+					 "--emulate-world", "--emulate-gbps", "--emulate-lat-us", "--emulate-engine",
+					 "--emulate-ctas", "--nccl-max-ctas", "--nccl-min-ctas", "--nccl-cga",
+					 "--nccl-cta-policy", "--attention", "--gemm-autotune", NULL };
+
 #define SERIES_RULE "1 to %d letters, digits, '.', '_' or '-', not starting with '-'"
 
 /*
@@ -350,7 +356,7 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 
 	config_init(e);
 	if (config_parse_args(e, argc, argv) != 0 || check_calibrate_word(rank, o, argv) != 0 ||
-	    config_check_leftovers(argc, argv, "./gpu_run") != 0 || config_resolve(e) != 0) {
+	    config_check_leftovers(argc, argv, "./gpu_run", own_flags) != 0 || config_resolve(e) != 0) {
 		config_release(e);
 		finish(2);
 	}

@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	argv[argc] = NULL;
 
 	config_init(&e);
-	if (config_parse_args(&e, argc, argv) == 0 && config_check_leftovers(argc, argv, "fuzz_config") == 0 &&
+	if (config_parse_args(&e, argc, argv) == 0 && config_check_leftovers(argc, argv, "fuzz_config", NULL) == 0 &&
 	    config_resolve(&e) == 0)
 		check_read_back(&e);
 	config_release(&e);
