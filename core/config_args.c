@@ -222,7 +222,10 @@ int config_check_leftovers(int argc, char **argv, const char *prog, const char *
 		if (!argv[i])
 			continue;
 		near = config_flag_closest(argv[i], own);
-		if (near)
+		if (argv[i][0] != '-')
+			fprintf(config_err(), "'%s' after the experiment file: one experiment file is read (more settings "
+					      "with --set section.key=value; see %s --help)\n", argv[i], prog);
+		else if (near)
 			fprintf(config_err(), "unknown flag '%s' (did you mean '%s'?)\n", argv[i], near);
 		else
 			fprintf(config_err(), "unknown flag '%s' (see %s --help)\n", argv[i], prog);

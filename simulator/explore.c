@@ -612,7 +612,8 @@ int explore_run(const struct sweep *sw, const struct explore_opts *o, struct exp
 	memcpy(res->why, c.tally.why, sizeof res->why);
 	snprintf(res->group, sizeof res->group, "%s", c.table.group);
 	if (o->keep_rows) {
-		qsort(c.all, c.nall, sizeof(*c.all), cmp_index);
+		if (c.nall > 1) /* none: c.all may be NULL, which qsort must not get */
+			qsort(c.all, c.nall, sizeof(*c.all), cmp_index);
 		res->rows = c.all;
 	} else {
 		free(c.all);

@@ -374,6 +374,21 @@ static const char *skipped_text(const struct explore_result *r, char *buf, size_
 	return buf;
 }
 
+/*
+ * A global batch that no candidate could make (none simulated, some
+ * skipped for it, the others for a rule) is bad input: said with the
+ * first reason, 2; else 0.
+ */
+static int global_batch_refused(const struct sweep *sw, const struct explore_result *r)
+{
+	if (r->nrows || r->interrupted || !r->skipped[SWEEP_OFF_BATCH])
+		return 0;
+	fprintf(stderr, "sim: %s: global batch %ld: no configuration makes it (%llu tried; the first: %s)\n",
+		sw->global_batch_where, sw->global_batch, (unsigned long long)r->skipped[SWEEP_OFF_BATCH],
+		r->why[SWEEP_OFF_BATCH]);
+	return 2;
+}
+
 /* One line on how the sweep went: what it simulated, how fast, where the rows are. */
 static void sweep_line(FILE *f, const struct explore_result *r, const char *out, uint64_t candidates)
 {
@@ -417,6 +432,10 @@ static int run_all(const struct experiment *base, const struct opts *o)
 	rc = explore_run(&sw, &eo, &res);
 	if (!explore_is_root())
 		goto out;
+	if (global_batch_refused(&sw, &res)) {
+		rc = 2;
+		goto out;
+	}
 	if (res.skipped[SWEEP_INVALID]) {
 		/* policy_next emits checked policies: a rule is missing from policy.c */
 		fprintf(stderr, "sim: --policy all: %llu policies could not be simulated, the first: %s\n",
@@ -480,6 +499,10 @@ static int run_sweep(const struct sweep *sw, const struct opts *o)
 
 	if (!explore_is_root())
 		return rc;
+	if (global_batch_refused(sw, &res)) {
+		explore_result_release(&res);
+		return 2;
+	}
 	shown = res.nbest < (o->top ? o->top : 10) ? res.nbest : (o->top ? o->top : 10);
 	if (o->json) {
 		printf("{\"sweep\": \"%s\", \"candidates\": %llu, \"configurations\": %llu, \"skipped_invalid\": %llu, "
@@ -528,7 +551,9 @@ static int advise_sweep(const struct sweep *sw, const struct opts *o)
 	struct explore_result res;
 	int rc = explore_run(sw, &eo, &res);
 
-	if (explore_is_root()) {
+	if (explore_is_root() && global_batch_refused(sw, &res)) {
+		rc = 2;
+	} else if (explore_is_root()) {
 		int arc = advise_print(sw, &res, &ao, stdout);
 		if (!o->json)
 			sweep_line(stdout, &res, o->out, sw->ncandidates);

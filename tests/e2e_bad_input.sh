@@ -76,6 +76,8 @@ check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model]
 check "--policy fdsp" "did you mean 'fsdp'?" --policy fdsp
 check "--nosuch 1" "--nosuch" --nosuch 1
 check "--layrs 2" "--layers" --layrs 2
+check "two experiment files" "'$here/../experiments/tiny.ini' after the experiment file: one experiment file is read" \
+	"$here/../experiments/llama3.ini" "$here/../experiments/tiny.ini"
 # the nearest of the binary's own flags is suggested too, not only an experiment flag
 if [ "$name" = sim ]; then
 	check "--schedul" "unknown flag '--schedul' (did you mean '--schedule'?)" --schedul

@@ -4,6 +4,7 @@
 #   1. every tests/bad_sweeps/*.ini (first line `# expect: <message>`)
 #      exits 2 with its message and writes nothing; flags that do not go
 #      with --sweep are refused; a comment after a continued value ends it;
+#      a global batch that no configuration can make is refused;
 #   2. experiments/sweeps/small.ini run alone, and on 1, 2 and 3 MPI ranks:
 #      every configuration appears exactly once in each file, the same set
 #      with the same figures whatever the rank count, as many as the sweep
@@ -63,6 +64,13 @@ flag_case "--what-if's message names the flag" "--what-if cluster.inter_gbps: cl
 	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1,1
 flag_case "--what-if over more values than an axis holds" "cluster.inter_gbps has more than 4000 values" \
 	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1..4001
+# a global batch no configuration can make is bad input, whichever way it is explored
+flag_case "--global-batch no configuration makes (--advise)" "global batch 3: no configuration makes it" \
+	experiments/tiny.ini --advise --global-batch 3
+flag_case "--global-batch no configuration makes (--policy all)" "global batch 3: no configuration makes it" \
+	experiments/tiny.ini --policy all --global-batch 3
+flag_case "--global-batch no configuration makes (--sweep)" "global batch 3: no configuration makes it" \
+	--sweep experiments/sweeps/small.ini --global-batch 3
 # a comment after a value continued on an indented line ends the value, as on a key's line
 printf '[sweep]\nexperiment = %s\n[policy]\nsharding = fsdp, zero2,\n  ddp            ; continued\n' \
 	"$(realpath experiments/tiny.ini)" >"$tmp/cont.ini"

@@ -371,7 +371,7 @@ static void test_file_structure_errors(void)
 	char text[512];
 
 	config_init(&e);
-	/* a key before any section; one report per unknown section, at its header */
+	/* a key before any section; one report per unknown section, at its header, keys under it or not */
 	load_expect(&e,
 		    "layers = 3\n"
 		    "colour = red\n"
@@ -385,6 +385,7 @@ static void test_file_structure_errors(void)
 		    "@:1: key 'layers' is outside any section (it belongs in [model])\n"
 		    "@:2: key 'colour' is outside any section\n"
 		    "@:3: unknown section [Model] (did you mean [model]?)\n"
+		    "@:6: unknown section [gpu] (sections: [model] [cluster] [policy] [run])\n"
 		    "@:7: unknown section [zzz] (sections: [model] [cluster] [policy] [run])\n");
 	/* a key set twice in one file */
 	load_expect(&e,
