@@ -170,6 +170,18 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 		}
 		argv[i] = NULL;
 	}
+	/* --policy all tries every sharding: a sharding given beside it would be dropped unseen */
+	for (int i = 1; o->all && i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (a && (!strncmp(a, "--policy", 8) || !strncmp(a, "--sharding", 10) ||
+			  (!strcmp(a, "--set") && v && !strncmp(v, "policy.sharding=", 16)) ||
+			  !strncmp(a, "--set=policy.sharding=", 22))) {
+			int with_v = v && (!strcmp(a, "--set") || !strcmp(a, "--policy") || !strcmp(a, "--sharding"));
+			fprintf(stderr, "--policy all and %s%s%s given together: --policy all tries every sharding\n", a,
+				with_v ? " " : "", with_v ? v : "");
+			return -1;
+		}
+	}
 	return 0;
 }
 

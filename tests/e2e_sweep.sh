@@ -64,6 +64,10 @@ flag_case "--what-if's message names the flag" "--what-if cluster.inter_gbps: cl
 	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1,1
 flag_case "--what-if over more values than an axis holds" "cluster.inter_gbps has more than 4000 values" \
 	experiments/tiny.ini --advise --what-if cluster.inter_gbps=1..4001
+flag_case "--policy all with a sharding" "--policy all and --policy fsdp given together" \
+	experiments/tiny.ini --policy all --policy fsdp
+flag_case "a sharding with --policy all after it" "--policy all and --set policy.sharding=ddp given together" \
+	experiments/tiny.ini --set policy.sharding=ddp --policy all
 # a global batch no configuration can make is bad input, whichever way it is explored
 flag_case "--global-batch no configuration makes (--advise)" "global batch 3: no configuration makes it" \
 	experiments/tiny.ini --advise --global-batch 3
