@@ -325,9 +325,77 @@ int h5file_holds(hid_t file, const char *const *groups)
 	return info.nlinks == 0;
 }
 
+static herr_t max_index_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
+{
+	int *max = ctx;
+	char *end;
+	long v;
+
+	(void)g;
+	(void)info;
+	if (strlen(name) != 6)
+		return 0;
+	v = strtol(name, &end, 10);
+	if (*end == '\0' && v > *max)
+		*max = (int)v;
+	return 0;
+}
+
+/* The highest six-digit index among g's links into *max (-1: none), which h5file_next_group() goes on from. */
+static herr_t max_index(hid_t g, int *max)
+{
+	*max = -1;
+	return H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, max_index_fn, max);
+}
+
+/*
+ * What keeps the writer from adding /group/NNNNNN to one of the groups the
+ * open file holds, into why[n] ("" when nothing does): one that is no
+ * group (a dataset, a dangling link: opening it would fail only after the
+ * run) or one whose last index is taken. 0, or -1 on a failed call
+ * (nothing reported).
+ */
+static int groups_trouble(hid_t file, const char *const *groups, char *why, size_t n)
+{
+	why[0] = '\0';
+	for (int i = 0; groups[i]; i++) {
+		htri_t have = H5Lexists(file, groups[i], H5P_DEFAULT);
+		H5I_type_t kind;
+		hid_t o;
+		int max;
+
+		if (have < 0)
+			return -1;
+		if (!have)
+			continue;
+		o = H5Oopen(file, groups[i], H5P_DEFAULT);
+		kind = o >= 0 ? H5Iget_type(o) : H5I_BADID;
+		if (kind != H5I_GROUP) {
+			snprintf(why, n, "is an HDF5 file whose /%s is %s, not a group", groups[i],
+				 kind == H5I_DATASET ? "a dataset" : kind == H5I_DATATYPE ? "a named datatype" :
+				 "a link that cannot be followed");
+			if (o >= 0)
+				H5Oclose(o);
+			return 0;
+		}
+		if (max_index(o, &max) < 0) {
+			H5Oclose(o);
+			return -1;
+		}
+		H5Oclose(o);
+		if (max >= INDEX_MAX) {
+			snprintf(why, n, "is an HDF5 file whose /%s is full (it holds /%s/%06d, the last index)", groups[i],
+				 groups[i], INDEX_MAX);
+			return 0;
+		}
+	}
+	return 0;
+}
+
 int h5file_check_ours(struct h5file_session *s, hid_t file, const char *const *groups, const char *not_ours)
 {
 	int ours = h5file_holds(file, groups);
+	char why[160];
 
 	if (h5file_check(s, ours, "H5Lexists") < 0)
 		return -1;
@@ -336,11 +404,19 @@ int h5file_check_ours(struct h5file_session *s, hid_t file, const char *const *g
 		s->failed = 1;
 		return -1;
 	}
+	if (h5file_check(s, groups_trouble(file, groups, why, sizeof why), "H5Oopen") < 0)
+		return -1;
+	if (why[0]) {
+		fprintf(stderr, "%s: %s: %s; not touching it\n", s->who, s->path, why);
+		s->failed = 1;
+		return -1;
+	}
 	return 0;
 }
 
 const char *h5file_refusal(const char *who, const char *path, const char *const *groups, const char *not_ours)
 {
+	static char trouble[160]; /* the reason returned, until the next call */
 	struct h5file_session s;
 	const char *why = NULL;
 	hid_t file;
@@ -361,27 +437,15 @@ const char *h5file_refusal(const char *who, const char *path, const char *const 
 		why = "is an HDF5 file that cannot be read";
 	else if (!ours)
 		why = not_ours;
+	else if (groups_trouble(file, groups, trouble, sizeof trouble) < 0)
+		why = "is an HDF5 file that cannot be read";
+	else if (trouble[0])
+		why = trouble;
 	H5Fclose(file);
 out:
 	H5Eclear2(H5E_DEFAULT);
 	h5file_end(&s);
 	return why;
-}
-
-static herr_t max_index_fn(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
-{
-	int *max = ctx;
-	char *end;
-	long v;
-
-	(void)g;
-	(void)info;
-	if (strlen(name) != 6)
-		return 0;
-	v = strtol(name, &end, 10);
-	if (*end == '\0' && v > *max)
-		*max = (int)v;
-	return 0;
 }
 
 hid_t h5file_next_group(struct h5file_session *s, hid_t file, const char *parent, char name[16])
@@ -395,10 +459,11 @@ hid_t h5file_next_group(struct h5file_session *s, hid_t file, const char *parent
 	p = have ? H5Gopen2(file, parent, H5P_DEFAULT) : H5Gcreate2(file, parent, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
 	if (h5file_check(s, p, have ? "H5Gopen2" : "H5Gcreate2") < 0)
 		return -1;
-	if (h5file_check(s, H5Literate(p, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, max_index_fn, &max), "H5Literate") < 0)
+	if (h5file_check(s, max_index(p, &max), "H5Literate") < 0)
 		goto out;
 	if (max >= INDEX_MAX) {
-		fprintf(stderr, "%s: %s: /%s is full (%d entries)\n", s->who, s->path, parent, INDEX_MAX + 1);
+		fprintf(stderr, "%s: %s: /%s is full (it holds /%s/%06d, the last index)\n", s->who, s->path, parent,
+			parent, INDEX_MAX);
 		s->failed = 1;
 		goto out;
 	}

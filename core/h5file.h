@@ -64,12 +64,15 @@ int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx
  * on a failed call (nothing reported). h5file_refusal: why the existing
  * regular file at path may not be appended to by a writer of such files
  * (who: the first word of its messages), or NULL when it may: "exists and
- * is not an HDF5 file", an HDF5 file that cannot be opened or read, or
- * not_ours when h5file_holds() says 0; quiet, and it changes nothing. For
- * the outfile_refusal_fn of each kind of file (core/outfile.h):
- * results_refusal(), calibration_refusal(). h5file_check_ours: the
- * writer's own check of the open file, 0, or -1 after a message
- * ("PATH: not_ours; not touching it").
+ * is not an HDF5 file", an HDF5 file that cannot be opened or read,
+ * not_ours when h5file_holds() says 0, or one of the groups there that is
+ * no group ("is an HDF5 file whose /runs is a dataset, not a group") or
+ * is full (its last index, NNNNNN = 999999, taken: h5file_next_group()
+ * could add nothing); quiet, and it changes nothing; a reason it makes up
+ * lasts until the next call. For the outfile_refusal_fn of each kind of
+ * file (core/outfile.h): results_refusal(), calibration_refusal().
+ * h5file_check_ours: the writer's own check of the open file, the same
+ * rules, 0, or -1 after a message ("PATH: not_ours; not touching it").
  */
 int h5file_holds(hid_t file, const char *const *groups);
 int h5file_check_ours(struct h5file_session *s, hid_t file, const char *const *groups, const char *not_ours);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,6 +368,29 @@ const char *results_refusal(const char *path)
 	return h5file_refusal("results", path, results_groups, NOT_RESULTS);
 }
 
+const char *results_unreadable(const char *path)
+{
+	static char why[96]; /* the reason returned, until the next call */
+	struct h5file_session s;
+	struct stat st;
+	htri_t is_hdf5;
+
+	if (stat(path, &st) != 0)
+		return strerror(errno);
+	if (!S_ISREG(st.st_mode)) { /* H5Fis_hdf5 would block on a FIFO, fail oddly on a directory */
+		snprintf(why, sizeof why, "is %s, not a results file (data/README.md)",
+			 S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device" :
+			 S_ISBLK(st.st_mode) ? "a block device" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+			 S_ISSOCK(st.st_mode) ? "a socket" : "a special file");
+		return why;
+	}
+	h5file_begin(&s, "results", path); /* quiet */
+	is_hdf5 = H5Fis_hdf5(path);
+	H5Eclear2(H5E_DEFAULT);
+	h5file_end(&s);
+	return is_hdf5 > 0 ? NULL : "is not an HDF5 results file (data/README.md)";
+}
+
 int results_count(const char *path)
 {
 	struct h5file_session s;
@@ -639,11 +663,17 @@ int results_read(const char *path, struct run_read **runs, int *n)
 {
 	struct h5file_session s;
 	char (*names)[16] = xcalloc(1, sizeof(*names));
+	const char *why;
 	hid_t file, rg;
 	int count = 0, rc = -1;
 
 	*runs = NULL;
 	*n = 0;
+	if ((why = results_unreadable(path))) {
+		fprintf(stderr, "results: %s: %s\n", path, why);
+		free(names);
+		return -1;
+	}
 	h5file_begin(&s, "results", path);
 	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (h5file_check(&s, file, "H5Fopen") < 0)

@@ -83,10 +83,21 @@ int results_write_run(struct h5file_session *s, int64_t file, const struct run_r
 
 /*
  * Why the existing regular file at path is not one results_append() may
- * add to (not HDF5; HDF5 with other contents than /runs), or NULL when it
- * is: an outfile_refusal_fn (core/outfile.h), for the checks before a run.
+ * add to (not HDF5; HDF5 with other contents than /runs or /sweeps; one
+ * of them no group, or full: core/h5file.h), or NULL when it is: an
+ * outfile_refusal_fn (core/outfile.h), for the checks before a run.
  */
 const char *results_refusal(const char *path);
+
+/*
+ * Why the file at path cannot be read as a results file ("is a directory,
+ * not a results file (data/README.md)", a device or FIFO likewise, "is
+ * not an HDF5 results file (data/README.md)", or stat()'s error), or NULL
+ * when it may be one (results_read() says what else it lacks). Quiet; a
+ * FIFO or device is never opened. For readers before they start
+ * (./sim --compare) and results_read().
+ */
+const char *results_unreadable(const char *path);
 
 /* Number of runs in a results file, or -1 when it cannot be read. */
 int results_count(const char *path);

@@ -16,7 +16,8 @@
  *
  * Exit status: 0 on success, 2 on bad input (nothing is written then):
  * contradictory flags, or an output path that breaks a rule of
- * core/outfile.h (checked before anything runs); 1 when a result could
+ * core/outfile.h (checked before anything runs; --compare's file too,
+ * which gets the predictions); 1 when a result could
  * not be written; 130 when a sweep was interrupted (its rows so far are
  * written).
  */
@@ -186,6 +187,32 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 }
 
 /*
+ * The file --compare reads, then appends its predictions to, before any
+ * is made: a results file (not a directory, a device or another file),
+ * one an append may add runs to (results_refusal) and, like --out, in a
+ * writable directory and writable itself (core/outfile.h). 0, or -1
+ * after a message.
+ */
+static int check_compare_file(const char *path)
+{
+	const struct outfile out[] = { { "--compare", path, NULL } }; /* what it holds: checked first */
+	const char *why = results_unreadable(path);
+
+	if (!why)
+		why = results_refusal(path);
+	if (why) {
+		fprintf(stderr, "--compare: %s: %s\n", path, why);
+		return -1;
+	}
+	if (outfile_check(out, 1, NULL) != 0) {
+		fprintf(stderr, "--compare: %s cannot be appended to (the predictions are appended to it): compare a "
+				"writable copy\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * --compare RUN.h5: every measured run rebuilds its own configuration, so
  * the only other flags are --json and the calibration to price with.
  */
@@ -224,7 +251,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 		fprintf(stderr, "--compare: %s cannot be read: %s\n", o->compare, strerror(errno));
 		return 2;
 	}
-	return compare_file(o->compare, cal, o->json, stdout);
+	return check_compare_file(o->compare) != 0 ? 2 : compare_file(o->compare, cal, o->json, stdout);
 }
 
 /*

@@ -16,7 +16,9 @@
 #      largest cluster; random configurations: tests/test_config.c);
 #   7  gpu_run whose training diverges: a message, exit 3, nothing appended;
 #   8  contradictory flags: exit 2 naming both;
-#   9  a bad --out is found before the first step (both binaries);
+#   9  a bad --out is found before the first step (both binaries), a
+#      malformed results file included (/runs or /sweeps no group, /runs
+#      full);
 #  10  a stopped rank: the watchdog ends the job within seconds, naming the
 #      rank and the op, and no process is left;
 #  11  an empty experiment file is an error (here and tests/e2e_bad_input.sh);
@@ -201,6 +203,28 @@ expect2 "9 gpu_run --out in a missing directory" "run.out = /nonexistent/x.h5: d
 	"${MPIRUN[@]}" -np 2 "$GPU_RUN" v.ini --steps 1000 --out /nonexistent/x.h5
 grep -q "^step " "$tmp/out" && bad "9 before the first step" "gpu_run ran steps first" \
 	|| ok "9 gpu_run refuses it before the first step ($(($(date +%s) - start)) s)"
+# an HDF5 file whose /runs or /sweeps is no group, or whose /runs holds its last index: no append could land
+/usr/bin/python3 - <<'PY'
+import h5py
+h5py.File("dsruns.h5", "w")["runs"] = [1]
+h5py.File("dssweeps.h5", "w")["sweeps"] = [1]
+with h5py.File("full.h5", "w") as f:
+    f.create_group("runs/999999")
+PY
+sums=$(md5sum dsruns.h5 dssweeps.h5 full.h5)
+expect2 "9 ./sim --out onto a file whose /runs is a dataset" \
+	"run.out = dsruns.h5: is an HDF5 file whose /runs is a dataset, not a group" "$SIM" v.ini --out dsruns.h5
+expect2 "9 gpu_run --out onto a file whose /runs is a dataset" \
+	"run.out = dsruns.h5: is an HDF5 file whose /runs is a dataset, not a group" \
+	"${MPIRUN[@]}" -np 2 "$GPU_RUN" v.ini --out dsruns.h5
+grep -q "^step " "$tmp/out" && bad "9 /runs a dataset, before the first step" "gpu_run ran steps first"
+expect2 "9 ./sim --sweep --out onto a file whose /sweeps is a dataset" \
+	"--out dssweeps.h5: is an HDF5 file whose /sweeps is a dataset, not a group" \
+	"$SIM" --sweep "$OLDPWD/experiments/sweeps/small.ini" --out dssweeps.h5
+expect2 "9 ./sim --out onto a file whose /runs is full" \
+	"run.out = full.h5: is an HDF5 file whose /runs is full (it holds /runs/999999, the last index)" \
+	"$SIM" v.ini --out full.h5
+[ "$sums" = "$(md5sum dsruns.h5 dssweeps.h5 full.h5)" ] || bad "9 malformed results files" "changed"
 
 # ---- 10. a stopped rank ---------------------------------------------------------
 "${MPIRUN[@]}" -np 2 "$GPU_RUN" v.ini --steps 1000000 --timeout-s 2 >"$tmp/wd.out" 2>"$tmp/wd.err" </dev/null &

@@ -22,8 +22,10 @@
 #      faster than every run of the other, are one pair whose tau is the
 #      predictions' sign; when their runs overlap, no pair;
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
-#      on an HDF5 file that is no results file, or one with no measured
-#      run, exits 2 saying so; a run without a source is refused (exit 1,
+#      on a file that is no results file (text, empty, /dev/null, a
+#      directory, an HDF5 file without /runs), one with no measured run, or
+#      one that cannot be appended to (a read-only directory), exits 2
+#      saying so before any prediction; a run without a source is refused (exit 1,
 #      one line); none of these files is written; runs with attributes of
 #      many values where one is expected, a NaN step or op times out of
 #      order are refused with the reason, the others compared;
@@ -267,6 +269,39 @@ if [ $rc1 = 2 ] && grep -q "none.h5" "$tmp/e1" && [ $rc2 = 2 ] && grep -q "not a
 	ok "bad input exits 2 with a message"
 else
 	bad "bad input" "rc $rc1 $(cat "$tmp/e1"); rc $rc2 $(cat "$tmp/e2")"
+fi
+# what is no results file (text, empty, a device, a directory) is said so, not HDF5's error; a results file
+# that cannot be appended to (its directory read-only) is refused before any prediction, not after them all
+echo "measured 1.2 ms" >"$tmp/notes.txt"
+: >"$tmp/empty.h5"
+mkdir "$tmp/ro"
+if [ "$(id -u)" != 0 ]; then
+	cp "$runs" "$tmp/ro/r.h5" && chmod a-w "$tmp/ro"
+elif mount -t tmpfs -o size=64m tmpfs "$tmp/ro" 2>/dev/null; then # root writes anywhere: a read-only file system
+	cp "$runs" "$tmp/ro/r.h5" && mount -o remount,ro "$tmp/ro"
+fi
+notfile=""
+for f in notes.txt:"notes.txt: is not an HDF5 results file (data/README.md)" empty.h5:"is not an HDF5 results file" \
+	/dev/null:"/dev/null: is a character device, not a results file" .:"is a directory, not a results file" \
+	ro/r.h5:"r.h5 cannot be appended to (the predictions are appended to it)"; do
+	arg=${f%%:*}
+	[ "${arg#/}" = "$arg" ] && arg=$tmp/$arg
+	if [ "$arg" = "$tmp/ro/r.h5" ] && [ ! -e "$arg" ]; then
+		echo "skip validate --compare on a read-only file system: cannot mount a tmpfs here"
+		continue
+	fi
+	"$SIM" --compare "$arg" >"$tmp/e8.out" 2>"$tmp/e8"
+	rc8=$?
+	{ [ $rc8 = 2 ] && grep -qF -- "${f#*:}" "$tmp/e8" && ! grep -q "H5Fopen\|cannot create" "$tmp/e8" &&
+		[ ! -s "$tmp/e8.out" ]; } || notfile="$notfile ${f%%:*}: rc $rc8 $(head -2 "$tmp/e8");"
+done
+[ ! -e "$tmp/ro/r.h5" ] || cmp -s "$runs" "$tmp/ro/r.h5" || notfile="$notfile the read-only copy changed;"
+[ "$(id -u)" = 0 ] && umount "$tmp/ro" 2>/dev/null
+chmod u+w "$tmp/ro"
+if [ -z "$notfile" ]; then
+	ok "no results file (text, empty, /dev/null, a directory), a read-only one: exit 2 before any prediction"
+else
+	bad "unusable files" "$notfile"
 fi
 # files that hold nothing to compare, and a run outside the schema: each said so, and left as it was
 "$SIM" --model tiny --out "$tmp/simonly.h5" >/dev/null

@@ -502,8 +502,9 @@ static void test_not_hdf5_untouched(void)
 }
 
 /*
- * An HDF5 file whose /runs is a dataset, not a group: the append fails
- * inside HDF5, after the copy; the original stays byte for byte.
+ * An HDF5 file whose /runs is a dataset, not a group: refused before a run
+ * (results_refusal) and by the writer, after the copy; the original stays
+ * byte for byte.
  */
 static void test_hdf5_failure_untouched(void)
 {
@@ -526,11 +527,47 @@ static void test_hdf5_failure_untouched(void)
 
 	before = test_slurp(path, &nb);
 	CU_ASSERT_FATAL(before != NULL);
+	CU_ASSERT_STRING_EQUAL(results_refusal(path), "is an HDF5 file whose /runs is a dataset, not a group");
 	CU_ASSERT_EQUAL(results_append(path, &r), -1);
 	after = test_slurp(path, &na);
 	CU_ASSERT_FATAL(after != NULL);
 	CU_ASSERT_EQUAL(na, nb);
 	CU_ASSERT(na == nb && memcmp(before, after, na) == 0);
+	CU_ASSERT(no_tmp_left());
+	free(before);
+	free(after);
+}
+
+/*
+ * A results file whose /runs holds the last index (/runs/999999): no run
+ * can follow it, so it is refused before a run and by the writer; one
+ * index short of it takes that last run.
+ */
+static void test_full_runs_refused(void)
+{
+	struct run_result r = make_run("sim", 1.0);
+	char path[128], *before, *after;
+	size_t nb = 0, na = 0;
+	hid_t f, g;
+
+	path_in_dir(path, sizeof path, "nearly-full.h5");
+	f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	g = H5Gcreate2(f, "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+	CU_ASSERT_FATAL(g >= 0);
+	H5Gclose(g);
+	g = H5Gcreate2(f, "runs/999998", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+	CU_ASSERT_FATAL(g >= 0);
+	H5Gclose(g);
+	H5Fclose(f);
+	CU_ASSERT_PTR_NULL(results_refusal(path));
+	CU_ASSERT_EQUAL(results_append(path, &r), 0); /* /runs/999999 */
+	CU_ASSERT_EQUAL(results_count(path), 2);
+	CU_ASSERT_STRING_EQUAL(results_refusal(path), "is an HDF5 file whose /runs is full (it holds /runs/999999, the "
+						      "last index)");
+	before = test_slurp(path, &nb);
+	CU_ASSERT_EQUAL(results_append(path, &r), -1);
+	after = test_slurp(path, &na);
+	CU_ASSERT(before && after && na == nb && memcmp(before, after, na) == 0);
 	CU_ASSERT(no_tmp_left());
 	free(before);
 	free(after);
@@ -978,6 +1015,7 @@ void suite_results(void)
 	CU_add_test(s, "a run with no ops, samples or config", test_empty_run);
 	CU_add_test(s, "non-HDF5 file left untouched", test_not_hdf5_untouched);
 	CU_add_test(s, "HDF5 failure leaves original untouched", test_hdf5_failure_untouched);
+	CU_add_test(s, "a full /runs is refused", test_full_runs_refused);
 	CU_add_test(s, "missing directory", test_missing_dir);
 	CU_add_test(s, "concurrent writers lose no run", test_concurrent_writers);
 	CU_add_test(s, "trace is valid JSON with one event per op", test_trace);
