@@ -12,7 +12,9 @@
  * device (/dev/zero, /dev/urandom) or a directory is refused before it is
  * opened for reading, so nothing can block or grow without bound; a file
  * without a single `key = value` line (empty, or only comments) is an
- * error too, since it would silently run the defaults.
+ * error too, since it would silently run the defaults. The file is text:
+ * a line with a NUL byte, a control character or CR-only line ends is an
+ * error, and the reading stops there (load_reader).
  */
 #include "config_internal.h"
 
@@ -86,26 +88,57 @@ static int message_cmp(const void *a, const void *b)
 /*
  * inih's reader: fgets that counts lines (this inih calls handlers
  * without line numbers), notes section headers, and turns a line too long
- * for inih's buffer into an error instead of two half-lines.
+ * for inih's buffer into an error instead of two half-lines. A line that
+ * is not text stops the reading with an error, rather than reaching inih
+ * and the messages quoting it: a NUL byte (fgets' string would end there,
+ * silently cutting the line), a control character other than a tab (a
+ * binary file's bytes would reach the terminal), a carriage return that
+ * no line feed follows (old Mac CR-only line ends read as one line).
  */
 static char *load_reader(char *str, int num, void *stream)
 {
 	struct load *l = stream;
+	long at = ftell(l->f), to;
+	int more = 0;
 
 	if (!fgets(str, num, l->f))
 		return NULL;
 	l->line++;
-	size_t n = strlen(str);
-	if (n == (size_t)num - 1 && str[n - 1] != '\n') {
-		int c, more = 0;
+	/* the bytes read, which a NUL byte makes more than strlen() (a regular file: ftell works) */
+	size_t len = strlen(str);
+	if (at >= 0 && (to = ftell(l->f)) > at && to - at < num)
+		len = (size_t)(to - at);
+	if (len == (size_t)num - 1 && str[len - 1] != '\n') {
+		int c;
 		while ((c = fgetc(l->f)) != EOF && c != '\n')
 			more = 1;
-		if (more) {
-			assert(num - 3 == LINE_MAX_CHARS);
-			load_error(l, l->line, "line is longer than %d characters", LINE_MAX_CHARS);
-			str[0] = '\0';
-			return str;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)str[i];
+		if (c == '\0') {
+			load_error(l, l->line, "line holds a NUL byte: an experiment file is text (is this a binary "
+					       "file?); the lines after it are not read");
+			return NULL;
 		}
+		if (c == '\r' && i + 1 < len && str[i + 1] != '\n') {
+			load_error(l, l->line, "line holds a carriage return (CR) that no line feed follows: the file "
+					       "has old Mac (CR) line endings, and an experiment file's lines end in LF "
+					       "or CR LF (convert it: tr '\\r' '\\n' <OLD >NEW); the lines after it are "
+					       "not read");
+			return NULL;
+		}
+		if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+			load_error(l, l->line, "line holds the control character 0x%02x: an experiment file is text, "
+					       "tabs the only control characters in a line (is this a binary file?); "
+					       "the lines after it are not read", c);
+			return NULL;
+		}
+	}
+	if (more) {
+		assert(num - 3 == LINE_MAX_CHARS);
+		load_error(l, l->line, "line is longer than %d characters", LINE_MAX_CHARS);
+		str[0] = '\0';
+		return str;
 	}
 	const char *p = str, *end;
 	if (l->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)

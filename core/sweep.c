@@ -101,22 +101,51 @@ static void unknown_section(struct reader *r, const char *section)
 static char *reader_line(char *str, int num, void *stream)
 {
 	struct reader *r = stream;
-	size_t n;
+	long at = ftell(r->f), to;
+	size_t len;
+	int more = 0;
 
 	if (!fgets(str, num, r->f))
 		return NULL;
 	r->line++;
-	n = strlen(str);
-	if (n == (size_t)num - 1 && str[n - 1] != '\n') {
-		int c, more = 0;
+	/* the bytes read, which a NUL byte makes more than strlen() (a regular file: ftell works) */
+	len = strlen(str);
+	if (at >= 0 && (to = ftell(r->f)) > at && to - at < num)
+		len = (size_t)(to - at);
+	if (len == (size_t)num - 1 && str[len - 1] != '\n') {
+		int c;
 		while ((c = fgetc(r->f)) != EOF && c != '\n')
 			more = 1;
-		if (more) {
-			say(r, r->line, "line is longer than %d characters (continue a list on an indented line)",
-			    num - 3);
-			str[0] = '\0';
-			return str;
+	}
+	/*
+	 * A line that is not text stops the reading, as in an experiment file
+	 * (config_load.c): a NUL byte would silently cut it, a control
+	 * character reach the terminal, a CR-only line end join the lines.
+	 */
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)str[i];
+		if (c == '\0') {
+			say(r, r->line, "line holds a NUL byte: a sweep file is text (is this a binary file?); the "
+					"lines after it are not read");
+			return NULL;
 		}
+		if (c == '\r' && i + 1 < len && str[i + 1] != '\n') {
+			say(r, r->line, "line holds a carriage return (CR) that no line feed follows: the file has old "
+					"Mac (CR) line endings, and a sweep file's lines end in LF or CR LF (convert it: "
+					"tr '\\r' '\\n' <OLD >NEW); the lines after it are not read");
+			return NULL;
+		}
+		if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+			say(r, r->line, "line holds the control character 0x%02x: a sweep file is text, tabs the only "
+					"control characters in a line (is this a binary file?); the lines after it are "
+					"not read", c);
+			return NULL;
+		}
+	}
+	if (more) {
+		say(r, r->line, "line is longer than %d characters (continue a list on an indented line)", num - 3);
+		str[0] = '\0';
+		return str;
 	}
 	r->cont = (str[0] == ' ' || str[0] == '\t') && str[strspn(str, " \t\r\n")] != '\0' &&
 		  str[strspn(str, " \t")] != ';' && str[strspn(str, " \t")] != '#';
@@ -269,10 +298,17 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int li
 		say(r, line, "%s.%s is an integer: its range needs whole numbers", a->section, a->name);
 		return -1;
 	}
+	if (integer && (fabs(lo) > 9007199254740992.0 || fabs(hi) > 9007199254740992.0)) {
+		/* the range is counted in doubles, whole only up to 2^53 */
+		say(r, line, "%s.%s: a range of integers ends within +-9007199254740992 (2^53): list larger values "
+			     "one by one", a->section, a->name);
+		return -1;
+	}
 	for (double v = lo, prev = -INFINITY;; count++) {
 		double x = integer ? (double)llround(v) : v;
 		char text[64];
-		if (x > hi * (1 + 1e-12) + (hi == 0 ? 1e-300 : 0))
+		/* integers are exact here: no tolerance (a relative one lets 1e15..1e15+2 run on for 1,000) */
+		if (integer ? x > hi : x > hi * (1 + 1e-12) + (hi == 0 ? 1e-300 : 0))
 			break;
 		if (x > prev) {
 			if (integer)

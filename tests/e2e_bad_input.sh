@@ -4,7 +4,8 @@
 # Runs BINARY (./sim or ./gpu_run) on every tests/bad/*.ini, whose first
 # line is `# expect: <part of the error message>`, then on a missing file,
 # on files that are not regular (a directory, devices that never end, a
-# FIFO that would block), an empty file, and on bad flags. Each case must
+# FIFO that would block), an empty file, files that are not text (a NUL
+# byte, control bytes, CR-only line ends), and on bad flags. Each case must
 # exit with status 2 within 20 seconds, print the expected
 # text on stderr, and write nothing: the results file named with
 # --set run.out is not created and the directory it runs in stays empty.
@@ -69,6 +70,30 @@ mkfifo "$tmp/fifo.ini"
 check "a FIFO" "fifo.ini: is a FIFO: $not_regular" "$tmp/fifo.ini"
 : >"$tmp/empty.ini"
 check "an empty file" "empty.ini: has no 'key = value' line: an empty experiment file is refused" "$tmp/empty.ini"
+# text only: a NUL byte cut the line (layers = 2 ran), a binary file's control bytes reached the
+# terminal in the messages quoting it, CR-only line ends read as one line with no key
+printf '[model]\nlayers = 2\0 3\n' >"$tmp/nul.ini"
+check "a NUL byte in a line" "nul.ini:2: line holds a NUL byte: an experiment file is text" "$tmp/nul.ini"
+printf '\211HDF\r\n\032\n\0\0\033[2J\n[model]\nla\033[31myers = 2\nname = \001x\n' >"$tmp/binary.ini"
+# text CASE: the last case's messages quote no control byte (newlines and tabs aside)
+text() {
+	if [ "$(LC_ALL=C tr -d '\n\t -~\200-\377' <"$tmp/stderr" | wc -c)" -eq 0 ]; then
+		echo "ok   $name $1: no control byte on stderr"
+		passed=$((passed + 1))
+	else
+		echo "FAIL $name $1: control bytes on stderr: $(cat -v "$tmp/stderr" | head -3)"
+		failed=$((failed + 1))
+	fi
+}
+check "a binary file" "binary.ini:2: line holds the control character 0x1a: an experiment file is text" \
+	"$tmp/binary.ini"
+text "a binary file"
+printf '[model]\nla\033[31myers = 2\nname = \001x\n' >"$tmp/control.ini"
+check "an escape sequence in a key" "control.ini:2: line holds the control character 0x1b" "$tmp/control.ini"
+text "an escape sequence in a key"
+printf '[model]\rlayers = 2\r' >"$tmp/cr.ini"
+check "CR line endings" "cr.ini:1: line holds a carriage return (CR) that no line feed follows: the file has old Mac (CR) line endings" \
+	"$tmp/cr.ini"
 check "--layers abc" "--layers: model.layers = 'abc' is not an integer" --layers abc
 check "--layers (no value)" "--layers: missing value" --layers
 check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model] (did you mean 'layers'?)" \
@@ -89,6 +114,16 @@ fi
 if [ "$name" = gpu_run ]; then
 	# a mode ./sim prices but gpu_run's models cannot keep activations for
 	check "--ac per-op" "policy.ac = per-op: gpu_run's models" --runtime pytorch --ac per-op
+	# strtod reads nan and inf: NaN passed the range test, and tiny ran with the cluster's link
+	tiny=("$here/../experiments/tiny.ini" --steps 1 --warmup 0 --emulate-world 2)
+	check "--emulate-gbps nan" "--emulate-gbps wants a number in [0.001, 1e+06], not 'nan'" \
+		"${tiny[@]}" --emulate-gbps nan
+	check "--emulate-lat-us nan" "--emulate-lat-us wants a number in [0, 1e+06], not 'nan'" \
+		"${tiny[@]}" --emulate-lat-us nan
+	check "--emulate-lat-us -nan" "--emulate-lat-us wants a number in [0, 1e+06], not '-nan'" \
+		"${tiny[@]}" --emulate-lat-us -nan
+	check "--emulate-gbps inf" "--emulate-gbps wants a number in [0.001, 1e+06], not 'inf'" \
+		"${tiny[@]}" --emulate-gbps inf
 fi
 
 echo "$passed passed, $failed failed"

@@ -29,7 +29,7 @@
 #      collective lasts at least its ring time on the emulated link, HSDP's
 #      replica ring gets a link of its own, the facts land in the results
 #      file, the emulated model's loss falls; wrong uses of the gpu_run
-#      flags exit 2 with a message;
+#      flags exit 2 with a message (--out beside --calibrate or --hardware too);
 #   7. --calibrate's file is checked before the first measurement: a file
 #      that is no calibration file (a results file, another HDF5 file, a
 #      text file, a link to one or to the experiment, the default file),
@@ -372,6 +372,19 @@ two 1 "--calibrate: given twice" --calibrate a.h5 --calibrate b.h5
 two 1 "--series: given twice" --calibrate --series a --series b
 two 1 "--emulate-world: given twice" --emulate-world 2 --emulate-world 2
 two 1 "an integer from 1 to 1048576, not '0'" --emulate-world 0
+# --out beside --calibrate or --hardware was ignored (exit 0, no file): refused before any work, nothing written
+for mode in "--calibrate $tmp/out-cal.h5 --quick" --hardware; do
+	t0=$SECONDS
+	"${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" $mode --out "$tmp/out-x.h5" >"$tmp/two.out" 2>"$tmp/two.err" </dev/null
+	rc=$?
+	if [ $rc = 2 ] && grep -qF -- "--out (run.out = $tmp/out-x.h5) cannot be used with ${mode%% *}" "$tmp/two.err" &&
+		[ ! -e "$tmp/out-x.h5" ] && [ ! -e "$tmp/out-cal.h5" ] && ! grep -q '^calibrate:' "$tmp/two.err" &&
+		[ "$(grep -c 'cannot be used with' "$tmp/two.err")" = 1 ] && [ $((SECONDS - t0)) -le 8 ]; then
+		ok "${mode%% *} --out: exit 2 before any work, said once, no file written"
+	else
+		bad "${mode%% *} --out" "exit status $rc, stderr: $(grep -v '^-\|^ \|^$\|mpirun\|Primary\|a non-zero' "$tmp/two.err" | head -2)"
+	fi
+done
 # --calibrate's file is checked before the first measurement, as run.out is:
 # a file that is no calibration file exits 2 at once (no progress line, in
 # seconds where the calibration takes more) and stays byte for byte as it was

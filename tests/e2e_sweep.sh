@@ -4,7 +4,8 @@
 #   1. every tests/bad_sweeps/*.ini (first line `# expect: <message>`)
 #      exits 2 with its message and writes nothing; flags that do not go
 #      with --sweep are refused; a comment after a continued value ends it;
-#      a global batch that no configuration can make is refused;
+#      a global batch that no configuration can make is refused; a file
+#      that is not text (a NUL byte, control bytes, CR line ends) is refused;
 #   2. experiments/sweeps/small.ini run alone, and on 1, 2 and 3 MPI ranks:
 #      every configuration appears exactly once in each file, the same set
 #      with the same figures whatever the rank count, as many as the sweep
@@ -75,6 +76,27 @@ flag_case "--global-batch no configuration makes (--policy all)" "global batch 3
 	experiments/tiny.ini --policy all --global-batch 3
 flag_case "--global-batch no configuration makes (--sweep)" "global batch 3: no configuration makes it" \
 	--sweep experiments/sweeps/small.ini --global-batch 3
+# a sweep file is text: a NUL byte cut the line (nodes = 1 swept alone), control bytes reached the
+# terminal in the messages quoting them, CR-only line ends read as one line
+text_case() { # NAME EXPECTED PRINTF-FORMAT: the sweep file that printf writes from FORMAT and tiny's path
+	local name=$1 expect=$2
+	printf "$3" "$(realpath experiments/tiny.ini)" >"$tmp/text.ini"
+	rm -rf "$tmp/run" && mkdir "$tmp/run"
+	(cd "$tmp/run" && timeout 20 "$SIM" --sweep "$tmp/text.ini" --out "$tmp/run/o.h5") >"$tmp/out" 2>"$tmp/err" </dev/null
+	local rc=$?
+	if [ $rc = 2 ] && grep -qF -- "$expect" "$tmp/err" && [ -z "$(ls -A "$tmp/run")" ] &&
+		[ "$(LC_ALL=C tr -d '\n\t -~\200-\377' <"$tmp/err" | wc -c)" = 0 ]; then
+		ok "$name"
+	else
+		bad "$name" "exit $rc, $(head -2 "$tmp/err" | cat -v | tr '\n' ' ') $(ls -A "$tmp/run")"
+	fi
+}
+text_case "a NUL byte in a line" "text.ini:4: line holds a NUL byte: a sweep file is text" \
+	'[sweep]\nexperiment = %s\n[cluster]\nnodes = 1\0, 2\n'
+text_case "control bytes in a line" "text.ini:4: line holds the control character 0x1b: a sweep file is text" \
+	'[sweep]\nexperiment = %s\n[cluster]\nno\033[31mdes = 1, 2\n'
+text_case "CR line endings" "text.ini:1: line holds a carriage return (CR) that no line feed follows" \
+	'[sweep]\rexperiment = %s\r[cluster]\rnodes = 1, 2\r'
 # a comment after a value continued on an indented line ends the value, as on a key's line
 printf '[sweep]\nexperiment = %s\n[policy]\nsharding = fsdp, zero2,\n  ddp            ; continued\n' \
 	"$(realpath experiments/tiny.ini)" >"$tmp/cont.ini"
@@ -83,6 +105,16 @@ if "$SIM" --sweep "$tmp/cont.ini" >"$tmp/out" 2>"$tmp/err" </dev/null &&
 	ok "a comment on a continued line"
 else
 	bad "a comment on a continued line" "$(head -2 "$tmp/err")"
+fi
+
+# a range of large integers counts exactly: 1e15..1e15+2 is three values, not a thousand
+printf '[sweep]\nexperiment = %s\n[run]\nseed = 1000000000000000..1000000000000002\n' \
+	"$(realpath experiments/tiny.ini)" >"$tmp/seed.ini"
+if "$SIM" --sweep "$tmp/seed.ini" >"$tmp/out" 2>"$tmp/err" </dev/null &&
+	grep -q "3 configurations of 3 candidates" "$tmp/err" "$tmp/out"; then
+	ok "a range of large integers"
+else
+	bad "a range of large integers" "$(head -2 "$tmp/out" "$tmp/err")"
 fi
 
 # ---- 2. every configuration once, whatever the ranks ---------------------------

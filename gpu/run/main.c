@@ -143,13 +143,18 @@ static void say0(int rank, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A number from flag's value, in [lo, hi]; bad input exits 2 on every rank. */
+/*
+ * A number from flag's value, in [lo, hi]; bad input exits 2 on every rank.
+ * strtod reads "nan" and "inf": NaN fails every comparison, so the range
+ * is tested as !(lo <= x <= hi), and a value must be finite.
+ */
 static double flag_number(int rank, const char *flag, const char *v, double lo, double hi, int integer)
 {
 	char *end = NULL;
 	double x = v ? strtod(v, &end) : 0;
 
-	if (!v || end == v || *end != '\0' || x < lo || x > hi || (integer && x != (double)(long long)x)) {
+	if (!v || end == v || *end != '\0' || !isfinite(x) || !(x >= lo && x <= hi) ||
+	    (integer && x != (double)(long long)x)) {
 		if (integer)
 			say0(rank, "gpu_run: %s wants an integer from %.0f to %.0f, not '%s'\n", flag, lo, hi,
 			     v ? v : "(nothing)");
@@ -362,6 +367,18 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	}
 	where = e->path[0] ? e->path : "gpu_run";
 	cuda = !strcmp(e->run.device, "cuda");
+	/* run.out would be silently ignored: neither mode runs the steps whose results it holds */
+	if (e->run.out[0] && (o->calibrate || o->hardware)) {
+		if (o->calibrate)
+			say0(rank, "gpu_run: --out (run.out = %s) cannot be used with --calibrate (the calibration goes "
+				   "to its own file: --calibrate FILE.h5, or data/calibration/<hardware>-<backend>.h5)\n",
+			     e->run.out);
+		else
+			say0(rank, "gpu_run: --out (run.out = %s) cannot be used with --hardware (it prints the name "
+				   "of this machine's calibration and runs nothing)\n", e->run.out);
+		config_release(e);
+		finish(2);
+	}
 #ifndef GPU_RUN_CUDA
 	if (cuda) {
 		say0(rank, "%s: run.device = cuda: this build of gpu_run has no CUDA backend (CUDA was not found "
