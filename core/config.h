@@ -129,6 +129,18 @@ const char *config_flag_closest(const char *arg, const char *const *own);
  */
 int config_check_leftovers(int argc, char **argv, const char *prog, const char *const *own);
 
+/*
+ * One line of an INI file, for inih's reader (experiment and sweep files):
+ * fgets into str (num bytes); 1 when a line was read (*too_long: it was
+ * longer than the buffer, its rest skipped), 0 at the end of the file, -1
+ * when the line is not text, with the reason in err ("<kind> file is
+ * text"): a NUL byte (fgets' string would end there, silently cutting the
+ * line), a control character other than a tab (a binary file's bytes
+ * would reach the terminal), a carriage return no line feed follows (old
+ * Mac line ends would read as one line).
+ */
+int config_ini_line(FILE *f, char *str, int num, const char *kind, int *too_long, char *err, size_t errlen);
+
 /* Where the config functions print their messages; NULL (the default) is stderr. */
 extern FILE *config_errfile;
 

@@ -85,54 +85,63 @@ static int message_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/*
- * inih's reader: fgets that counts lines (this inih calls handlers
- * without line numbers), notes section headers, and turns a line too long
- * for inih's buffer into an error instead of two half-lines. A line that
- * is not text stops the reading with an error, rather than reaching inih
- * and the messages quoting it: a NUL byte (fgets' string would end there,
- * silently cutting the line), a control character other than a tab (a
- * binary file's bytes would reach the terminal), a carriage return that
- * no line feed follows (old Mac CR-only line ends read as one line).
- */
-static char *load_reader(char *str, int num, void *stream)
+int config_ini_line(FILE *f, char *str, int num, const char *kind, int *too_long, char *err, size_t errlen)
 {
-	struct load *l = stream;
-	long at = ftell(l->f), to;
-	int more = 0;
+	long at = ftell(f), to;
+	size_t len;
 
-	if (!fgets(str, num, l->f))
-		return NULL;
-	l->line++;
+	*too_long = 0;
+	if (!fgets(str, num, f))
+		return 0;
 	/* the bytes read, which a NUL byte makes more than strlen() (a regular file: ftell works) */
-	size_t len = strlen(str);
-	if (at >= 0 && (to = ftell(l->f)) > at && to - at < num)
+	len = strlen(str);
+	if (at >= 0 && (to = ftell(f)) > at && to - at < num)
 		len = (size_t)(to - at);
 	if (len == (size_t)num - 1 && str[len - 1] != '\n') {
 		int c;
-		while ((c = fgetc(l->f)) != EOF && c != '\n')
-			more = 1;
+		while ((c = fgetc(f)) != EOF && c != '\n')
+			*too_long = 1;
 	}
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)str[i];
 		if (c == '\0') {
-			load_error(l, l->line, "line holds a NUL byte: an experiment file is text (is this a binary "
-					       "file?); the lines after it are not read");
-			return NULL;
+			snprintf(err, errlen, "line holds a NUL byte: %s file is text (is this a binary file?); the lines "
+				 "after it are not read", kind);
+			return -1;
 		}
 		if (c == '\r' && i + 1 < len && str[i + 1] != '\n') {
-			load_error(l, l->line, "line holds a carriage return (CR) that no line feed follows: the file "
-					       "has old Mac (CR) line endings, and an experiment file's lines end in LF "
-					       "or CR LF (convert it: tr '\\r' '\\n' <OLD >NEW); the lines after it are "
-					       "not read");
-			return NULL;
+			snprintf(err, errlen, "line holds a carriage return (CR) that no line feed follows: the file has old "
+				 "Mac (CR) line endings, and %s file's lines end in LF or CR LF (convert it: tr '\\r' '\\n' "
+				 "<OLD >NEW); the lines after it are not read", kind);
+			return -1;
 		}
 		if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
-			load_error(l, l->line, "line holds the control character 0x%02x: an experiment file is text, "
-					       "tabs the only control characters in a line (is this a binary file?); "
-					       "the lines after it are not read", c);
-			return NULL;
+			snprintf(err, errlen, "line holds the control character 0x%02x: %s file is text, tabs the only "
+				 "control characters in a line (is this a binary file?); the lines after it are not read",
+				 c, kind);
+			return -1;
 		}
+	}
+	return 1;
+}
+
+/*
+ * inih's reader: a line (config_ini_line) counted (this inih calls
+ * handlers without line numbers), section headers noted, and a line too
+ * long for inih's buffer turned into an error instead of two half-lines.
+ */
+static char *load_reader(char *str, int num, void *stream)
+{
+	struct load *l = stream;
+	char err[MSG_MAX];
+	int more, got = config_ini_line(l->f, str, num, "an experiment", &more, err, sizeof err);
+
+	if (!got)
+		return NULL;
+	l->line++;
+	if (got < 0) {
+		load_error(l, l->line, "%s", err);
+		return NULL;
 	}
 	if (more) {
 		assert(num - 3 == LINE_MAX_CHARS);

@@ -101,46 +101,15 @@ static void unknown_section(struct reader *r, const char *section)
 static char *reader_line(char *str, int num, void *stream)
 {
 	struct reader *r = stream;
-	long at = ftell(r->f), to;
-	size_t len;
-	int more = 0;
+	char err[1024];
+	int more, got = config_ini_line(r->f, str, num, "a sweep", &more, err, sizeof err);
 
-	if (!fgets(str, num, r->f))
+	if (!got)
 		return NULL;
 	r->line++;
-	/* the bytes read, which a NUL byte makes more than strlen() (a regular file: ftell works) */
-	len = strlen(str);
-	if (at >= 0 && (to = ftell(r->f)) > at && to - at < num)
-		len = (size_t)(to - at);
-	if (len == (size_t)num - 1 && str[len - 1] != '\n') {
-		int c;
-		while ((c = fgetc(r->f)) != EOF && c != '\n')
-			more = 1;
-	}
-	/*
-	 * A line that is not text stops the reading, as in an experiment file
-	 * (config_load.c): a NUL byte would silently cut it, a control
-	 * character reach the terminal, a CR-only line end join the lines.
-	 */
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)str[i];
-		if (c == '\0') {
-			say(r, r->line, "line holds a NUL byte: a sweep file is text (is this a binary file?); the "
-					"lines after it are not read");
-			return NULL;
-		}
-		if (c == '\r' && i + 1 < len && str[i + 1] != '\n') {
-			say(r, r->line, "line holds a carriage return (CR) that no line feed follows: the file has old "
-					"Mac (CR) line endings, and a sweep file's lines end in LF or CR LF (convert it: "
-					"tr '\\r' '\\n' <OLD >NEW); the lines after it are not read");
-			return NULL;
-		}
-		if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
-			say(r, r->line, "line holds the control character 0x%02x: a sweep file is text, tabs the only "
-					"control characters in a line (is this a binary file?); the lines after it are "
-					"not read", c);
-			return NULL;
-		}
+	if (got < 0) { /* a line that is not text stops the reading, as in an experiment file */
+		say(r, r->line, "%s", err);
+		return NULL;
 	}
 	if (more) {
 		say(r, r->line, "line is longer than %d characters (continue a list on an indented line)", num - 3);

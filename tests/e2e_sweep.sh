@@ -97,25 +97,21 @@ text_case "control bytes in a line" "text.ini:4: line holds the control characte
 	'[sweep]\nexperiment = %s\n[cluster]\nno\033[31mdes = 1, 2\n'
 text_case "CR line endings" "text.ini:1: line holds a carriage return (CR) that no line feed follows" \
 	'[sweep]\rexperiment = %s\r[cluster]\rnodes = 1, 2\r'
+# good_case NAME FORMAT: a sweep of tiny.ini (printf FORMAT, %s the experiment) has 3 configurations
+good_case() {
+	printf "$2" "$(realpath experiments/tiny.ini)" >"$tmp/good.ini"
+	if "$SIM" --sweep "$tmp/good.ini" >"$tmp/out" 2>"$tmp/err" </dev/null &&
+		grep -q "3 configurations of 3 candidates" "$tmp/err" "$tmp/out"; then
+		ok "$1"
+	else
+		bad "$1" "$(head -2 "$tmp/out" "$tmp/err")"
+	fi
+}
 # a comment after a value continued on an indented line ends the value, as on a key's line
-printf '[sweep]\nexperiment = %s\n[policy]\nsharding = fsdp, zero2,\n  ddp            ; continued\n' \
-	"$(realpath experiments/tiny.ini)" >"$tmp/cont.ini"
-if "$SIM" --sweep "$tmp/cont.ini" >"$tmp/out" 2>"$tmp/err" </dev/null &&
-	grep -q "3 configurations of 3 candidates" "$tmp/err" "$tmp/out"; then
-	ok "a comment on a continued line"
-else
-	bad "a comment on a continued line" "$(head -2 "$tmp/err")"
-fi
-
+good_case "a comment on a continued line" \
+	'[sweep]\nexperiment = %s\n[policy]\nsharding = fsdp, zero2,\n  ddp            ; continued\n'
 # a range of large integers counts exactly: 1e15..1e15+2 is three values, not a thousand
-printf '[sweep]\nexperiment = %s\n[run]\nseed = 1000000000000000..1000000000000002\n' \
-	"$(realpath experiments/tiny.ini)" >"$tmp/seed.ini"
-if "$SIM" --sweep "$tmp/seed.ini" >"$tmp/out" 2>"$tmp/err" </dev/null &&
-	grep -q "3 configurations of 3 candidates" "$tmp/err" "$tmp/out"; then
-	ok "a range of large integers"
-else
-	bad "a range of large integers" "$(head -2 "$tmp/out" "$tmp/err")"
-fi
+good_case "a range of large integers" '[sweep]\nexperiment = %s\n[run]\nseed = 1000000000000000..1000000000000002\n'
 
 # ---- 2. every configuration once, whatever the ranks ---------------------------
 small=experiments/sweeps/small.ini
