@@ -141,6 +141,17 @@ int config_check_leftovers(int argc, char **argv, const char *prog, const char *
  */
 int config_ini_line(FILE *f, char *str, int num, const char *kind, int *too_long, char *err, size_t errlen);
 
+/*
+ * Whether an INI line is a section header ("[model]", white space or a
+ * UTF-8 byte order mark before it): 1 with its name as inih reads it (the
+ * text up to ']') in name, "" when that is not a name inih could hold; 0
+ * for any other line. The readers say an unknown section at its header
+ * with it: inih's handler sees only the keys under a header, and a header
+ * with none would pass unnoticed.
+ */
+#define CONFIG_SECTION_CHARS 50 /* inih's longest section name (MAX_SECTION) + 1 */
+int config_ini_section(const char *line, char name[CONFIG_SECTION_CHARS]);
+
 /* Where the config functions print their messages; NULL (the default) is stderr. */
 extern FILE *config_errfile;
 

@@ -32,7 +32,6 @@
 
 #define EXPERIMENT_MAX_BYTES (1 << 20) /* an experiment file is a few hundred bytes */
 #define MESSAGES_MAX 100               /* errors printed for one file; the rest are counted */
-#define SECTION_CHARS 50               /* inih's longest section name (MAX_SECTION) + 1 */
 
 struct message {
 	int line;
@@ -125,6 +124,23 @@ int config_ini_line(FILE *f, char *str, int num, const char *kind, int *too_long
 	return 1;
 }
 
+int config_ini_section(const char *line, char name[CONFIG_SECTION_CHARS])
+{
+	const char *p = line, *end;
+
+	if (strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3;
+	p += strspn(p, " \t");
+	if (*p != '[')
+		return 0;
+	name[0] = '\0';
+	if ((end = strchr(p + 1, ']')) && end - p - 1 < CONFIG_SECTION_CHARS) {
+		memcpy(name, p + 1, (size_t)(end - p - 1));
+		name[end - p - 1] = '\0';
+	}
+	return 1;
+}
+
 /*
  * inih's reader: a line (config_ini_line) counted (this inih calls
  * handlers without line numbers), section headers noted, and a line too
@@ -149,26 +165,13 @@ static char *load_reader(char *str, int num, void *stream)
 		str[0] = '\0';
 		return str;
 	}
-	const char *p = str, *end;
-	if (l->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
-		p += 3;
-	p += strspn(p, " \t");
-	if (*p == '[') {
+	char name[CONFIG_SECTION_CHARS];
+	if (config_ini_section(str, name)) {
 		l->section_line = l->line;
-		/*
-		 * An unknown section is said here, at its header, as inih names it
-		 * (the text up to ']'): the handler sees only the keys under it,
-		 * and a header with none would otherwise pass unnoticed.
-		 */
-		if ((end = strchr(p + 1, ']')) && end - p - 1 < SECTION_CHARS) {
-			char name[SECTION_CHARS], err[MSG_MAX];
-			memcpy(name, p + 1, (size_t)(end - p - 1));
-			name[end - p - 1] = '\0';
-			if (name_index(config_sections, name) < 0) {
-				config_unknown_section_text(name, err, sizeof err);
-				load_error(l, l->line, "%s", err);
-				l->reported_line = l->line;
-			}
+		if (name[0] && name_index(config_sections, name) < 0) { /* said at its header */
+			config_unknown_section_text(name, err, sizeof err);
+			load_error(l, l->line, "%s", err);
+			l->reported_line = l->line;
 		}
 	}
 	return str;

@@ -81,8 +81,6 @@ static void say(struct reader *r, int line, const char *fmt, ...)
 	r->errors++;
 }
 
-#define SECTION_CHARS 50 /* inih's longest section name (MAX_SECTION) + 1 */
-
 /* An unknown section, said once, at its header. */
 static void unknown_section(struct reader *r, const char *section)
 {
@@ -125,17 +123,11 @@ static char *reader_line(char *str, int num, void *stream)
 				c[1] = '\0';
 				break;
 			}
-	if (str[strspn(str, " \t")] == '[') {
-		const char *p = str + strspn(str, " \t"), *end = strchr(p + 1, ']');
+	char name[CONFIG_SECTION_CHARS];
+	if (config_ini_section(str, name)) {
 		r->section_line = r->line;
-		/* an unknown section is said at its header: the handler sees only the keys under it */
-		if (end && end - p - 1 < SECTION_CHARS) {
-			char name[SECTION_CHARS];
-			memcpy(name, p + 1, (size_t)(end - p - 1));
-			name[end - p - 1] = '\0';
-			if (name_index(sections, name) < 0)
-				unknown_section(r, name);
-		}
+		if (name[0] && name_index(sections, name) < 0) /* said at its header */
+			unknown_section(r, name);
 	}
 	return str;
 }
