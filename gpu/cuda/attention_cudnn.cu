@@ -366,13 +366,17 @@ static void views_of(struct views *v, int64_t B, int64_t T, int64_t H, int64_t K
 	set4(v->one_str, 1, 1, 1, 1);
 }
 
-/* The masked, scaled scores of Q K^T: the first ops of both graphs. */
+/*
+ * The masked, scaled scores of Q K^T: the first ops of both graphs. `scale`
+ * is the graph's one U_SCALE tensor (the backward uses it again for dS: one
+ * descriptor per uid in a graph).
+ */
 static cudnnBackendDescriptor_t scores(struct gb *g, const struct views *v, cudnnBackendDescriptor_t q,
-				       cudnnBackendDescriptor_t kt, cudnnBackendDescriptor_t *ops, int *n)
+				       cudnnBackendDescriptor_t kt, cudnnBackendDescriptor_t scale,
+				       cudnnBackendDescriptor_t *ops, int *n)
 {
 	const cudnnDataType_t F = CUDNN_DATA_FLOAT;
 	cudnnBackendDescriptor_t s = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
-	cudnnBackendDescriptor_t scale = gb_tensor(g, U_SCALE, F, v->one_dim, v->one_str, T_BY_VALUE);
 	cudnnBackendDescriptor_t s1 = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t row = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t col = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
@@ -396,7 +400,8 @@ static void build_forward(struct gb *g, const struct views *v, cudnnBackendDescr
 	cudnnBackendDescriptor_t kt = gb_tensor(g, U_K, H, v->kt_dim, v->kt_str, T_REAL);
 	cudnnBackendDescriptor_t val = gb_tensor(g, U_V, H, v->v_dim, v->v_str, T_REAL);
 	cudnnBackendDescriptor_t o = gb_tensor(g, U_O, H, v->o_dim, v->o_str, T_REAL);
-	cudnnBackendDescriptor_t s = scores(g, v, q, kt, ops, n);
+	cudnnBackendDescriptor_t scale = gb_tensor(g, U_SCALE, F, v->one_dim, v->one_str, T_BY_VALUE);
+	cudnnBackendDescriptor_t s = scores(g, v, q, kt, scale, ops, n);
 	cudnnBackendDescriptor_t m = gb_tensor(g, 0, F, v->r_dim, v->r_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t d = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t e = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
@@ -430,7 +435,7 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 	int64_t acc_str[4] = { v->q_dim[2] * v->q_dim[1] * v->q_dim[3], v->q_dim[3], v->q_dim[1] * v->q_dim[3], 1 };
 	cudnnBackendDescriptor_t dqacc = gb_tensor(g, U_DQACC, F, v->q_dim, acc_str, T_REAL | T_F16x16);
 	cudnnBackendDescriptor_t one = gb_tensor(g, U_ONE, F, v->one_dim, v->one_str, T_BY_VALUE);
-	cudnnBackendDescriptor_t scale2 = gb_tensor(g, U_SCALE, F, v->one_dim, v->one_str, T_BY_VALUE);
+	cudnnBackendDescriptor_t scale = gb_tensor(g, U_SCALE, F, v->one_dim, v->one_str, T_BY_VALUE);
 	/* sum = rowsum(dO * O) */
 	cudnnBackendDescriptor_t dodo = gb_tensor(g, 0, F, v->o_dim, v->o_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t rs = gb_tensor(g, 0, F, v->r_dim, v->r_str, T_VIRTUAL);
@@ -441,7 +446,7 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_MUL, rs, one, NULL, sum, -1, F);
 	{
 		/* P = exp(S - stats), the forward's probabilities again */
-		cudnnBackendDescriptor_t s = scores(g, v, q, kt, ops, n);
+		cudnnBackendDescriptor_t s = scores(g, v, q, kt, scale, ops, n);
 		cudnnBackendDescriptor_t d = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t p = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t pb = gb_tensor(g, 0, H, v->s_dim, v->s_str, T_VIRTUAL | T_F16x16);
@@ -463,7 +468,7 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 		ops[(*n)++] = gb_matmul(g, dout, vt, dp);
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_SUB, dp, sum, NULL, dp1, -1, F);
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_MUL, dp1, p, NULL, ds, -1, F);
-		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_MUL, ds, scale2, NULL, ds1, -1, F);
+		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_MUL, ds, scale, NULL, ds1, -1, F);
 		/* dQ = dS K (fp32 accumulator, then bf16); dK = dS^T Q */
 		ops[(*n)++] = gb_reshape(g, kt, k);
 		ops[(*n)++] = gb_matmul(g, ds1, k, dqacc);
