@@ -203,7 +203,7 @@ validate: deps
 	bash gpu/run/validate.sh
 
 plots: deps
-	/usr/bin/python3 paper/plots.py data $(wildcard data/runs data/pytorch) paper/figures
+	/usr/bin/python3 paper/plots.py data $(wildcard data/runs data/pytorch data/published) paper/figures
 
 # The case studies of the report (paper/cases.sh): the files of data/cases
 # that are missing, simulated and measured on the CPU backend (minutes).
@@ -216,7 +216,7 @@ cases: deps
 PDFLATEX := cd paper && pdflatex -interaction=nonstopmode -halt-on-error main.tex >/dev/null
 paper: deps
 	@$(MAKE) --no-print-directory cases
-	/usr/bin/python3 paper/plots.py data $(wildcard data/runs data/pytorch) paper/figures
+	/usr/bin/python3 paper/plots.py data $(wildcard data/runs data/pytorch data/published) paper/figures
 	/usr/bin/python3 paper/plots.py --cases data/cases paper/figures
 	/usr/bin/python3 paper/report.py data paper/figures paper/gen
 	@for i in 1 2 3; do \

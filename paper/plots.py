@@ -409,12 +409,41 @@ def _calibration_text(pred):
 
 
 def group_key(m):
-    """'llama3-8b, 1 x 8 ranks'; a custom model by its shape (two custom models are two groups)."""
+    """'llama3-8b, 1 x 8 h100-sxm' ('1 x 2 ranks' on CPUs); a custom model by its
+    shape (two custom models are two groups)."""
     c = m.config
     model = c.get("model.name", "?")
     if model == "custom":
         model = "custom %s layers x %s" % (c.get("model.layers", "?"), c.get("model.hidden", "?"))
-    return "%s, %s x %s ranks" % (model, c.get("cluster.nodes", "?"), c.get("cluster.gpus_per_node", "?"))
+    gpu = c.get("cluster.gpu", "cpu")
+    return "%s, %s x %s %s" % (model, c.get("cluster.nodes", "?"), c.get("cluster.gpus_per_node", "?"),
+                               "ranks" if gpu == "cpu" else gpu)
+
+
+def _runs_text(n):
+    return "%d run%s" % (n, "" if n == 1 else "s")
+
+
+def _has_spread(pairs):
+    """Whether any measured run of pairs has a spread (a published figure, one per run, has none)."""
+    return any("step_time_p10_s" in m.summary for m, _ in pairs)
+
+
+def _measured_label(pairs):
+    """The legend's name for the measured bars or points."""
+    if _has_spread(pairs):
+        return "measured (median, p10-p90)"
+    return "published" if all(m.attrs.get("source") == "published" for m, _ in pairs) else "measured"
+
+
+def _how_all(pairs):
+    """How the measured runs of pairs were made, in one phrase: 'published for a100-80g-64 and
+    h100-96g-grand-teton', 'measured on ... (cpu backend)'."""
+    texts = sorted(set(casedata.how_text(m) for m, _ in pairs))
+    lead = "published for "
+    if len(texts) > 1 and all(t.startswith(lead) for t in texts):
+        return lead + " and ".join(t[len(lead):] for t in texts)
+    return " and ".join(texts)
 
 
 def plot_predicted_vs_measured(pairs, outdir, stem):
@@ -432,20 +461,20 @@ def plot_predicted_vs_measured(pairs, outdir, stem):
         lo = np.array([float(m.summary.get("step_time_p10_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
         hi = np.array([float(m.summary.get("step_time_p90_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
         ps = np.array([float(p.summary["step_time_s"]) for _, p in g]) * 1e3
-        ax.bar(x - 0.2, ms, 0.4, yerr=[ms - lo, hi - ms], capsize=2, label="measured (median, p10-p90)",
-               color="tab:blue")
+        ax.bar(x - 0.2, ms, 0.4, yerr=[ms - lo, hi - ms] if _has_spread(g) else None, capsize=2,
+               label=_measured_label(pairs), color="tab:blue")
         ax.bar(x + 0.2, ps, 0.4, label="predicted", color="tab:orange")
         for i in range(len(g)):
             ax.annotate("%+.0f%%" % (100 * (ps[i] - ms[i]) / ms[i]), (x[i], max(hi[i], ps[i])),
                         textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
+        ax.set_ylim(0, 1.12 * max(hi.max(), ps.max()))  # room for the error labels
         ax.set_xticks(x)
         ax.set_xticklabels(policy_labels([m for m, _ in g]), rotation=40, ha="right", fontsize=7)
         ax.set_ylabel("step time (ms)")
         ax.set_title(key)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    hw = sorted(set(casedata.how_text(m) for m, _ in pairs))
-    fig.suptitle("%s: step time %s, and predicted by ./sim" % (stem, " and ".join(hw)))
-    fig.tight_layout()
+    fig.suptitle("%s: step time %s, and predicted by ./sim" % (stem, _how_all(pairs)))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # the title's line kept clear of the first plot
     _save(fig, outdir, "%s_predicted_vs_measured" % stem)
 
 
@@ -466,7 +495,7 @@ def plot_predicted_scatter(pairs, outdir, stem):
             p90 = np.array([float(m.summary.get("step_time_p90_s", m.summary["step_time_s"])) for m, _ in g]) * 1e3
             ps = np.array([float(p.summary["step_time_s"]) for _, p in g]) * 1e3
             ax.errorbar(ms, ps, xerr=[ms - p10, p90 - ms], fmt="o", markersize=4, capsize=2, elinewidth=0.8,
-                        color=plt.get_cmap("tab10")(i % 10), label="%s (%d runs)" % (key, len(g)))
+                        color=plt.get_cmap("tab10")(i % 10), label="%s (%s)" % (key, _runs_text(len(g))))
             lo, hi = min(lo, p10.min(), ps.min()), max(hi, p90.max(), ps.max())
         x = np.array([lo / 1.3, hi * 1.3])
         ax.plot(x, x, "k-", linewidth=0.8, label="predicted = measured")
@@ -480,10 +509,10 @@ def plot_predicted_scatter(pairs, outdir, stem):
             axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
                 lambda v, _: "%g" % v if ("%.0e" % v)[0] in "25" else ""))
         ax.tick_params(which="minor", labelsize=8)
-        ax.set_xlabel("measured step time (ms), median and p10-p90")
+        ax.set_xlabel("%s step time (ms)%s" % ("published" if _measured_label(pairs) == "published" else "measured",
+                                                ", median and p10-p90" if _has_spread(pairs) else ""))
         ax.set_ylabel("predicted step time (ms)")
-        hw = sorted(set(casedata.how_text(m) for m, _ in pairs))
-        ax.set_title("%s\nstep time %s, and predicted by ./sim" % (stem, " and ".join(hw)), fontsize=10)
+        ax.set_title("%s\nstep time %s, and predicted by ./sim" % (stem, _how_all(pairs)), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
         fig.tight_layout()

@@ -5,7 +5,8 @@ Usage: report.py DATA_DIR FIGURES_DIR OUTDIR
 
 Reads every results file under DATA_DIR (schema: data/README.md):
 DATA_DIR/runs/*.h5 (measured runs and their predictions, `make validate`),
-DATA_DIR/cases/ (the case studies, paper/cases.sh), DATA_DIR/calibration/
+DATA_DIR/pytorch/ and DATA_DIR/published/ (PyTorch FSDP2 steps and their
+predictions), DATA_DIR/cases/ (the case studies, paper/cases.sh), DATA_DIR/calibration/
 and DATA_DIR/*.h5, and writes into OUTDIR one .tex fragment per part of
 paper/main.tex:
 
@@ -13,6 +14,9 @@ paper/main.tex:
     validation.tex   predicted against measured: per run, per op kind, where
                      the model is wrong and what the measurement holds that
                      the prediction does not price
+    pytorch.tex      PyTorch FSDP2 steps (data/pytorch/, measured on a GPU;
+                     data/published/, others' published figures) against
+                     the pytorch runtime's predictions
     case_accum.tex, case_wrap.tex, case_optim.tex, case_concat.tex
     bandwidth.tex    where hsdp overtakes fsdp
     pareto.tex       the time-memory front of every valid policy
@@ -148,14 +152,15 @@ def gbps(x):
     return r"%g\,GB/s" % x
 
 
-def table(cols, rows, caption=None, label=None, align=None, long=False, notes=None):
-    """A booktabs table (a longtable when long); cells are LaTeX already."""
+def table(cols, rows, caption=None, label=None, align=None, long=False, notes=None, tight=False):
+    """A booktabs table (a longtable when long); cells are LaTeX already; tight: half the space between
+    columns."""
     align = align or ("l" + "r" * (len(cols) - 1))
     out = []
     for r in rows:
         assert isinstance(r, str) or len(r) == len(cols), (cols, r)
     if long:
-        out.append(r"\begin{small}\begin{longtable}{%s}" % align)
+        out.append(r"\begin{small}%s\begin{longtable}{%s}" % (r"\setlength{\tabcolsep}{3pt}" if tight else "", align))
         if caption:
             out.append(r"\caption{%s}%s\\" % (caption, r"\label{%s}" % label if label else ""))
         out += [r"\toprule", " & ".join(cols) + r" \\", r"\midrule", r"\endfirsthead",
@@ -164,7 +169,7 @@ def table(cols, rows, caption=None, label=None, align=None, long=False, notes=No
         out += [(" & ".join(r) + r" \\") if not isinstance(r, str) else r for r in rows]
         out += [r"\bottomrule", r"\end{longtable}\end{small}"]
     else:
-        out.append(r"\begin{table}[htbp]\centering\small")
+        out.append(r"\begin{table}[htbp]\centering\small" + (r"\setlength{\tabcolsep}{3pt}" if tight else ""))
         if caption:
             out.append(r"\caption{%s}%s" % (caption, r"\label{%s}" % label if label else ""))
         out += [r"\begin{tabular}{%s}" % align, r"\toprule", " & ".join(cols) + r" \\", r"\midrule"]
@@ -946,10 +951,144 @@ def validation(data, figs):
     return "\n\n".join(out), facts
 
 
+# ---- against PyTorch FSDP2 -------------------------------------------------
+
+def _url(u):
+    """An address as a short link: a file of a GitHub repository at a commit as 'REPO PATH at SHA', else the
+    address; one with characters a link would need escaped, as text."""
+    if any(c in u for c in "{}\\%#^~ "):
+        return tt(u)
+    parts = u.split("/")
+    if u.startswith("https://github.com/") and len(parts) > 7 and parts[5] == "blob":
+        return r"\href{%s}{%s \texttt{%s} at %s}" % (u, tex(parts[4]), tex("/".join(parts[7:])), tex(parts[6][:7]))
+    return r"\url{%s}" % u
+
+
+def _model_text(r):
+    """'llama3-8b', or a custom model by its shape: '40 x 5120' (layers x hidden)."""
+    name = r.attrs.get("model.name", "?")
+    if name != "custom":
+        return name
+    return "%s x %s" % (r.attrs.get("model.layers", "?"), r.attrs.get("model.hidden", "?"))
+
+
+def _policy_text(r):
+    """What a PyTorch run's policy is, in the words of its keys: 'eager, ac per-op, fused' (a sharding
+    other than fsdp first)."""
+    a = r.attrs
+    parts = [] if a.get("policy.sharding") == "fsdp" else [a.get("policy.sharding", "?")]
+    parts += ["compiled" if a.get("policy.runtime") == "pytorch-compile" else "eager", "ac " + a.get("policy.ac", "none"),
+              a.get("policy.optim", "foreach")]
+    if a.get("policy.microbatches", "1") != "1":
+        parts.append("%s microbatches" % a["policy.microbatches"])
+    return ", ".join(parts)
+
+
+def pytorch_validation(data, figs):
+    """The runs of real PyTorch FSDP2 (data/pytorch/, experiments/pytorch/ on a lent GPU) and the figures
+    others measured and published (data/published/), each beside ./sim --runtime pytorch's prediction."""
+    dirs = [("pytorch", "measured with \\texttt{experiments/pytorch/} on a GPU"),
+            ("published", "published by others (\\texttt{experiments/published/})")]
+    out, facts, allpairs = [], {}, []
+    for sub, _ in dirs:
+        for path in h5files(os.path.join(data, sub)):
+            allpairs += [(path, m, p) for m, p in casedata.compared_pairs(load(path))]
+    have = {sub: [f for f in h5files(os.path.join(data, sub))] for sub, _ in dirs}
+    if not allpairs:
+        what = ", ".join(tt("data/%s/" % sub) + (" holds %d file(s) without predictions" % len(have[sub]) if have[sub]
+                                                 else " holds no file") for sub, _ in dirs)
+        return (r"\emph{No run of PyTorch FSDP2 with its prediction is in data/: %s. \texttt{experiments/pytorch/} "
+                r"measures such runs on a GPU, \texttt{experiments/published/torchtitan.py} writes torchtitan's "
+                r"published ones, and \texttt{./sim -{}-compare} predicts them.}" % what), facts
+    errs = [(float(p.summary["step_time_s"]) - float(m.summary["step_time_s"])) / float(m.summary["step_time_s"])
+            for _, m, p in allpairs]
+    abserr = sorted(abs(e) for e in errs)
+    res = [(int(p.summary["peak_reserved_bytes"]) - int(m.summary["peak_reserved_bytes"])) /
+           int(m.summary["peak_reserved_bytes"]) for _, m, p in allpairs if int(m.summary.get("peak_reserved_bytes", 0))]
+    # Kendall's tau over the runs that differ only in policy, as for the validation runs
+    groups = {}
+    for path, m, p in allpairs:
+        policy = tuple(sorted((k, v) for k, v in m.attrs.items() if k.startswith("policy.")))
+        groups.setdefault((path, group_key(m)), []).append((float(m.summary["step_time_s"]),
+                                                            float(p.summary["step_time_s"]), policy))
+    npairs = conc = disc = 0
+    for g in groups.values():
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                if g[i][2] == g[j][2]:
+                    continue
+                sgn = (g[i][0] - g[j][0]) * (g[i][1] - g[j][1])
+                npairs += 1
+                conc += sgn > 0
+                disc += sgn < 0
+    tau = (conc - disc) / npairs if npairs else None
+    sources = sorted(set(m.attrs.get("source", "?") for _, m, _ in allpairs))
+    cals = sorted(set(os.path.basename(p.attrs.get("cluster.calibration", "")) or "the catalog" for _, _, p in allpairs))
+    facts = {"n": len(allpairs), "median_abs_err": statistics.median(abserr), "worst_abs_err": abserr[-1],
+             "fast": sum(1 for e in errs if e < 0), "tau": tau, "npairs": npairs, "sources": sources,
+             "hardware": sorted(set(m.attrs.get("hardware", "?") for _, m, _ in allpairs))}
+    refs = sorted(set(m.attrs.get("reference", "") for _, m, _ in allpairs if m.attrs.get("reference")))
+    out.append(r"%d step%s of FSDP2 with a known configuration are in data/, %s, on %s; each was predicted "
+               r"by \texttt{./sim -{}-compare}, priced by %s, with nothing fitted to these steps." % (
+                   len(allpairs), "" if len(allpairs) == 1 else "s",
+                   "; ".join("%d %s" % (sum(1 for _, m, _ in allpairs if m.attrs.get("source") == src),
+                                        dict(dirs).get(src, tex(src))) for src in sources),
+                   tex(", ".join(facts["hardware"])),
+                   ", ".join(tt(c) if c != "the catalog" else r"the catalog's constants (\texttt{core/catalog.ini})"
+                             for c in cals)))
+    out.append(r"The median absolute step-time error is %s and the worst %s; %d of the %d steps are predicted "
+               r"faster than %s. %s%s" % (
+                   upct(facts["median_abs_err"]), upct(facts["worst_abs_err"]), facts["fast"], len(allpairs),
+                   "measured" if "published" not in sources else "measured or published",
+                   (r"Ranking the steps that differ only in policy, the predicted and the measured orders agree with "
+                    r"Kendall's $\tau = %.2f$ over %d pairs. " % (tau, npairs)) if tau is not None else
+                   "No two steps differ only in policy. ",
+                   (r"Where the peak reserved memory was reported (%d steps), the prediction is off by %s at the "
+                    r"median (from %s to %s)." % (len(res), pct(statistics.median(res)), pct(min(res)), pct(max(res))))
+                   if res else "No step reports its peak reserved memory."))
+    rows = []
+    for path, m, p in allpairs:
+        ms, ps_ = float(m.summary["step_time_s"]), float(p.summary["step_time_s"])
+        mr, pr = int(m.summary.get("peak_reserved_bytes", 0)), int(p.summary["peak_reserved_bytes"])
+        gpus = int(casedata.fnum(m, "cluster.nodes") * casedata.fnum(m, "cluster.gpus_per_node"))
+        rows.append([tex(_model_text(m)), "%d %s" % (gpus, tex(m.attrs.get("cluster.gpu", "?"))),
+                     tex(_policy_text(m)), secs(ms), secs(ps_), pct((ps_ - ms) / ms), nbytes(mr) if mr else "--",
+                     nbytes(pr), pct((pr - mr) / mr) if mr else "--"])
+    by_url = {}
+    for r in refs:  # 'ADDRESS (table, row)': the tables of each address together
+        u, _, where = r.partition(" ")
+        by_url.setdefault(u, []).append(where.strip().strip("()"))
+    notes = (r"Sources of the published figures: %s." % "; ".join(
+        "%s (%s)" % (_url(u), tex("; ".join(w for w in ws if w))) if any(ws) else _url(u)
+        for u, ws in sorted(by_url.items()))) if refs else None
+    out.append(table(["model", "GPUs", "policy", "step", "pred.", "error", "reserved", "pred.", "error"],
+                     rows, "FSDP2 steps against \\texttt{./sim}'s prediction (pred.): step time and peak reserved "
+                     "memory (-{}- where none was reported). Policy: eager or compiled (torch.compile), the activation "
+                     "checkpointing, the optimizer's kernels; every step is FSDP%s." % (
+                         "" if all(m.attrs.get("policy.sharding") == "fsdp" for _, m, _ in allpairs) else
+                         " unless named"), "tab:pytorch", align="lllrrrrrr", long=True, tight=True))
+    if notes:
+        out.append(notes)
+    for sub, _ in dirs:
+        for path in have[sub]:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            if any(pp == path for pp, _, _ in allpairs):
+                out.append(figs.include("%s_predicted_vs_measured_scatter" % stem,
+                                        "Each FSDP2 step of %s against \\texttt{./sim}'s prediction; on the diagonal "
+                                        "the prediction is exact, in the band within 25\\,\\%%." % tt(
+                                            "data/%s/%s" % (sub, os.path.basename(path))),
+                                        "fig:pytorch-%s" % tex(stem).replace("\\", ""), width=r"0.7\textwidth"))
+    if "pytorch" not in sources:
+        out.append(r"A published step is one figure (tokens per second, and for some the peak reserved memory): it "
+                   r"holds no op times, so it says how far the whole step is off, not which op kinds carry the error. "
+                   r"Runs of \texttt{experiments/pytorch/} on a GPU, with the profiler's kernel times, would.")
+    return "\n\n".join(out), facts
+
+
 # ---- limitations, inventory, abstract -------------------------------------
 
 def all_runs(data):
-    files = h5files(data) + h5files(os.path.join(data, "runs")) + h5files(os.path.join(data, "cases"))
+    files = h5files(data) + sum((h5files(os.path.join(data, d)) for d in ("runs", "cases", "pytorch", "published")), [])
     out = []
     for p in files:
         try:
@@ -1049,10 +1188,10 @@ def inventory_tex(inventory, data):
                      "policies (./sim --policy all)", "", ""])
     return table(["file", "runs", "what", "first", "last"], rows,
                  "The files this report was built from (dates: when the runs were appended, UTC).", "tab:inventory",
-                 align="lrlll", long=True)
+                 align="p{0.47\\textwidth}rp{0.22\\textwidth}ll", long=True, tight=True)
 
 
-def abstract(data, vfacts):
+def abstract(data, vfacts, pfacts=None):
     parts = []
     sim, _ = load_case(data, "accum")
     if sim:
@@ -1082,6 +1221,19 @@ def abstract(data, vfacts):
                          else "", vfacts["mem_eq"], vfacts["n"]))
     else:
         parts.append("No measured validation runs are in data/ yet, so the simulator's accuracy is not stated.")
+    if pfacts:
+        tau = pfacts["tau"]
+        if tau == 1.0:
+            rank = ", and it orders the policies as they ran in all %d pairs that differ only in policy" % pfacts["npairs"]
+        elif tau is not None:
+            rank = r", Kendall's $\tau$ of the policy ranking %.2f" % tau
+        else:
+            rank = ""
+        parts.append("Against %d steps of PyTorch FSDP2 %s on %s, the pytorch runtime's median step-time error is %s "
+                     "(worst %s)%s." % (
+                         pfacts["n"], "published by others" if pfacts["sources"] == ["published"] else
+                         "measured or published", tex(", ".join(pfacts["hardware"])), upct(pfacts["median_abs_err"]),
+                         upct(pfacts["worst_abs_err"]), rank))
     return " ".join(parts)
 
 
@@ -1099,6 +1251,8 @@ def main(argv):
     inventory = all_runs(data)
     vtext, vfacts = validation(data, figs)
     write(outdir, "validation.tex", vtext)
+    ptext, pfacts = pytorch_validation(data, figs)
+    write(outdir, "pytorch.tex", ptext)
     write(outdir, "case_accum.tex", case_accum(data, figs))
     write(outdir, "case_wrap.tex", case_wrap(data, figs))
     write(outdir, "case_optim.tex", case_optim(data, figs))
@@ -1108,8 +1262,8 @@ def main(argv):
     write(outdir, "policies.tex", policies(data, figs))
     write(outdir, "limitations.tex", limitations(data, inventory))
     write(outdir, "inventory.tex", inventory_tex(inventory, data))
-    write(outdir, "abstract.tex", abstract(data, vfacts))
-    print("report: %d fragments from %s into %s" % (11, data, outdir))
+    write(outdir, "abstract.tex", abstract(data, vfacts, pfacts))
+    print("report: %d fragments from %s into %s" % (12, data, outdir))
     return 0
 
 

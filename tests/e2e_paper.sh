@@ -51,7 +51,7 @@ for f in frags:
     for p in re.findall(r"\\includegraphics(?:\[[^]]*\])?\{([^}]+)\}", body):
         assert os.path.isfile(os.path.join(doc, p)), "%s: includes %s, which does not exist" % (f, p)
     # special characters: arguments that take raw names removed first
-    plain = re.sub(r"\\(includegraphics(\[[^]]*\])?|label|ref|input)\{[^}]*\}", "", body)
+    plain = re.sub(r"\\(includegraphics(\[[^]]*\])?|label|ref|input|url|href)\{[^}]*\}", "", body)
     for m in re.finditer(r"(?<!\\)[%#_]", plain):
         raise AssertionError("%s: unescaped %r near %r" % (f, m.group(), plain[max(0, m.start() - 40):m.end() + 20]))
     assert not re.search(r"\b(nan|inf|infinity)\b", plain, re.I), f + ": NaN or infinity in the text"
@@ -77,8 +77,10 @@ for f in frags:
     assert depth == 0, "%s: %d unclosed {" % (f, depth)
     assert not stack, "%s: unclosed environments %s" % (f, stack)
     # every row of a table has its columns
-    for env, spec, inner in re.findall(r"\\begin\{(tabular|longtable)\}\{([^}]*)\}(.*?)\\end\{\1\}", body, re.S):
-        n = len(re.findall(r"[lrc]|p\{", spec))
+    # (a column spec may hold braces one deep: p{0.3\textwidth})
+    for env, spec, inner in re.findall(r"\\begin\{(tabular|longtable)\}\{((?:[^{}]|\{[^{}]*\})*)\}(.*?)\\end\{\1\}",
+                                       body, re.S):
+        n = len(re.findall(r"[lrcp]", re.sub(r"\{[^{}]*\}", "", spec)))
         for row in inner.split("\\\\"):
             row = re.sub(r"\\(toprule|midrule|bottomrule|endfirsthead|endhead|caption\{.*\}|label\{[^}]*\})", "", row).strip()
             if not row or row.startswith("\\multicolumn"):
@@ -122,7 +124,8 @@ if $PY paper/report.py "$tmp/empty" "$tmp/doc/fig" "$tmp/doc/gen2" >"$tmp/log" 2
 	out=$($PY "$tmp/check.py" "$tmp/doc/gen2" "$tmp/doc" 2>&1) &&
 	grep -q 'holds no measured runs' "$tmp/doc/gen2/validation.tex" &&
 	grep -q 'No simulated run of case 1' "$tmp/doc/gen2/case_accum.tex" &&
-	grep -q 'No GPU run' "$tmp/doc/gen2/limitations.tex"; then
+	grep -q 'No GPU run' "$tmp/doc/gen2/limitations.tex" &&
+	grep -q 'No run of PyTorch FSDP2 with its prediction' "$tmp/doc/gen2/pytorch.tex"; then
 	ok "no data: every fragment says what is missing"
 else
 	bad "no data" "$(tail -3 "$tmp/log") $out"
@@ -140,6 +143,30 @@ if bash gpu/run/validate.sh --quick --out "$tmp/val" >"$tmp/vlog" 2>&1; then
 	fi
 else
 	bad "quick validation" "validate.sh --quick failed: $(tail -3 "$tmp/vlog")"
+fi
+
+# 3b. FSDP2 steps: the published ones, each row against its prediction, the summary as ./sim --compare has it
+mkdir -p "$tmp/pub/published"
+cp data/published/torchtitan.h5 "$tmp/pub/published/"
+if $PY paper/report.py "$tmp/pub" "$tmp/doc/fig" "$tmp/doc/gen4" >"$tmp/log" 2>&1 &&
+	out=$($PY "$tmp/check.py" "$tmp/doc/gen4" "$tmp/doc" 2>&1) &&
+	out=$($PY - "$tmp/doc/gen4/pytorch.tex" data/published/torchtitan.compare.json 2>&1 <<'EOF'
+import json, re, sys
+text, cmp = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+rows = [l for l in text.split("\n") if re.match(r"^[^&]+ & \d+ [^&]+ & (eager|compiled), ", l)]
+assert len(rows) == cmp["compared"], "%d rows for %d compared runs" % (len(rows), cmp["compared"])
+for r in cmp["runs"]:  # each run's error, as ./sim --compare computed it, in its row
+    e = "%.1f" % abs(100 * r["step_err"])
+    assert any(e + r"\,\%" in l for l in rows), "no row with the error %s" % e
+med = "%.1f" % (100 * cmp["median_abs_step_err"])
+assert "median absolute step-time error is %s" % med in text, "median %s not in the text" % med
+assert "$\\tau = %.2f$ over %d pairs" % (cmp["kendall_tau"], cmp["ranked_pairs"]) in text, "tau"
+print("%d rows, median %s%%, tau %.2f over %d pairs" % (len(rows), med, cmp["kendall_tau"], cmp["ranked_pairs"]))
+EOF
+); then
+	ok "FSDP2 steps: $out"
+else
+	bad "FSDP2 steps" "$(tail -3 "$tmp/log") $out"
 fi
 
 # 4. labels name what differs
