@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
 #include "xalloc.h"
 
 /* ---- one key from the command line -------------------------------------- */
@@ -223,12 +224,12 @@ int config_check_leftovers(int argc, char **argv, const char *prog, const char *
 			continue;
 		near = config_flag_closest(argv[i], own);
 		if (argv[i][0] != '-')
-			fprintf(config_err(), "'%s' after the experiment file: one experiment file is read (more settings "
-					      "with --set section.key=value; see %s --help)\n", argv[i], prog);
+			text_line(config_err(), "'%s' after the experiment file: one experiment file is read (more settings "
+					        "with --set section.key=value; see %s --help)", argv[i], prog);
 		else if (near)
-			fprintf(config_err(), "unknown flag '%s' (did you mean '%s'?)\n", argv[i], near);
+			text_line(config_err(), "unknown flag '%s' (did you mean '%s'?)", argv[i], near);
 		else
-			fprintf(config_err(), "unknown flag '%s' (see %s --help)\n", argv[i], prog);
+			text_line(config_err(), "unknown flag '%s' (see %s --help)", argv[i], prog);
 		return -1;
 	}
 	return 0;

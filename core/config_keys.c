@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "text.h"
 #include "xalloc.h"
 
 /* Enums are stored and read through int: the same size, checked here. */
@@ -310,40 +311,6 @@ static size_t text_max(const struct key *k)
 	return LINE_MAX_CHARS - strlen(k->name) - 3;
 }
 
-/* Whether s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
-static int utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned c = s[i], need, cp;
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			need = 1, cp = c & 0x1f;
-		else if (c >= 0xe0 && c <= 0xef)
-			need = 2, cp = c & 0x0f;
-		else if (c >= 0xf0 && c <= 0xf4)
-			need = 3, cp = c & 0x07;
-		else
-			return 0;
-		if (n - i <= need)
-			return 0;
-		for (unsigned j = 1; j <= need; j++) {
-			if ((s[i + j] & 0xc0) != 0x80)
-				return 0;
-			cp = cp << 6 | (s[i + j] & 0x3f);
-		}
-		if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-		    (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-			return 0;
-		i += need + 1;
-	}
-	return 1;
-}
-
 /*
  * Why a text value (quotes already taken off) could not be written to an
  * experiment file or a results file and read back as itself, or NULL when
@@ -354,7 +321,7 @@ static const char *text_unwritable(const char *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
 			return "holds a control character";
-	if (!utf8_valid((const unsigned char *)v, n))
+	if (!text_utf8_valid(v, n))
 		return "is not valid UTF-8";
 	if (n && (v[0] == ' ' || v[n - 1] == ' '))
 		return "starts or ends with a space";

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "text.h"
 #include "xalloc.h"
 
 #define EXPERIMENT_MAX_BYTES (1 << 20) /* an experiment file is a few hundred bytes */
@@ -320,11 +321,11 @@ int config_load(struct experiment *e, const char *path)
 	if (l.nmsgs)
 		qsort(l.msgs, (size_t)l.nmsgs, sizeof *l.msgs, message_cmp);
 	for (int i = 0; i < l.nmsgs; i++) {
-		fprintf(config_err(), "%s:%d: %s\n", path, l.msgs[i].line, l.msgs[i].text);
+		text_line(config_err(), "%s:%d: %s", path, l.msgs[i].line, l.msgs[i].text);
 		free(l.msgs[i].text);
 	}
 	if (l.nlost)
-		fprintf(config_err(), "%s: %d more error%s not shown\n", path, l.nlost, l.nlost == 1 ? "" : "s");
+		text_line(config_err(), "%s: %d more error%s not shown", path, l.nlost, l.nlost == 1 ? "" : "s");
 	free(l.msgs);
 	return l.nmsgs || rc != 0 ? -1 : 0;
 }

@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "text.h"
+
 FILE *config_errfile;
 
 /* ---- origins ------------------------------------------------------------ */
@@ -80,13 +82,10 @@ FILE *config_err(void)
 void config_say(const char *prefix, const char *fmt, ...)
 {
 	va_list ap;
-	FILE *f = config_err();
 
-	fprintf(f, "%s: ", prefix);
 	va_start(ap, fmt);
-	vfprintf(f, fmt, ap);
+	text_vline(config_err(), prefix, fmt, ap); /* the place and the values quoted are user text */
 	va_end(ap);
-	fputc('\n', f);
 }
 
 /* "section.key = value" */

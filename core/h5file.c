@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "outfile.h"
+#include "text.h"
 #include "xalloc.h"
 
 #define INDEX_MAX 999999
@@ -71,11 +72,11 @@ int h5file_check(struct h5file_session *s, int64_t rv, const char *call)
 	if (!s->failed) {
 		H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, err_walk_fn, &w);
 		if (w.outer[0] && strcmp(w.outer, w.inner) != 0)
-			fprintf(stderr, "%s: %s: %s failed: %s (%s)\n", s->who, s->path, call, w.outer, w.inner);
+			text_line(stderr, "%s: %s: %s failed: %s (%s)", s->who, s->path, call, w.outer, w.inner);
 		else if (w.outer[0])
-			fprintf(stderr, "%s: %s: %s failed: %s\n", s->who, s->path, call, w.outer);
+			text_line(stderr, "%s: %s: %s failed: %s", s->who, s->path, call, w.outer);
 		else
-			fprintf(stderr, "%s: %s: %s failed\n", s->who, s->path, call);
+			text_line(stderr, "%s: %s: %s failed", s->who, s->path, call);
 	}
 	H5Eclear2(H5E_DEFAULT);
 	s->failed = 1;
@@ -240,7 +241,7 @@ static int attr_read(struct h5file_session *s, hid_t loc, const char *name, hid_
 		return -1;
 	}
 	if (n != 1) { /* read whole, it would overrun out */
-		fprintf(stderr, "%s: %s: attribute %s holds %lld values where one is expected\n", s->who, s->path, name,
+		text_line(stderr, "%s: %s: attribute %s holds %lld values where one is expected", s->who, s->path, name,
 			(long long)n);
 		s->failed = 1;
 		H5Aclose(a);
@@ -400,14 +401,14 @@ int h5file_check_ours(struct h5file_session *s, hid_t file, const char *const *g
 	if (h5file_check(s, ours, "H5Lexists") < 0)
 		return -1;
 	if (!ours) {
-		fprintf(stderr, "%s: %s: %s; not touching it\n", s->who, s->path, not_ours);
+		text_line(stderr, "%s: %s: %s; not touching it", s->who, s->path, not_ours);
 		s->failed = 1;
 		return -1;
 	}
 	if (h5file_check(s, groups_trouble(file, groups, why, sizeof why), "H5Oopen") < 0)
 		return -1;
 	if (why[0]) {
-		fprintf(stderr, "%s: %s: %s; not touching it\n", s->who, s->path, why);
+		text_line(stderr, "%s: %s: %s; not touching it", s->who, s->path, why);
 		s->failed = 1;
 		return -1;
 	}
@@ -462,7 +463,7 @@ hid_t h5file_next_group(struct h5file_session *s, hid_t file, const char *parent
 	if (h5file_check(s, max_index(p, &max), "H5Literate") < 0)
 		goto out;
 	if (max >= INDEX_MAX) {
-		fprintf(stderr, "%s: %s: /%s is full (it holds /%s/%06d, the last index)\n", s->who, s->path, parent,
+		text_line(stderr, "%s: %s: /%s is full (it holds /%s/%06d, the last index)", s->who, s->path, parent,
 			parent, INDEX_MAX);
 		s->failed = 1;
 		goto out;
@@ -515,7 +516,7 @@ static int write_new(const char *who, const char *user_path, const char *path, c
 	size_t done = 0;
 
 	if (fd < 0) {
-		fprintf(stderr, "%s: %s: cannot create %s: %s\n", who, user_path, path, strerror(errno));
+		text_line(stderr, "%s: %s: cannot create %s: %s", who, user_path, path, strerror(errno));
 		return -1;
 	}
 	if (mode != (mode_t)-1 && fchmod(fd, mode) < 0)
@@ -536,7 +537,7 @@ static int write_new(const char *who, const char *user_path, const char *path, c
 	}
 	return 0;
 fail:
-	fprintf(stderr, "%s: %s: cannot write %s: %s\n", who, user_path, path, strerror(errno));
+	text_line(stderr, "%s: %s: cannot write %s: %s", who, user_path, path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return -1;
@@ -550,9 +551,9 @@ static int lock_dir(const char *who, const char *user_path, const char *path)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		fprintf(stderr, "%s: %s: cannot open directory %s: %s\n", who, user_path, dir, strerror(errno));
+		text_line(stderr, "%s: %s: cannot open directory %s: %s", who, user_path, dir, strerror(errno));
 	else if (flock(fd, LOCK_EX) < 0) {
-		fprintf(stderr, "%s: %s: cannot lock directory %s: %s\n", who, user_path, dir, strerror(errno));
+		text_line(stderr, "%s: %s: cannot lock directory %s: %s", who, user_path, dir, strerror(errno));
 		close(fd);
 		fd = -1;
 	}
@@ -577,23 +578,23 @@ static int load_original(struct h5file_session *s, const char *target, void **im
 	if (stat(target, &st) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		fprintf(stderr, "%s: %s: %s\n", s->who, s->path, strerror(errno));
+		text_line(stderr, "%s: %s: %s", s->who, s->path, strerror(errno));
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fprintf(stderr, "%s: %s: exists and is not a regular file; not touching it\n", s->who, s->path);
+		text_line(stderr, "%s: %s: exists and is not a regular file; not touching it", s->who, s->path);
 		return -1;
 	}
 	is_hdf5 = H5Fis_hdf5(target);
 	if (h5file_check(s, is_hdf5, "H5Fis_hdf5") < 0)
 		return -1;
 	if (!is_hdf5) {
-		fprintf(stderr, "%s: %s: exists and is not an HDF5 file; not touching it\n", s->who, s->path);
+		text_line(stderr, "%s: %s: exists and is not an HDF5 file; not touching it", s->who, s->path);
 		return -1;
 	}
 	fd = open(target, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || read_all(fd, image, n) < 0) {
-		fprintf(stderr, "%s: %s: cannot read: %s\n", s->who, s->path, strerror(errno));
+		text_line(stderr, "%s: %s: cannot read: %s", s->who, s->path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -624,11 +625,11 @@ int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx
 
 	/* a symbolic link is followed: its target is replaced, the link stays (outfile.h) */
 	if (outfile_resolve(path, target, sizeof target) < 0) {
-		fprintf(stderr, "%s: %s: cannot follow the link: %s\n", who, path, strerror(errno));
+		text_line(stderr, "%s: %s: cannot follow the link: %s", who, path, strerror(errno));
 		return -1;
 	}
 	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", target, (long)getpid()) >= sizeof tmp) {
-		fprintf(stderr, "%s: %s: path too long\n", who, path);
+		text_line(stderr, "%s: %s: path too long", who, path);
 		return -1;
 	}
 	dirfd = lock_dir(who, path, target);
@@ -673,7 +674,7 @@ int h5file_append(const char *who, const char *path, h5file_writer fn, void *ctx
 	if (write_new(who, path, tmp, image, size, mode) < 0)
 		goto out_tmp;
 	if (rename(tmp, target) < 0) {
-		fprintf(stderr, "%s: %s: rename from %s failed: %s\n", who, path, tmp, strerror(errno));
+		text_line(stderr, "%s: %s: rename from %s failed: %s", who, path, tmp, strerror(errno));
 		goto out_tmp;
 	}
 	fsync(dirfd);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "text.h"
 #include "xalloc.h"
 
 #define LINKS_MAX 40 /* links followed before ELOOP, as the kernel does */
@@ -93,13 +94,14 @@ static int say(const struct outfile *o, const char *fmt, ...) __attribute__((for
 
 static int say(const struct outfile *o, const char *fmt, ...)
 {
+	char *where = xmalloc(strlen(o->what) + strlen(o->path) + 2);
 	va_list ap;
 
-	fprintf(stderr, "%s %s: ", o->what, o->path);
+	sprintf(where, "%s %s", o->what, o->path);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	text_vline(stderr, where, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	free(where);
 	return -1;
 }
 
@@ -171,7 +173,7 @@ int outfile_check(const struct outfile *outs, int n, const char *const *inputs)
 			       (c[i].exists && c[j].exists && c[i].st.st_dev == c[j].st.st_dev &&
 				c[i].st.st_ino == c[j].st.st_ino);
 			if (same) {
-				fprintf(stderr, "%s %s and %s %s are the same file: give them different paths\n",
+				text_line(stderr, "%s %s and %s %s are the same file: give them different paths",
 					outs[i].what, outs[i].path, outs[j].what, outs[j].path);
 				errors++;
 			}
@@ -224,7 +226,7 @@ int outfile_remove_stale(const char *who, const char *target)
 		if (fstatat(dirfd(dp), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		if (unlinkat(dirfd(dp), d->d_name, 0) == 0) {
-			fprintf(stderr, "%s: removed %s/%s, left by a writer (pid %ld) that died\n", who, dir,
+			text_line(stderr, "%s: removed %s/%s, left by a writer (pid %ld) that died", who, dir,
 				d->d_name, (long)pid);
 			removed++;
 		}

@@ -23,6 +23,7 @@
 
 #include "h5file.h"
 
+#include "text.h"
 #include "xalloc.h"
 
 #define SCHEMA_VERSION 1
@@ -401,7 +402,7 @@ int results_count(const char *path)
 
 	h5file_begin(&s, "results", path);
 	if (access(path, R_OK) < 0) {
-		fprintf(stderr, "results: %s: %s\n", path, strerror(errno));
+		text_line(stderr, "results: %s: %s", path, strerror(errno));
 		goto out;
 	}
 	file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -670,7 +671,7 @@ int results_read(const char *path, struct run_read **runs, int *n)
 	*runs = NULL;
 	*n = 0;
 	if ((why = results_unreadable(path))) {
-		fprintf(stderr, "results: %s: %s\n", path, why);
+		text_line(stderr, "results: %s: %s", path, why);
 		free(names);
 		return -1;
 	}
@@ -679,7 +680,7 @@ int results_read(const char *path, struct run_read **runs, int *n)
 	if (h5file_check(&s, file, "H5Fopen") < 0)
 		goto out;
 	if (h5file_holds(file, results_groups) == 0) {
-		fprintf(stderr, "%s: %s: " NOT_RESULTS "\n", s.who, path);
+		text_line(stderr, "%s: %s: " NOT_RESULTS "", s.who, path);
 		H5Fclose(file);
 		goto out;
 	}

@@ -32,6 +32,7 @@
 
 #include "calibration.h"
 #include "config.h"
+#include "text.h"
 #include "xalloc.h"
 
 #define OUTER_MAX (1ull << 40)      /* candidates a sweep may have */
@@ -68,16 +69,16 @@ static void say(struct reader *r, int line, const char *fmt, ...) __attribute__(
 
 static void say(struct reader *r, int line, const char *fmt, ...)
 {
+	char where[CONFIG_PATH_MAX + 16];
 	va_list ap;
 
 	if (line > 0 || !r->origin)
-		fprintf(stderr, "%s:%d: ", r->sw->path, line);
+		snprintf(where, sizeof where, "%s:%d", r->sw->path, line);
 	else
-		fprintf(stderr, "%s: ", r->origin);
+		snprintf(where, sizeof where, "%s", r->origin);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	text_vline(stderr, where, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	r->errors++;
 }
 
@@ -164,12 +165,12 @@ static int calibration_usable(const char *where, const char *path)
 	char err[512];
 
 	if (access(path, R_OK) != 0) {
-		fprintf(stderr, "%s: cluster.calibration = %s cannot be read: %s (make one with gpu_run --calibrate)\n",
+		text_line(stderr, "%s: cluster.calibration = %s cannot be read: %s (make one with gpu_run --calibrate)",
 			where, path, strerror(errno));
 		return -1;
 	}
 	if (calibration_check(path, err, sizeof err) != 0) {
-		fprintf(stderr, "%s: cluster.calibration = %s is not a valid calibration: %s\n", where, path, err);
+		text_line(stderr, "%s: cluster.calibration = %s is not a valid calibration: %s", where, path, err);
 		return -1;
 	}
 	return 0;
@@ -521,20 +522,20 @@ static int what_if_axis(struct sweep *sw, const char *name, const char *where)
 		snprintf(id, sizeof id, "%s.%s", sw->axes[i].section, sw->axes[i].name);
 		if (!strcmp(id, name)) {
 			if (sw->axes[i].policy) {
-				fprintf(stderr, "%s: what_if = %s: a policy key is a choice, not a resource (name a "
-						"[model], [cluster] or [run] axis)\n", where, name);
+				text_line(stderr, "%s: what_if = %s: a policy key is a choice, not a resource (name a "
+						"[model], [cluster] or [run] axis)", where, name);
 				return -1;
 			}
 			if (sw->axes[i].nvalues < 2) {
-				fprintf(stderr, "%s: what_if = %s: the axis has one value; give it several\n", where, name);
+				text_line(stderr, "%s: what_if = %s: the axis has one value; give it several", where, name);
 				return -1;
 			}
 			sw->what_if = i;
 			return 0;
 		}
 	}
-	fprintf(stderr, "%s: what_if = %s is not an axis of the sweep (write it as section.key, and give "
-			"that key a list or a range)\n", where, name);
+	text_line(stderr, "%s: what_if = %s is not an axis of the sweep (write it as section.key, and give "
+			"that key a list or a range)", where, name);
 	return -1;
 }
 
@@ -549,8 +550,8 @@ static int check_axes(struct sweep *sw, const char *what_if, int what_if_line)
 		struct sweep_axis *a = &sw->axes[i];
 		a->price_only = price_only(a->section, a->name);
 		if (sw->walk && a->policy && name_index(walked, a->name) >= 0) {
-			fprintf(stderr, "%s: policy.%s is varied by the policy walk (policies = all): leave it out, "
-					"or write policies = axes\n", a->where, a->name);
+			text_line(stderr, "%s: policy.%s is varied by the policy walk (policies = all): leave it out, "
+					"or write policies = axes", a->where, a->name);
 			errors++;
 		}
 		if (a->policy && !strcmp(a->name, "microbatches")) {
@@ -602,12 +603,12 @@ int sweep_load(struct sweep *sw, const char *path)
 	}
 	rc = ini_parse_stream(reader_line, &r, sweep_ini_line, &r);
 	if (ferror(r.f)) {
-		fprintf(stderr, "%s: cannot read: %s\n", path, strerror(errno));
+		text_line(stderr, "%s: cannot read: %s", path, strerror(errno));
 		r.errors++;
 	} else if (rc > 0) {
 		say(&r, rc, "syntax error: expected '[section]' or 'key = value'");
 	} else if (rc < 0) {
-		fprintf(stderr, "%s: cannot parse (inih error %d)\n", path, rc);
+		text_line(stderr, "%s: cannot parse (inih error %d)", path, rc);
 		r.errors++;
 	}
 	fclose(r.f);
@@ -670,7 +671,7 @@ int sweep_add_axis(struct sweep *sw, const char *assignment, const char *origin)
 
 	if (!eq || !dot || dot > eq || (size_t)(dot - assignment) >= sizeof section ||
 	    (size_t)(eq - dot - 1) >= sizeof name) {
-		fprintf(stderr, "%s: expected section.key=VALUES (a list a, b, c or a range lo..hi [step S | times F])\n",
+		text_line(stderr, "%s: expected section.key=VALUES (a list a, b, c or a range lo..hi [step S | times F])",
 			origin);
 		return -1;
 	}
@@ -684,18 +685,18 @@ int sweep_add_axis(struct sweep *sw, const char *assignment, const char *origin)
 			config_set(&x, assignment, origin); /* the key table's message */
 			config_release(&x);
 		} else {
-			fprintf(stderr, "%s: %s.%s is not a resource: name a [model], [cluster] or [run] key\n", origin,
+			text_line(stderr, "%s: %s.%s is not a resource: name a [model], [cluster] or [run] key", origin,
 				section, name);
 		}
 		return -1;
 	}
 	for (int i = 0; i < sw->naxes; i++)
 		if (!strcmp(sw->axes[i].section, section) && !strcmp(sw->axes[i].name, name)) {
-			fprintf(stderr, "%s: %s.%s is given twice\n", origin, section, name);
+			text_line(stderr, "%s: %s.%s is given twice", origin, section, name);
 			return -1;
 		}
 	if (sw->naxes == SWEEP_AXES_MAX) {
-		fprintf(stderr, "%s: more than %d axes\n", origin, SWEEP_AXES_MAX);
+		text_line(stderr, "%s: more than %d axes", origin, SWEEP_AXES_MAX);
 		return -1;
 	}
 	memset(&r, 0, sizeof r);
@@ -955,7 +956,7 @@ int sweep_plan(struct sweep *sw)
 		uint64_t *x = sw->axes[i].price_only ? &inner : &outer;
 		*x *= (uint64_t)sw->axes[i].nvalues;
 		if (outer * inner > OUTER_MAX) {
-			fprintf(stderr, "%s: the axes have more than %llu combinations\n", sw->path,
+			text_line(stderr, "%s: the axes have more than %llu combinations", sw->path,
 				(unsigned long long)OUTER_MAX);
 			return -1;
 		}
@@ -989,7 +990,7 @@ int sweep_plan(struct sweep *sw)
 			n = 1; /* no policy at all: one candidate, reported as invalid */
 		sw->outer_first[k + 1] = sw->outer_first[k] + n * inner;
 		if (sw->outer_first[k + 1] > OUTER_MAX) {
-			fprintf(stderr, "%s: the sweep has more than %llu configurations\n", sw->path,
+			text_line(stderr, "%s: the sweep has more than %llu configurations", sw->path,
 				(unsigned long long)OUTER_MAX);
 			fclose(err);
 			free(errtext);

@@ -24,6 +24,7 @@
 
 #include "json.h"
 #include "outfile.h"
+#include "text.h"
 
 #define TRACE_PID 1
 #define TRACE_HEAD "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n" /* how every trace begins */
@@ -125,18 +126,18 @@ int trace_write(const char *path, const struct run_result *r)
 
 	/* a symbolic link is followed: its target is replaced, the link stays (outfile.h) */
 	if (outfile_resolve(path, target, sizeof target) < 0) {
-		fprintf(stderr, "trace: %s: cannot follow the link: %s\n", path, strerror(errno));
+		text_line(stderr, "trace: %s: cannot follow the link: %s", path, strerror(errno));
 		return -1;
 	}
 	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", target, (long)getpid()) >= sizeof tmp) {
-		fprintf(stderr, "trace: %s: path too long\n", path);
+		text_line(stderr, "trace: %s: path too long", path);
 		return -1;
 	}
 	exists = stat(target, &st) == 0;
 	if (exists)
 		why = !S_ISREG(st.st_mode) ? "exists and is not a regular file" : trace_refusal(target);
 	if (why) {
-		fprintf(stderr, "trace: %s: %s; not overwriting it\n", path, why);
+		text_line(stderr, "trace: %s: %s; not overwriting it", path, why);
 		return -1;
 	}
 	outfile_remove_stale("trace", target);
@@ -146,7 +147,7 @@ int trace_write(const char *path, const struct run_result *r)
 		fchmod(fd, st.st_mode & 07777);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		fprintf(stderr, "trace: %s: cannot create %s: %s\n", path, tmp, strerror(errno));
+		text_line(stderr, "trace: %s: cannot create %s: %s", path, tmp, strerror(errno));
 		if (fd >= 0) {
 			close(fd);
 			unlink(tmp);
@@ -160,12 +161,12 @@ int trace_write(const char *path, const struct run_result *r)
 	fputs("\n]}\n", f);
 	err = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
 	if (fclose(f) != 0 || err) {
-		fprintf(stderr, "trace: %s: write to %s failed: %s\n", path, tmp, strerror(errno));
+		text_line(stderr, "trace: %s: write to %s failed: %s", path, tmp, strerror(errno));
 		unlink(tmp);
 		return -1;
 	}
 	if (rename(tmp, target) < 0) {
-		fprintf(stderr, "trace: %s: rename from %s failed: %s\n", path, tmp, strerror(errno));
+		text_line(stderr, "trace: %s: rename from %s failed: %s", path, tmp, strerror(errno));
 		unlink(tmp);
 		return -1;
 	}

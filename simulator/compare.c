@@ -18,6 +18,7 @@
 #include "report.h"
 #include "results.h"
 #include "schedule.h"
+#include "text.h"
 #include "xalloc.h"
 
 /*
@@ -619,7 +620,7 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 
 	/* the calibration given prices every run: a bad one is the input's fault, said once */
 	if (calibration && calibration[0] && calibration_check(calibration, why, sizeof why) != 0) {
-		fprintf(stderr, "--calibration: %s\n", why);
+		text_line(stderr, "--calibration: %s", why);
 		return 2;
 	}
 	if (results_read(path, &runs, &n) != 0)
@@ -627,8 +628,8 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	for (int i = 0; i < n; i++)
 		nc += strcmp(runs[i].source, "sim") != 0;
 	if (!nc) {
-		fprintf(stderr, "sim --compare: %s holds no measured run%s: nothing to compare (measured runs come "
-				"from gpu_run --out and experiments/pytorch)\n", path, n ? ", only ./sim's own" : "");
+		text_line(stderr, "sim --compare: %s holds no measured run%s: nothing to compare (measured runs come "
+				"from gpu_run --out and experiments/pytorch)", path, n ? ", only ./sim's own" : "");
 		results_read_free(runs, n);
 		return 2;
 	}
@@ -646,7 +647,7 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 		x = &c[nc++];
 		x->m = &runs[i];
 		if (predict(x, calibration, err, sizeof err) != 0) {
-			fprintf(stderr, "sim --compare: %s: run %s: %s\n", path, runs[i].name, err);
+			text_line(stderr, "sim --compare: %s: run %s: %s", path, runs[i].name, err);
 			rc = 1;
 			continue;
 		}

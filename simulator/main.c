@@ -43,6 +43,7 @@
 #include "results.h"
 #include "schedule.h"
 #include "sweep.h"
+#include "text.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -108,7 +109,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				argv[i++] = NULL;
 		} else if (!strcmp(a, "--advise")) {
 			if (o->advise) {
-				fprintf(stderr, "%s: given twice\n", a);
+				text_line(stderr, "%s: given twice", a);
 				return -1;
 			}
 			o->advise = 1;
@@ -116,14 +117,14 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			   !strcmp(a, "--compare") || !strcmp(a, "--sweep") || !strcmp(a, "--what-if") ||
 			   !strcmp(a, "--memory-budget") || !strcmp(a, "--global-batch")) {
 			if (i + 1 >= argc || !argv[i + 1] || !argv[i + 1][0]) {
-				fprintf(stderr, "%s: needs a value\n", a);
+				text_line(stderr, "%s: needs a value", a);
 				return -1;
 			}
 			if ((!strcmp(a, "--trace") && o->trace) || (!strcmp(a, "--top") && o->top) ||
 			    (!strcmp(a, "--bench") && o->bench) || (!strcmp(a, "--compare") && o->compare) ||
 			    (!strcmp(a, "--sweep") && o->sweep) || (!strcmp(a, "--memory-budget") && o->memory_budget_gib) ||
 			    (!strcmp(a, "--global-batch") && o->global_batch)) {
-				fprintf(stderr, "%s: given twice\n", a);
+				text_line(stderr, "%s: given twice", a);
 				return -1;
 			}
 			if (!strcmp(a, "--trace")) {
@@ -134,7 +135,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				o->sweep = argv[i + 1];
 			} else if (!strcmp(a, "--what-if")) {
 				if (o->nwhat_if == WHAT_IF_MAX) {
-					fprintf(stderr, "--what-if: at most %d resources\n", WHAT_IF_MAX);
+					text_line(stderr, "--what-if: at most %d resources", WHAT_IF_MAX);
 					return -1;
 				}
 				o->what_if[o->nwhat_if++] = argv[i + 1];
@@ -142,7 +143,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				char *end;
 				double v = strtod(argv[i + 1], &end);
 				if (*end || !(v > 0 && v <= 1e9)) {
-					fprintf(stderr, "--memory-budget: '%s' is not a number of GiB from above 0 to 1e9\n",
+					text_line(stderr, "--memory-budget: '%s' is not a number of GiB from above 0 to 1e9",
 						argv[i + 1]);
 					return -1;
 				}
@@ -151,7 +152,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				char *end;
 				long v = strtol(argv[i + 1], &end, 10);
 				if (*end || v < 1 || v > (1L << 40)) {
-					fprintf(stderr, "--global-batch: '%s' is not an integer from 1 to %ld\n", argv[i + 1],
+					text_line(stderr, "--global-batch: '%s' is not an integer from 1 to %ld", argv[i + 1],
 						1L << 40);
 					return -1;
 				}
@@ -160,7 +161,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				char *end;
 				long v = strtol(argv[i + 1], &end, 10);
 				if (*end || v < 1 || v > 1000000) {
-					fprintf(stderr, "%s: '%s' is not an integer from 1 to 1000000\n", a, argv[i + 1]);
+					text_line(stderr, "%s: '%s' is not an integer from 1 to 1000000", a, argv[i + 1]);
 					return -1;
 				}
 				*(!strcmp(a, "--top") ? &o->top : &o->bench) = (int)v;
@@ -178,7 +179,7 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			  (!strcmp(a, "--set") && v && !strncmp(v, "policy.sharding=", 16)) ||
 			  !strncmp(a, "--set=policy.sharding=", 22))) {
 			int with_v = v && (!strcmp(a, "--set") || !strcmp(a, "--policy") || !strcmp(a, "--sharding"));
-			fprintf(stderr, "--policy all and %s%s%s given together: --policy all tries every sharding\n", a,
+			text_line(stderr, "--policy all and %s%s%s given together: --policy all tries every sharding", a,
 				with_v ? " " : "", with_v ? v : "");
 			return -1;
 		}
@@ -201,12 +202,12 @@ static int check_compare_file(const char *path)
 	if (!why)
 		why = results_refusal(path);
 	if (why) {
-		fprintf(stderr, "--compare: %s: %s\n", path, why);
+		text_line(stderr, "--compare: %s: %s", path, why);
 		return -1;
 	}
 	if (outfile_check(out, 1, NULL) != 0) {
-		fprintf(stderr, "--compare: %s cannot be appended to (the predictions are appended to it): compare a "
-				"writable copy\n", path);
+		text_line(stderr, "--compare: %s cannot be appended to (the predictions are appended to it): compare a "
+				"writable copy", path);
 		return -1;
 	}
 	return 0;
@@ -225,8 +226,8 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 			    o->global_batch ? "--global-batch" : NULL;
 
 	if (other) {
-		fprintf(stderr, "--compare and %s cannot be used together: --compare predicts the runs of a file "
-				"(allowed with it: --calibration FILE, --json)\n", other);
+		text_line(stderr, "--compare and %s cannot be used together: --compare predicts the runs of a file "
+				"(allowed with it: --calibration FILE, --json)", other);
 		return 2;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -237,18 +238,18 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 		} else if (!strncmp(argv[i], "--calibration=", 14)) {
 			cal = argv[i] + 14;
 		} else {
-			fprintf(stderr, "--compare: '%s' is not allowed here: a measured run brings its own configuration "
-					"(allowed: --calibration FILE, --json)\n", argv[i]);
+			text_line(stderr, "--compare: '%s' is not allowed here: a measured run brings its own configuration "
+					"(allowed: --calibration FILE, --json)", argv[i]);
 			return 2;
 		}
 	}
 	if (cal[0] && access(cal, R_OK) != 0) {
-		fprintf(stderr, "--calibration: %s cannot be read: %s (make one with gpu_run --calibrate)\n", cal,
+		text_line(stderr, "--calibration: %s cannot be read: %s (make one with gpu_run --calibrate)", cal,
 			strerror(errno));
 		return 2;
 	}
 	if (access(o->compare, R_OK) != 0) {
-		fprintf(stderr, "--compare: %s cannot be read: %s\n", o->compare, strerror(errno));
+		text_line(stderr, "--compare: %s cannot be read: %s", o->compare, strerror(errno));
 		return 2;
 	}
 	return check_compare_file(o->compare) != 0 ? 2 : compare_file(o->compare, cal, o->json, stdout);
@@ -270,41 +271,41 @@ static int check_flags(const struct opts *o, const struct experiment *e)
 	if (o->bench) {
 		for (size_t i = 0; i < sizeof bench_not / sizeof bench_not[0]; i++)
 			if (bench_not[i]) {
-				fprintf(stderr, "--bench and %s cannot be used together: --bench only times the "
-						"simulation\n", bench_not[i]);
+				text_line(stderr, "--bench and %s cannot be used together: --bench only times the "
+						"simulation", bench_not[i]);
 				return -1;
 			}
 	}
 	if (o->json && o->schedule) {
-		fprintf(stderr, "--json and --schedule cannot be used together: --json prints one JSON "
-				"object and nothing else\n");
+		text_line(stderr, "--json and --schedule cannot be used together: --json prints one JSON "
+				"object and nothing else");
 		return -1;
 	}
 	if (o->top && !o->all && !o->advise && !o->sweep) {
-		fprintf(stderr, "--top needs --policy all, --sweep or --advise: it keeps the N fastest of the ranking\n");
+		text_line(stderr, "--top needs --policy all, --sweep or --advise: it keeps the N fastest of the ranking");
 		return -1;
 	}
 	if (o->all && o->advise) {
-		fprintf(stderr, "--policy all and --advise cannot be used together: --advise walks every policy "
-				"itself\n");
+		text_line(stderr, "--policy all and --advise cannot be used together: --advise walks every policy "
+				"itself");
 		return -1;
 	}
 	if (many) {
 		for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
 			if (single[i]) {
-				fprintf(stderr, "%s and %s cannot be used together: %s needs a single policy\n", many,
+				text_line(stderr, "%s and %s cannot be used together: %s needs a single policy", many,
 					single[i], single[i]);
 				return -1;
 			}
 	}
 	if (o->nwhat_if && !o->advise) {
-		fprintf(stderr, "--what-if needs --advise: it asks for the advice at each value of a resource "
-				"(a sweep file says it with what_if)\n");
+		text_line(stderr, "--what-if needs --advise: it asks for the advice at each value of a resource "
+				"(a sweep file says it with what_if)");
 		return -1;
 	}
 	if ((o->memory_budget_gib || o->global_batch) && !many) {
-		fprintf(stderr, "%s needs --policy all, --sweep or --advise: it constrains the configurations "
-				"they compare\n", o->memory_budget_gib ? "--memory-budget" : "--global-batch");
+		text_line(stderr, "%s needs --policy all, --sweep or --advise: it constrains the configurations "
+				"they compare", o->memory_budget_gib ? "--memory-budget" : "--global-batch");
 		return -1;
 	}
 	return 0;
@@ -320,11 +321,11 @@ static int run_one(const struct experiment *e, const struct opts *o)
 	int rc = 0;
 
 	if (!s) {
-		fprintf(stderr, "%s: %s\n", e->path[0] ? e->path : "sim", err);
+		text_line(stderr, "%s: %s", e->path[0] ? e->path : "sim", err);
 		return 2;
 	}
 	if (engine_run(s, e->run.out[0] || o->trace, &r, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s: %s\n", e->path[0] ? e->path : "sim", err);
+		text_line(stderr, "%s: %s", e->path[0] ? e->path : "sim", err);
 		schedule_free(s);
 		return 2;
 	}
@@ -367,11 +368,11 @@ static int run_bench(const struct experiment *e, int n)
 		struct schedule *sc = schedule_new(e, err, sizeof(err));
 		struct sim_result r;
 		if (!sc) {
-			fprintf(stderr, "%s\n", err);
+			text_line(stderr, "%s", err);
 			return 2;
 		}
 		if (engine_run(sc, 0, &r, err, sizeof(err)) != 0) {
-			fprintf(stderr, "%s\n", err);
+			text_line(stderr, "%s", err);
 			schedule_free(sc);
 			return 2;
 		}
@@ -422,7 +423,7 @@ static int global_batch_refused(const struct sweep *sw, const struct explore_res
 {
 	if (r->nrows || r->interrupted || !r->skipped[SWEEP_OFF_BATCH])
 		return 0;
-	fprintf(stderr, "sim: %s: global batch %ld: no configuration makes it (%llu tried; the first: %s)\n",
+	text_line(stderr, "sim: %s: global batch %ld: no configuration makes it (%llu tried; the first: %s)",
 		sw->global_batch_where, sw->global_batch, (unsigned long long)r->skipped[SWEEP_OFF_BATCH],
 		r->why[SWEEP_OFF_BATCH]);
 	return 2;
@@ -477,7 +478,7 @@ static int run_all(const struct experiment *base, const struct opts *o)
 	}
 	if (res.skipped[SWEEP_INVALID]) {
 		/* policy_next emits checked policies: a rule is missing from policy.c */
-		fprintf(stderr, "sim: --policy all: %llu policies could not be simulated, the first: %s\n",
+		text_line(stderr, "sim: --policy all: %llu policies could not be simulated, the first: %s",
 			(unsigned long long)res.skipped[SWEEP_INVALID], res.why[SWEEP_INVALID]);
 		rc = rc ? rc : 1;
 	}
@@ -644,9 +645,9 @@ static int sweep_out(int argc, char **argv, const char **out)
 			*out = argv[i] + 6;
 			argv[i] = NULL;
 		} else {
-			fprintf(stderr, "--sweep: '%s' is not allowed here: the sweep file gives the configurations "
+			text_line(stderr, "--sweep: '%s' is not allowed here: the sweep file gives the configurations "
 					"(its [sweep] experiment, and its axes); allowed: --out FILE.h5, --top N, --json, "
-					"--memory-budget GiB, --global-batch N\n", argv[i]);
+					"--memory-budget GiB, --global-batch N", argv[i]);
 			return -1;
 		}
 	}
@@ -724,8 +725,8 @@ int main(int argc, char **argv)
 		const char *bad = o.all ? "--policy all" : o.schedule ? "--schedule" : o.trace ? "--trace" :
 				  o.bench ? "--bench" : o.nwhat_if ? "--what-if" : NULL;
 		if (bad) {
-			fprintf(stderr, "--sweep and %s cannot be used together: a sweep file gives its configurations "
-					"(write policies = all and what_if in its [sweep] section)\n", bad);
+			text_line(stderr, "--sweep and %s cannot be used together: a sweep file gives its configurations "
+					"(write policies = all and what_if in its [sweep] section)", bad);
 			explore_mpi_exit(2);
 		}
 		if (sweep_out(argc, argv, &o.out) != 0 || sweep_load(&sw, o.sweep) != 0)

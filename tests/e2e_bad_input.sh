@@ -94,6 +94,26 @@ text "an escape sequence in a key"
 printf '[model]\rlayers = 2\r' >"$tmp/cr.ini"
 check "CR line endings" "cr.ini:1: line holds a carriage return (CR) that no line feed follows: the file has old Mac (CR) line endings" \
 	"$tmp/cr.ini"
+# user text quoted back escaped (\x1b, \t), never raw: an escape sequence in a value, a key, a flag
+# or a path reached the terminal through the message that quoted it
+check "--model with an escape" "--model: model.name = 'ti\x1bny' is not a catalog model" --model $'ti\x1bny'
+text "--model with an escape"
+check "--set with an escape" "--set model.lay\x1bers=3: unknown key 'lay\x1bers' in [model]" --set $'model.lay\x1bers=3'
+text "--set with an escape"
+check "an unknown flag with an escape" "unknown flag '--layrs\x1b[2J'" $'--layrs\x1b[2J' 3
+text "an unknown flag with an escape"
+check "a path with an escape" "x\x1b.ini: cannot open: No such file or directory" $'x\x1b.ini'
+text "a path with an escape"
+printf '[model]\nname = ti\tny\n' >"$tmp/tab.ini"
+check "a tab in a value" "tab.ini:2: model.name = 'ti\tny' is not a catalog model" "$tmp/tab.ini"
+if [ "$name" = sim ]; then
+	check "--memory-budget with an escape" "--memory-budget: '4\x1b' is not" --policy all --memory-budget $'4\x1b'
+	text "--memory-budget with an escape"
+else
+	check "--emulate-gbps with an escape" "--emulate-gbps wants a number in [0.001, 1e+06], not '1\x1b'" \
+		--emulate-world 2 --emulate-gbps $'1\x1b'
+	text "--emulate-gbps with an escape"
+fi
 check "--layers abc" "--layers: model.layers = 'abc' is not an integer" --layers abc
 check "--layers (no value)" "--layers: missing value" --layers
 check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model] (did you mean 'layers'?)" \

@@ -1034,18 +1034,18 @@ static void test_largest_cluster_reads_back(void)
 	config_release(&e);
 }
 
-/* Text values that could not be written and read back as themselves are refused when set. */
+/* Text values that could not be written and read back as themselves are refused when set (quoted escaped). */
 static void test_text_values(void)
 {
 	static const char *const bad[][2] = {
-		{ "run.out=a\tb", "run.out = 'a\tb' holds a control character" },
+		{ "run.out=a\tb", "run.out = 'a\\tb' holds a control character" },
 		{ "run.out=\"\"a\"\"", "run.out = '\"a\"' is quoted twice" },
 		{ "run.out=\" a\"", "run.out = ' a' starts or ends with a space" },
 		{ "run.out=a ;b", "run.out = 'a ;b' holds ' ;', which starts a comment in a file" },
 		{ "run.out=;x", "run.out = ';x' starts with ';', which starts a comment in a file" },
-		{ "run.out=\xff.h5", "run.out = '\xff.h5' is not valid UTF-8" },
-		{ "run.out=\xc3(.h5", "run.out = '\xc3(.h5' is not valid UTF-8" },
-		{ "run.out=\xed\xa0\x80.h5", "run.out = '\xed\xa0\x80.h5' is not valid UTF-8" },
+		{ "run.out=\xff.h5", "run.out = '\\xff.h5' is not valid UTF-8" },
+		{ "run.out=\xc3(.h5", "run.out = '\\xc3(.h5' is not valid UTF-8" },
+		{ "run.out=\xed\xa0\x80.h5", "run.out = '\\xed\\xa0\\x80.h5' is not valid UTF-8" },
 	};
 	static const char *const good[] = { "run.out=données.h5", "run.out=\"a", "run.out=#x;y: z=1.h5",
 					    "run.out=\"\"", "run.out=x;y" };

@@ -56,6 +56,7 @@
 #include "runinfo.h"
 #include "schedule.h"
 #include "summary.h"
+#include "text.h"
 #include "watchdog.h"
 #include "xalloc.h"
 
@@ -139,7 +140,7 @@ static void say0(int rank, const char *fmt, ...)
 	if (rank != 0)
 		return;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	text_vline(stderr, NULL, fmt, ap); /* one line, the values it quotes escaped */
 	va_end(ap);
 }
 
@@ -156,10 +157,10 @@ static double flag_number(int rank, const char *flag, const char *v, double lo, 
 	if (!v || end == v || *end != '\0' || !isfinite(x) || !(x >= lo && x <= hi) ||
 	    (integer && x != (double)(long long)x)) {
 		if (integer)
-			say0(rank, "gpu_run: %s wants an integer from %.0f to %.0f, not '%s'\n", flag, lo, hi,
+			say0(rank, "gpu_run: %s wants an integer from %.0f to %.0f, not '%s'", flag, lo, hi,
 			     v ? v : "(nothing)");
 		else
-			say0(rank, "gpu_run: %s wants a number in [%g, %g], not '%s'\n", flag, lo, hi, v ? v : "(nothing)");
+			say0(rank, "gpu_run: %s wants a number in [%g, %g], not '%s'", flag, lo, hi, v ? v : "(nothing)");
 		finish(2);
 	}
 	return x;
@@ -171,10 +172,10 @@ static int flag_name(int rank, const char *flag, const char *v, const char *cons
 	for (int i = 0; v && i < n; i++)
 		if (!strcmp(v, names[i]))
 			return i;
-	say0(rank, "gpu_run: %s is one of", flag);
+	char list[256] = "";
 	for (int i = 0; i < n; i++)
-		say0(rank, "%s %s", i ? "," : "", names[i]);
-	say0(rank, ", not '%s'\n", v ? v : "(nothing)");
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s %s", i ? "," : "", names[i]);
+	say0(rank, "gpu_run: %s is one of%s, not '%s'", flag, list, v ? v : "(nothing)");
 	finish(2);
 	return -1;
 }
@@ -195,7 +196,7 @@ static void calibrate_word_bad(int rank, const char *w)
 {
 	say0(rank, "gpu_run: --calibrate %s: --calibrate takes the calibration file, a name ending in .h5, or "
 		   "nothing (data/calibration/<hardware>-<backend>.h5); the experiment file goes first: "
-		   "gpu_run EXPERIMENT.ini --calibrate [FILE.h5]\n", w);
+		   "gpu_run EXPERIMENT.ini --calibrate [FILE.h5]", w);
 }
 
 static int ends_with(const char *s, const char *end)
@@ -261,12 +262,12 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--series")) {
 			size_t n = v ? strlen(v) : 0;
 			if (!n || v[0] == '-') {
-				say0(rank, "gpu_run: --series needs a name (" SERIES_RULE "), %s%s%s\n", CAL_NAME_MAX - 1,
+				say0(rank, "gpu_run: --series needs a name (" SERIES_RULE "), %s%s%s", CAL_NAME_MAX - 1,
 				     v ? "not '" : "and nothing follows it", v ? v : "", v ? "'" : "");
 				finish(2);
 			}
 			if (n >= CAL_NAME_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
-				say0(rank, "gpu_run: --series '%s': a name of " SERIES_RULE "\n", v, CAL_NAME_MAX - 1);
+				say0(rank, "gpu_run: --series '%s': a name of " SERIES_RULE "", v, CAL_NAME_MAX - 1);
 				finish(2);
 			}
 			o->series = v;
@@ -306,7 +307,7 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		}
 		if ((takes || !strcmp(a, "--calibrate")) &&
 		    given_before(given, &ngiven, (int)(sizeof given / sizeof given[0]), a)) {
-			say0(rank, "gpu_run: %s: given twice\n", a);
+			say0(rank, "gpu_run: %s: given twice", a);
 			finish(2);
 		}
 		if (cuda_only && !o->cuda_flag) {
@@ -318,23 +319,23 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 			argv[++i] = NULL;
 	}
 	if (o->series && !o->calibrate) {
-		say0(rank, "gpu_run: --series names a calibration's series: it goes with --calibrate\n");
+		say0(rank, "gpu_run: --series names a calibration's series: it goes with --calibrate");
 		finish(2);
 	}
 	if (o->calibrate && o->cuda.gemm_autotune) {
 		say0(rank, "gpu_run: --calibrate with --gemm-autotune: the autotuning synchronizes the stream, and the "
 			   "calibration queues its work behind a gate first; calibrate with the heuristic's first "
-			   "algorithm (the default)\n");
+			   "algorithm (the default)");
 		finish(2);
 	}
 	if (o->calibrate && o->cuda.attention == 1) {
 		say0(rank, "gpu_run: --calibrate with --attention cudnn: a cuDNN plan that needs a larger workspace "
 			   "synchronizes the device, and the calibration queues its work behind a gate first, so the "
-			   "two would wait for each other; calibrate with mma (the default)\n");
+			   "two would wait for each other; calibrate with mma (the default)");
 		finish(2);
 	}
 	if (o->nccl.min_ctas > 0 && o->nccl.max_ctas > 0 && o->nccl.min_ctas > o->nccl.max_ctas) {
-		say0(rank, "gpu_run: --nccl-min-ctas %d is more than --nccl-max-ctas %d\n", o->nccl.min_ctas,
+		say0(rank, "gpu_run: --nccl-min-ctas %d is more than --nccl-max-ctas %d", o->nccl.min_ctas,
 		     o->nccl.max_ctas);
 		finish(2);
 	}
@@ -371,31 +372,31 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	if (e->run.out[0] && (o->calibrate || o->hardware)) {
 		if (o->calibrate)
 			say0(rank, "gpu_run: --out (run.out = %s) cannot be used with --calibrate (the calibration goes "
-				   "to its own file: --calibrate FILE.h5, or data/calibration/<hardware>-<backend>.h5)\n",
+				   "to its own file: --calibrate FILE.h5, or data/calibration/<hardware>-<backend>.h5)",
 			     e->run.out);
 		else
 			say0(rank, "gpu_run: --out (run.out = %s) cannot be used with --hardware (it prints the name "
-				   "of this machine's calibration and runs nothing)\n", e->run.out);
+				   "of this machine's calibration and runs nothing)", e->run.out);
 		config_release(e);
 		finish(2);
 	}
 #ifndef GPU_RUN_CUDA
 	if (cuda) {
 		say0(rank, "%s: run.device = cuda: this build of gpu_run has no CUDA backend (CUDA was not found "
-			   "when it was built: nvcc, nccl.h, libnccl); use --device cpu\n", where);
+			   "when it was built: nvcc, nccl.h, libnccl); use --device cpu", where);
 		config_release(e);
 		finish(2);
 	}
 #endif
 	if (e->policy.ac >= AC_COUNT) {
 		say0(rank, "%s: policy.ac = %s: gpu_run's models (gpu/ref, gpu/cuda) keep activations for none, "
-			   "full and selective only; PyTorch's per-op and per-layer checkpointing are priced by ./sim\n",
+			   "full and selective only; PyTorch's per-op and per-layer checkpointing are priced by ./sim",
 		     where, ac_names[e->policy.ac]);
 		config_release(e);
 		finish(2);
 	}
 	if (!cuda && o->cuda_flag) {
-		say0(rank, "%s: %s is an option of the cuda backend; this run's device is %s\n", where,
+		say0(rank, "%s: %s is an option of the cuda backend; this run's device is %s", where,
 		     o->cuda_flag_name, e->run.device);
 		config_release(e);
 		finish(2);
@@ -403,7 +404,7 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	if (o->emu.world > 0) {
 		if (o->emu.world != cluster_world(&e->cluster)) {
 			say0(rank, "%s: --emulate-world %d: the job it emulates has cluster.nodes * "
-				   "cluster.gpus_per_node = %d * %d = %d ranks; the two must agree\n",
+				   "cluster.gpus_per_node = %d * %d = %d ranks; the two must agree",
 			     where, o->emu.world, e->cluster.nodes, e->cluster.gpus_per_node,
 			     cluster_world(&e->cluster));
 			config_release(e);
@@ -411,7 +412,7 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 		}
 		if (world != 1) {
 			say0(rank, "%s: --emulate-world runs one process as rank 0 of the job: start it with "
-				   "mpirun -np 1 (it has %d ranks)\n", where, world);
+				   "mpirun -np 1 (it has %d ranks)", where, world);
 			config_release(e);
 			finish(2);
 		}
@@ -421,14 +422,14 @@ static void setup(struct experiment *e, struct run_opts *o, int rank, int world,
 	}
 	if (o->emu.gbps > 0 || o->emu.lat_us >= 0 || o->emu.ctas || o->emu.engine) {
 		say0(rank, "%s: --emulate-gbps, --emulate-lat-us, --emulate-engine and --emulate-ctas need "
-			   "--emulate-world N\n", where);
+			   "--emulate-world N", where);
 		config_release(e);
 		finish(2);
 	}
 	if (world != cluster_world(&e->cluster)) {
 		say0(rank, "%s: gpu_run was started with %d MPI rank%s, but the experiment's cluster has "
 			   "cluster.nodes * cluster.gpus_per_node = %d * %d = %d GPUs; start it with "
-			   "mpirun -np %d\n",
+			   "mpirun -np %d",
 		     where, world, world == 1 ? "" : "s", e->cluster.nodes, e->cluster.gpus_per_node,
 		     cluster_world(&e->cluster), cluster_world(&e->cluster));
 		config_release(e);
@@ -458,7 +459,7 @@ static void diverged(const struct experiment *e, int rank, int step, const char 
 
 	snprintf(when, sizeof when, step ? "step %d" : "after the last step", step);
 	say0(rank, "gpu_run: %s: %s is %s: training diverged (run.lr = %g, run.weight_decay = %g); "
-		   "stopping%s%s\n", when, what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", e->run.lr, e->run.weight_decay,
+		   "stopping%s%s", when, what, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", e->run.lr, e->run.weight_decay,
 	     e->run.out[0] ? ", nothing appended to " : "", e->run.out);
 	fflush(stdout);
 	finish(3);
@@ -545,8 +546,8 @@ static void mpi_start(int *argc, char ***argv)
 	setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
 	mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
 	if (provided < MPI_THREAD_MULTIPLE) {
-		fprintf(stderr, "gpu_run: this MPI gives thread level %d, and the backend's streams need "
-				"MPI_THREAD_MULTIPLE (%d)\n", provided, MPI_THREAD_MULTIPLE);
+		text_line(stderr, "gpu_run: this MPI gives thread level %d, and the backend's streams need "
+				"MPI_THREAD_MULTIPLE (%d)", provided, MPI_THREAD_MULTIPLE);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
 }
@@ -660,7 +661,7 @@ int main(int argc, char **argv)
 	watchdog_waiting("the setup (communicators, memory, initial weights)");
 	s = schedule_new(&e, err, sizeof(err));
 	if (!s) {
-		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
+		say0(rank, "%s: %s", e.path[0] ? e.path : "gpu_run", err);
 		config_release(&e);
 		finish(2);
 	}
@@ -671,7 +672,7 @@ int main(int argc, char **argv)
 	be = backend_new(&e, s, &c, &opts, err, sizeof(err));
 	if (!be) {
 		/* every rank fails alike; rank 0 says why (its own reason, or that another rank failed) */
-		say0(rank, "%s: %s\n", e.path[0] ? e.path : "gpu_run", err);
+		say0(rank, "%s: %s", e.path[0] ? e.path : "gpu_run", err);
 		finish(2);
 	}
 	if (opts.hardware || opts.calibrate) {
@@ -680,7 +681,7 @@ int main(int argc, char **argv)
 			if (rank == 0)
 				printf("%s-%s\n", hw, be->ops->name);
 		} else if (!be->ops->kernel) {
-			say0(rank, "gpu_run: --calibrate: the %s backend has no kernel microbenchmark\n", be->ops->name);
+			say0(rank, "gpu_run: --calibrate: the %s backend has no kernel microbenchmark", be->ops->name);
 			rc = 2;
 		} else {
 			char file[1024] = "";
@@ -706,7 +707,7 @@ int main(int argc, char **argv)
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
 		if (first != INT_MAX) {
 			if (rank == first)
-				fprintf(stderr, "gpu_run: rank %d: %s\n", rank, err);
+				text_line(stderr, "gpu_run: rank %d: %s", rank, err);
 			exec_free(x);
 			finish(2);
 		}
@@ -742,7 +743,7 @@ int main(int argc, char **argv)
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v[1], 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 		if (v[2] > 0) { /* a rank's device could not hold the step (said above): every rank stops */
 			say0(rank, "gpu_run: step %d: out of device memory: the step does not fit this device (./sim predicts "
-				   "its peak reserved memory); stopping%s%s\n", step,
+				   "its peak reserved memory); stopping%s%s", step,
 			     e.run.out[0] ? ", nothing appended to " : "", e.run.out);
 			fflush(stdout);
 			finish(1);
