@@ -152,6 +152,33 @@ int config_ini_line(FILE *f, char *str, int num, const char *kind, int *too_long
 #define CONFIG_SECTION_CHARS 50 /* inih's longest section name (MAX_SECTION) + 1 */
 int config_ini_section(const char *line, char name[CONFIG_SECTION_CHARS]);
 
+/*
+ * A number as every reader of input takes it (experiment and sweep files,
+ * the flags of ./sim and gpu_run): decimal, as C writes it and no more
+ * than that: an optional '-', digits, and for a real number a '.' with a
+ * fraction ("2", "2.", ".5") and an exponent ("6e-4", "1E+5"). Not a
+ * number: a leading '+', white space, hexadecimal ("0x10", "0x1p-3"),
+ * "inf", "nan"; an integer is digits only. CONFIG_NUMBER_RANGE: one its
+ * type cannot hold: past a long long, an unsigned long long (no '-') or a
+ * double ("1e400"), or a real number too close to 0 to be told from it
+ * ("1e-400" reads as 0, "1e-310" loses digits). *v is set on
+ * CONFIG_NUMBER_OK only.
+ */
+enum config_number { CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD, CONFIG_NUMBER_RANGE };
+enum config_number config_parse_real(const char *s, double *v);
+enum config_number config_parse_integer(const char *s, long long *v);
+enum config_number config_parse_unsigned(const char *s, unsigned long long *v);
+
+/*
+ * Why s is refused, for the end of a message: after "'0x10' is not an
+ * integer" (CONFIG_NUMBER_BAD) " (numbers are decimal: hexadecimal is not
+ * read)", and the like for a leading '+', white space, a '#' comment;
+ * after "1e-400 is out of range (0 to 10)" (CONFIG_NUMBER_RANGE) ": a
+ * double cannot hold it (...)" for a real number too close to 0. "" when
+ * the message says enough.
+ */
+const char *config_number_why(const char *s, enum config_number st);
+
 /* Where the config functions print their messages; NULL (the default) is stderr. */
 extern FILE *config_errfile;
 

@@ -14,6 +14,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -287,13 +288,110 @@ void config_allowed_text(const char *const *names, const char *k_form, const cha
 	snprintf(buf, n, " (allowed: %s%s)", list, sugg);
 }
 
-/* ---- values ------------------------------------------------------------ */
+/* ---- numbers ------------------------------------------------------------ */
 
-/* A hint when a value looks like it carries a '#' comment inih keeps. */
-static const char *comment_hint(const char *value)
+/*
+ * Where the decimal number at s ends: an optional '-', digits (with a
+ * '.' and more digits when real), and when real an exponent; s itself
+ * when none starts there.
+ */
+static const char *number_end(const char *s, int real)
 {
-	return strchr(value, '#') ? " (comments go on a line of their own, or after ' ;')" : "";
+	const char *p = s + (*s == '-'), *digits = p;
+
+	p += strspn(p, "0123456789");
+	if (real && *p == '.') {
+		p++;
+		p += strspn(p, "0123456789");
+	}
+	if (p == digits || (p == digits + 1 && *digits == '.'))
+		return s;
+	if (real && (*p == 'e' || *p == 'E')) {
+		const char *x = p + 1 + (p[1] == '-' || p[1] == '+');
+		size_t n = strspn(x, "0123456789");
+		if (n)
+			p = x + n;
+	}
+	return p;
 }
+
+/* Whether all of s is one decimal number. */
+static int whole_number(const char *s, int real)
+{
+	const char *end = number_end(s, real);
+	return end != s && *end == '\0';
+}
+
+enum config_number config_parse_real(const char *s, double *v)
+{
+	double x;
+
+	if (!whole_number(s, 1))
+		return CONFIG_NUMBER_BAD;
+	errno = 0;
+	x = strtod(s, NULL);
+	if (errno == ERANGE || !isfinite(x))
+		return CONFIG_NUMBER_RANGE;
+	*v = x;
+	return CONFIG_NUMBER_OK;
+}
+
+enum config_number config_parse_integer(const char *s, long long *v)
+{
+	long long x;
+
+	if (!whole_number(s, 0))
+		return CONFIG_NUMBER_BAD;
+	errno = 0;
+	x = strtoll(s, NULL, 10);
+	if (errno == ERANGE)
+		return CONFIG_NUMBER_RANGE;
+	*v = x;
+	return CONFIG_NUMBER_OK;
+}
+
+enum config_number config_parse_unsigned(const char *s, unsigned long long *v)
+{
+	unsigned long long x;
+
+	if (*s == '-' || !whole_number(s, 0))
+		return CONFIG_NUMBER_BAD;
+	errno = 0;
+	x = strtoull(s, NULL, 10);
+	if (errno == ERANGE)
+		return CONFIG_NUMBER_RANGE;
+	*v = x;
+	return CONFIG_NUMBER_OK;
+}
+
+const char *config_number_why(const char *s, enum config_number st)
+{
+	const char *digits = s + (*s == '-');
+
+	if (st == CONFIG_NUMBER_RANGE) {
+		/* a mantissa with a digit other than 0 that reads as less than DBL_MIN: it underflows */
+		size_t mantissa = strcspn(s, "eE");
+		int nonzero = strcspn(s, "123456789") < mantissa;
+		double x = fabs(strtod(s, NULL));
+		if (isinf(x))
+			return ": a double cannot hold it (the largest is 1.8e308)";
+		return nonzero && x < DBL_MIN ? ": a double cannot hold it (a nonzero number under 2.2e-308 in size "
+						"reads as 0 or loses digits)" : "";
+	}
+	if (st != CONFIG_NUMBER_BAD)
+		return "";
+	if (strchr(s, '#'))
+		return " (comments go on a line of their own, or after ' ;')";
+	if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+		return " (numbers are decimal: hexadecimal is not read)";
+	if (*s == '+')
+		return " (write it without the '+')";
+	if (*s == ' ' || *s == '\t' || (*s && strchr(" \t", s[strlen(s) - 1])))
+		return " (no space around a number)";
+	return "";
+}
+
+/* ---- values ------------------------------------------------------------ */
 
 /* Shortest %g text that reads back as the same double. */
 static void double_text(double v, char *buf, size_t n)
@@ -406,18 +504,17 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 	const struct key *key = &keys[k];
 	void *p = field(e, key);
 	char allowed[768], range[96];
-	char *end;
 
 	switch (key->type) {
 	case KT_INT: {
-		errno = 0;
-		long v = strtol(value, &end, 10);
-		if (!*value || *end) {
+		long long v;
+		enum config_number st = config_parse_integer(value, &v);
+		if (st == CONFIG_NUMBER_BAD) {
 			snprintf(err, errlen, "%s.%s = '%s' is not an integer%s", key->section, key->name,
-				 value, comment_hint(value));
+				 value, config_number_why(value, st));
 			return -1;
 		}
-		if (errno == ERANGE || v < key->min || v > key->max) {
+		if (st == CONFIG_NUMBER_RANGE || v < key->min || v > key->max) {
 			snprintf(err, errlen, "%s.%s = %s is out of range (%s)", key->section, key->name,
 				 value, range_text(key, range, sizeof range));
 			return -1;
@@ -426,32 +523,32 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 		return 0;
 	}
 	case KT_ULONG: {
-		errno = 0;
-		unsigned long v = strtoul(value, &end, 10);
-		if (!*value || *end || value[strspn(value, " \t")] == '-') {
+		unsigned long long v;
+		enum config_number st = config_parse_unsigned(value, &v);
+		if (st == CONFIG_NUMBER_BAD) {
 			snprintf(err, errlen, "%s.%s = '%s' is not a non-negative integer%s", key->section,
-				 key->name, value, comment_hint(value));
+				 key->name, value, config_number_why(value, st));
 			return -1;
 		}
-		if (errno == ERANGE) {
+		if (st == CONFIG_NUMBER_RANGE || v > ULONG_MAX) {
 			snprintf(err, errlen, "%s.%s = %s is out of range (0 to %lu)", key->section,
 				 key->name, value, ULONG_MAX);
 			return -1;
 		}
-		*(unsigned long *)p = v;
+		*(unsigned long *)p = (unsigned long)v;
 		return 0;
 	}
 	case KT_DOUBLE: {
-		errno = 0;
-		double v = strtod(value, &end);
-		if (!*value || *end || !isfinite(v)) {
+		double v;
+		enum config_number st = config_parse_real(value, &v);
+		if (st == CONFIG_NUMBER_BAD) {
 			snprintf(err, errlen, "%s.%s = '%s' is not a number%s", key->section, key->name,
-				 value, comment_hint(value));
+				 value, config_number_why(value, st));
 			return -1;
 		}
-		if (v < key->min || v > key->max) {
-			snprintf(err, errlen, "%s.%s = %s is out of range (%s)", key->section, key->name,
-				 value, range_text(key, range, sizeof range));
+		if (st == CONFIG_NUMBER_RANGE || v < key->min || v > key->max) {
+			snprintf(err, errlen, "%s.%s = %s is out of range (%s)%s", key->section, key->name,
+				 value, range_text(key, range, sizeof range), config_number_why(value, st));
 			return -1;
 		}
 		*(double *)p = v;

@@ -211,42 +211,54 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, in
 	return 0;
 }
 
+/* text, one end or the step of a range of axis a (where: "before '..'"), as a number into v; -1 after a message. */
+static int range_number(struct reader *r, const struct sweep_axis *a, int line, const char *text, const char *where,
+			double *v)
+{
+	enum config_number st = config_parse_real(text, v);
+
+	if (st == CONFIG_NUMBER_BAD)
+		say(r, line, "%s.%s: '%s' %s is not a number%s", a->section, a->name, text, where,
+		    config_number_why(text, st));
+	else if (st == CONFIG_NUMBER_RANGE)
+		say(r, line, "%s.%s: %s %s is out of range%s", a->section, a->name, text, where,
+		    config_number_why(text, st));
+	return st == CONFIG_NUMBER_OK ? 0 : -1;
+}
+
 /*
  * A range "lo..hi", "lo..hi step S" or "lo..hi times F" of a numeric key:
  * its values, each checked as the key's. -1 after a message.
  */
 static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int line)
 {
-	char *dots = strstr(item, ".."), *end, *rest, word[16], num[64];
+	char *dots = strstr(item, ".."), *rest, hi_text[64], word[16], num[64];
 	double lo, hi, by = 1;
 	int times = 0, integer = a->type == 'i';
 	long count = 0;
+	size_t n;
 
 	*dots = '\0';
-	errno = 0;
-	lo = strtod(trimmed(item), &end);
-	if (end == trimmed(item) || *end || !isfinite(lo)) {
-		say(r, line, "%s.%s: '%s' before '..' is not a number", a->section, a->name, trimmed(item));
+	if (range_number(r, a, line, trimmed(item), "before '..'", &lo) != 0)
 		return -1;
-	}
-	rest = dots + 2;
-	hi = strtod(rest, &end);
-	if (end == rest || !isfinite(hi)) {
-		say(r, line, "%s.%s: '%s' after '..' is not a number", a->section, a->name, trimmed(rest));
+	rest = trimmed(dots + 2);
+	n = strcspn(rest, " \t");
+	snprintf(hi_text, sizeof hi_text, "%.*s", (int)n, rest);
+	if (range_number(r, a, line, hi_text, "after '..'", &hi) != 0)
 		return -1;
-	}
-	rest = trimmed(end);
+	rest = trimmed(rest + n);
 	if (*rest) {
-		int n = 0;
-		if (sscanf(rest, "%15s %63s %n", word, num, &n) < 2 || rest[n] ||
+		int used = 0;
+		if (sscanf(rest, "%15s %63s %n", word, num, &used) < 2 || rest[used] ||
 		    (strcmp(word, "step") && strcmp(word, "times"))) {
 			say(r, line, "%s.%s: '%s' after the range: write lo..hi, lo..hi step S or lo..hi times F",
 			    a->section, a->name, rest);
 			return -1;
 		}
 		times = !strcmp(word, "times");
-		by = strtod(num, &end);
-		if (*end || !isfinite(by) || (times ? by <= 1 : by <= 0)) {
+		if (range_number(r, a, line, num, times ? "after 'times'" : "after 'step'", &by) != 0)
+			return -1;
+		if (times ? by <= 1 : by <= 0) {
 			say(r, line, "%s.%s: %s %s: %s", a->section, a->name, word, num,
 			    times ? "the factor must be a number above 1" : "the step must be a number above 0");
 			return -1;
@@ -347,7 +359,6 @@ static int parse_bool(const char *v, int *out)
 static void sweep_key(struct reader *r, const char *name, const char *value)
 {
 	struct sweep *sw = r->sw;
-	char *end;
 
 	if (!strcmp(name, "experiment")) {
 		char dir[CONFIG_PATH_MAX], *copy = xstrdup(sw->path);
@@ -371,17 +382,20 @@ static void sweep_key(struct reader *r, const char *name, const char *value)
 		else
 			say(r, r->line, "sweep.policies = '%s' is not a policy set (allowed: all|axes)", value);
 	} else if (!strcmp(name, "global_batch")) {
-		errno = 0;
-		long v = strtol(value, &end, 10);
-		if (!*value || *end || errno || v < 1 || v > (1L << 40))
-			say(r, r->line, "sweep.global_batch = '%s' is not an integer from 1 to %ld", value, 1L << 40);
+		long long v;
+		enum config_number st = config_parse_integer(value, &v);
+		if (st != CONFIG_NUMBER_OK || v < 1 || v > (1LL << 40))
+			say(r, r->line, "sweep.global_batch = '%s' is not an integer from 1 to %lld%s", value, 1LL << 40,
+			    config_number_why(value, st));
 		else
-			sw->global_batch = v;
+			sw->global_batch = (long)v;
 		snprintf(sw->global_batch_where, sizeof sw->global_batch_where, "%s:%d", sw->path, r->line);
 	} else if (!strcmp(name, "memory_budget_gib")) {
-		double v = strtod(value, &end);
-		if (!*value || *end || !isfinite(v) || v <= 0 || v > 1e9)
-			say(r, r->line, "sweep.memory_budget_gib = '%s' is not a number above 0 (GiB)", value);
+		double v;
+		enum config_number st = config_parse_real(value, &v);
+		if (st != CONFIG_NUMBER_OK || v <= 0 || v > 1e9)
+			say(r, r->line, "sweep.memory_budget_gib = '%s' is not a number of GiB from above 0 to 1e9%s", value,
+			    config_number_why(value, st));
 		else
 			sw->memory_budget_gib = v;
 	} else if (!strcmp(name, "must_fit") || !strcmp(name, "timelines")) {

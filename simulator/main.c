@@ -140,28 +140,29 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 				}
 				o->what_if[o->nwhat_if++] = argv[i + 1];
 			} else if (!strcmp(a, "--memory-budget")) {
-				char *end;
-				double v = strtod(argv[i + 1], &end);
-				if (*end || !(v > 0 && v <= 1e9)) {
-					text_line(stderr, "--memory-budget: '%s' is not a number of GiB from above 0 to 1e9",
-						argv[i + 1]);
+				double v = 0;
+				enum config_number st = config_parse_real(argv[i + 1], &v);
+				if (st != CONFIG_NUMBER_OK || !(v > 0 && v <= 1e9)) {
+					text_line(stderr, "--memory-budget: '%s' is not a number of GiB from above 0 to 1e9%s",
+						  argv[i + 1], config_number_why(argv[i + 1], st));
 					return -1;
 				}
 				o->memory_budget_gib = v;
 			} else if (!strcmp(a, "--global-batch")) {
-				char *end;
-				long v = strtol(argv[i + 1], &end, 10);
-				if (*end || v < 1 || v > (1L << 40)) {
-					text_line(stderr, "--global-batch: '%s' is not an integer from 1 to %ld", argv[i + 1],
-						1L << 40);
+				long long v = 0;
+				enum config_number st = config_parse_integer(argv[i + 1], &v);
+				if (st != CONFIG_NUMBER_OK || v < 1 || v > (1LL << 40)) {
+					text_line(stderr, "--global-batch: '%s' is not an integer from 1 to %lld%s", argv[i + 1],
+						  1LL << 40, config_number_why(argv[i + 1], st));
 					return -1;
 				}
-				o->global_batch = v;
+				o->global_batch = (long)v;
 			} else {
-				char *end;
-				long v = strtol(argv[i + 1], &end, 10);
-				if (*end || v < 1 || v > 1000000) {
-					text_line(stderr, "%s: '%s' is not an integer from 1 to 1000000", a, argv[i + 1]);
+				long long v = 0;
+				enum config_number st = config_parse_integer(argv[i + 1], &v);
+				if (st != CONFIG_NUMBER_OK || v < 1 || v > 1000000) {
+					text_line(stderr, "%s: '%s' is not an integer from 1 to 1000000%s", a, argv[i + 1],
+						  config_number_why(argv[i + 1], st));
 					return -1;
 				}
 				*(!strcmp(a, "--top") ? &o->top : &o->bench) = (int)v;

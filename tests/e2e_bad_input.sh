@@ -114,6 +114,28 @@ else
 		--emulate-world 2 --emulate-gbps $'1\x1b'
 	text "--emulate-gbps with an escape"
 fi
+# numbers are decimal and held by their type: strtod read 1e-400 as 0 (in range, run silently), hex floats
+# and a leading '+' passed
+check "--lr 1e-400" "--lr: run.lr = 1e-400 is out of range (0 to 10): a double cannot hold it" --lr 1e-400
+check "--lr 1e-310" "--lr: run.lr = 1e-310 is out of range (0 to 10): a double cannot hold it" --lr 1e-310
+check "--lr 1e400" "--lr: run.lr = 1e400 is out of range (0 to 10)" --lr 1e400
+check "--lr 0x1p-3" "--lr: run.lr = '0x1p-3' is not a number (numbers are decimal: hexadecimal is not read)" \
+	--lr 0x1p-3
+check "--layers +2" "--layers: model.layers = '+2' is not an integer (write it without the '+')" --layers +2
+check "--seed +5" "--seed: run.seed = '+5' is not a non-negative integer (write it without the '+')" --seed +5
+if [ "$name" = sim ]; then
+	check "--top +5" "--top: '+5' is not an integer from 1 to 1000000 (write it without the '+')" --policy all --top +5
+	check "--memory-budget 0x10" "--memory-budget: '0x10' is not a number of GiB from above 0 to 1e9 (numbers are decimal" \
+		--policy all --memory-budget 0x10
+	check "--global-batch 1e3" "--global-batch: '1e3' is not an integer from 1 to" --policy all --global-batch 1e3
+else
+	check "--emulate-gbps 0x1p3" "--emulate-gbps wants a number in [0.001, 1e+06], not '0x1p3' (numbers are decimal" \
+		--emulate-world 2 --emulate-gbps 0x1p3
+	check "--emulate-world +2" "--emulate-world wants an integer from 1 to 1048576, not '+2' (write it without the '+')" \
+		--emulate-world +2
+	check "--emulate-lat-us 1e-400" "--emulate-lat-us wants a number in [0, 1e+06], not '1e-400': a double cannot hold it" \
+		--emulate-world 2 --emulate-lat-us 1e-400
+fi
 check "--layers abc" "--layers: model.layers = 'abc' is not an integer" --layers abc
 check "--layers (no value)" "--layers: missing value" --layers
 check "--set model.layrs=2" "--set model.layrs=2: unknown key 'layrs' in [model] (did you mean 'layers'?)" \

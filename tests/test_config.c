@@ -1034,6 +1034,53 @@ static void test_largest_cluster_reads_back(void)
 	config_release(&e);
 }
 
+/*
+ * Numbers: decimal only, and held by their type; every reader of a number
+ * (keys, sweep values and ranges, ./sim's and gpu_run's own flags) takes
+ * them through these.
+ */
+static void test_numbers(void)
+{
+	static const struct { const char *s; enum config_number real, integer; } cases[] = {
+		{ "32", CONFIG_NUMBER_OK, CONFIG_NUMBER_OK },       { "-3", CONFIG_NUMBER_OK, CONFIG_NUMBER_OK },
+		{ "0.5", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },     { ".5", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },
+		{ "2.", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },      { "6e-4", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },
+		{ "1E+5", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },    { "0e-400", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },
+		{ "2.2250738585072014e-308", CONFIG_NUMBER_OK, CONFIG_NUMBER_BAD },
+		{ "+2", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },     { "0x10", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },
+		{ "0x1p-3", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD }, { "inf", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },
+		{ "nan", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },    { " 2", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },
+		{ "2 ", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },     { "", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },
+		{ ".", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },      { "-", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },
+		{ "1e", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },     { "1e+", CONFIG_NUMBER_BAD, CONFIG_NUMBER_BAD },
+		{ "1e-400", CONFIG_NUMBER_RANGE, CONFIG_NUMBER_BAD },  { "-1e-400", CONFIG_NUMBER_RANGE, CONFIG_NUMBER_BAD },
+		{ "1e-310", CONFIG_NUMBER_RANGE, CONFIG_NUMBER_BAD },  { "1e400", CONFIG_NUMBER_RANGE, CONFIG_NUMBER_BAD },
+		{ "9223372036854775807", CONFIG_NUMBER_OK, CONFIG_NUMBER_OK },
+		{ "9223372036854775808", CONFIG_NUMBER_OK, CONFIG_NUMBER_RANGE },
+	};
+	unsigned long long u;
+	long long i;
+	double d;
+
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		CU_ASSERT_EQUAL(config_parse_real(cases[k].s, &d), cases[k].real);
+		CU_ASSERT_EQUAL(config_parse_integer(cases[k].s, &i), cases[k].integer);
+		if (config_parse_real(cases[k].s, &d) != cases[k].real || config_parse_integer(cases[k].s, &i) != cases[k].integer)
+			fprintf(stderr, "\nnumber '%s'\n", cases[k].s);
+	}
+	CU_ASSERT(config_parse_real("6e-4", &d) == CONFIG_NUMBER_OK && d == 6e-4);
+	CU_ASSERT(config_parse_integer("-3", &i) == CONFIG_NUMBER_OK && i == -3);
+	CU_ASSERT(config_parse_unsigned("18446744073709551615", &u) == CONFIG_NUMBER_OK && u == 18446744073709551615ull);
+	CU_ASSERT_EQUAL(config_parse_unsigned("18446744073709551616", &u), CONFIG_NUMBER_RANGE);
+	CU_ASSERT_EQUAL(config_parse_unsigned("-1", &u), CONFIG_NUMBER_BAD);
+	CU_ASSERT_STRING_EQUAL(config_number_why("0x10", CONFIG_NUMBER_BAD), " (numbers are decimal: hexadecimal is not read)");
+	CU_ASSERT_STRING_EQUAL(config_number_why("+2", CONFIG_NUMBER_BAD), " (write it without the '+')");
+	CU_ASSERT_STRING_EQUAL(config_number_why("abc", CONFIG_NUMBER_BAD), "");
+	CU_ASSERT_STRING_EQUAL(config_number_why("99999999999999999999", CONFIG_NUMBER_RANGE), "");
+	CU_ASSERT_PTR_NOT_NULL(strstr(config_number_why("1e-400", CONFIG_NUMBER_RANGE), "under 2.2e-308"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(config_number_why("1e400", CONFIG_NUMBER_RANGE), "the largest is 1.8e308"));
+}
+
 /* Text values that could not be written and read back as themselves are refused when set (quoted escaped). */
 static void test_text_values(void)
 {
@@ -1275,6 +1322,7 @@ void suite_config(void)
 	CU_add_test(s, "model shape errors", test_shape_error);
 	CU_add_test(s, "written configuration reads back", test_write_read_back);
 	CU_add_test(s, "the largest cluster's derived values read back", test_largest_cluster_reads_back);
+	CU_add_test(s, "numbers: decimal, held by their type", test_numbers);
 	CU_add_test(s, "text values that would not read back are refused", test_text_values);
 	CU_add_test(s, "random valid configurations read back", test_random_configs_read_back);
 	CU_add_test(s, "the fuzz dictionary names every section, key and flag", test_fuzz_dictionary);

@@ -145,22 +145,30 @@ static void say0(int rank, const char *fmt, ...)
 }
 
 /*
- * A number from flag's value, in [lo, hi]; bad input exits 2 on every rank.
- * strtod reads "nan" and "inf": NaN fails every comparison, so the range
- * is tested as !(lo <= x <= hi), and a value must be finite.
+ * A number from flag's value, in [lo, hi] (a decimal number as config
+ * reads one, config_parse_real or, for an integer, config_parse_integer);
+ * bad input exits 2 on every rank.
  */
 static double flag_number(int rank, const char *flag, const char *v, double lo, double hi, int integer)
 {
-	char *end = NULL;
-	double x = v ? strtod(v, &end) : 0;
+	enum config_number st = CONFIG_NUMBER_BAD;
+	double x = 0;
 
-	if (!v || end == v || *end != '\0' || !isfinite(x) || !(x >= lo && x <= hi) ||
-	    (integer && x != (double)(long long)x)) {
+	if (v && integer) {
+		long long i = 0;
+		st = config_parse_integer(v, &i);
+		x = (double)i;
+	} else if (v) {
+		st = config_parse_real(v, &x);
+	}
+	if (st != CONFIG_NUMBER_OK || !(x >= lo && x <= hi)) {
+		const char *why = v ? config_number_why(v, st) : "";
 		if (integer)
-			say0(rank, "gpu_run: %s wants an integer from %.0f to %.0f, not '%s'", flag, lo, hi,
-			     v ? v : "(nothing)");
+			say0(rank, "gpu_run: %s wants an integer from %.0f to %.0f, not '%s'%s", flag, lo, hi,
+			     v ? v : "(nothing)", why);
 		else
-			say0(rank, "gpu_run: %s wants a number in [%g, %g], not '%s'", flag, lo, hi, v ? v : "(nothing)");
+			say0(rank, "gpu_run: %s wants a number in [%g, %g], not '%s'%s", flag, lo, hi, v ? v : "(nothing)",
+			     why);
 		finish(2);
 	}
 	return x;
