@@ -179,6 +179,19 @@ enum config_number config_parse_unsigned(const char *s, unsigned long long *v);
  */
 const char *config_number_why(const char *s, enum config_number st);
 
+/*
+ * An INI line (from config_ini_line) that inih would read other than as
+ * written, said for both readers: `key: value` (inih also splits a key at
+ * ':'), and a line that is no comment, header or `key = value` (inih says
+ * the first only, and the readers each one). *after_key is inih's state,
+ * whether a key line came since the last header, when an indented line
+ * continues that key's value and is not checked; kept up to date. 0, or -1
+ * with the message in err ("syntax error: expected 'key = value', not
+ * 'name: tiny' (write 'name = tiny')") and the line changed into what inih
+ * reads as meant: the ':' made '=', a line without either blanked.
+ */
+int config_ini_key_line(char *line, int *after_key, char *err, size_t errlen);
+
 /* Where the config functions print their messages; NULL (the default) is stderr. */
 extern FILE *config_errfile;
 

@@ -47,6 +47,7 @@ struct load {
 	int line;             /* of the line inih is handling */
 	int section_line;     /* of the last [section] header */
 	int reported_line;    /* the header whose unknown section was reported */
+	int after_key;        /* a key line since the last header (config_ini_key_line) */
 	int load_id;
 	int nkeys;            /* `key = value` lines seen, valid or not */
 	int nlost;            /* errors past MESSAGES_MAX, counted only */
@@ -142,6 +143,51 @@ int config_ini_section(const char *line, char name[CONFIG_SECTION_CHARS])
 	return 1;
 }
 
+int config_ini_key_line(char *line, int *after_key, char *err, size_t errlen)
+{
+	char *start = line, *p, *end;
+	int was_space = 0;
+
+	if (strncmp(start, "\xEF\xBB\xBF", 3) == 0)
+		start += 3;
+	start += strspn(start, " \t\n\v\f\r");
+	if (!*start || *start == ';' || *start == '#')
+		return 0;              /* blank, or a comment */
+	if (*after_key && start > line)
+		return 0;              /* inih continues the last key's value with it */
+	if (*start == '[') {
+		if (strchr(start, ']'))
+			*after_key = 0; /* a header (one without ']' is inih's syntax error) */
+		return 0;
+	}
+	/* a key line: the first '=', ':' or inline comment (';' after white space), as inih looks */
+	for (p = start; *p && *p != '=' && *p != ':' && !(was_space && *p == ';'); p++)
+		was_space = *p == ' ' || *p == '\t';
+	if (*p == '=') {
+		*after_key = 1;
+		return 0;
+	}
+	if (*p == ':') {
+		size_t klen = (size_t)(p - start), vlen;
+		const char *v = p + 1 + strspn(p + 1, " \t");
+		while (klen && (start[klen - 1] == ' ' || start[klen - 1] == '\t'))
+			klen--;
+		for (end = (char *)v, was_space = 0; *end && !(was_space && *end == ';'); end++)
+			was_space = *end == ' ' || *end == '\t';
+		vlen = (size_t)(end - v);
+		while (vlen && strchr(" \t\r\n;", v[vlen - 1]))
+			vlen--;
+		snprintf(err, errlen, "syntax error: expected 'key = value', not '%.*s: %.*s' (write '%.*s = %.*s')",
+			 (int)klen, start, (int)vlen, v, (int)klen, start, (int)vlen, v);
+		*p = '=';              /* the rest of the file reads as if it were written so */
+		*after_key = 1;
+		return -1;
+	}
+	snprintf(err, errlen, "syntax error: expected '[section]' or 'key = value'");
+	line[0] = '\0';                /* said here, every such line: inih would say the first only */
+	return -1;
+}
+
 /*
  * inih's reader: a line (config_ini_line) counted (this inih calls
  * handlers without line numbers), section headers noted, and a line too
@@ -175,6 +221,8 @@ static char *load_reader(char *str, int num, void *stream)
 			l->reported_line = l->line;
 		}
 	}
+	if (config_ini_key_line(str, &l->after_key, err, sizeof err) != 0)
+		load_error(l, l->line, "%s", err);
 	return str;
 }
 

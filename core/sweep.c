@@ -51,6 +51,7 @@ struct reader {
 	int section_line;      /* of the last [section] header */
 	int reported_section;  /* the header whose unknown section was reported */
 	int cont;              /* that line starts with white space: it continues the previous value */
+	int after_key;         /* a key line since the last header (config_ini_key_line) */
 	int errors;
 	char last_section[16], last_key[64];
 	int last_line;
@@ -130,6 +131,8 @@ static char *reader_line(char *str, int num, void *stream)
 		if (name[0] && name_index(sections, name) < 0) /* said at its header */
 			unknown_section(r, name);
 	}
+	if (config_ini_key_line(str, &r->after_key, err, sizeof err) != 0)
+		say(r, r->line, "%s", err);
 	return str;
 }
 

@@ -398,6 +398,22 @@ static void test_file_structure_errors(void)
 	snprintf(text, sizeof text, "[model]\nlayers = 3\n# %0300d\nseq = 16\n", 0);
 	load_expect(&e, text, -1, "@:3: line is longer than 197 characters\n");
 	CU_ASSERT_EQUAL(e.model.seq, 16); /* the lines around it were read */
+	/* inih reads `key: value` as `key = value`: refused, the line read as meant; every line without a
+	   separator said, not the first only; an indented line after a header is a key line */
+	load_expect(&e,
+		    "[model]\n"
+		    "name: tiny\n"
+		    "x\n"
+		    "y\n"
+		    "layers = 3 ; a: b\n"
+		    "[run]\n"
+		    "  seed: 7\n",
+		    -1,
+		    "@:2: syntax error: expected 'key = value', not 'name: tiny' (write 'name = tiny')\n"
+		    "@:3: syntax error: expected '[section]' or 'key = value'\n"
+		    "@:4: syntax error: expected '[section]' or 'key = value'\n"
+		    "@:7: syntax error: expected 'key = value', not 'seed: 7' (write 'seed = 7')\n");
+	CU_ASSERT_EQUAL(e.model.layers, 3);
 	/* an unclosed section header opens no section */
 	load_expect(&e, "[model\nlayers = 3\n", -1,
 		    "@:1: syntax error: expected '[section]' or 'key = value'\n"
