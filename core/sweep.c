@@ -52,6 +52,8 @@ struct reader {
 	int reported_section;  /* the header whose unknown section was reported */
 	int cont;              /* that line starts with white space: it continues the previous value */
 	int after_key;         /* a key line since the last header (config_ini_key_line) */
+	struct sweep_axis *dangling; /* the axis whose list ended in ',' at dangling_line: continued, or an error */
+	int dangling_line;
 	int errors;
 	char last_section[16], last_key[64];
 	int last_line;
@@ -305,17 +307,45 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int li
 	return 0;
 }
 
-/* The values of axis a from its raw text: items separated by commas, each a value or a range. */
+/* A list that ended in ',' and no indented line continued: said at its line (r->dangling_line). */
+static void dangling_said(struct reader *r)
+{
+	if (!r->dangling)
+		return;
+	say(r, r->dangling_line, "%s.%s: an empty value at the end of the list (a ',' that no indented line continues)",
+	    r->dangling->section, r->dangling->name);
+	r->dangling = NULL;
+}
+
+/*
+ * The values of axis a from its raw text: items separated by commas, each
+ * a value or a range. An empty item is an error, but for a last one on a
+ * line of the file (line > 0): the ',' then continues the list on the
+ * next, indented, line (r->dangling, checked at the next key or the end).
+ */
 static int axis_values(struct reader *r, struct sweep_axis *a, char *raw, int line)
 {
-	int rc = 0;
+	char *item = raw, *comma;
+	int rc = 0, first = 1;
 
-	for (char *save = NULL, *item = strtok_r(raw, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+	if (!*trimmed(raw))
+		item = NULL; /* no value at all: said below */
+	for (; item; item = comma ? comma + 1 : NULL) {
+		if ((comma = strchr(item, ',')))
+			*comma = '\0';
 		item = trimmed(item);
+		if (!*item && !comma && line > 0) {
+			r->dangling = a;
+			r->dangling_line = line;
+			break;
+		}
 		if (!*item) {
-			say(r, line, "%s.%s: an empty value in the list", a->section, a->name);
+			say(r, line, "%s.%s: an empty value in the list%s", a->section, a->name,
+			    !comma ? " (a ',' at its end)" : first ? " (nothing before its first ',')"
+							  : " (nothing between two commas)");
 			return -1;
 		}
+		first = 0;
 		if ((a->type == 'i' || a->type == 'r') && strstr(item, ".."))
 			rc = axis_range(r, a, item, line);
 		else
@@ -323,7 +353,7 @@ static int axis_values(struct reader *r, struct sweep_axis *a, char *raw, int li
 		if (rc)
 			return -1;
 	}
-	if (a->nvalues == 0) {
+	if (a->nvalues == 0 && !r->dangling) {
 		say(r, line, "%s.%s has no value", a->section, a->name);
 		return -1;
 	}
@@ -422,11 +452,14 @@ static int sweep_ini_line(void *user, const char *section, const char *name, con
 		for (int i = 0; i < sw->naxes; i++)
 			if (!strcmp(sw->axes[i].section, section) && !strcmp(sw->axes[i].name, name)) {
 				char *raw = xstrdup(value);
+				if (r->dangling == &sw->axes[i])
+					r->dangling = NULL; /* the ',' it ended in is continued here */
 				axis_values(r, &sw->axes[i], raw, r->line);
 				free(raw);
 				return 1;
 			}
 	}
+	dangling_said(r);
 	if (!*section) {
 		say(r, r->line, "key '%s' is outside any section", name);
 		return 1;
@@ -619,6 +652,7 @@ int sweep_load(struct sweep *sw, const char *path)
 		return -1;
 	}
 	rc = ini_parse_stream(reader_line, &r, sweep_ini_line, &r);
+	dangling_said(&r);
 	if (ferror(r.f)) {
 		text_line(stderr, "%s: cannot read: %s", path, strerror(errno));
 		r.errors++;

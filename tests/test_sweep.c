@@ -299,6 +299,41 @@ static void test_pareto(void)
 	CU_ASSERT_EQUAL(front[3], 3);
 }
 
+/* An empty value in a list is an error (strtok skipped "1,,2"); a ',' ending a line continues the list on an indented one. */
+static void test_empty_values(void)
+{
+	static const char *const bad[] = {
+		"[cluster]\nnodes = 1,,2\n", "[cluster]\nnodes = ,1\n", "[cluster]\nnodes = 1, 2,\n",
+		"[cluster]\nnodes = 1, 2,\ngpus_per_node = 4\n", "[cluster]\nnodes = 1, 2,\n  ,4\n",
+		"[cluster]\nnodes = 1, 2, ; more to come\n[policy]\nsharding = fsdp, hsdp\n",
+	};
+	struct experiment base;
+	struct sweep sw;
+	FILE *saved = stderr;
+
+	stderr = fopen("/dev/null", "w");
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CU_ASSERT(sweep_from(&sw, bad[i]) != 0);
+		if (sweep_from(&sw, bad[i]) == 0) {
+			fprintf(saved, "\naccepted: %s\n", bad[i]);
+			sweep_release(&sw);
+		}
+	}
+	config_init_job(&base);
+	CU_ASSERT_FATAL(config_resolve(&base) == 0);
+	CU_ASSERT_FATAL(sweep_of_experiment(&sw, &base, 1) == 0);
+	CU_ASSERT(sweep_add_axis(&sw, "cluster.inter_gbps=1, 2,", "--what-if cluster.inter_gbps") != 0);
+	CU_ASSERT(sweep_add_axis(&sw, "cluster.inter_gbps=1,,2", "--what-if cluster.inter_gbps") != 0);
+	sweep_release(&sw);
+	config_release(&base);
+	fclose(stderr);
+	stderr = saved;
+	/* continued past a blank line and a comment */
+	CU_ASSERT_FATAL(sweep_from(&sw, "[cluster]\nnodes = 1, 2,\n\n; then\n  4,\n  8\n") == 0);
+	CU_ASSERT_EQUAL(sw.axes[axis_of(&sw, "nodes")].nvalues, 4);
+	sweep_release(&sw);
+}
+
 static void test_axis_flags(void)
 {
 	struct experiment base;
@@ -335,4 +370,5 @@ void suite_sweep(void)
 	CU_add_test(s, "must fit", test_must_fit);
 	CU_add_test(s, "Pareto front", test_pareto);
 	CU_add_test(s, "what-if axes", test_axis_flags);
+	CU_add_test(s, "an empty value in a list", test_empty_values);
 }
