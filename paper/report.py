@@ -31,6 +31,7 @@ the fragments comes from the files read; nothing is typed in.
 Exit status 0; 2 on bad arguments. Run with Debian's /usr/bin/python3
 (h5py, numpy); `make paper` runs it after paper/plots.py.
 """
+import json
 import os
 import statistics
 import sys
@@ -1078,11 +1079,59 @@ def pytorch_validation(data, figs):
                                         "the prediction is exact, in the band within 25\\,\\%%." % tt(
                                             "data/%s/%s" % (sub, os.path.basename(path))),
                                         "fig:pytorch-%s" % tex(stem).replace("\\", ""), width=r"0.7\textwidth"))
-    if "pytorch" not in sources:
-        out.append(r"A published step is one figure (tokens per second, and for some the peak reserved memory): it "
-                   r"holds no op times, so it says how far the whole step is off, not which op kinds carry the error. "
-                   r"Runs of \texttt{experiments/pytorch/} on a GPU, with the profiler's kernel times, would.")
+    work = pytorch_work(sorted(set(path for path, _, _ in allpairs)))
+    if work:
+        out.append(work)
+    else:
+        out.append(r"No step here has kernel times: a published step is one figure (tokens per second, and for some "
+                   r"the peak reserved memory), so it says how far the whole step is off, not which kinds of work carry "
+                   r"the error. Runs of \texttt{experiments/pytorch/} on a GPU, with the profiler's kernel times, "
+                   r"would.")
     return "\n\n".join(out), facts
+
+
+def compare_json(path):
+    """What ./sim --compare --json said of a results file, kept beside it (FILE.h5.compare.json or
+    FILE.compare.json), or None."""
+    for p in (path + ".compare.json", os.path.splitext(path)[0] + ".compare.json"):
+        if os.path.isfile(p):
+            try:
+                with open(p) as f:
+                    return json.load(f)
+            except ValueError:
+                return None
+    return None
+
+
+def pytorch_work(paths):
+    """The measured kernels of PyTorch steps by the kind of work they do, against the predicted ops of that
+    kind, summed over the runs whose kernels were timed, from the files' --compare JSON (./sim --compare sorts
+    a PyTorch run's profiler kernels into compute and each collective); '' when no run has kernel times."""
+    sums, runs = {}, 0
+    for path in paths:
+        cmp = compare_json(path)
+        for r in (cmp or {}).get("runs", []):
+            if r.get("op_times_measured") or not any(w.get("measured_s") is not None
+                                                      for w in r.get("by_kind", {}).values()):
+                continue
+            runs += 1
+            for name, w in r["by_kind"].items():
+                e = sums.setdefault(name, {"kernels": 0, "meas": 0.0, "pred": 0.0, "errs": []})
+                e["kernels"] += int(w.get("kernels", 0))
+                e["meas"] += w.get("measured_s") or 0.0
+                e["pred"] += w.get("predicted_s") or 0.0
+                if w.get("err") is not None:
+                    e["errs"].append(w["err"])
+    if not runs:
+        return ""
+    rows = [[tex(k), "%d" % e["kernels"], secs(e["meas"]), secs(e["pred"]),
+             pct((e["pred"] - e["meas"]) / e["meas"]) if e["meas"] else "--",
+             pct(statistics.median(e["errs"])) if e["errs"] else "--"]
+            for k, e in sorted(sums.items(), key=lambda kv: -abs(kv[1]["pred"] - kv[1]["meas"]))]
+    return table(["work", "kernels", "measured", "predicted", "error of sums", "median error"], rows,
+                 "The device time of the PyTorch steps' kernels (the profiler's, %d step%s) by the kind of work, "
+                 "against the predicted ops of that kind, largest absolute difference first." % (
+                     runs, "" if runs == 1 else "s"), "tab:pytorch-work", align="lrrrrr")
 
 
 # ---- limitations, inventory, abstract -------------------------------------
