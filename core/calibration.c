@@ -34,6 +34,9 @@
 
 /* ---- file ---------------------------------------------------------------- */
 
+const char *const calibration_backends[] = { "cpu", "cuda", "pytorch", NULL };
+
+
 static hid_t kernel_type(void)
 {
 	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct cal_kernel)), s = H5Tcopy(H5T_C_S1);
@@ -585,6 +588,13 @@ static int read_session(struct reader *r, hid_t g, const char *name)
 	    read_str(r, name, g, "hardware", x.hardware, sizeof x.hardware, 0) < 0 ||
 	    read_str(r, name, g, "backend", x.backend, sizeof x.backend, 0) < 0)
 		return -1;
+	if (name_index(calibration_backends, x.backend) < 0) { /* what prices it (launch_queue's default) reads it */
+		const char *close = name_closest(calibration_backends, x.backend);
+		char list[64];
+		return refuse(r, name, "attribute backend = '%s' (allowed: %s%s%s%s)", x.backend,
+			      names_joined(calibration_backends, list, sizeof list), close ? "; did you mean '" : "",
+			      close ? close : "", close ? "'?" : "");
+	}
 	for (int k = 0; k < NSCALARS; k++) {
 		if (read_f64(r, name, g, scalars[k].name, &x.scalar[k]) < 0)
 			return -1;

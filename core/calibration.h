@@ -71,7 +71,7 @@ struct calibration {
 	char session[16];          /* its newest session, "000003" */
 	int sessions;              /* sessions merged (the tables of older ones fill in what newer ones lack) */
 	char hardware[64];         /* "amd-epyc-2-cores", "h100-sxm" */
-	char backend[16];          /* "cpu", "cuda" */
+	char backend[16];          /* one of calibration_backends */
 	char date[32];
 	char versions[CAL_TEXT_MAX];
 	char fabric[CAL_TEXT_MAX]; /* "real", or "emulated" (gpu_run --emulate-world) with its overrides */
@@ -94,6 +94,13 @@ struct calibration {
 	double host_adamw_ns_per_elem; /* the host optimizer (offload), per element */
 	int launch_queue;          /* kernels a stream holds before a launch blocks; 0: no bound; -1: not measured */
 };
+
+/*
+ * What may measure a session, its backend attribute: gpu_run's backends
+ * (cpu, cuda) and experiments/pytorch/microbench.py (pytorch).
+ * NULL-terminated. A file naming another is refused when read.
+ */
+extern const char *const calibration_backends[];
 
 /*
  * Append a session to the calibration file at path (created when missing;

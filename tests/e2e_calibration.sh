@@ -7,7 +7,8 @@
 #   1. each damage (a time that is NaN, infinite, negative, 0 or over an
 #      hour, a size of 0, a table without a field, an attribute of many
 #      values, a session without attributes, sessions of two machines that
-#      would merge, no collective the schedule needs) exits 2 with one line
+#      would merge, no collective the schedule needs, a backend no runtime
+#      has, quoted escaped) exits 2 with one line
 #      naming the file, the session group, table, row and field, and what
 #      is allowed; never an assertion, never a step time;
 #   2. a valid copy with a session of another world size added prices as
@@ -120,6 +121,8 @@ make("colls_2_ranks", lambda c: [row(s, "collectives", slice(None), "ranks", 2)(
 make("machine", machine)
 make("ranks_array", every_session("ranks", np.arange(100, dtype=np.int32)))
 make("no_attrs", lambda c: c.create_group(NEW))
+make("backend_unknown", every_session("backend", "cdua"))
+make("backend_escape", every_session("backend", "cu\x1b[2Jda"))
 make("other_world", other_world)
 make("big_passes", big_passes)
 EOF
@@ -151,6 +154,8 @@ cases=(
 	"machine|sessions /calibration/000007 (amd-epyc-2-cores, cpu) and /calibration/000006 (h100, cuda) of 16 ranks would merge, but are different machines"
 	"ranks_array|/calibration/000000: attribute ranks holds 100 values where one is expected"
 	"no_attrs|/calibration/$(cat "$tmp/new_session"): no attribute ranks"
+	"backend_unknown|/calibration/000000: attribute backend = 'cdua' (allowed: cpu|cuda|pytorch; did you mean 'cuda'?)"
+	"backend_escape|/calibration/000000: attribute backend = 'cu\x1b[2Jda' (allowed: cpu|cuda|pytorch; did you mean 'cuda'?)"
 )
 for c in "${cases[@]}"; do
 	name=${c%%|*} want=${c#*|}

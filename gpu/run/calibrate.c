@@ -12,6 +12,7 @@
  */
 #include "calibrate.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -645,6 +646,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	clock_gettime(CLOCK_MONOTONIC, &k.t0);
 	b->ops->hardware(b, cal.hardware, sizeof cal.hardware);
 	snprintf(cal.backend, sizeof cal.backend, "%s", b->ops->name);
+	assert(name_index(calibration_backends, cal.backend) >= 0 && "a backend ./sim reads in a calibration");
 	/* the CPU backend's stream queues have no bound; CUDA's is not measured here (the catalog's applies) */
 	cal.launch_queue = !strcmp(cal.backend, "cpu") ? 0 : -1;
 	if (series)
