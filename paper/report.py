@@ -1165,10 +1165,13 @@ def limitations(data, inventory):
     else:
         items.append(r"\item %d measured runs ran on GPUs (%s)." % (
             len(cuda), tex(", ".join(sorted(set(r.attrs.get("hardware", "?") for r in cuda))))))
+    published = [r for r in meas if r.attrs.get("source") == "published"]
     if not torch:
         items.append(r"\item \textbf{No PyTorch measurement.} The pytorch runtime's prices (kernel recipes, caching "
                      r"allocator, launch and dispatch costs) come from the catalog; no run of real PyTorch FSDP2 "
-                     r"(\texttt{experiments/pytorch/}) is in data/ to check them.")
+                     r"(\texttt{experiments/pytorch/}) is in data/ to check them%s." % (
+                         (r" kernel by kind; the %d published steps (Section~\ref{sec:pytorch}) check whole steps "
+                          r"only, as others configured and measured them" % len(published)) if published else ""))
     if emu:
         worlds = sorted(set(r.attrs.get("fabric.world", "?") for r in emu))
         items.append(r"\item \textbf{Emulated links.} %d measured runs ran as rank 0 of a %s-rank job on the emulated "
