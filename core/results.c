@@ -27,6 +27,9 @@
 #include "xalloc.h"
 
 #define SCHEMA_VERSION 1
+
+/* What writes a run (its source attribute; data/README.md). */
+static const char *const results_sources[] = { "sim", "gpu_run", "pytorch", "published", NULL };
 #define LABEL_BYTES 64     /* fixed string size of the ops.label field, NUL included */
 
 /* One row of the ops dataset, in memory. */
@@ -544,6 +547,7 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 	char *msg = NULL;
 	size_t msglen = 0, n;
 	struct op_row *rows;
+	int32_t version;
 
 	memset(r, 0, sizeof(*r));
 	fabric_record_init(&r->fabric);
@@ -560,6 +564,35 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 	}
 	if (h5file_read_str(s, run, "source", r->source, sizeof r->source) != 0) {
 		snprintf(r->error, sizeof r->error, "its source attribute cannot be read (said above)");
+		H5Gclose(run);
+		return;
+	}
+	if (name_index(results_sources, r->source) < 0) { /* a writer this build does not know: the file is refused */
+		const char *close = name_closest(results_sources, r->source);
+		char list[64];
+		snprintf(r->error, sizeof r->error, "source = '%s' (allowed: %s%s%s%s)", r->source,
+			 names_joined(results_sources, list, sizeof list), close ? "; did you mean '" : "",
+			 close ? close : "", close ? "'?" : "");
+		r->foreign = 1;
+		H5Gclose(run);
+		return;
+	}
+	if (!h5file_has_attr(run, "schema_version")) {
+		snprintf(r->error, sizeof r->error,
+			 "no 'schema_version' attribute: not a run of this project's results schema (data/README.md)");
+		H5Gclose(run);
+		return;
+	}
+	if (h5file_read_i32(s, run, "schema_version", &version) != 0) {
+		snprintf(r->error, sizeof r->error, "its schema_version attribute cannot be read (said above)");
+		H5Gclose(run);
+		return;
+	}
+	if (version != SCHEMA_VERSION) { /* a newer schema may mean anything by what it holds: the file is refused */
+		snprintf(r->error, sizeof r->error, "schema_version = %d (allowed: %d%s)", (int)version, SCHEMA_VERSION,
+			 version > SCHEMA_VERSION ? "; a newer version of the testbed wrote it: compare it with that one"
+						  : "");
+		r->foreign = 1;
 		H5Gclose(run);
 		return;
 	}
@@ -702,6 +735,16 @@ int results_read(const char *path, struct run_read **runs, int *n)
 		}
 		*n = count;
 		rc = 0;
+		for (int i = 0; i < count; i++)
+			if ((*runs)[i].foreign) { /* a run of another schema: the whole file, said run by run */
+				text_line(stderr, "%s: %s: run %s: %s", s.who, path, (*runs)[i].name, (*runs)[i].error);
+				rc = -1;
+			}
+		if (rc) {
+			results_read_free(*runs, count);
+			*runs = NULL;
+			*n = 0;
+		}
 		H5Gclose(rg);
 	}
 	H5Fclose(file);

@@ -54,7 +54,7 @@ struct summary {
 };
 
 struct run_result {
-	const char *source;               /* "sim", "gpu_run" or "pytorch" */
+	const char *source;               /* "sim", "gpu_run", "pytorch" or "published" */
 	const char *hardware;             /* what ran or was priced: "amd-epyc-2-cores", "h100-sxm"; NULL for none */
 	const char *compares;             /* a prediction of a measured run of the same file: its name, "000003" */
 	const struct experiment *exp;
@@ -116,6 +116,8 @@ struct run_read {
 	char hardware[64];
 	char compares[16];
 	char error[256];           /* why it could not be rebuilt ("" when it could) */
+	int foreign;               /* error says why it is not of this schema (a source or schema_version
+				      this build does not know): results_read refuses the file */
 	struct experiment exp;     /* its configuration, resolved again from its attributes (config_release) */
 	struct op_timing *ops;     /* nops entries, in schedule order */
 	uint8_t *kinds, *streams;  /* per op, as recorded */
@@ -135,8 +137,11 @@ struct run_read {
  * parser from its section.key attributes (the others, what gpu_run was on,
  * are not configuration; its fabric.* ones are kept in `fabric`), ops,
  * memory timeline, summary. A run whose
- * configuration cannot be rebuilt keeps its error in `error`. *runs is
- * malloc'ed; results_read_free releases it. 0, or -1 after a message.
+ * configuration cannot be rebuilt keeps its error in `error`. A run of
+ * another schema (a schema_version other than this build's, a source it
+ * does not know) refuses the whole file: -1 after a message naming each
+ * such run, with no run. *runs is malloc'ed; results_read_free releases
+ * it. 0, or -1 after a message.
  */
 int results_read(const char *path, struct run_read **runs, int *n);
 void results_read_free(struct run_read *runs, int n);

@@ -349,6 +349,42 @@ assert j['failed'] == 3 and j['compared'] >= 1, (j['failed'], j['compared'])
 else
 	bad "damaged runs" "rc $rc6 $(head -5 "$tmp/e6")"
 fi
+# a run of a newer schema or an unknown source (both were compared as measured runs): the whole file
+# refused with exit 2 before any prediction, nothing appended; a run without schema_version is refused alone
+/usr/bin/python3 - "$runs" "$tmp" <<'EOF'
+import shutil, sys, h5py, numpy as np
+src, tmp = sys.argv[1], sys.argv[2]
+for name, key, value in (("newer", "schema_version", np.int32(999)), ("unknown_source", "source", "gpu_rnu"),
+                         ("escaped_source", "source", "x\x1b[2J"), ("no_version", "schema_version", None)):
+    shutil.copy(src, "%s/%s.h5" % (tmp, name))
+    with h5py.File("%s/%s.h5" % (tmp, name), "r+") as f:
+        g = f["runs"][sorted(n for n in f["runs"] if f["runs"][n].attrs["source"] != "sim")[1]]
+        if value is None:
+            del g.attrs[key]
+        else:
+            g.attrs[key] = value
+EOF
+foreign=""
+for f in "newer|run 000001: schema_version = 999 (allowed: 1; a newer version of the testbed wrote it" \
+	"unknown_source|run 000001: source = 'gpu_rnu' (allowed: sim|gpu_run|pytorch|published; did you mean 'gpu_run'?)" \
+	"escaped_source|run 000001: source = 'x\x1b[2J' (allowed: sim|gpu_run|pytorch|published)"; do
+	name=${f%%|*}
+	sum=$(md5sum <"$tmp/$name.h5")
+	"$SIM" --compare "$tmp/$name.h5" --calibration "$cal" >"$tmp/e9.out" 2>"$tmp/e9"
+	rc9=$?
+	{ [ $rc9 = 2 ] && grep -qF -- "$tmp/$name.h5: ${f#*|}" "$tmp/e9" && [ "$(wc -l <"$tmp/e9")" = 1 ] &&
+		[ ! -s "$tmp/e9.out" ] && [ "$sum" = "$(md5sum <"$tmp/$name.h5")" ]; } ||
+		foreign="$foreign $name: rc $rc9 $(head -2 "$tmp/e9") $(head -1 "$tmp/e9.out");"
+done
+"$SIM" --compare "$tmp/no_version.h5" --calibration "$cal" >/dev/null 2>"$tmp/e9"
+rc9=$?
+[ $rc9 = 1 ] && grep -q "run 000001: no 'schema_version' attribute: not a run of this project's results schema" "$tmp/e9" ||
+	foreign="$foreign no_version: rc $rc9 $(head -2 "$tmp/e9");"
+if [ -z "$foreign" ]; then
+	ok "a run of a newer schema_version or an unknown source: the file refused (exit 2), untouched; no schema_version: the run refused"
+else
+	bad "foreign runs" "$foreign"
+fi
 cp "$runs" "$tmp/optimes.h5"
 /usr/bin/python3 - "$tmp/optimes.h5" <<'EOF'
 import sys, h5py
