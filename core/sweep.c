@@ -999,7 +999,7 @@ static uint64_t walk_count(const struct experiment *e, struct walk_memo *memo, i
 	return n;
 }
 
-int sweep_plan(struct sweep *sw)
+int sweep_plan(struct sweep *sw, sweep_plan_progress *progress, void *ctx)
 {
 	uint64_t outer = 1, inner = 1;
 
@@ -1040,6 +1040,8 @@ int sweep_plan(struct sweep *sw)
 		if (n == 0)
 			n = 1; /* no policy at all: one candidate, reported as invalid */
 		sw->outer_first[k + 1] = sw->outer_first[k] + n * inner;
+		if (progress)
+			progress(ctx, k + 1, outer, sw->outer_first[k + 1]);
 		if (sw->outer_first[k + 1] > OUTER_MAX) {
 			text_line(stderr, "%s: the sweep has more than %llu configurations", sw->path,
 				(unsigned long long)OUTER_MAX);

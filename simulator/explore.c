@@ -29,6 +29,7 @@
 #include "schedule.h"
 #include "summary.h"
 #include "sweep_table.h"
+#include "text.h"
 #include "xalloc.h"
 
 #define TAG_DONE 1
@@ -246,6 +247,54 @@ static int worker_one(struct worker *w, uint64_t index, struct sweep_row *row, s
 		return 0;
 	}
 	return 1;
+}
+
+/* ---- planning ------------------------------------------------------------------------ */
+
+struct plan_say {
+	double t0, last;
+	int tty, shown;
+};
+
+/*
+ * sweep_plan's progress: the first line once counting has taken a second
+ * (a count that takes long says so early, a short one says nothing), then
+ * as the run's progress (coord_progress): every 10 s, 0.5 s on a terminal.
+ */
+static void plan_progress(void *ctx, uint64_t done, uint64_t total, uint64_t candidates)
+{
+	struct plan_say *p = ctx;
+	double t = now_s(), el = t - p->t0;
+
+	if (done == total || (p->shown ? t - p->last < (p->tty ? 0.5 : 10) : el < 1))
+		return;
+	p->last = t;
+	p->shown = 1;
+	fprintf(stderr, "%ssweep: counting the policy walk: %llu of %llu combinations of the axes (%.1f%%), %llu "
+			"candidates so far, ETA %.0f s   %s",
+		p->tty ? "\r" : "", (unsigned long long)done, (unsigned long long)total, 100.0 * (double)done / (double)total,
+		(unsigned long long)candidates, el / (double)done * (double)(total - done), p->tty ? "" : "\n");
+	fflush(stderr);
+}
+
+int explore_plan(struct sweep *sw, int progress)
+{
+	int say = progress && explore_is_root();
+	struct plan_say p = { now_s(), 0, isatty(2), 0 };
+	int rc;
+
+	rc = sweep_plan(sw, say ? plan_progress : NULL, &p);
+	if (p.shown && p.tty)
+		fputc('\n', stderr);
+	if (rc == 0 && say && (p.shown || sw->ncandidates > EXPLORE_SAY_CANDIDATES)) {
+		uint64_t combos = sw->nouter_combos * sw->ninner;
+		text_line(stderr, "sweep: %s: %llu candidates (%llu combination%s of the axes%s); Ctrl-C stops it and "
+				  "keeps the rows done; mpirun -np N shares it, fewer values%s make it smaller",
+			  sw->path, (unsigned long long)sw->ncandidates, (unsigned long long)combos, combos == 1 ? "" : "s",
+			  sw->walk ? ", the policy walk in each" : "", sw->walk ? " or policies = axes" : "");
+	}
+	fflush(stderr);
+	return rc;
 }
 
 /* ---- rank 0: rows, the file, progress ------------------------------------------------ */

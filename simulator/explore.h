@@ -64,6 +64,17 @@ int explore_mpi_ranks(void);
 int explore_is_root(void);
 
 /*
+ * Plan sweep sw (sweep_plan) on every rank. With progress, rank 0 says on
+ * stderr how far the counting is when it takes long (the policy walk in
+ * many combinations of the axes: a line once it has taken a second, then
+ * every 10 s, or 0.5 s on a terminal, as the run's), and, for a sweep of more than
+ * EXPLORE_SAY_CANDIDATES candidates, how many there are before it runs,
+ * with how to stop it or make it smaller. 0, or -1 after a message.
+ */
+#define EXPLORE_SAY_CANDIDATES 1000000
+int explore_plan(struct sweep *sw, int progress);
+
+/*
  * Run sweep sw (planned) on every rank; every rank calls it. Rank 0
  * returns the rows and counts in *res (release with explore_result_release);
  * the others return with res empty. 0; 1 when the results file could not

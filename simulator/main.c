@@ -466,7 +466,7 @@ static int run_all(const struct experiment *base, const struct opts *o)
 	if (sweep_of_experiment(&sw, base, 1) != 0)
 		return 2;
 	sweep_set_constraints(&sw, o->global_batch, o->memory_budget_gib);
-	if (sweep_plan(&sw) != 0) {
+	if (explore_plan(&sw, !o->json) != 0) {
 		sweep_release(&sw);
 		return 2;
 	}
@@ -622,7 +622,7 @@ static int run_advise(const struct experiment *base, const struct opts *o)
 		}
 	}
 	sweep_set_constraints(&sw, o->global_batch, o->memory_budget_gib);
-	if (sweep_plan(&sw) != 0) {
+	if (explore_plan(&sw, !o->json) != 0) {
 		sweep_release(&sw);
 		return 2;
 	}
@@ -735,7 +735,7 @@ int main(int argc, char **argv)
 		sweep_set_constraints(&sw, o.global_batch, o.memory_budget_gib);
 		const struct outfile outs[] = { { "--out", o.out, results_refusal } };
 		if (outfile_check(outs, 1, (const char *const[]){ o.sweep, sw.experiment, NULL }) != 0 ||
-		    sweep_plan(&sw) != 0) {
+		    explore_plan(&sw, !o.json) != 0) {
 			sweep_release(&sw);
 			explore_mpi_exit(2);
 		}

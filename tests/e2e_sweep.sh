@@ -291,5 +291,36 @@ assert len(v) == 4000 and len(g['configs']) == 4000 and g.attrs['status'] == 'co
 " "$tmp/big.h5"; then ok "an axis of 4000 values: its values and 4000 rows in the file"
 else bad "an axis of 4000 values" "$(head -3 "$tmp/big.err")"; fi
 
+# ---- 7. a sweep too large to run in passing: said before it runs ----------------------------
+# 4,000 x 300 pricing values, 1.2 million candidates: the count, and how to stop or shrink it, is the
+# first line on stderr (it ran minutes with no word for its first 10 s); stopped at once (SIGTERM: a
+# background job ignores SIGINT until the sweep's handler is set, which may be after the line)
+printf '[sweep]\nexperiment = %s\n[cluster]\ninter_gbps = 1..4000\nintra_gbps = 1..300\n' \
+	"$PWD/experiments/tiny.ini" >"$tmp/huge.ini"
+"$SIM" --sweep "$tmp/huge.ini" >"$tmp/huge.out" 2>"$tmp/huge.err" </dev/null &
+job=$!
+for _ in $(seq 100); do [ -s "$tmp/huge.err" ] && break; sleep 0.1; done
+kill -TERM $job 2>/dev/null
+wait $job
+hrc=$?
+if { [ $hrc = 130 ] || [ $hrc = 143 ]; } && head -1 "$tmp/huge.err" | grep -qF "sweep: $tmp/huge.ini: 1200000 candidates (1200000 combinations of the axes); Ctrl-C stops it and keeps the rows done; mpirun -np N shares it, fewer values make it smaller"; then
+	ok "1.2 million candidates: the count said before the sweep runs"
+else
+	bad "a huge sweep" "exit $hrc, $(head -2 "$tmp/huge.err")"
+fi
+# the policy walk counted in 1,000 combinations of the axes (seconds): a line once it takes a second
+printf '[sweep]\npolicies = all\n[cluster]\nnodes = 1..1000\n' >"$tmp/count.ini"
+"$SIM" --sweep "$tmp/count.ini" >"$tmp/count.out" 2>"$tmp/count.err" </dev/null &
+job=$!
+for _ in $(seq 200); do [ -s "$tmp/count.err" ] && break; sleep 0.1; done
+kill -TERM $job 2>/dev/null
+wait $job
+if grep -q "^sweep: counting the policy walk: [0-9]* of 1000 combinations of the axes (.*%), [0-9]* candidates so far, ETA" \
+	"$tmp/count.err"; then
+	ok "counting the policy walk in 1000 combinations: said while it counts"
+else
+	bad "counting the walk" "$(head -2 "$tmp/count.err")"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -38,7 +38,7 @@ static int sweep_from(struct sweep *sw, const char *body)
 	rc = sweep_load(sw, path);
 	unlink(path);
 	if (rc == 0)
-		rc = sweep_plan(sw);
+		rc = sweep_plan(sw, NULL, NULL);
 	return rc;
 }
 
@@ -153,6 +153,42 @@ static void test_global_batch(void)
 	sweep_release(&sw);
 }
 
+/* sweep_plan's progress: once per combination the walk counts, in order, the last with every candidate. */
+struct counted {
+	uint64_t calls, last_done, total, candidates;
+	int in_order;
+};
+
+static void count_progress(void *ctx, uint64_t done, uint64_t total, uint64_t candidates)
+{
+	struct counted *c = ctx;
+
+	c->in_order &= done == c->last_done + 1 && candidates >= c->candidates;
+	c->calls++;
+	c->last_done = done;
+	c->total = total;
+	c->candidates = candidates;
+}
+
+static void test_plan_progress(void)
+{
+	struct experiment base;
+	struct sweep sw;
+	struct counted c = { .in_order = 1 };
+
+	test_experiment(&base, "model.name=tiny", "cluster.gpu=cpu", NULL);
+	CU_ASSERT_FATAL(sweep_of_experiment(&sw, &base, 1) == 0);
+	CU_ASSERT_FATAL(sweep_add_axis(&sw, "cluster.nodes=1, 2, 4", "--what-if cluster.nodes") == 0);
+	CU_ASSERT_FATAL(sweep_add_axis(&sw, "cluster.inter_gbps=10, 20", "--what-if cluster.inter_gbps") == 0);
+	CU_ASSERT_FATAL(sweep_plan(&sw, count_progress, &c) == 0);
+	CU_ASSERT_EQUAL(c.calls, 3); /* the outer combinations: nodes; inter_gbps only prices */
+	CU_ASSERT(c.in_order);
+	CU_ASSERT_EQUAL(c.total, 3);
+	CU_ASSERT_EQUAL(c.candidates, sw.ncandidates);
+	sweep_release(&sw);
+	config_release(&base);
+}
+
 /* Every row of a walk equals the rows seen seeking with jumps. */
 static void test_walk_and_seek(void)
 {
@@ -167,7 +203,7 @@ static void test_walk_and_seek(void)
 			"policy.microbatches=2", "policy.precision=fp32", "run.batch=2", NULL);
 	CU_ASSERT_FATAL(sweep_of_experiment(&sw, &base, 1) == 0);
 	CU_ASSERT_FATAL(sweep_add_axis(&sw, "cluster.inter_gbps=10, 20", "--what-if cluster.inter_gbps") == 0);
-	CU_ASSERT_FATAL(sweep_plan(&sw) == 0);
+	CU_ASSERT_FATAL(sweep_plan(&sw, NULL, NULL) == 0);
 	/* the policy space of tiny (counted by hand in test_policy.c), at each of two speeds */
 	CU_ASSERT_EQUAL(sw.ncandidates, 2 * 1728);
 	CU_ASSERT_EQUAL(sw.what_if, 0);
@@ -371,4 +407,5 @@ void suite_sweep(void)
 	CU_add_test(s, "Pareto front", test_pareto);
 	CU_add_test(s, "what-if axes", test_axis_flags);
 	CU_add_test(s, "an empty value in a list", test_empty_values);
+	CU_add_test(s, "planning says how far it counted", test_plan_progress);
 }
