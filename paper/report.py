@@ -795,6 +795,28 @@ def group_key(r):
                             k in ("run.batch", "run.device")))) + (r.attrs.get("hardware", ""),)
 
 
+def policy_tau(allpairs):
+    """Kendall's tau between the measured and the predicted order of the (path, measured, predicted) runs that
+    differ only in policy, within a file and a group (as ./sim --compare counts it: a policy measured again is
+    not a pair); (tau, pairs), tau None without a pair."""
+    groups = {}
+    for path, m, p in allpairs:
+        policy = tuple(sorted((k, v) for k, v in m.attrs.items() if k.startswith("policy.")))
+        groups.setdefault((path, group_key(m)), []).append((float(m.summary["step_time_s"]),
+                                                            float(p.summary["step_time_s"]), policy))
+    npairs = conc = disc = 0
+    for g in groups.values():
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                if g[i][2] == g[j][2]:
+                    continue
+                sgn = (g[i][0] - g[j][0]) * (g[i][1] - g[j][1])
+                npairs += 1
+                conc += sgn > 0
+                disc += sgn < 0
+    return ((conc - disc) / npairs if npairs else None), npairs
+
+
 def validation(data, figs):
     d = os.path.join(data, "runs")
     files = h5files(d)
@@ -822,25 +844,7 @@ def validation(data, figs):
     cals = sorted(set(os.path.basename(p.attrs.get("cluster.calibration", "")) or "the catalog" for _, _, p in allpairs))
     spread = [(float(m.summary.get("step_time_p90_s", 0)) - float(m.summary.get("step_time_p10_s", 0))) /
               float(m.summary["step_time_s"]) for m in meas]
-    # Kendall's tau per group of runs that differ only in policy (as ./sim --compare counts it: a policy
-    # measured again is not a pair)
-    groups = {}
-    for _, m, p in allpairs:
-        policy = tuple(sorted((k, v) for k, v in m.attrs.items() if k.startswith("policy.")))
-        groups.setdefault((m.path, group_key(m)), []).append((float(m.summary["step_time_s"]),
-                                                               float(p.summary["step_time_s"]), policy))
-    npairs = 0
-    conc = disc = 0
-    for g in groups.values():
-        for i in range(len(g)):
-            for j in range(i + 1, len(g)):
-                if g[i][2] == g[j][2]:
-                    continue
-                s = (g[i][0] - g[j][0]) * (g[i][1] - g[j][1])
-                npairs += 1
-                conc += s > 0
-                disc += s < 0
-    tau = (conc - disc) / npairs if npairs else None
+    tau, npairs = policy_tau(allpairs)
     abserr = sorted(abs(e) for e in errs)
     facts = {"n": len(allpairs), "median_abs_err": statistics.median(abserr), "worst_abs_err": abserr[-1],
              "inside": inside, "tau": tau, "mem_eq": mem_eq, "hardware": measured_text(meas)}
@@ -1006,23 +1010,7 @@ def pytorch_validation(data, figs):
     abserr = sorted(abs(e) for e in errs)
     res = [(int(p.summary["peak_reserved_bytes"]) - int(m.summary["peak_reserved_bytes"])) /
            int(m.summary["peak_reserved_bytes"]) for _, m, p in allpairs if int(m.summary.get("peak_reserved_bytes", 0))]
-    # Kendall's tau over the runs that differ only in policy, as for the validation runs
-    groups = {}
-    for path, m, p in allpairs:
-        policy = tuple(sorted((k, v) for k, v in m.attrs.items() if k.startswith("policy.")))
-        groups.setdefault((path, group_key(m)), []).append((float(m.summary["step_time_s"]),
-                                                            float(p.summary["step_time_s"]), policy))
-    npairs = conc = disc = 0
-    for g in groups.values():
-        for i in range(len(g)):
-            for j in range(i + 1, len(g)):
-                if g[i][2] == g[j][2]:
-                    continue
-                sgn = (g[i][0] - g[j][0]) * (g[i][1] - g[j][1])
-                npairs += 1
-                conc += sgn > 0
-                disc += sgn < 0
-    tau = (conc - disc) / npairs if npairs else None
+    tau, npairs = policy_tau(allpairs)
     sources = sorted(set(m.attrs.get("source", "?") for _, m, _ in allpairs))
     cals = sorted(set(os.path.basename(p.attrs.get("cluster.calibration", "")) or "the catalog" for _, _, p in allpairs))
     facts = {"n": len(allpairs), "median_abs_err": statistics.median(abserr), "worst_abs_err": abserr[-1],
