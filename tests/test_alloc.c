@@ -508,6 +508,45 @@ static void test_memory_steps_met(void)
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full");
 	/* 8 flushes a step and 4 segments past the GPU's memory: the fourth step meets the third */
 	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none");
+	/* the same with expandable segments */
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true");
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4",
+			 "policy.expandable_segments=true");
+}
+
+/*
+ * End to end: a step that fragments whole segments (llama3-8b on one node,
+ * past the GPU's memory with PyTorch's default allocator) reserves less
+ * with expandable segments, no less than it allocates.
+ */
+static void test_expandable_step(void)
+{
+	struct experiment e, x;
+	struct schedule *s = test_schedule(&e, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=1",
+					   "cluster.gpus_per_node=8", "policy.runtime=pytorch",
+					   "policy.microbatches=4", NULL);
+	struct schedule *t = test_schedule(&x, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=1",
+					   "cluster.gpus_per_node=8", "policy.runtime=pytorch",
+					   "policy.microbatches=4", "policy.expandable_segments=true", NULL);
+	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t));
+	struct memory *m = memory_new(s, 0, NULL, NULL), *n = memory_new(t, 0, NULL, NULL);
+
+	CU_ASSERT_EQUAL_FATAL(s->nops, t->nops);
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = 1000 * (uint64_t)i;
+	memory_predict(m, issue);
+	memory_predict(n, issue);
+	/* blocks split at 512 bytes in the large pool too: no more granted than with whole segments */
+	CU_ASSERT(n->peaks.alloc <= m->peaks.alloc);
+	CU_ASSERT(n->peaks.reserved < m->peaks.reserved);
+	CU_ASSERT(n->peaks.reserved >= n->peaks.alloc);
+	memory_free(n);
+	memory_free(m);
+	free(issue);
+	schedule_free(t);
+	schedule_free(s);
+	config_release(&x);
+	config_release(&e);
 }
 
 void suite_alloc(void)
@@ -524,4 +563,5 @@ void suite_alloc(void)
 	CU_add_test(s, "expandable segments at the capacity: free pages unmapped", test_expandable_flush);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
+	CU_add_test(s, "expandable segments reserve less for a step that fragments", test_expandable_step);
 }
