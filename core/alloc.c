@@ -49,6 +49,19 @@
  * capacity is about the memory a device would need to run the step with
  * PyTorch's flushes, and a step fits when no allocation failed, that is
  * when reserved stays within the GPU's memory.
+ *
+ * Expandable segments (cfg.expandable, alloc.h) keep the caching pools and
+ * their levels: a range is a segment whose blocks are the free and live
+ * blocks of its mapped pages and unmapped blocks (buf UNMAPPED, in no free
+ * list, so that nothing merges with them but unmapped neighbours), listed
+ * per pool by address (struct pool: unmapped). When no free block serves
+ * a request, expand() maps the pages of the lowest chain that holds it
+ * (chain_find; the capacity is checked, and the cache flushed, before
+ * anything is mapped: PyTorch's map_block would fail and malloc() retries
+ * after release_cached_blocks) and merges what the request needs, as
+ * find_run does. A flush unmaps the pages of every free block after
+ * drain() (unmap_block). A range's bytes are the mapped ones; its state
+ * (alloc_state) holds its unmapped blocks too.
  */
 #include "alloc.h"
 
@@ -67,6 +80,8 @@
 
 #define NPOOLS (2 * ST_COUNT)
 #define UNBOUNDED (1ull << 62)        /* the size of an arena region's free end */
+#define UNMAPPED (-3)                 /* a block's buf: pages of an expandable range not mapped */
+#define RANGE_MEMORY (64ull << 30)    /* expandable, without a capacity: the device memory a range is sized for */
 #define COMPACT_AT 16                 /* free blocks in a pool beyond which old ones are merged */
 
 struct block {
@@ -75,7 +90,7 @@ struct block {
 	int pool;
 	int prev, next;   /* neighbours in the segment, -1 at its ends */
 	int slot;         /* free: its index in a caching pool's free list, 0 in an arena's; -1 while in use */
-	int buf;          /* the buffer it holds; -1 free; -2 released, its slot spare */
+	int buf;          /* the buffer it holds; -1 free; -2 released, its slot spare; UNMAPPED */
 	int lslot;        /* index in its pool's linked list (free, and so is its next block), -1 */
 	int fprev, fnext; /* arena, free: the free blocks before and after it in its pool's list, -1 at the ends */
 	uint32_t ready[ST_COUNT]; /* free: the clock an op must have reached to take it */
@@ -144,6 +159,8 @@ struct pool {
 	uint32_t clk[ST_COUNT];   /* caching: the last request's clock and issue index */
 	uint32_t op;
 	struct heap watch[ST_COUNT], aging;
+	int *unmapped;    /* expandable: the unmapped blocks, by (segment, offset) */
+	int nunmapped, capunmapped;
 };
 
 struct alloc_seg {
@@ -152,6 +169,7 @@ struct alloc_seg {
 	uint64_t high;    /* arena: the highest byte granted + 1 */
 	int pool;
 	int released;     /* caching: a flush gave it back to the device */
+	uint64_t page;    /* expandable: the bytes of a page (bytes counts the mapped ones); 0, a whole segment */
 };
 
 struct allocator {
@@ -196,6 +214,7 @@ struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserv
 {
 	struct allocator *a = xcalloc(1, sizeof(*a));
 
+	assert(!cfg->expandable || (cfg->caching && !reserve)); /* pages are mapped by the simulator only */
 	a->cfg = *cfg;
 	if (a->cfg.round < 1)
 		a->cfg.round = 512;
@@ -232,6 +251,7 @@ void alloc_free(struct allocator *a)
 		for (int t = 0; t < ST_COUNT; t++)
 			free(a->pools[p].watch[t].v);
 		free(a->pools[p].aging.v);
+		free(a->pools[p].unmapped);
 	}
 	free(a->keys);
 	free(a->whole);
@@ -918,7 +938,7 @@ static int segment_new(struct allocator *a, uint64_t bytes, int pool)
 		a->cap_segs = a->cap_segs ? 2 * a->cap_segs : 16;
 		a->segs = xrealloc(a->segs, sizeof(*a->segs) * (size_t)a->cap_segs);
 	}
-	a->segs[a->nsegs] = (struct alloc_seg){ ptr, unbounded ? 0 : bytes, 0, pool, 0 };
+	a->segs[a->nsegs] = (struct alloc_seg){ ptr, unbounded ? 0 : bytes, 0, pool, 0, 0 };
 	if (!unbounded)
 		a->n.reserved += bytes;
 	b = block_new(a);
@@ -997,6 +1017,39 @@ static int fits_better(const struct block *k, uint64_t run, const struct block *
 }
 
 /*
+ * Expandable: a free block's size for best fit, with the unmapped pages
+ * after it, into which it could grow (get_free_block's expandable_size).
+ */
+static uint64_t expandable_size(const struct allocator *a, int b)
+{
+	int next = a->blocks[b].next;
+
+	return a->blocks[b].size + (next >= 0 && a->blocks[next].buf == UNMAPPED ? a->blocks[next].size : 0);
+}
+
+/*
+ * Expandable: best fit over the lone blocks at level 2 from place i of
+ * ready[], where lone block b lies, as get_free_block walks the blocks by
+ * size: on to the next lone block while it is smaller counting the pages
+ * it could grow into (so the block before a range's unmapped end is taken
+ * only when no other fits). Returns the block, its place in *at.
+ */
+static int expandable_walk(struct allocator *a, const struct order *o, int i, int b, int *at)
+{
+	*at = i;
+	for (int j = i + 1; j < o->n; j++) {
+		int x = o->v[j].b;
+		if (usable(a, a->blocks[x].prev, 2) || usable(a, a->blocks[x].next, 2))
+			continue;
+		if (expandable_size(a, x) >= expandable_size(a, b))
+			break;
+		b = x;
+		*at = j;
+	}
+	return b;
+}
+
+/*
  * The best-fit run of a caching pool, which has no region end: the first
  * block by size from r up whose neighbours do not extend its run, against
  * every run of more than one block (they start at a linked block). The
@@ -1027,8 +1080,11 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 			int b = p->ready.v[i].b;
 			assert(usable(a, b, 2));
 			if (!usable(a, a->blocks[b].prev, 2) && !usable(a, a->blocks[b].next, 2)) {
+				int at = i;
+				if (a->cfg.expandable)
+					b = expandable_walk(a, &p->ready, i, b, &at);
 				a->at_b = b;
-				a->at_i = i;
+				a->at_i = at;
 				best[2] = b;
 				best_run[2] = a->blocks[b].size;
 			}
@@ -1312,6 +1368,177 @@ static inline __attribute__((always_inline)) void compact(struct allocator *a, s
 	}
 }
 
+/* ---- expandable segments ---------------------------------------------------------- */
+
+/* Block b holds unmapped pages of an expandable range (b may be -1). */
+static int unmapped(const struct allocator *a, int b)
+{
+	return b >= 0 && a->blocks[b].buf == UNMAPPED;
+}
+
+/* The place of unmapped block b in its pool's list (by segment, then offset): where it is or would go. */
+static int unmapped_place(const struct allocator *a, const struct pool *p, int b)
+{
+	const struct block *k = &a->blocks[b];
+	int i = 0;
+
+	while (i < p->nunmapped) {
+		const struct block *x = &a->blocks[p->unmapped[i]];
+		if (x->seg > k->seg || (x->seg == k->seg && x->off >= k->off))
+			break;
+		i++;
+	}
+	return i;
+}
+
+/*
+ * Unmapped block b enters its pool's list, or leaves it. A pool holds a
+ * range or two, each with a few unmapped stretches: a short list.
+ */
+static void unmapped_insert(struct allocator *a, int b)
+{
+	struct pool *p = &a->pools[a->blocks[b].pool];
+	int i = unmapped_place(a, p, b);
+
+	if (p->nunmapped == p->capunmapped) {
+		p->capunmapped = p->capunmapped ? 2 * p->capunmapped : 8;
+		p->unmapped = xrealloc(p->unmapped, sizeof(int) * (size_t)p->capunmapped);
+	}
+	memmove(p->unmapped + i + 1, p->unmapped + i, sizeof(int) * (size_t)(p->nunmapped - i));
+	p->unmapped[i] = b;
+	p->nunmapped++;
+}
+
+static void unmapped_remove(struct allocator *a, int b)
+{
+	struct pool *p = &a->pools[a->blocks[b].pool];
+	int i = unmapped_place(a, p, b);
+
+	assert(i < p->nunmapped && p->unmapped[i] == b);
+	memmove(p->unmapped + i, p->unmapped + i + 1, sizeof(int) * (size_t)(p->nunmapped - i - 1));
+	p->nunmapped--;
+}
+
+/* The page of pool p's ranges: 2 MiB for a small pool, 20 MiB for a large one (find_expandable_block). */
+static uint64_t pool_page(int p)
+{
+	return p & 1 ? LARGE_BUFFER : SMALL_BUFFER;
+}
+
+/*
+ * A new range for pool p, one unmapped block (returned): the device's
+ * memory and an eighth more, in whole pages (ExpandableSegment's
+ * constructor, max_handles_). It reserves nothing until pages are mapped.
+ */
+static int range_new(struct allocator *a, int p)
+{
+	uint64_t page = pool_page(p), mem = a->cfg.capacity ? a->cfg.capacity : RANGE_MEMORY;
+	uint64_t bytes = round_up(mem + mem / 8, page);
+	int b;
+
+	if (bytes > (1ull << 40) - page)
+		bytes = ((1ull << 40) - page) / page * page; /* key_of's offsets; past it a pool takes a second range */
+	assert(a->nsegs < (1 << 23));
+	if (a->nsegs == a->cap_segs) {
+		a->cap_segs = a->cap_segs ? 2 * a->cap_segs : 16;
+		a->segs = xrealloc(a->segs, sizeof(*a->segs) * (size_t)a->cap_segs);
+	}
+	a->segs[a->nsegs] = (struct alloc_seg){ .pool = p, .page = page };
+	b = block_new(a);
+	a->blocks[b].size = bytes;
+	a->blocks[b].seg = a->nsegs++;
+	a->blocks[b].pool = p;
+	a->blocks[b].buf = UNMAPPED;
+	unmapped_insert(a, b);
+	return b;
+}
+
+/*
+ * The first `bytes` (whole pages) of unmapped block b are mapped: they
+ * become a free block (b, returned), ready for any op, the rest of b
+ * stays unmapped (map_block; the caller merges what the request needs).
+ * Reserved grows by the bytes.
+ */
+static int map_pages(struct allocator *a, int b, uint64_t bytes)
+{
+	struct block *k = &a->blocks[b];
+	struct alloc_seg *g = &a->segs[k->seg];
+
+	assert(unmapped(a, b) && bytes && bytes <= k->size && bytes % g->page == 0 && k->off % g->page == 0);
+	unmapped_remove(a, b);
+	if (bytes < k->size) {
+		int rest = split(a, b, bytes);
+		a->blocks[rest].buf = UNMAPPED;
+		unmapped_insert(a, rest);
+	}
+	k = &a->blocks[b]; /* split may have moved the table */
+	k->buf = -1;
+	k->level = 0;
+	memset(k->ready, 0, sizeof(k->ready));
+	k->waits = 0;
+	k->freed_op = 0;
+	a->n.reserved += bytes;
+	g->bytes += bytes;
+	pool_add(a, b);
+	return b;
+}
+
+/* Unmapped block b takes in its unmapped neighbour x (in its pool's list); b is not in the list. */
+static void unmapped_join(struct allocator *a, int b, int x)
+{
+	unmapped_remove(a, x);
+	span_join(a, b, x);
+	block_release(a, x);
+}
+
+/*
+ * A flush: free block b, ready for any op, gives back the whole pages
+ * inside it (unmap_block): what lies before and after them stays free,
+ * the pages join the unmapped blocks beside them; a range left entirely
+ * unmapped is released (release_blocks, release_expandable_segment).
+ * Reserved shrinks by the pages.
+ */
+static void unmap_block(struct allocator *a, int b)
+{
+	struct block *k = &a->blocks[b];
+	struct alloc_seg *g = &a->segs[k->seg];
+	uint64_t lo = round_up(k->off, g->page), hi = (k->off + k->size) / g->page * g->page;
+	int prev, next, listed = 0;
+
+	if (lo >= hi)
+		return;
+	pool_remove(a, b);
+	if (lo > a->blocks[b].off) {
+		int pages = split(a, b, lo - a->blocks[b].off);
+		pool_add(a, b);
+		b = pages;
+	}
+	if (a->blocks[b].size > hi - lo)
+		pool_add(a, split(a, b, hi - lo));
+	k = &a->blocks[b];
+	assert(k->off == lo && k->size == hi - lo);
+	k->buf = UNMAPPED;
+	k->level = 0;
+	a->n.reserved -= hi - lo;
+	g->bytes -= hi - lo;
+	if (unmapped(a, (prev = k->prev))) {
+		span_join(a, prev, b); /* prev, in the list, keeps its place there */
+		block_release(a, b);
+		b = prev;
+		listed = 1;
+	}
+	if (unmapped(a, (next = a->blocks[b].next)))
+		unmapped_join(a, b, next);
+	if (!listed)
+		unmapped_insert(a, b);
+	k = &a->blocks[b];
+	if (k->prev < 0 && k->next < 0) {
+		unmapped_remove(a, b);
+		block_release(a, b);
+		g->released = 1;
+	}
+}
+
 /* ---- the device's capacity -------------------------------------------------------- */
 
 /*
@@ -1440,6 +1667,20 @@ static void segment_release(struct allocator *a, int b)
 static void flush(struct allocator *a)
 {
 	drain(a); /* every free block ready; those that span their segment in whole[] */
+	if (a->cfg.expandable) {
+		/* each free block gives back its whole pages, pool by pool (the keys: drain's scratch, done with) */
+		for (int small = 0; small < 2; small++)
+			for (int t = 0; t < ST_COUNT; t++) {
+				struct pool *q = &a->pools[2 * t + !small];
+				int n = q->n;
+				for (int i = 0; i < n; i++)
+					a->keys[i] = key_of(a, q->free[i]);
+				qsort(a->keys, (size_t)n, sizeof(*a->keys), key_cmp);
+				for (int i = 0; i < n; i++)
+					unmap_block(a, a->keys[i].b);
+			}
+		return;
+	}
 	for (int small = 0; small < 2; small++)
 		for (int t = 0; t < ST_COUNT; t++) {
 			int p = 2 * t + !small, lo = a->whole_at[p], n = a->whole_at[p + 1] - lo;
@@ -1451,6 +1692,89 @@ static void flush(struct allocator *a)
 }
 
 /* ---- requests ---------------------------------------------------------------------- */
+
+/*
+ * Expandable: the chain for r bytes in pool p, lowest first, as
+ * find_expandable_block finds it: from each unmapped block of the pool in
+ * order of address (the free block before it, when ready for the op),
+ * the first whose run of ready free and unmapped blocks holds r; failing
+ * that, the first block of a new range. The pages of its unmapped blocks
+ * the request needs are counted in *bytes (try_allocate_expandable_block:
+ * map_block maps whole pages, each time of what is still missing).
+ */
+static int chain_find(struct allocator *a, int p, uint64_t r, uint64_t *bytes)
+{
+	const struct pool *q = &a->pools[p];
+	uint64_t n = 0;
+	int c = -1;
+
+	for (int i = 0; i < q->nunmapped && c < 0; i++) {
+		int b = q->unmapped[i], x;
+		n = 0;
+		if (usable(a, a->blocks[b].prev, 2))
+			b = a->blocks[b].prev;
+		for (x = b; n < r && (unmapped(a, x) || usable(a, x, 2)); x = a->blocks[x].next)
+			n += a->blocks[x].size;
+		if (n >= r)
+			c = b;
+	}
+	if (c < 0)
+		c = range_new(a, p);
+	*bytes = 0;
+	n = 0;
+	for (int x = c; n < r; x = a->blocks[x].next) {
+		uint64_t size = a->blocks[x].size;
+		if (unmapped(a, x)) {
+			size = round_up(r - n, a->segs[a->blocks[x].seg].page);
+			if (size > a->blocks[x].size)
+				size = a->blocks[x].size;
+			*bytes += size;
+		}
+		n += size;
+	}
+	return c;
+}
+
+/*
+ * Expandable: no free block serves r bytes of pool p: map the pages of
+ * the chain chain_find finds, flushing the cache first when they would
+ * take the reserved bytes above the capacity (then the search is made
+ * again, as malloc() calls alloc_block again), and merge the chain from
+ * its first block up to r bytes (the part split off the last block keeps
+ * that block's own clock). Returns the block.
+ */
+static int expand(struct allocator *a, int p, uint64_t r)
+{
+	uint64_t bytes, n = 0;
+	int c = chain_find(a, p, r, &bytes);
+
+	if (a->capacity && a->n.reserved + bytes > a->capacity) {
+		/* map_block would fail: flush the cache and retry */
+		flush(a);
+		a->n.retries++;
+		a->search = (a->search + 1) & 0x3fffffff; /* every block's usability anew */
+		c = chain_find(a, p, r, &bytes);
+		if (a->n.reserved + bytes > a->capacity) {
+			a->n.ooms++;
+			a->capacity = a->n.reserved + bytes;
+		}
+	}
+	for (int x = c; n < r; x = a->blocks[x].next) {
+		if (unmapped(a, x)) {
+			uint64_t size = round_up(r - n, a->segs[a->blocks[x].seg].page);
+			map_pages(a, x, size < a->blocks[x].size ? size : a->blocks[x].size);
+		}
+		n += a->blocks[x].size;
+	}
+	while (a->blocks[c].size < r) {
+		int next = a->blocks[c].next;
+		uint64_t want = r - a->blocks[c].size;
+		if (a->blocks[next].size > want)
+			pool_add(a, split(a, next, want));
+		merge(a, c, next);
+	}
+	return c;
+}
 
 /*
  * A request of an allocator that is `caching` or not. alloc_get calls a
@@ -1482,7 +1806,9 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 	if (a->cfg.wait_age && a->pools[pool].n > COMPACT_AT && rq->clock)
 		compact(a, &a->pools[pool], rq->op);
 	best = find_run(a, &a->pools[pool], r, rq, first_fit, high);
-	if (best < 0) {
+	if (best < 0 && a->cfg.expandable) {
+		best = expand(a, pool, r);
+	} else if (best < 0) {
 		uint64_t bytes = small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER : round_up(r, a->cfg.segment);
 		assert(a->cfg.caching); /* an arena always has room at its end */
 		if (a->capacity && a->n.reserved + bytes > a->capacity) {
@@ -1504,7 +1830,8 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 		if (k->ready[t] > wait[t])
 			wait[t] = k->ready[t];
 	}
-	split_min = !a->cfg.caching ? a->cfg.round : small ? MIN_BLOCK : SMALL_SIZE + 1;
+	/* should_split: expandable segments split at 512 bytes in the large pool too */
+	split_min = !a->cfg.caching ? a->cfg.round : small || a->cfg.expandable ? MIN_BLOCK : SMALL_SIZE + 1;
 	if (!a->cfg.caching) {
 		/* the rest of the block stays free where it is in the list: after the part given out, or before it with `high` */
 		if (k->size - r < split_min)

@@ -61,6 +61,27 @@
  * needed, so that the caller learns about how much that is). The caller
  * makes the requesting op wait for the device to drain (core/memory.h:
  * sync).
+ *
+ * Expandable segments (caching, cfg.expandable: PyTorch's
+ * PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which torchtitan's
+ * launch script sets). A pool (a stream and a size class) reserves a
+ * virtual range instead of whole segments: the device's memory and an
+ * eighth more, in pages of 2 MiB (small pool) or 20 MiB (large pool)
+ * (CUDACachingAllocator.cpp: ExpandableSegment's constructor, max_handles_;
+ * find_expandable_block, kSmallBuffer or kLargeBuffer). The range starts
+ * as one unmapped block. A request is served by best fit among the mapped
+ * free blocks as ever (get_free_block, where a block followed by unmapped
+ * pages counts them in its size, expandable_size); failing that, by the
+ * lowest unmapped block of the pool, from the free block before it when
+ * there is one, whose chain of free and unmapped blocks holds the request
+ * (find_expandable_block): its pages are mapped, just those the request
+ * needs, whole (try_allocate_expandable_block, map_block). Reserved is the
+ * mapped bytes. A block is split whenever 512 bytes or more would be left,
+ * in the large pool too (should_split). A flush unmaps the whole pages
+ * inside every free block, and a range left entirely unmapped is released
+ * (release_blocks, unmap_block, release_expandable_segment). Pages are
+ * mapped only through the simulator: an allocator with a reserve callback
+ * has no expandable mode.
  */
 #ifndef CORE_ALLOC_H
 #define CORE_ALLOC_H
@@ -75,6 +96,7 @@ struct alloc_cfg {
 	uint64_t segment;  /* segment granularity */
 	uint32_t wait_age; /* a block not yet safe is taken (with a wait) only when freed this many ops ago */
 	uint64_t capacity; /* caching: the device's bytes, beyond which a new segment flushes the cache; 0: none */
+	int expandable;    /* caching: expandable segments (pages mapped into one range per pool); 0: whole segments */
 };
 
 /* One request: which pool, for which op. */
@@ -132,14 +154,18 @@ int alloc_steps_repeat(const struct allocator *a);
 /* The block size buffer buf holds (0 when none), its memory (NULL without a reserve callback). */
 uint64_t alloc_granted(const struct allocator *a, int buf);
 void *alloc_ptr(const struct allocator *a, int buf);
-/* Bytes granted now, bytes of the segments reserved, and the number of segments ever reserved (released ones too). */
+/*
+ * Bytes granted now, bytes of the segments reserved (expandable: mapped),
+ * and the number of segments ever reserved (released ones too).
+ */
 uint64_t alloc_allocated(const struct allocator *a);
 uint64_t alloc_reserved(const struct allocator *a);
 int alloc_segments(const struct allocator *a);
 /*
  * The memory of segment i (NULL without a reserve callback, or once
  * released): for its owner to release; its size (a released one's, the
- * size it had); its pool, -1 once released.
+ * size it had; an expandable one's, its mapped bytes); its pool, -1 once
+ * released.
  */
 void *alloc_segment_ptr(const struct allocator *a, int i);
 uint64_t alloc_segment_bytes(const struct allocator *a, int i);

@@ -34,6 +34,7 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 		.segment = rt->segment_bytes > 0 ? (uint64_t)rt->segment_bytes : 2ull << 20,
 		.wait_age = WAIT_AGE_OPS,
 		.capacity = rt->caching_allocator ? gpu_spec_bytes(&s->exp->cluster.gpu) : 0,
+		.expandable = rt->caching_allocator && s->exp->policy.expandable_segments,
 	};
 	struct memory *m = xcalloc(1, sizeof(*m));
 
@@ -288,16 +289,30 @@ void *memory_ptr(const struct memory *m, int buf)
  * Once a step has ended and the allocator settled, the blocks are the
  * persistent buffers, where they always are (in the first segments, never
  * released), and free ones between them: two steps that begin with the
- * same state make the same decisions.
+ * same state make the same decisions. With expandable segments, where
+ * the unmapped pages lie matters too: the layout is alloc_state()'s.
  */
 struct layout {
 	uint64_t *v;
 	int n;
 };
 
-static void layout_of(const struct memory *m, struct layout *l)
+static void layout_of(struct memory *m, struct layout *l)
 {
 	int nsegs = alloc_segments(m->a);
+
+	if (m->s->exp->runtime.caching_allocator && m->s->exp->policy.expandable_segments) {
+		/*
+		 * expandable segments: a range's mapped bytes do not tell
+		 * where its unmapped pages lie (a flush leaves holes between
+		 * the persistent buffers): the whole state, blocks and all
+		 */
+		struct alloc_state st = { NULL, 0, 0 };
+		alloc_state(m->a, &st);
+		l->v = st.v;
+		l->n = (int)st.len;
+		return;
+	}
 
 	l->v = xmalloc(sizeof(*l->v) * (size_t)(2 * nsegs + 1));
 	l->n = 0;

@@ -164,6 +164,7 @@ void policy_default(struct policy *p)
 	p->flat_params = 0;
 	p->concat_last_only = 0;
 	p->runtime = RT_TESTBED;
+	p->expandable_segments = 0;
 }
 
 int dtype_bytes(enum dtype d)
@@ -311,7 +312,7 @@ int policy_parse_wrap(struct policy *p, const char *s)
 const char *const policy_field_names[] = {
 	"sharding", "shard_group", "accum", "microbatches", "accum_dtype", "wrap", "reshard",
 	"optim", "optim_in_backward", "precision", "reduce_dtype", "ac", "loss", "offload",
-	"prefetch", "flat_params", "concat_last_only", "runtime", NULL
+	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", NULL
 };
 _Static_assert(TABLE_LEN(policy_field_names) == PF_COUNT, "policy_field_names");
 _Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
@@ -339,6 +340,7 @@ const char *policy_field_str(const struct policy *p, enum policy_field f, char *
 	case PF_FLAT_PARAMS: snprintf(buf, len, "%s", p->flat_params ? "true" : "false"); break;
 	case PF_CONCAT_LAST_ONLY: snprintf(buf, len, "%s", p->concat_last_only ? "true" : "false"); break;
 	case PF_RUNTIME: snprintf(buf, len, "%s", runtime_names[p->runtime]); break;
+	case PF_EXPANDABLE_SEGMENTS: snprintf(buf, len, "%s", p->expandable_segments ? "true" : "false"); break;
 	default: assert(!"bad policy field");
 	}
 	return buf;
@@ -504,6 +506,11 @@ int policy_check(const struct policy *p, const struct cluster *c, const struct m
 		violation(&ck, "policy.ac", "policy.runtime", NULL,
 			  "is a PyTorch checkpointing policy: it needs policy.runtime = pytorch or pytorch-compile "
 			  "(the testbed runtime checkpoints none, full or selective)");
+	/* PyTorch's allocator setting: the testbed's arena allocator has no such mode */
+	if (p->expandable_segments && p->runtime == RT_TESTBED)
+		violation(&ck, "policy.expandable_segments", "policy.runtime", NULL,
+			  "is a setting of PyTorch's caching allocator: it needs policy.runtime = pytorch or "
+			  "pytorch-compile (the testbed runtime's arena allocator has no such mode)");
 	if (p->microbatches < 1)
 		violation(&ck, "policy.microbatches", NULL, NULL, "must be at least 1");
 	if (p->concat_last_only && !p->flat_params)

@@ -50,6 +50,7 @@ struct policy {
 	int flat_params;          /* FSDP1-style flat buffers, gradients concatenated */
 	int concat_last_only;     /* concatenate only on the last microbatch (needs flat_params) */
 	enum runtime runtime;
+	int expandable_segments;  /* pytorch runtimes: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (core/alloc.h) */
 };
 
 /* Name tables, NULL-terminated, indexed by the enum. */
@@ -109,7 +110,7 @@ enum policy_field {
 	PF_SHARDING, PF_SHARD_GROUP, PF_ACCUM, PF_MICROBATCHES, PF_ACCUM_DTYPE, PF_WRAP,
 	PF_RESHARD, PF_OPTIM, PF_OPTIM_IN_BACKWARD, PF_PRECISION, PF_REDUCE_DTYPE, PF_AC,
 	PF_LOSS, PF_OFFLOAD, PF_PREFETCH, PF_FLAT_PARAMS, PF_CONCAT_LAST_ONLY, PF_RUNTIME,
-	PF_COUNT
+	PF_EXPANDABLE_SEGMENTS, PF_COUNT
 };
 #define POLICY_BIT(f) (1u << (f))
 #define POLICY_ALL_FIELDS ((1u << PF_COUNT) - 1)

@@ -1301,7 +1301,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 }
 
 /* struct policy is ints and int-sized enums only: compared as bytes */
-_Static_assert(sizeof(struct policy) == 21 * sizeof(int), "struct policy has no padding");
+_Static_assert(sizeof(struct policy) == 22 * sizeof(int), "struct policy has no padding");
 
 int schedule_same_inputs(const struct experiment *a, const struct experiment *b)
 {

@@ -70,6 +70,7 @@ static char field_type(enum policy_field f)
 	case PF_OPTIM_IN_BACKWARD:
 	case PF_FLAT_PARAMS:
 	case PF_CONCAT_LAST_ONLY:
+	case PF_EXPANDABLE_SEGMENTS:
 		return 'b';
 	default:
 		return 's';

@@ -16,8 +16,9 @@
 
 #define MIB (1ull << 20)
 
-static const struct alloc_cfg arena = { 0, 512, 2 * MIB, 0, 0 };
-static const struct alloc_cfg caching = { 1, 512, 2 * MIB, 0, 0 };
+static const struct alloc_cfg arena = { 0, 512, 2 * MIB, 0, 0, 0 };
+static const struct alloc_cfg caching = { 1, 512, 2 * MIB, 0, 0, 0 };
+static const struct alloc_cfg expandable = { 1, 512, 2 * MIB, 0, 0, 1 };
 
 /* Fake memory behind the segments, to check addresses: a base per segment, never dereferenced. */
 static void *fake_reserve(void *ctx, int seg, uint64_t offset, uint64_t bytes)
@@ -307,6 +308,100 @@ static void test_caching_capacity(void)
 	alloc_free(a);
 }
 
+/*
+ * Expandable segments: a pool maps whole pages of one range, 2 MiB in the
+ * small pool and 20 MiB in the large one, as requests need them; a second
+ * request extends the range, from the free block before its unmapped end,
+ * instead of reserving a segment of its own; a block is split whenever
+ * 512 bytes would be left, in the large pool too.
+ */
+static void test_expandable_pages(void)
+{
+	struct allocator *a = alloc_new(&expandable, 8, NULL, NULL), *d = alloc_new(&caching, 8, NULL, NULL);
+
+	CU_ASSERT_EQUAL(get(a, 0, 1000, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	CU_ASSERT_EQUAL(get(a, 1, 5 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 22 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	/* 30 MiB: the free 15 MiB after the 5 and one more page of 20 MiB, in the same range */
+	CU_ASSERT_EQUAL(get(a, 2, 30 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(a, 2), 30 * MIB);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 42 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	CU_ASSERT_EQUAL(alloc_segment_bytes(a, 1), 40 * MIB);
+	CU_ASSERT_EQUAL(alloc_segment_pool(a, 1), 2 * ST_COMPUTE + 1);
+	/* 3 MiB fit the 5 MiB left mapped after it: nothing mapped */
+	CU_ASSERT_EQUAL(get(a, 3, 3 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 42 * MIB);
+	/* the large pool splits at 512 bytes: 5 MiB less 512 from the freed 5 MiB block leaves 512 free */
+	alloc_put(a, 1, ST_COMPUTE, 0, 1);
+	CU_ASSERT_EQUAL(get(a, 4, 5 * MIB - 512, ST_COMPUTE, 2, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(a, 4), 5 * MIB - 512);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 42 * MIB);
+	/* whole segments: a 20 MiB segment for 5 MiB, 30 MiB for 30, and the large pool keeps 1 MiB or less unsplit */
+	CU_ASSERT_EQUAL(get(d, 0, 1000, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(d, 1, 5 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(get(d, 2, 30 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(d), 52 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(d), 3);
+	alloc_put(d, 1, ST_COMPUTE, 0, 1);
+	CU_ASSERT_EQUAL(get(d, 4, 5 * MIB - 512, ST_COMPUTE, 2, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(d, 4), 5 * MIB);
+	alloc_free(d);
+	alloc_free(a);
+}
+
+/*
+ * Expandable segments at the capacity: a flush unmaps the whole pages
+ * inside each free block (reserved drops by them), releases a range left
+ * entirely unmapped, and the search is made again, from the lowest
+ * unmapped block whose chain holds the request.
+ */
+static void test_expandable_flush(void)
+{
+	struct alloc_cfg capped = expandable;
+	struct allocator *a;
+	uint32_t clock[ST_COUNT] = { 0 }, wait[ST_COUNT] = { 0 };
+	struct alloc_req rq = { ST_COMPUTE, 0, 20, clock };
+
+	capped.capacity = 102 * MIB;
+	a = alloc_new(&capped, 8, NULL, NULL);
+	/* the small pool's range (segment 0) maps a page; its block is freed */
+	CU_ASSERT_EQUAL(get(a, 0, 1000, ST_COMPUTE, 0, NULL), 0);
+	alloc_put(a, 0, ST_COMPUTE, 0, 0);
+	/* the large range (segment 1): A [0, 30) MiB, B [30, 60), C [60, 70), [70, 80) free; 80 MiB mapped */
+	CU_ASSERT_EQUAL(get(a, 1, 30 * MIB, ST_COMPUTE, 1, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 2, 30 * MIB, ST_COMPUTE, 2, NULL), 0);
+	CU_ASSERT_EQUAL(get(a, 3, 10 * MIB, ST_COMPUTE, 3, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 82 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	/* B freed by an all-reduce the compute stream has not waited for */
+	alloc_put(a, 2, ST_ALLREDUCE, 9, 10);
+	/* 40 MiB: [70, 80) and two pages more would make 122 MiB > 102: a flush first */
+	CU_ASSERT_EQUAL(alloc_get(a, 4, 40 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_retries(a), 1);
+	CU_ASSERT_EQUAL(alloc_ooms(a), 0);
+	/* B's page [40, 60) was unmapped (its [30, 40) shares a page with A), the small range released */
+	CU_ASSERT_EQUAL(alloc_segment_pool(a, 0), -1);
+	CU_ASSERT_EQUAL(alloc_segment_bytes(a, 0), 0);
+	/* then [70, 80) and two new pages, [80, 120), since [30, 60) is too short: 60 + 40 MiB */
+	CU_ASSERT_EQUAL(alloc_reserved(a), 100 * MIB);
+	CU_ASSERT_EQUAL(alloc_segment_bytes(a, 1), 100 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	CU_ASSERT_EQUAL(alloc_granted(a, 4), 40 * MIB);
+	CU_ASSERT_EQUAL(wait[ST_ALLREDUCE], 0);
+	/* 30 MiB: [30, 40) and the page [40, 60) mapped again, the lowest chain that holds it */
+	rq.op = 21;
+	CU_ASSERT_EQUAL(alloc_get(a, 5, 30 * MIB, &rq, wait), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 120 * MIB); /* past the capacity: an OOM, the capacity rises */
+	CU_ASSERT_EQUAL(alloc_retries(a), 2);
+	CU_ASSERT_EQUAL(alloc_ooms(a), 1);
+	CU_ASSERT_EQUAL(alloc_capacity(a), 120 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	alloc_free(a);
+}
+
 /* The step's memory in issue order: the peak is the largest live sum, and steps repeat. */
 static void test_memory_of_a_step(void)
 {
@@ -413,6 +508,45 @@ static void test_memory_steps_met(void)
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full");
 	/* 8 flushes a step and 4 segments past the GPU's memory: the fourth step meets the third */
 	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none");
+	/* the same with expandable segments */
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true");
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4",
+			 "policy.expandable_segments=true");
+}
+
+/*
+ * End to end: a step that fragments whole segments (llama3-8b on one node,
+ * past the GPU's memory with PyTorch's default allocator) reserves less
+ * with expandable segments, no less than it allocates.
+ */
+static void test_expandable_step(void)
+{
+	struct experiment e, x;
+	struct schedule *s = test_schedule(&e, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=1",
+					   "cluster.gpus_per_node=8", "policy.runtime=pytorch",
+					   "policy.microbatches=4", NULL);
+	struct schedule *t = test_schedule(&x, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=1",
+					   "cluster.gpus_per_node=8", "policy.runtime=pytorch",
+					   "policy.microbatches=4", "policy.expandable_segments=true", NULL);
+	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t));
+	struct memory *m = memory_new(s, 0, NULL, NULL), *n = memory_new(t, 0, NULL, NULL);
+
+	CU_ASSERT_EQUAL_FATAL(s->nops, t->nops);
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = 1000 * (uint64_t)i;
+	memory_predict(m, issue);
+	memory_predict(n, issue);
+	/* blocks split at 512 bytes in the large pool too: no more granted than with whole segments */
+	CU_ASSERT(n->peaks.alloc <= m->peaks.alloc);
+	CU_ASSERT(n->peaks.reserved < m->peaks.reserved);
+	CU_ASSERT(n->peaks.reserved >= n->peaks.alloc);
+	memory_free(n);
+	memory_free(m);
+	free(issue);
+	schedule_free(t);
+	schedule_free(s);
+	config_release(&x);
+	config_release(&e);
 }
 
 void suite_alloc(void)
@@ -425,6 +559,9 @@ void suite_alloc(void)
 	CU_add_test(s, "caching pools", test_caching_pools);
 	CU_add_test(s, "caching pools: blocks by how they serve the stream", test_caching_levels);
 	CU_add_test(s, "caching pools at the device's capacity: flush, retry, OOM", test_caching_capacity);
+	CU_add_test(s, "expandable segments: pages, one range per pool, split at 512", test_expandable_pages);
+	CU_add_test(s, "expandable segments at the capacity: free pages unmapped", test_expandable_flush);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
+	CU_add_test(s, "expandable segments reserve less for a step that fragments", test_expandable_step);
 }

@@ -222,6 +222,26 @@ def run_steps(model, opt, cfg, args, device):
     return times, peaks, prof_rows
 
 
+# ---- the allocator ------------------------------------------------------------
+
+def alloc_conf(expandable):
+    """PYTORCH_CUDA_ALLOC_CONF with expandable_segments:True when asked (as
+    torchtitan's launch script sets it) or already there, set before CUDA's
+    caching allocator starts (it reads the variable once); the other options
+    are kept. Returns whether expandable segments are on: the run records it
+    as policy.expandable_segments, the key ./sim models it with."""
+    opts = [o.strip() for o in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",") if o.strip()]
+    on = expandable or any(o.replace(" ", "").lower() == "expandable_segments:true" for o in opts)
+    opts = [o for o in opts if not o.replace(" ", "").lower().startswith("expandable_segments:")]
+    if on:
+        opts.append("expandable_segments:True")
+    if opts:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(opts)
+    else:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    return on
+
+
 # ---- results file ------------------------------------------------------------
 
 def config_attrs(cfg, world, hardware):
@@ -234,7 +254,8 @@ def config_attrs(cfg, world, hardware):
         "policy.sharding": "fsdp", "policy.accum": cfg["accum"], "policy.microbatches": cfg["microbatches"],
         "policy.wrap": cfg["wrap"], "policy.reshard": cfg["reshard"], "policy.optim": cfg["optim"],
         "policy.optim_in_backward": cfg["optim_in_backward"], "policy.precision": cfg["precision"],
-        "policy.ac": cfg["ac"], "policy.runtime": "pytorch", "run.batch": cfg["batch"],
+        "policy.ac": cfg["ac"], "policy.runtime": "pytorch",
+        "policy.expandable_segments": "true" if cfg["expandable_segments"] else "false", "run.batch": cfg["batch"],
         "run.steps": cfg["steps"], "run.warmup": cfg["warmup"],
     }
 
@@ -313,7 +334,10 @@ def main():
     ap.add_argument("--hardware", default="", help="the hardware attribute; default: the device's name")
     ap.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--expandable-segments", action="store_true",
+                    help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (policy.expandable_segments)")
     args = ap.parse_args()
+    expandable = alloc_conf(args.expandable_segments)  # before anything touches CUDA
 
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -332,7 +356,8 @@ def main():
     base = dict(layers=layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads, kv_heads=args.kv_heads,
                 vocab=args.vocab, seq=args.seq, batch=args.batch, microbatches=args.microbatches,
                 steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
-                ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block")
+                ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
+                expandable_segments=expandable)
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     for cfg in cfgs:
         release(device)  # before the policy, so that its peaks are its own
