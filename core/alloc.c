@@ -1286,6 +1286,22 @@ static inline __attribute__((always_inline)) int arena_run(const struct allocato
  * bytes or more made from the run's low end, or with `high` from its high
  * end (never from a region's end); -1 when no run holds r.
  */
+/*
+ * Free block b, the first of a run of adjacent free blocks, takes in the
+ * run's next blocks until it holds r bytes; only what r needs is merged:
+ * the part split off the last block stays free with that block's own clock.
+ */
+static void merge_run(struct allocator *a, int b, uint64_t r)
+{
+	while (a->blocks[b].size < r) {
+		int next = a->blocks[b].next;
+		uint64_t want = r - a->blocks[b].size;
+		if (a->blocks[next].size > want)
+			pool_add(a, split(a, next, want));
+		merge(a, b, next);
+	}
+}
+
 static inline __attribute__((always_inline)) int find_run(struct allocator *a, const struct pool *p, uint64_t r,
 							   const struct alloc_req *rq, int first_fit, int high)
 {
@@ -1301,15 +1317,8 @@ static inline __attribute__((always_inline)) int find_run(struct allocator *a, c
 		best = arena_run(a, p, r, rq, first_fit, &k, &grow);
 		high &= !grow;
 	}
-	/* merge only what r needs: the part split off a block keeps that block's own clock */
 	if (!high) {
-		while (a->blocks[best].size < r) {
-			int next = a->blocks[best].next;
-			uint64_t want = r - a->blocks[best].size;
-			if (a->blocks[next].size > want)
-				pool_add(a, split(a, next, want));
-			merge(a, best, next);
-		}
+		merge_run(a, best, r);
 		return best;
 	}
 	while (a->blocks[k].size < r) {
@@ -1766,13 +1775,7 @@ static int expand(struct allocator *a, int p, uint64_t r)
 		}
 		n += a->blocks[x].size;
 	}
-	while (a->blocks[c].size < r) {
-		int next = a->blocks[c].next;
-		uint64_t want = r - a->blocks[c].size;
-		if (a->blocks[next].size > want)
-			pool_add(a, split(a, next, want));
-		merge(a, c, next);
-	}
+	merge_run(a, c, r);
 	return c;
 }
 
