@@ -25,6 +25,19 @@
  */
 #define WAIT_AGE_OPS 8
 
+static int expandable(const struct schedule *s)
+{
+	return s->exp->runtime.caching_allocator && s->exp->policy.expandable_segments;
+}
+
+const char *memory_unbacked(const struct schedule *s)
+{
+	return expandable(s) ? "policy.expandable_segments = true: a runtime's allocator reserves whole segments "
+			       "(cudaMalloc), it maps no pages; ./sim predicts the memory PyTorch's allocator reserves "
+			       "with it"
+			     : NULL;
+}
+
 struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx)
 {
 	const struct runtime_spec *rt = &s->exp->runtime;
@@ -34,7 +47,7 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 		.segment = rt->segment_bytes > 0 ? (uint64_t)rt->segment_bytes : 2ull << 20,
 		.wait_age = WAIT_AGE_OPS,
 		.capacity = rt->caching_allocator ? gpu_spec_bytes(&s->exp->cluster.gpu) : 0,
-		.expandable = rt->caching_allocator && s->exp->policy.expandable_segments,
+		.expandable = expandable(s),
 	};
 	struct memory *m = xcalloc(1, sizeof(*m));
 
@@ -301,7 +314,7 @@ static void layout_of(struct memory *m, struct layout *l)
 {
 	int nsegs = alloc_segments(m->a);
 
-	if (m->s->exp->runtime.caching_allocator && m->s->exp->policy.expandable_segments) {
+	if (expandable(m->s)) {
 		/*
 		 * expandable segments: a range's mapped bytes do not tell
 		 * where its unmapped pages lie (a flush leaves holes between

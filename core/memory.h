@@ -88,6 +88,13 @@ struct memory {
  */
 struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx);
 void memory_free(struct memory *m);
+/*
+ * NULL when schedule s's allocator can be backed by real memory (memory_new
+ * with a reserve callback, as a runtime does); else why not, a sentence:
+ * PyTorch's expandable segments map pages into a range, which only the
+ * model of the allocator does.
+ */
+const char *memory_unbacked(const struct schedule *s);
 
 /* Grant the buffers alive for the whole run. 0, or -1 when out of memory. */
 int memory_persistent(struct memory *m);

@@ -166,6 +166,9 @@ if [ "$name" = gpu_run ]; then
 		"${tiny[@]}" --emulate-lat-us -nan
 	check "--emulate-gbps inf" "--emulate-gbps wants a number in [0.001, 1e+06], not 'inf'" \
 		"${tiny[@]}" --emulate-gbps inf
+	# PyTorch's expandable segments map pages, which only ./sim's model of the allocator does
+	check "--expandable-segments" "policy.expandable_segments = true: a runtime's allocator reserves whole segments" \
+		"${tiny[@]}" --runtime pytorch --expandable-segments
 fi
 
 echo "$passed passed, $failed failed"

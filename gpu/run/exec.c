@@ -222,10 +222,9 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 	x->e = s->exp;
 	x->c = c;
 	x->be = b;
-	if (x->e->policy.expandable_segments) {
+	if (memory_unbacked(s)) {
 		/* before anything is allocated: reserve() backs whole segments, not pages mapped into a range */
-		snprintf(err, errlen, "policy.expandable_segments = true: gpu_run's allocator reserves whole segments "
-			 "(cudaMalloc), it maps no pages; ./sim predicts the memory PyTorch's allocator reserves with it");
+		snprintf(err, errlen, "%s", memory_unbacked(s));
 		free(x);
 		return NULL;
 	}
