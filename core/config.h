@@ -178,6 +178,8 @@ enum config_number config_parse_unsigned(const char *s, unsigned long long *v);
  * the message says enough.
  */
 const char *config_number_why(const char *s, enum config_number st);
+/* The shortest %g text of v (up to n bytes, at most 17 digits) that reads back as the same double. */
+void config_real_text(double v, char *buf, size_t n);
 
 /*
  * An INI line (from config_ini_line) that inih would read other than as

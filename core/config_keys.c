@@ -394,8 +394,7 @@ const char *config_number_why(const char *s, enum config_number st)
 
 /* ---- values ------------------------------------------------------------ */
 
-/* Shortest %g text that reads back as the same double. */
-static void double_text(double v, char *buf, size_t n)
+void config_real_text(double v, char *buf, size_t n)
 {
 	for (int prec = 15; prec <= 17; prec++) {
 		snprintf(buf, n, "%.*g", prec, v);
@@ -438,8 +437,8 @@ static const char *text_unwritable(const char *v, size_t n)
 static const char *range_text(const struct key *k, char *buf, size_t n)
 {
 	char lo[40], hi[40];
-	double_text(k->min, lo, sizeof lo);
-	double_text(k->max, hi, sizeof hi);
+	config_real_text(k->min, lo, sizeof lo);
+	config_real_text(k->max, hi, sizeof hi);
 	snprintf(buf, n, "%s to %s", lo, hi);
 	return buf;
 }
@@ -457,7 +456,7 @@ void config_value_text(const struct experiment *e, int k, char *buf, size_t n)
 		snprintf(buf, n, "%lu", *(const unsigned long *)p);
 		break;
 	case KT_DOUBLE:
-		double_text(*(const double *)p, buf, n);
+		config_real_text(*(const double *)p, buf, n);
 		break;
 	case KT_BOOL:
 		snprintf(buf, n, "%s", *(const int *)p ? "true" : "false");

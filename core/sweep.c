@@ -149,16 +149,6 @@ static char *trimmed(char *s)
 	return s;
 }
 
-/* The shortest %g text that reads back as v. */
-static void real_text(double v, char *buf, size_t n)
-{
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(buf, n, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
-			return;
-	}
-}
-
 /*
  * A calibration file the sweep names (where: file:line, or the flag):
  * readable, and able to price every world size it holds
@@ -293,7 +283,7 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int li
 			if (integer)
 				snprintf(text, sizeof text, "%lld", (long long)x);
 			else
-				real_text(x, text, sizeof text);
+				config_real_text(x, text, sizeof text);
 			if (axis_add(r, a, text, line) != 0)
 				return -1;
 			prev = x;
