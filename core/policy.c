@@ -38,6 +38,7 @@ const char *const ac_names[] = { "none", "full", "selective", "per-op", "per-lay
 const char *const loss_names[] = { "full", "chunked", NULL };
 const char *const offload_names[] = { "none", "optim", "params", NULL };
 const char *const runtime_names[] = { "testbed", "pytorch", "pytorch-compile", NULL };
+const char *const compile_names[] = { "model+loss", "model", NULL };
 
 /* Every table has one name per enum value: checked once, at compile time. */
 #define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]) - 1)
@@ -52,6 +53,7 @@ _Static_assert(TABLE_LEN(ac_names) == AC_MODES, "ac_names");
 _Static_assert(TABLE_LEN(loss_names) == LOSS_COUNT, "loss_names");
 _Static_assert(TABLE_LEN(offload_names) == OFF_COUNT, "offload_names");
 _Static_assert(TABLE_LEN(runtime_names) == RT_COUNT, "runtime_names");
+_Static_assert(TABLE_LEN(compile_names) == COMPILE_COUNT, "compile_names");
 
 int name_index(const char *const *names, const char *name)
 {
@@ -165,6 +167,7 @@ void policy_default(struct policy *p)
 	p->concat_last_only = 0;
 	p->runtime = RT_TESTBED;
 	p->expandable_segments = 0;
+	p->compile = COMPILE_MODEL_LOSS;
 }
 
 int dtype_bytes(enum dtype d)
@@ -312,7 +315,7 @@ int policy_parse_wrap(struct policy *p, const char *s)
 const char *const policy_field_names[] = {
 	"sharding", "shard_group", "accum", "microbatches", "accum_dtype", "wrap", "reshard",
 	"optim", "optim_in_backward", "precision", "reduce_dtype", "ac", "loss", "offload",
-	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", NULL
+	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", "compile", NULL
 };
 _Static_assert(TABLE_LEN(policy_field_names) == PF_COUNT, "policy_field_names");
 _Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
@@ -341,6 +344,7 @@ const char *policy_field_str(const struct policy *p, enum policy_field f, char *
 	case PF_CONCAT_LAST_ONLY: snprintf(buf, len, "%s", p->concat_last_only ? "true" : "false"); break;
 	case PF_RUNTIME: snprintf(buf, len, "%s", runtime_names[p->runtime]); break;
 	case PF_EXPANDABLE_SEGMENTS: snprintf(buf, len, "%s", p->expandable_segments ? "true" : "false"); break;
+	case PF_COMPILE: snprintf(buf, len, "%s", compile_names[p->compile]); break;
 	default: assert(!"bad policy field");
 	}
 	return buf;
@@ -511,6 +515,10 @@ int policy_check(const struct policy *p, const struct cluster *c, const struct m
 		violation(&ck, "policy.expandable_segments", "policy.runtime", NULL,
 			  "is a setting of PyTorch's caching allocator: it needs policy.runtime = pytorch or "
 			  "pytorch-compile (the testbed runtime's arena allocator has no such mode)");
+	/* what torch.compile compiles: only a compiling runtime has a choice */
+	if (p->compile != COMPILE_MODEL_LOSS && p->runtime != RT_PYTORCH_COMPILE)
+		violation(&ck, "policy.compile", "policy.runtime", NULL,
+			  "says what torch.compile compiles: it needs policy.runtime = pytorch-compile");
 	if (p->microbatches < 1)
 		violation(&ck, "policy.microbatches", NULL, NULL, "must be at least 1");
 	if (p->concat_last_only && !p->flat_params)

@@ -27,6 +27,8 @@ enum precision { PREC_MIXED, PREC_PURE_BF16, PREC_FP32, PREC_COUNT };
 enum dtype { DT_FP32, DT_BF16, DT_COUNT };
 enum offload { OFF_NONE, OFF_OPTIM, OFF_PARAMS, OFF_COUNT };
 enum runtime { RT_TESTBED, RT_PYTORCH, RT_PYTORCH_COMPILE, RT_COUNT };
+/* What torch.compile compiles (torchtitan's compile.components): the blocks and the loss, or the blocks only. */
+enum compile_scope { COMPILE_MODEL_LOSS, COMPILE_MODEL, COMPILE_COUNT };
 
 struct policy {
 	enum sharding sharding;
@@ -51,6 +53,7 @@ struct policy {
 	int concat_last_only;     /* concatenate only on the last microbatch (needs flat_params) */
 	enum runtime runtime;
 	int expandable_segments;  /* pytorch runtimes: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (core/alloc.h) */
+	enum compile_scope compile; /* pytorch-compile: whether the loss is compiled with the blocks */
 };
 
 /* Name tables, NULL-terminated, indexed by the enum. */
@@ -65,6 +68,7 @@ extern const char *const ac_names[];     /* "per-layer" stands for per-layer:K *
 extern const char *const loss_names[];
 extern const char *const offload_names[];
 extern const char *const runtime_names[];
+extern const char *const compile_names[];
 
 /* index of name in a NULL-terminated table, or -1 */
 int name_index(const char *const *names, const char *name);
@@ -110,7 +114,7 @@ enum policy_field {
 	PF_SHARDING, PF_SHARD_GROUP, PF_ACCUM, PF_MICROBATCHES, PF_ACCUM_DTYPE, PF_WRAP,
 	PF_RESHARD, PF_OPTIM, PF_OPTIM_IN_BACKWARD, PF_PRECISION, PF_REDUCE_DTYPE, PF_AC,
 	PF_LOSS, PF_OFFLOAD, PF_PREFETCH, PF_FLAT_PARAMS, PF_CONCAT_LAST_ONLY, PF_RUNTIME,
-	PF_EXPANDABLE_SEGMENTS, PF_COUNT
+	PF_EXPANDABLE_SEGMENTS, PF_COMPILE, PF_COUNT
 };
 #define POLICY_BIT(f) (1u << (f))
 #define POLICY_ALL_FIELDS ((1u << PF_COUNT) - 1)

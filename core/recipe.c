@@ -218,6 +218,7 @@ static struct table table_of(enum kernel_recipe r)
 
 typedef uint32_t tset; /* a set of tensors, one bit each */
 _Static_assert(T_COUNT <= 32, "a tset is 32 bits");
+_Static_assert(T_COUNT <= RECIPE_TRANSIENT_MAX, "a phase's transient tensors fit the list");
 
 static tset saved_by(const struct op *o)
 {
@@ -495,35 +496,70 @@ uint64_t recipe_saved_bytes(enum kernel_recipe r, const struct model_shape *m, i
 	return set_bytes(kept(&t, ac), &d, act_bytes);
 }
 
-uint64_t recipe_transient_bytes(enum kernel_recipe r, const struct model_shape *m, int batch,
-				enum segment_kind s, enum phase ph, enum ac_mode ac, enum loss_mode loss,
-				int act_bytes)
+/* The tensors of set s, one entry each, in out[] from n on; returns the new count. */
+static int set_tensors(tset s, const struct model_dims *d, int a, uint64_t *out, int n)
+{
+	for (int t = 0; t < T_COUNT; t++)
+		if (s >> t & 1)
+			out[n++] = aligned(tensor_bytes(t, d, a));
+	return n;
+}
+
+int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
+			     enum phase ph, enum ac_mode ac, enum loss_mode loss, int act_bytes,
+			     uint64_t out[RECIPE_TRANSIENT_MAX])
 {
 	struct model_dims d = model_dims_of(m, batch);
 	uint64_t NV = (uint64_t)d.N * d.V, a = (uint64_t)act_bytes;
 	struct table t;
 	tset all = 0, made = 0;
+	int n = 0;
 
 	assert(r >= 0 && r < KR_COUNT && ac != AC_PER_LAYER);
-	if (r == KR_TESTBED || s == SEG_EMBED || (s == SEG_HEAD && loss == LOSS_CHUNKED))
-		return model_segment_transient_bytes(m, batch, s, ph, ac < AC_COUNT ? ac : AC_FULL, loss, act_bytes);
+	if (r == KR_TESTBED || s == SEG_EMBED || (s == SEG_HEAD && loss == LOSS_CHUNKED)) {
+		/* the testbed's one scratch region (the chunked loss's logits chunk) */
+		out[0] = model_segment_transient_bytes(m, batch, s, ph, ac < AC_COUNT ? ac : AC_FULL, loss, act_bytes);
+		return out[0] > 0;
+	}
 	if (s == SEG_HEAD) {
 		if (r != KR_EAGER || ph == PH_RECOMPUTE)
 			return 0;
 		/* forward: the bf16 logits and their fp32 copy; backward: nll's gradient and log_softmax's */
-		return ph == PH_FWD ? aligned(NV * a) + aligned(NV * 4) : 2 * aligned(NV * 4);
+		out[0] = aligned(NV * (ph == PH_FWD ? a : 4));
+		out[1] = aligned(NV * 4);
+		return 2;
 	}
-	if (ph == PH_BWD)
-		return model_segment_transient_bytes(m, batch, s, ph, AC_NONE, loss, act_bytes);
+	if (ph == PH_BWD) {
+		/* the testbed's activation gradients, each a tensor of autograd's */
+		struct store_layout l;
+
+		model_block_grads_layout(&l, m, batch, act_bytes);
+		for (int f = 0; f < l.nfields; f++)
+			if (l.f[f].region == FIELD_TRANSIENT && l.f[f].elems)
+				out[n++] = aligned(l.f[f].elems * (uint64_t)l.f[f].elem_bytes);
+		return n;
+	}
 	t = table_of(r);
 	for (int i = 0; i < t.n; i++) {
 		all |= saved_by(&t.ops[i]);
 		made |= outputs_of(&t.ops[i]);
 	}
 	if (ac != AC_NONE)
-		return set_bytes(all & ~kept(&t, ac), &d, act_bytes);
+		return set_tensors(all & ~kept(&t, ac), &d, act_bytes, out, 0);
 	if (ph == PH_RECOMPUTE)
 		return 0;
 	/* forward without checkpointing: what it makes and no backward reads (the output is the residual stream) */
-	return set_bytes(made & ~all & ~(1u << T_OUT), &d, act_bytes);
+	return set_tensors(made & ~all & ~(1u << T_OUT), &d, act_bytes, out, 0);
+}
+
+uint64_t recipe_transient_bytes(enum kernel_recipe r, const struct model_shape *m, int batch,
+				enum segment_kind s, enum phase ph, enum ac_mode ac, enum loss_mode loss,
+				int act_bytes)
+{
+	uint64_t v[RECIPE_TRANSIENT_MAX], b = 0;
+	int n = recipe_transient_tensors(r, m, batch, s, ph, ac, loss, act_bytes, v);
+
+	for (int i = 0; i < n; i++)
+		b += v[i];
+	return b;
 }

@@ -60,15 +60,24 @@ uint64_t recipe_saved_bytes(enum kernel_recipe r, const struct model_shape *m, i
 			    enum ac_mode ac, enum loss_mode loss, int act_bytes);
 
 /*
- * Transient bytes of a segment's phase: model_segment_transient_bytes() for
- * KR_TESTBED. Eager and compiled blocks: PH_RECOMPUTE what recompute
- * rebuilds (the tensors backward reads that the mode did not keep), PH_FWD
- * the same under a checkpointing mode, else the temporaries forward makes
- * and frees; PH_BWD the testbed's activation-gradient scratch (autograd
- * frees each gradient as it goes; its peak is not modelled op by op). The
- * head under LOSS_FULL: eager holds the bf16 and the fp32 logits at once in
- * forward, and two fp32 gradients of the logits in backward.
+ * The transient tensors of a segment's phase, each an allocation of its
+ * own (out[], at most RECIPE_TRANSIENT_MAX; returns how many): PyTorch
+ * allocates every tensor apart, so a runtime's allocator serves them one by
+ * one, and blocks of one size are reused for another tensor of that size.
+ * KR_TESTBED: one, model_segment_transient_bytes() (the testbed's scratch
+ * region). Eager and compiled blocks: PH_RECOMPUTE what recompute rebuilds
+ * (the tensors backward reads that the mode did not keep), PH_FWD the same
+ * under a checkpointing mode, else the temporaries forward makes and frees;
+ * PH_BWD the testbed's activation-gradient fields (autograd frees each
+ * gradient as it goes; its peak is not modelled op by op). The head under
+ * LOSS_FULL: eager holds the bf16 and the fp32 logits at once in forward,
+ * and two fp32 gradients of the logits in backward.
  */
+#define RECIPE_TRANSIENT_MAX 32
+int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
+			     enum phase ph, enum ac_mode ac, enum loss_mode loss, int act_bytes,
+			     uint64_t out[RECIPE_TRANSIENT_MAX]);
+/* The sum of recipe_transient_tensors(). */
 uint64_t recipe_transient_bytes(enum kernel_recipe r, const struct model_shape *m, int batch,
 				enum segment_kind s, enum phase ph, enum ac_mode ac, enum loss_mode loss,
 				int act_bytes);

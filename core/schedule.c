@@ -53,11 +53,15 @@ struct builder {
 	int *acts;            /* per segment: saved activations of this microbatch */
 	int *recomputed;      /* per segment: recomputed activations */
 	int resid, dresid;    /* this microbatch's residual stream and its gradient, -1 */
-	enum kernel_recipe recipe;  /* the runtime's kernels (core/recipe.h) */
+	int rs_held, rs_held_op; /* FSDP2: the last reduce-scatter input, kept until the next reduce, and its reduce-scatter; -1 */
+	enum kernel_recipe recipe[SEG_KIND_COUNT]; /* the runtime's kernels (core/recipe.h), by segment kind */
 	/* by segment kind and the segment's own checkpointing mode (seg_ac) */
 	int ktab[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
 	uint64_t saved[SEG_KIND_COUNT][AC_MODES];               /* activation bytes a segment keeps */
-	uint64_t transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES]; /* scratch of a segment's phase */
+	struct transient {       /* scratch of a segment's phase: its tensors (recipe_transient_tensors) and their sum */
+		int n;
+		uint64_t bytes[RECIPE_TRANSIENT_MAX], sum;
+	} transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
 	/*
 	 * One op under construction, built in place at the end of
 	 * schedule.ops: its dependencies and operands go straight to the end
@@ -461,7 +465,7 @@ static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph, enum
 
 	if (b->ktab[sk][ph][ac] != -2)
 		return b->ktab[sk][ph][ac];
-	n = recipe_kernels(b->recipe, &s->exp->model, s->exp->run.batch, sk, ph, ac, p->loss, b->act_bytes, k,
+	n = recipe_kernels(b->recipe[sk], &s->exp->model, s->exp->run.batch, sk, ph, ac, p->loss, b->act_bytes, k,
 			   MODEL_MAX_KERNELS);
 	if (n == 0)
 		return b->ktab[sk][ph][ac] = -1;
@@ -592,6 +596,13 @@ static void scratch(struct builder *b, uint64_t bytes, int unit, int seg, int mi
 	free_buf(b, t);
 }
 
+/* The transient tensors of a segment's phase, for the op under construction: a buffer each. */
+static void scratch_tensors(struct builder *b, const struct transient *tr, int unit, int seg, int micro)
+{
+	for (int i = 0; i < tr->n; i++)
+		scratch(b, tr->bytes[i], unit, seg, micro);
+}
+
 static void forward(struct builder *b, int micro)
 {
 	struct schedule *s = b->s;
@@ -632,7 +643,7 @@ static void forward(struct builder *b, int micro)
 		alloc_buf(b, a);
 		opd(b, a, OPD_OUT);
 		b->acts[g] = a;
-		scratch(b, b->transient[sk][PH_FWD][seg_ac(s, g)], u, g, micro);
+		scratch_tensors(b, &b->transient[sk][PH_FWD][seg_ac(s, g)], u, g, micro);
 		if (sk == SEG_HEAD) {
 			free_buf(b, b->resid);
 			b->resid = -1;
@@ -676,6 +687,24 @@ static int emit_replica_allreduce(struct builder *b, int u, int g, int micro, in
 	return commit(b);
 }
 
+/*
+ * FSDP2 keeps a unit's reduce-scatter input (allocated on the compute
+ * stream) until the next unit's reduce or the end of backward
+ * (ReduceScatterState in _fsdp_param_group.py): the compute stream waits
+ * for that reduce-scatter, then drops the buffer.
+ */
+static void release_rs_input(struct builder *b, int micro)
+{
+	if (b->rs_held < 0)
+		return;
+	begin(b, OP_FREE, ST_COMPUTE, b->s->bufs[b->rs_held].unit, -1, micro);
+	b->cur->launches = 0;
+	dep(b, b->rs_held_op);
+	free_buf(b, b->rs_held);
+	commit(b);
+	b->rs_held = b->rs_held_op = -1;
+}
+
 /* Reduce unit u's gradient after its backward of this microbatch. */
 static void reduce_unit(struct builder *b, int u, int micro, int after)
 {
@@ -698,10 +727,17 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		int cast = x->full_grad_elem != b->grad_elem;
 
 		if (s->per_tensor_shards || cast) {
-			/* copy (and cast) the gradient into the flat reduce-scatter input */
-			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, ST_REDUCE_SCATTER, u, -1, micro,
-					b->grad_elem);
-			begin(b, OP_COPY_IN, ST_REDUCE_SCATTER, u, -1, micro);
+			/*
+			 * Copy (and cast) the gradient into the flat reduce-scatter
+			 * input. FSDP2 (foreach_reduce) allocates and fills it on the
+			 * compute stream, after dropping the previous one.
+			 */
+			enum stream_id st = s->per_tensor_shards ? ST_COMPUTE : ST_REDUCE_SCATTER;
+
+			if (s->per_tensor_shards)
+				release_rs_input(b, micro);
+			rs_in = buf_new(b, x->reduce_bytes, MEM_COMM, BUF_RS_IN, st, u, -1, micro, b->grad_elem);
+			begin(b, OP_COPY_IN, st, u, -1, micro);
 			b->cur->bytes = x->full_grad_bytes + x->reduce_bytes;
 			dep(b, after);
 			opd(b, b->full_grad[u], OPD_IN);
@@ -721,9 +757,14 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		opd(b, in, OPD_IN);
 		opd(b, out, OPD_OUT);
 		alloc_buf(b, out);
-		free_buf(b, in);
+		if (!s->per_tensor_shards || rs_in < 0)
+			free_buf(b, in);
 		b->full_grad[u] = -1;
 		op = commit(b);
+		if (s->per_tensor_shards && rs_in >= 0) {
+			b->rs_held = rs_in;
+			b->rs_held_op = op;
+		}
 		stream_of_last = ST_REDUCE_SCATTER;
 
 		/* hsdp: all-reduce this microbatch's shard across replicas, unless deferred */
@@ -913,7 +954,7 @@ static void backward(struct builder *b, int micro)
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);
 		if (seg_ac(s, g) != AC_NONE && sk == SEG_BLOCK) {
-			uint64_t tr = b->transient[sk][PH_RECOMPUTE][seg_ac(s, g)];
+			uint64_t tr = b->transient[sk][PH_RECOMPUTE][seg_ac(s, g)].sum;
 			begin(b, OP_RECOMPUTE, ST_COMPUTE, u, g, micro);
 			set_kernels(b, g, PH_RECOMPUTE);
 			dep(b, b->ready_op[u]);
@@ -950,7 +991,7 @@ static void backward(struct builder *b, int micro)
 		} else {
 			opd(b, b->dresid, sk == SEG_EMBED ? OPD_IN : OPD_INOUT);
 		}
-		scratch(b, b->transient[sk][PH_BWD][seg_ac(s, g)], u, g, micro);
+		scratch_tensors(b, &b->transient[sk][PH_BWD][seg_ac(s, g)], u, g, micro);
 		free_buf(b, b->acts[g]);
 		free_buf(b, b->recomputed[g]);
 		if (sk == SEG_EMBED) {
@@ -986,6 +1027,7 @@ static void backward(struct builder *b, int micro)
 				reduce_unit(b, u, micro, op);
 		}
 	}
+	release_rs_input(b, micro);
 	free(pos);
 }
 
@@ -1232,7 +1274,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.grad_elem = elem_of(policy_grad_bytes(p));
 	b.accum_elem = elem_of(policy_accum_bytes(p));
 	b.state_elem = elem_of(precision_optstate_bytes(p->precision) / 2);
-	b.resid = b.dresid = -1;
+	b.resid = b.dresid = b.rs_held = b.rs_held_op = -1;
 	plan_units(&b);
 	b.shard_param = ints(s->nunits, -1);
 	b.optim_state = ints(s->nunits, -1);
@@ -1262,8 +1304,12 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.cap = 4 * s->nunits + 64;
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
 	b.opd_at = xmalloc(sizeof(int) * s->cap_bufs);
-	b.recipe = (enum kernel_recipe)name_index(kernel_recipe_names, e->runtime.kernels);
-	assert(b.recipe >= 0);
+	for (int i = 0; i < SEG_KIND_COUNT; i++)
+		b.recipe[i] = (enum kernel_recipe)name_index(kernel_recipe_names, e->runtime.kernels);
+	assert(b.recipe[SEG_BLOCK] >= 0);
+	/* torch.compile on the blocks only: the loss runs eager */
+	if (b.recipe[SEG_HEAD] == KR_COMPILE && p->compile == COMPILE_MODEL)
+		b.recipe[SEG_HEAD] = KR_EAGER;
 	/* the modes segments have: the policy's, and for per-layer a block's none or full */
 	for (int i = 0; i < SEG_KIND_COUNT; i++)
 		for (int ac = 0; ac < AC_MODES; ac++) {
@@ -1272,10 +1318,16 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 				b.ktab[i][j][ac] = -2;
 			if (!used)
 				continue;
-			b.saved[i][ac] = recipe_saved_bytes(b.recipe, &e->model, s->batch, i, ac, s->loss, b.act_bytes);
-			for (int j = 0; j < PH_COUNT; j++)
-				b.transient[i][j][ac] = recipe_transient_bytes(b.recipe, &e->model, s->batch, i, j, ac, s->loss,
-									    b.act_bytes);
+			b.saved[i][ac] = recipe_saved_bytes(b.recipe[i], &e->model, s->batch, i, ac, s->loss, b.act_bytes);
+			for (int j = 0; j < PH_COUNT; j++) {
+				struct transient *tr = &b.transient[i][j][ac];
+
+				tr->n = recipe_transient_tensors(b.recipe[i], &e->model, s->batch, i, j, ac, s->loss,
+								 b.act_bytes, tr->bytes);
+				tr->sum = 0;
+				for (int k = 0; k < tr->n; k++)
+					tr->sum += tr->bytes[k];
+			}
 		}
 
 	static_buffers(&b);
@@ -1301,7 +1353,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 }
 
 /* struct policy is ints and int-sized enums only: compared as bytes */
-_Static_assert(sizeof(struct policy) == 22 * sizeof(int), "struct policy has no padding");
+_Static_assert(sizeof(struct policy) == 23 * sizeof(int), "struct policy has no padding");
 
 int schedule_same_inputs(const struct experiment *a, const struct experiment *b)
 {
@@ -1483,6 +1535,24 @@ int op_operand(const struct schedule *s, int op, enum buf_kind k, int role)
 			return (int)x->buf;
 	}
 	return -1;
+}
+
+uint64_t op_transient_bytes(const struct schedule *s, int op, int *n)
+{
+	const struct op *o = &s->ops[op];
+	uint64_t bytes = 0;
+	int k = 0;
+
+	for (uint32_t i = 0; i < o->nopd; i++) {
+		const struct buffer *b = &s->bufs[s->opds[o->opd_first + i].buf];
+		if (b->kind == BUF_TRANSIENT) {
+			bytes += b->bytes;
+			k++;
+		}
+	}
+	if (n)
+		*n = k;
+	return bytes;
 }
 
 int elem_bytes(enum elem e)

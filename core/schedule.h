@@ -315,6 +315,12 @@ int op_is_comm(const struct schedule *s, const struct op *o);
 
 /* The first operand of op i of buffer kind k with a role including `role` bits, or -1. */
 int op_operand(const struct schedule *s, int op, enum buf_kind k, int role);
+/*
+ * The bytes of op's transient buffers together; *n (when not NULL) gets
+ * how many it has: one scratch region for the testbed's recipe, a buffer
+ * per tensor for PyTorch's (recipe_transient_tensors).
+ */
+uint64_t op_transient_bytes(const struct schedule *s, int op, int *n);
 
 /* Bytes per element of a buffer's element type. */
 int elem_bytes(enum elem e);

@@ -817,6 +817,7 @@ void sweep_policy_pack(const struct policy *p, struct sweep_policy *o)
 	o->concat_last_only = (uint8_t)p->concat_last_only;
 	o->runtime = (uint8_t)p->runtime;
 	o->expandable_segments = (uint8_t)p->expandable_segments;
+	o->compile = (uint8_t)p->compile;
 	/* every field fits its packed width (checked by config's ranges: microbatches <= 4096, prefetch <= 8) */
 	assert(p->partial_k < 65536 && p->wrap_k < 65536 && p->microbatches < 65536);
 }
@@ -845,6 +846,7 @@ void sweep_policy_unpack(const struct sweep_policy *o, struct policy *p)
 	p->concat_last_only = o->concat_last_only;
 	p->runtime = (enum runtime)o->runtime;
 	p->expandable_segments = o->expandable_segments;
+	p->compile = (enum compile_scope)o->compile;
 }
 
 /* The digits of outer combination k and inner combination j, per axis (file order), into v. */

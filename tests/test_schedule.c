@@ -350,6 +350,114 @@ static void test_operands_name_the_memory(void)
 	done(s, &e);
 }
 
+/*
+ * FSDP2's reduce-scatter input (foreach_reduce, _fsdp_param_group.py): the
+ * compute stream allocates and fills it, and keeps it until the next
+ * unit's reduce or the end of backward, when it waits for that
+ * reduce-scatter and drops it. The testbed's cast to the reduce dtype runs
+ * on the reduce-scatter stream, which frees it as it reads it.
+ */
+static void test_reduce_scatter_input_lifetime(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	int n = 0, last_free = -1;
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			  "policy.reduce_dtype=fp32", "policy.microbatches=2", "policy.accum=sync-each", NULL);
+	check_invariants(s);
+	for (int b = 0; b < s->nbufs; b++) {
+		const struct buffer *x = &s->bufs[b];
+		int rs, alive = 0;
+
+		if (x->kind != BUF_RS_IN)
+			continue;
+		n++;
+		CU_ASSERT_EQUAL(s->ops[x->alloc_op].kind, OP_COPY_IN);
+		CU_ASSERT_EQUAL(s->ops[x->alloc_op].stream, ST_COMPUTE);
+		rs = x->alloc_op + 1;
+		CU_ASSERT_EQUAL_FATAL(s->ops[rs].kind, OP_REDUCE_SCATTER);
+		CU_ASSERT_EQUAL(op_operand(s, rs, BUF_RS_IN, OPD_IN), b);
+		/* dropped by the compute stream once that reduce-scatter is done */
+		CU_ASSERT_EQUAL(s->ops[x->free_op].kind, OP_FREE);
+		CU_ASSERT_EQUAL(s->ops[x->free_op].stream, ST_COMPUTE);
+		CU_ASSERT(schedule_happens_before(s, rs, x->free_op));
+		CU_ASSERT_EQUAL(s->ops[x->free_op].micro, s->ops[rs].micro);
+		/* ... just before the next copy-in, or at the end of its microbatch's backward */
+		CU_ASSERT(s->ops[x->free_op + 1].kind == OP_COPY_IN || x->free_op + 1 == s->nops ||
+			  s->ops[x->free_op + 1].micro != s->ops[rs].micro || s->ops[x->free_op + 1].kind == OP_OPTIM);
+		/* one held at a time */
+		CU_ASSERT(x->alloc_op > last_free);
+		last_free = x->free_op;
+		for (int c = 0; c < s->nbufs; c++)
+			alive += s->bufs[c].kind == BUF_RS_IN && s->bufs[c].alloc_op <= x->alloc_op &&
+				 s->bufs[c].free_op > x->alloc_op;
+		CU_ASSERT_EQUAL(alive, 1);
+	}
+	/* a reduce per unit and microbatch (sync-each) */
+	CU_ASSERT_EQUAL(n, 2 * s->nunits);
+	done(s, &e);
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.reduce_dtype=fp32",
+			  NULL);
+	n = 0;
+	for (int b = 0; b < s->nbufs; b++) {
+		const struct buffer *x = &s->bufs[b];
+
+		if (x->kind != BUF_RS_IN)
+			continue;
+		n++;
+		CU_ASSERT_EQUAL(s->ops[x->alloc_op].stream, ST_REDUCE_SCATTER);
+		CU_ASSERT_EQUAL(s->ops[x->free_op].kind, OP_REDUCE_SCATTER);
+	}
+	CU_ASSERT_EQUAL(n, s->nunits);
+	done(s, &e);
+}
+
+/*
+ * Each transient tensor of a PyTorch phase is a buffer of its own: the
+ * eager head's forward holds the bf16 logits and their fp32 copy, its
+ * backward two fp32 gradients of the logits; the testbed's block forward
+ * one scratch region.
+ */
+static void test_transient_tensors(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	uint64_t NV;
+
+	for (int rt = 0; rt < 2; rt++) {
+		s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+				  rt ? "policy.runtime=pytorch" : "policy.runtime=testbed", "policy.ac=full", NULL);
+		NV = (uint64_t)s->batch * e.model.seq * e.model.vocab;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			uint64_t sizes[8];
+			int n = 0;
+
+			if (o->micro != 0 || (o->kind != OP_FORWARD && o->kind != OP_BACKWARD))
+				continue;
+			for (uint32_t k = 0; k < o->nopd; k++) {
+				const struct buffer *x = &s->bufs[s->opds[o->opd_first + k].buf];
+				if (x->kind == BUF_TRANSIENT && n < 8)
+					sizes[n++] = x->bytes;
+			}
+			if (s->segs[o->seg].kind == SEG_HEAD && rt) {
+				CU_ASSERT_EQUAL_FATAL(n, 2);
+				CU_ASSERT_EQUAL(sizes[0], (o->kind == OP_FORWARD ? 2 : 4) * NV);
+				CU_ASSERT_EQUAL(sizes[1], 4 * NV);
+			} else if (s->segs[o->seg].kind == SEG_BLOCK && o->kind == OP_FORWARD) {
+				/* full checkpointing: forward makes every tensor backward would read, and keeps the input */
+				if (rt)
+					CU_ASSERT(n > 4);
+				if (!rt)
+					CU_ASSERT_EQUAL(n, 1);
+			}
+		}
+		done(s, &e);
+	}
+}
+
 /* Shards: flat for the testbed runtime, per tensor (dim 0, padded) for pytorch. */
 static void test_shard_layouts(void)
 {
@@ -469,6 +577,8 @@ void suite_schedule(void)
 	CU_add_test(s, "every policy builds a well-formed graph", test_every_policy_is_well_formed);
 	CU_add_test(s, "operands name each op's memory", test_operands_name_the_memory);
 	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
+	CU_add_test(s, "FSDP2 keeps the reduce-scatter input on the compute stream", test_reduce_scatter_input_lifetime);
+	CU_add_test(s, "a PyTorch phase's transient tensors", test_transient_tensors);
 	CU_add_test(s, "vector clocks are reachability", test_clocks_are_reachability);
 	CU_add_test(s, "schedule_check finds a race", test_check_finds_races);
 	CU_add_test(s, "every walked policy keeps the invariants", test_every_walked_policy_checks);

@@ -1735,11 +1735,13 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 	cudaCheck(cudaGetDeviceProperties(&c->prop, c->device));
 	for (int i = 0; i < s->nbufs; i++) {
 		uint64_t need = need_bytes(c, &s->bufs[i]);
-		if (need > s->bufs[i].bytes) {
+		/* an op's transient tensors are one scratch to the kernels (exec.c) */
+		uint64_t have = s->bufs[i].kind == BUF_TRANSIENT ? op_transient_bytes(s, s->bufs[i].alloc_op, NULL)
+								 : s->bufs[i].bytes;
+		if (need > have) {
 			/* the schedule and the CUDA model disagree on a size: a bug, not an input error */
 			fprintf(stderr, "gpu_run: a %s buffer of %llu bytes is too small for the cuda backend's %llu\n",
-				buf_kind_name(s->bufs[i].kind), (unsigned long long)s->bufs[i].bytes,
-				(unsigned long long)need);
+				buf_kind_name(s->bufs[i].kind), (unsigned long long)have, (unsigned long long)need);
 			abort();
 		}
 	}

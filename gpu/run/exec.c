@@ -47,6 +47,13 @@ struct exec {
 	int nsegs;
 	int N;
 	int serialize;              /* one op at a time */
+	/*
+	 * The kernels' scratch for an op whose transient memory is several
+	 * tensors (a PyTorch recipe's, recipe_transient_tensors): the kernels
+	 * are the testbed's and want one region; the tensors are allocated
+	 * and held as the model says, this region is outside the allocator.
+	 */
+	void *workspace;
 };
 
 static const struct backend_ops *ops_of(const struct exec *x)
@@ -273,6 +280,22 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 			x->master[bf->unit] = i;
 	}
 	fill_persistent(x);
+	{
+		uint64_t ws = 0;
+		int n;
+
+		for (int i = 0; i < s->nops; i++) {
+			uint64_t t = op_transient_bytes(s, i, &n);
+			if (n > 1 && t > ws)
+				ws = t;
+		}
+		if (ws && !(x->workspace = ops_of(x)->dev_alloc(b, ws))) {
+			snprintf(err, errlen, "out of device memory for the kernels' scratch (%.2f GiB)",
+				 (double)ws / (double)(1ull << 30));
+			exec_free(x);
+			return NULL;
+		}
+	}
 	return x;
 }
 
@@ -286,6 +309,8 @@ void exec_free(struct exec *x)
 	for (int i = 0; i < x->nsegs; i++)
 		if (x->seg_base[i])
 			ops_of(x)->dev_free(x->be, x->seg_base[i]);
+	if (x->workspace)
+		ops_of(x)->dev_free(x->be, x->workspace);
 	memory_free(x->mem);
 	free(x->planned);
 	free(x->seg_base);
@@ -320,6 +345,7 @@ static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 	int pb = op_operand(s, i, BUF_FULL_PARAM, OPD_IN), gb = op_operand(s, i, BUF_FULL_GRAD, OPD_OUT);
 	void *params = ptr_of(x, pb), *grads = gb >= 0 ? ptr_of(x, gb) : NULL;
 	enum elem pe = s->bufs[pb].elem, ge = gb >= 0 ? s->bufs[gb].elem : pe;
+	int n;
 
 	memset(a, 0, sizeof(*a));
 	a->param_elem = pe;
@@ -334,7 +360,8 @@ static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 	if (!a->saved)
 		a->saved = opd_ptr(x, i, BUF_TOKENS, OPD_INOUT);
 	a->recomputed = opd_ptr(x, i, BUF_RECOMPUTED, OPD_INOUT);
-	a->scratch = opd_ptr(x, i, BUF_TRANSIENT, OPD_INOUT);
+	op_transient_bytes(s, i, &n);
+	a->scratch = n > 1 ? x->workspace : opd_ptr(x, i, BUF_TRANSIENT, OPD_INOUT);
 	a->resid = opd_ptr(x, i, o->kind == OP_FORWARD ? BUF_RESIDUAL : BUF_RESIDUAL_GRAD, OPD_INOUT);
 }
 
