@@ -456,6 +456,25 @@ static void test_transient_tensors(void)
 		}
 		done(s, &e);
 	}
+	/* torch.compile on the blocks only (policy.compile = model): the loss runs eager, with its fp32 logits */
+	for (int scope = 0; scope < 2; scope++) {
+		int head_tr = 0;
+
+		s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+				  "policy.runtime=pytorch-compile", scope ? "policy.compile=model" : "policy.compile=model+loss",
+				  NULL);
+		NV = (uint64_t)s->batch * e.model.seq * e.model.vocab;
+		for (int i = 0; i < s->nops; i++)
+			if (s->ops[i].micro == 0 && s->ops[i].kind == OP_BACKWARD && s->segs[s->ops[i].seg].kind == SEG_HEAD)
+				op_transient_bytes(s, i, &head_tr);
+		CU_ASSERT_EQUAL(head_tr, scope ? 2 : 0);
+		/* and keeps the fp32 log-probabilities, not the bf16 logits */
+		for (int b = 0; b < s->nbufs; b++)
+			if (s->bufs[b].kind == BUF_ACTS && s->bufs[b].seg >= 0 && s->segs[s->bufs[b].seg].kind == SEG_HEAD &&
+			    s->bufs[b].micro == 0)
+				CU_ASSERT(scope ? s->bufs[b].bytes >= 4 * NV : s->bufs[b].bytes < 4 * NV);
+		done(s, &e);
+	}
 }
 
 /* Shards: flat for the testbed runtime, per tensor (dim 0, padded) for pytorch. */
