@@ -191,6 +191,7 @@ struct allocator {
 	uint64_t capacity;      /* the capacity, raised by each segment reserved past it */
 	uint32_t search;     /* searches so far, for the stamps */
 	int draining;        /* drain(): merged blocks stay out of the levels until drain puts every block at 2 */
+	int flushed;         /* caching: nothing freed since the last flush (nor a step settled) */
 	int at_b, at_i;      /* the block a search chose and its place in its order, a guess (order_remove) */
 	struct skey *keys;   /* drain(): scratch, the blocks entering ready[] */
 	int capkeys;
@@ -1675,6 +1676,15 @@ static void segment_release(struct allocator *a, int b)
  */
 static void flush(struct allocator *a)
 {
+	if (a->flushed && !a->cfg.expandable)
+		/*
+		 * nothing freed since the last flush: every free block is
+		 * still ready and alone in its run, and no segment is
+		 * entirely free (each reserved since went to a request), so
+		 * draining and releasing would change nothing
+		 */
+		return;
+	a->flushed = 1;
 	drain(a); /* every free block ready; those that span their segment in whole[] */
 	if (a->cfg.expandable) {
 		/* each free block gives back its whole pages, pool by pool (the keys: drain's scratch, done with) */
@@ -1908,6 +1918,7 @@ uint64_t alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint3
 	k->ready[stream] = pos + 1;
 	k->waits = 1u << stream;
 	k->freed_op = op;
+	a->flushed = 0;
 	if (a->cfg.caching)
 		cache_add(a, b);
 	else
@@ -1918,6 +1929,7 @@ uint64_t alloc_put(struct allocator *a, int buf, int stream, uint32_t pos, uint3
 
 void alloc_settle(struct allocator *a)
 {
+	a->flushed = 0; /* the step's end: segments left entirely free stay until a flush */
 	drain(a);
 	/* the next step's clocks start again from 0: every free block is ready for them */
 	if (a->cfg.caching)
