@@ -21,4 +21,9 @@ for w in 1 "$n"; do
 		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
 	[ "$n" = 1 ] && break
 done
+# the base policy again with expandable segments (PYTORCH_CUDA_ALLOC_CONF is read once per process):
+# reserved against the run above without them, which ./sim models (policy.expandable_segments)
+$PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
+	--expandable-segments --gpu "$gpu" --steps 8 --warmup 2 \
+	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 exit $rc
