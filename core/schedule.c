@@ -1555,6 +1555,13 @@ uint64_t op_transient_bytes(const struct schedule *s, int op, int *n)
 	return bytes;
 }
 
+uint64_t buf_kernel_bytes(const struct schedule *s, int buf)
+{
+	const struct buffer *b = &s->bufs[buf];
+
+	return b->kind == BUF_TRANSIENT ? op_transient_bytes(s, b->alloc_op, NULL) : b->bytes;
+}
+
 int elem_bytes(enum elem e)
 {
 	static const int b[ELEM_COUNT] = { 4, 2, 4 };

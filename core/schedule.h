@@ -321,6 +321,12 @@ int op_operand(const struct schedule *s, int op, enum buf_kind k, int role);
  * per tensor for PyTorch's (recipe_transient_tensors).
  */
 uint64_t op_transient_bytes(const struct schedule *s, int op, int *n);
+/*
+ * The bytes the kernels may use of buffer buf: its own, or for a
+ * transient buffer, its op's transient buffers together (the kernels take
+ * an op's transient tensors as one scratch region, gpu/run/exec.c).
+ */
+uint64_t buf_kernel_bytes(const struct schedule *s, int buf);
 
 /* Bytes per element of a buffer's element type. */
 int elem_bytes(enum elem e);

@@ -973,8 +973,7 @@ struct backend *backend_cpu_new(const struct schedule *s, struct comm *comm, cha
 	for (int i = 0; i < s->nbufs; i++) {
 		const struct buffer *b = &s->bufs[i];
 		uint64_t need = need_bytes(c, b);
-		/* an op's transient tensors are one scratch to the kernels (exec.c) */
-		uint64_t have = b->kind == BUF_TRANSIENT ? op_transient_bytes(s, b->alloc_op, NULL) : b->bytes;
+		uint64_t have = buf_kernel_bytes(s, i);
 		if (need > have) {
 			/* the schedule and the reference disagree on a size: a bug, not an input error */
 			fprintf(stderr, "gpu_run: a %s buffer of %llu bytes is too small for the cpu backend's %llu\n",

@@ -1735,9 +1735,7 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 	cudaCheck(cudaGetDeviceProperties(&c->prop, c->device));
 	for (int i = 0; i < s->nbufs; i++) {
 		uint64_t need = need_bytes(c, &s->bufs[i]);
-		/* an op's transient tensors are one scratch to the kernels (exec.c) */
-		uint64_t have = s->bufs[i].kind == BUF_TRANSIENT ? op_transient_bytes(s, s->bufs[i].alloc_op, NULL)
-								 : s->bufs[i].bytes;
+		uint64_t have = buf_kernel_bytes(s, i);
 		if (need > have) {
 			/* the schedule and the CUDA model disagree on a size: a bug, not an input error */
 			fprintf(stderr, "gpu_run: a %s buffer of %llu bytes is too small for the cuda backend's %llu\n",
