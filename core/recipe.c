@@ -172,11 +172,13 @@ static const struct op eager_block[] = {
  * torch.compile (Inductor) of the same block: each chain of element-wise
  * ops between two library calls is one generated kernel (the RoPE casts
  * and product with the KV expansion, the residual add with the next norm,
- * silu with mul); matmuls and SDPA stay cuBLAS and flash calls; the
- * partitioner keeps the library calls' outputs and the norms' statistics
- * and recomputes the product silu(g) * u inside the backward kernel
- * (torch/_inductor/scheduler.py fusion, torch/_functorch/partitioners.py
- * min_cut_rematerialization_partition).
+ * silu with mul); matmuls and SDPA stay cuBLAS and flash calls. Without
+ * checkpointing the partitioner keeps what eager autograd does less silu's
+ * output (the fused backward recomputes it from g), with the first residual
+ * sum h as wo's output, as many bytes (torch/_inductor/scheduler.py fusion,
+ * torch/_functorch/partitioners.py min_cut_rematerialization_partition;
+ * experiments/pytorch/saved.py lists PyTorch 2.11's choice, and kept()
+ * says what checkpointing changes).
  */
 static const struct op compile_block[] = {
 	{ "attn_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X), L(T_XN1, T_RSTD1), L(T_X, T_RSTD1), 2, "attn_norm_bwd" },
@@ -202,15 +204,16 @@ static const struct op compile_block[] = {
 struct table {
 	const struct op *ops;
 	int n;
-	int add_grads; /* autograd adds the gradients of a tensor read by several ops (eager) */
+	int add_grads;   /* autograd adds the gradients of a tensor read by several ops (eager) */
+	int partitioned; /* a compiled graph: a policy's saved output is kept only where the backward needs it */
 };
 
 static struct table table_of(enum kernel_recipe r)
 {
 	if (r == KR_EAGER)
-		return (struct table){ eager_block, (int)(sizeof eager_block / sizeof eager_block[0]), 1 };
+		return (struct table){ eager_block, (int)(sizeof eager_block / sizeof eager_block[0]), 1, 0 };
 	assert(r == KR_COMPILE);
-	return (struct table){ compile_block, (int)(sizeof compile_block / sizeof compile_block[0]), 0 };
+	return (struct table){ compile_block, (int)(sizeof compile_block / sizeof compile_block[0]), 0, 1 };
 }
 
 /* Lists end at T_NONE; a list left short by its initialiser is padded with 0 = T_X, so stop at T_NONE only. */
@@ -236,7 +239,43 @@ static tset outputs_of(const struct op *o)
 	return s;
 }
 
-/* What the block keeps under mode ac (AC_PER_LAYER is not a block's mode). */
+static tset inputs_of(const struct op *o)
+{
+	tset s = 0;
+	EACH(t, o->in)
+		s |= 1u << *t;
+	return s;
+}
+
+/*
+ * What the backward needs when the block keeps `keep`: the tensors some
+ * op's backward reads, and the inputs of every op that must run again to
+ * make one it needs and the block does not keep (ops in reverse, so that
+ * an op's inputs are added before the ops that made them are looked at).
+ */
+static tset needed(const struct table *t, tset keep)
+{
+	tset need = 0;
+
+	for (int i = 0; i < t->n; i++)
+		need |= saved_by(&t->ops[i]);
+	for (int i = t->n - 1; i >= 0; i--)
+		if (outputs_of(&t->ops[i]) & need & ~keep)
+			need |= inputs_of(&t->ops[i]);
+	return need;
+}
+
+/*
+ * What the block keeps under mode ac (AC_PER_LAYER is not a block's mode).
+ * Eager checkpointing caches every output its policy saves
+ * (torch/utils/checkpoint.py, _CachingTorchDispatchMode: MUST_SAVE and
+ * PREFER_SAVE outputs go to its storage), the last matmul's too, which
+ * only the residual add reads. A compiled block's partitioner saves a
+ * MUST_SAVE output only where the backward reads it or recomputes from it
+ * (torch/_functorch/partitioners.py); experiments/pytorch/saved.py lists
+ * what PyTorch 2.11's compiled forward returns for its backward, and it is
+ * this set under every mode.
+ */
 static tset kept(const struct table *t, enum ac_mode ac)
 {
 	tset all = 0, keep = 1u << T_X;
@@ -259,7 +298,7 @@ static tset kept(const struct table *t, enum ac_mode ac)
 			if (o->sac == SAC_ATTN || (o->sac == SAC_MM && (ac == AC_SELECTIVE || mm % 2 == 1)))
 				keep |= outputs_of(o);
 		}
-		return keep;
+		return t->partitioned ? keep & needed(t, keep) : keep;
 	default:
 		assert(!"not a block's checkpointing mode");
 		return all;

@@ -120,6 +120,30 @@ static void test_eager_saved_bytes(void)
 			2 * a * N * D + 4 * N + 8 * N + 4 * N * 128256ull);
 }
 
+/*
+ * What PyTorch 2.11's compiled forward returns for its backward
+ * (experiments/pytorch/saved.py lists it): the partitioner saves a policy's
+ * output only where the backward reads it or recomputes from it, so the
+ * last matmul's output, which eager checkpointing caches, is not kept.
+ */
+static void test_compiled_saved_bytes(void)
+{
+	uint64_t N = 8192, D = 4096, HQ = 4096, F = 14336, KVQ = 1024, a = 2, lse = 4ull * 32 * 8192;
+
+	/* x, rstd, xn1; roped q, expanded k and v, SDPA's output and logsumexp; h, rstd, xn2; g, u, product */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_NONE, LOSS_FULL, 2),
+			a * N * (4 * D + 4 * HQ + 3 * F) + 2 * 4 * N + lse);
+	/* per-op: x, wq's and wv's outputs, SDPA's, w1's; not w2's (eager keeps it: one N x D more) */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_PER_OP, LOSS_FULL, 2),
+			a * N * (D + HQ + KVQ + HQ + F) + lse);
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_PER_OP, LOSS_FULL, 2) -
+			recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_PER_OP, LOSS_FULL, 2), a * N * D);
+	/* every matmul's output but w2's, and SDPA's */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_SELECTIVE, LOSS_FULL, 2),
+			a * N * (D + HQ + 2 * KVQ + HQ + D + 2 * F) + lse);
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_FULL, LOSS_FULL, 2), a * N * D);
+}
+
 static void test_recompute(void)
 {
 	struct kernel k[MODEL_MAX_KERNELS];
@@ -230,6 +254,7 @@ void suite_recipe(void)
 	CU_add_test(s, "eager block: kernels and bytes", test_eager_block);
 	CU_add_test(s, "compiled block: fused kernels", test_compiled_block);
 	CU_add_test(s, "eager saved bytes per checkpointing mode", test_eager_saved_bytes);
+	CU_add_test(s, "compiled saved bytes per checkpointing mode", test_compiled_saved_bytes);
 	CU_add_test(s, "recompute per checkpointing mode", test_recompute);
 	CU_add_test(s, "schedule: per-layer and per-op, the testbed rule", test_schedule_modes);
 	CU_add_test(s, "optimizer: foreach temporaries, host dispatch", test_optimizer_extras);

@@ -90,13 +90,16 @@ class Llama(nn.Module):
 
 # ---- policies ----------------------------------------------------------------
 
-def op_sac_policy():
-    """torchtitan's per-op selective checkpointing: keep attention's outputs and every other matmul's."""
+def op_sac_policy(every_mm=False):
+    """torchtitan's per-op selective checkpointing: keep attention's outputs and every other matmul's
+    (every_mm: every matmul's, this project's `selective`)."""
     save = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_flash_attention.default,
             torch.ops.aten._scaled_dot_product_efficient_attention.default}
-    cudnn = getattr(torch.ops.aten, "_scaled_dot_product_cudnn_attention", None)  # first on sm90 in 2.11
-    if cudnn is not None:
-        save.add(cudnn.default)
+    for name in ("_scaled_dot_product_cudnn_attention",  # first on sm90 in 2.11
+                 "_scaled_dot_product_flash_attention_for_cpu"):  # a CPU's (saved.py, gloo runs)
+        op = getattr(torch.ops.aten, name, None)
+        if op is not None:
+            save.add(op.default)
 
     def context():
         count = {"forward": 0, "recompute": 0}
@@ -105,7 +108,7 @@ def op_sac_policy():
             mode = "recompute" if ctx.is_recompute else "forward"
             if func == torch.ops.aten.mm.default:
                 count[mode] += 1
-            keep = func in save and not (func == torch.ops.aten.mm.default and count[mode] % 2 == 0)
+            keep = func in save and (every_mm or not (func == torch.ops.aten.mm.default and count[mode] % 2 == 0))
             return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
         return create_selective_checkpoint_contexts(policy)
     return context
