@@ -453,8 +453,10 @@ static void block_kernels(struct klist *l, const struct table *t, const struct m
  * (a gather of N targets); backward: nll_loss_backward (a zero-filled fp32
  * gradient, then a scatter), log_softmax_backward, the cast back, dgrad,
  * wgrad, the norm's two kernels. Compiled: one reduction reading the bf16
- * logits for each row's logsumexp, and one backward kernel writing the
- * bf16 gradient of the logits from logits, logsumexp and targets.
+ * logits for each row's maximum and the log of its sum of exponentials
+ * (Inductor's decomposition of log_softmax: amax, then log(sum(exp(x -
+ * amax)))), and one backward kernel writing the bf16 gradient of the
+ * logits from logits, those two and targets.
  */
 static void head_kernels(struct klist *l, enum kernel_recipe r, const struct model_dims *d, enum phase ph, int a)
 {
@@ -468,7 +470,7 @@ static void head_kernels(struct klist *l, enum kernel_recipe r, const struct mod
 			ew(l, "log_softmax", 2 * NV * 4, 5 * NV);
 			ew(l, "nll_loss", N * (8 + 4), N);
 		} else {
-			ew(l, "loss_fused", NV * a + N * (8 + 4 + 4), 5 * NV);
+			ew(l, "loss_fused", NV * a + N * (8 + 4 + 4 + 4), 5 * NV);
 		}
 		return;
 	}
@@ -480,7 +482,7 @@ static void head_kernels(struct klist *l, enum kernel_recipe r, const struct mod
 		ew(l, "log_softmax_bwd", 3 * NV * 4, 3 * NV);
 		ew(l, "loss_float_bwd", NV * (4 + a), 0);
 	} else {
-		ew(l, "loss_fused_bwd", 2 * NV * a + N * (8 + 4), 3 * NV);
+		ew(l, "loss_fused_bwd", 2 * NV * a + N * (8 + 4 + 4), 3 * NV);
 	}
 	klist_gemm(l, "output_dgrad", d->N, d->D, d->V, a);
 	klist_gemm(l, "output_wgrad", d->V, d->D, d->N, a);
@@ -525,11 +527,12 @@ uint64_t recipe_saved_bytes(enum kernel_recipe r, const struct model_shape *m, i
 		return model_segment_saved_bytes(m, batch, s, ac < AC_COUNT ? ac : AC_FULL, loss, act_bytes);
 	if (s == SEG_HEAD) {
 		/* x and rstd (the norm), its output (the GEMM's input), the int64 targets (nll_loss), and
-		 * eager: the fp32 log-probabilities; compiled: the bf16 logits and the logsumexp */
+		 * eager: the fp32 log-probabilities; compiled: the bf16 logits, each row's maximum and the
+		 * log of its sum of exponentials (experiments/pytorch/saved.py: PyTorch 2.11's choice) */
 		uint64_t b = 2 * aligned(N * d.D * a) + aligned(4 * N) + aligned(8 * N);
 		if (r == KR_EAGER)
 			return b + aligned(N * d.V * 4);
-		return b + aligned(N * d.V * a) + aligned(4 * N);
+		return b + aligned(N * d.V * a) + 2 * aligned(4 * N);
 	}
 	t = table_of(r);
 	return set_bytes(kept(&t, ac), &d, act_bytes);

@@ -142,6 +142,9 @@ static void test_compiled_saved_bytes(void)
 	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_SELECTIVE, LOSS_FULL, 2),
 			a * N * (D + HQ + 2 * KVQ + HQ + D + 2 * F) + lse);
 	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_BLOCK, AC_FULL, LOSS_FULL, 2), a * N * D);
+	/* the head: x, its norm, rstd, int64 targets; the bf16 logits, each row's maximum and log-sum-exp */
+	CU_ASSERT_EQUAL(recipe_saved_bytes(KR_COMPILE, &l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2),
+			2 * a * N * D + 4 * N + 8 * N + a * N * 128256ull + 2 * 4 * N);
 }
 
 static void test_recompute(void)

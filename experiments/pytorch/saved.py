@@ -1,43 +1,52 @@
 #!/usr/bin/env python3
-"""What a block keeps for its backward, per runtime and checkpointing mode,
+"""What a block and the loss keep for their backward, per runtime and checkpointing mode,
 taken from PyTorch and set against ./sim's recipes (core/recipe.c).
 
-    python3 experiments/pytorch/saved.py [--sim ./sim] [--hidden 256 --ffn 768 --heads 8 --kv-heads 2 --seq 128 --batch 2]
+    python3 experiments/pytorch/saved.py [--sim ./sim] [--hidden 256 --ffn 768 --heads 8 --kv-heads 2 --seq 128 --batch 2 --vocab 1000]
 
-The block is fsdp_bench.py's (torchtitan's Llama 3 block), in bf16.
+The block is fsdp_bench.py's (torchtitan's Llama 3 block), in bf16; the
+loss is torchtitan's cross-entropy of the bf16 logits cast to fp32.
 
 Compiled (`--runtime pytorch-compile`; modes none, per-op as torchtitan's
-policy, selective as every matmul's output and attention's, full): the
-block goes through AOTAutograd with the min-cut partitioner that
-torch.compile's Inductor uses. Its forward graph returns, after the
-block's output, what the backward reads. When the block runs, those
-tensors are counted once per storage, leaving out the parameters and the
-RoPE table (the backward is given them anyway) and the generator's state
-(under compile, checkpointing saves it even with preserve_rng_state=False:
-a CPU's is 5,056 bytes, a GPU's 16; the table gives it in a column of its
-own).
+policy, selective as every matmul's output and attention's, full; and the
+loss): the block goes through AOTAutograd with Inductor's decompositions
+and its min-cut partitioner, as torch.compile does. Its forward graph
+returns, after the block's output, what the backward reads. When the
+block runs, those tensors are counted once per storage, leaving out the
+parameters and the RoPE table (the backward is given them anyway). Left
+out as well, and given in a column of their own: tensors of one value
+(the loss's count of targets: 4 bytes; on a GPU, attention's random seed
+and offset), which the recipes do not count, and the
+generator's state (under compile, checkpointing saves it even with
+preserve_rng_state=False: a CPU's is 5,056 bytes, a GPU's 16).
 
 Eager (`--runtime pytorch`; per-op, selective, full): every storage an op
 makes in the forward is followed by a weak reference; the ones still alive
 after it, less the output, are checkpointing's cache, and the block's
-input, which checkpointing saves, is added. Eager without checkpointing
-is not compared: on a CPU, RMSNorm is a chain of kernels that save more
-than the GPU's fused kernel does.
+input, which checkpointing saves, is added. Eager without checkpointing,
+and the eager loss: what autograd saves (saved_tensors_hooks). Eager
+without checkpointing is compared on a GPU only (`--device cuda`, which
+the GPU session runs): on a CPU, RMSNorm is a chain of kernels that save
+more than the GPU's fused kernel does.
 
 Each sum is set against the bytes `./sim --schedule` gives the block's
-forward (`+acts:`) for the same shape and mode. Exit status 0 when every
+forward (`+acts:`) for the same shape and mode; the loss's against the
+head's, less the final norm's input, rstd and output (the output GEMM's
+input), which the recipes keep as the block's norms. Exit status 0 when every
 row agrees, 1 when one does not, 2 on bad arguments. It runs on a CPU:
 the partitioner's choice and checkpointing's cache do not depend on the
 device, and the CPU's flash attention saves what the GPU's does (query,
 key, value, output, logsumexp).
 """
-import argparse, gc, os, re, subprocess, sys, weakref
+import argparse, functools, gc, os, re, subprocess, sys, weakref
 
 import torch
+import torch.nn.functional as F
 import torch.utils._pytree as pytree
 from functorch.compile import make_boxed_func
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.decomposition import select_decomp_table
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
@@ -47,31 +56,32 @@ from fsdp_bench import Block, op_sac_policy, rope_freqs  # noqa: E402
 MODES = ("none", "per-op", "selective", "full")
 
 
-def is_rng_state(t):
-    """The CPU generator's state, which compiled checkpointing saves (on a GPU: the CUDA generator's 16 bytes)."""
-    state = torch.get_rng_state()
-    return t.dtype == state.dtype and t.shape == state.shape
+def left_out(t):
+    """A tensor of one value or none (the loss's count of targets; attention's random seed and offset on a
+    GPU), or a generator's state, which compiled checkpointing saves."""
+    state = torch.cuda.get_rng_state() if t.is_cuda else torch.get_rng_state()
+    return t.numel() <= 1 or (t.dtype == state.dtype and t.shape == state.shape)
 
 
 def storages(tensors, skip):
-    """The distinct storages among tensors, less those in skip: {data_ptr: bytes}, and the RNG state's bytes."""
-    seen, rng = {}, 0
+    """The distinct storages among tensors, less those in skip: {data_ptr: bytes}, and the bytes left out."""
+    seen, out = {}, 0
     for t in tensors:
         if isinstance(t, torch.Tensor):
             s = t.untyped_storage()
-            if is_rng_state(t):
-                rng += s.nbytes()
+            if left_out(t):
+                out += s.nbytes()
             elif s.data_ptr() not in skip:
                 seen[s.data_ptr()] = s.nbytes()
-    return seen, rng
+    return seen, out
 
 
 def block(args):
     """The block in bf16, its RoPE table, an input, and the storages the backward is given anyway."""
     torch.manual_seed(0)
-    blk = Block(args.hidden, args.ffn, args.heads, args.kv_heads).to(torch.bfloat16)
-    freqs = rope_freqs(args.hidden // args.heads, args.seq)
-    x = torch.randn(args.batch, args.seq, args.hidden, dtype=torch.bfloat16, requires_grad=True)
+    blk = Block(args.hidden, args.ffn, args.heads, args.kv_heads).to(args.device, torch.bfloat16)
+    freqs = rope_freqs(args.hidden // args.heads, args.seq).to(args.device)
+    x = torch.randn(args.batch, args.seq, args.hidden, dtype=torch.bfloat16, device=args.device, requires_grad=True)
     skip = {p.untyped_storage().data_ptr() for p in blk.parameters()} | {freqs.untyped_storage().data_ptr()}
     return blk, freqs, x, skip
 
@@ -91,9 +101,21 @@ class Outputs(TorchDispatchMode):
         return out
 
 
+def autograd_saved(fn, inputs, skip):
+    """Bytes autograd saves in fn's forward (saved_tensors_hooks), once per storage, and the bytes left out."""
+    packed = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        y = fn(*inputs)
+    y.float().sum().backward()
+    seen, out = storages(packed, skip)
+    return sum(seen.values()), out
+
+
 def eager_kept_bytes(args, mode):
-    """Bytes an eager block still holds after its forward under mode (checkpointing's cache and its input)."""
+    """Bytes an eager block keeps after its forward under mode (checkpointing's cache and its input)."""
     blk, freqs, x, skip = block(args)
+    if mode == "none":
+        return autograd_saved(blk, (x, freqs), skip)
     context = op_sac_policy(every_mm=mode == "selective")
     with Outputs() as made:
         if mode == "full":
@@ -104,20 +126,19 @@ def eager_kept_bytes(args, mode):
     skip |= {y.untyped_storage().data_ptr()}
     live = {s.data_ptr(): s.nbytes() for s in (r() for r in made.refs) if s is not None and s.data_ptr() not in skip}
     y.float().sum().backward()
-    return sum(live.values()) + x.untyped_storage().nbytes()  # the input, which checkpointing saves
+    return sum(live.values()) + x.untyped_storage().nbytes(), 0  # the input, which checkpointing saves
 
 
-def compiled_kept_bytes(args, mode):
-    """Bytes the compiled forward returns for the backward of one block under mode, and the RNG state's."""
-    blk, freqs, x, skip = block(args)
+def compiled_saved(fn, inputs, skip):
+    """Bytes fn's compiled forward returns for its backward, and the bytes left out (left_out)."""
     saved, rng = {}, [0]
 
     def forward_compiler(gm, example):
         run = make_boxed_func(gm)
 
-        def counted(inputs):
-            outs = run(inputs)
-            seen, rng[0] = storages(outs[1:], skip)  # outs[0]: the block's output
+        def counted(graph_inputs):
+            outs = run(graph_inputs)
+            seen, rng[0] = storages(outs[1:], skip)  # outs[0]: fn's output
             saved.update(seen)
             return outs
         counted._boxed_call = True
@@ -126,8 +147,19 @@ def compiled_kept_bytes(args, mode):
     def backend(gm, example):
         return aot_module_simplified(gm, example, fw_compiler=forward_compiler,
                                      bw_compiler=lambda gm, example: make_boxed_func(gm),
-                                     partition_fn=min_cut_rematerialization_partition)
+                                     decompositions=select_decomp_table(),
+                                     partition_fn=functools.partial(min_cut_rematerialization_partition,
+                                                                    compiler="inductor"))
 
+    torch._dynamo.reset()
+    y = torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
+    y.float().sum().backward()  # the backward runs on what was kept
+    return sum(saved.values()), rng[0]
+
+
+def compiled_kept_bytes(args, mode):
+    """Bytes the compiled forward returns for the backward of one block under mode, and the bytes left out."""
+    blk, freqs, x, skip = block(args)
     context = op_sac_policy(every_mm=mode == "selective")  # made outside the traced function, as torchtitan does
 
     def step(x, freqs):
@@ -137,25 +169,41 @@ def compiled_kept_bytes(args, mode):
             return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False)
         return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False, context_fn=context)
 
-    torch._dynamo.reset()
-    y = torch.compile(step, backend=backend, fullgraph=True)(x, freqs)
-    y.float().sum().backward()  # the backward runs on what was kept
-    return sum(saved.values()), rng[0]
+    return compiled_saved(step, (x, freqs), skip)
 
 
-def predicted_bytes(args, mode, runtime):
+def loss_fn(pred, labels):
+    """torchtitan's cross-entropy loss (components/loss.py)."""
+    return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+def loss_kept_bytes(args, compiled):
+    """Bytes the loss keeps for its backward, eager (what autograd saves) or compiled, and the bytes left out."""
+    torch.manual_seed(0)
+    pred = torch.randn(args.batch, args.seq, args.vocab, dtype=torch.bfloat16, device=args.device,
+                       requires_grad=True)
+    labels = torch.randint(0, args.vocab, (args.batch, args.seq), device=args.device)
+    return (compiled_saved if compiled else autograd_saved)(loss_fn, (pred, labels), set())
+
+
+def aligned(n):
+    """The caching allocator's 512-byte blocks, as the recipes count a tensor."""
+    return (n + 511) // 512 * 512
+
+
+def predicted_bytes(args, mode, runtime, segment="block0"):
     cmd = [args.sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(args.hidden), "--ffn", str(args.ffn),
            "--heads", str(args.heads), "--kv-heads", str(args.kv_heads), "--seq", str(args.seq),
-           "--batch", str(args.batch), "--nodes", "1", "--gpus-per-node", "1",
+           "--batch", str(args.batch), "--vocab", str(args.vocab), "--nodes", "1", "--gpus-per-node", "1",
            "--runtime", runtime, "--ac", mode, "--schedule"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"saved.py: {' '.join(cmd)}: exit status {out.returncode}: {out.stderr.strip()}")
     for line in out.stdout.splitlines():
-        if re.search(r"\bFWD block0 m0\b", line):
+        if re.search(rf"\bFWD {segment} m0\b", line):
             m = re.search(r"\+acts:(\d+)", line)
             return int(m.group(1)) if m else 0
-    sys.exit(f"saved.py: {' '.join(cmd)}: no forward of block0 in its schedule")
+    sys.exit(f"saved.py: {' '.join(cmd)}: no forward of {segment} in its schedule")
 
 
 def main():
@@ -167,28 +215,39 @@ def main():
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=1000)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: on the GPU, eager without checkpointing compared too")
     args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: this PyTorch sees no GPU")
     if args.hidden % args.heads or args.heads % args.kv_heads or (args.hidden // args.heads) % 2:
         p.error("--hidden must be a multiple of --heads, --heads of --kv-heads, and the head dimension even")
     if not os.access(args.sim, os.X_OK):
         p.error(f"--sim {args.sim}: not an executable (make sim)")
 
-    print(f"PyTorch {torch.__version__}; block: hidden {args.hidden}, ffn {args.ffn}, heads {args.heads}, "
+    print(f"PyTorch {torch.__version__} on {args.device}; block: hidden {args.hidden}, ffn {args.ffn}, heads {args.heads}, "
           f"kv heads {args.kv_heads}, seq {args.seq}, batch {args.batch}, bf16")
-    print(f"{'runtime':16} {'mode':10} {'PyTorch keeps':>14} {'./sim keeps':>12}  {'N x hidden':>10}  {'and RNG state':>13}")
+    print(f"{'runtime':16} {'what':16} {'PyTorch keeps':>14} {'./sim keeps':>12}  {'N x hidden':>10}  {'left out':>8}")
     unit = args.batch * args.seq * args.hidden * 2
-    bad = n = 0
-    for runtime, modes in (("pytorch-compile", MODES), ("pytorch", MODES[1:])):
-        for mode in modes:
-            if runtime == "pytorch":
-                got, rng = eager_kept_bytes(args, mode), 0
-            else:
-                got, rng = compiled_kept_bytes(args, mode)
-            want = predicted_bytes(args, mode, runtime)
-            bad, n = bad + (got != want), n + 1
-            print(f"{runtime:16} {mode:10} {got:14d} {want:12d}  {got / unit:10.3f}  {rng:13d}"
-                  f"{'' if got == want else '  differ'}")
-    print("every mode agrees" if not bad else f"{bad} of {n} differ")
+    rows = [("pytorch-compile", mode, lambda m=mode: compiled_kept_bytes(args, m)) for mode in MODES]
+    # eager RMSNorm is the fused kernel on a GPU only: on a CPU its chain of kernels saves more
+    eager = MODES if args.device == "cuda" else MODES[1:]
+    rows += [("pytorch", mode, lambda m=mode: eager_kept_bytes(args, m)) for mode in eager]
+    rows += [(runtime, "loss", lambda c=runtime != "pytorch": loss_kept_bytes(args, c))
+             for runtime in ("pytorch-compile", "pytorch")]
+    bad = 0
+    for runtime, what, measure in rows:
+        got, out = measure()
+        if what == "loss":
+            # the head's bytes less the final norm's input and rstd and its output (the output GEMM's input)
+            want = predicted_bytes(args, "none", runtime, "head") - 2 * aligned(unit) - aligned(4 * args.batch * args.seq)
+        else:
+            want = predicted_bytes(args, what, runtime)
+        bad += got != want
+        print(f"{runtime:16} {what:16} {got:14d} {want:12d}  {got / unit:10.3f}  {out:8d}"
+              f"{'' if got == want else '  differ'}")
+    print("every row agrees" if not bad else f"{bad} of {len(rows)} rows differ")
     return 1 if bad else 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device step: PyTorch FSDP2 measured on the GPU machine (experiments/pytorch/README.md).
-# Contract: run from the repository root with $OUT set; writes $OUT/pytorch/*.h5 and a log;
+# Contract: run from the repository root with $OUT set; writes $OUT/pytorch/*.h5 and logs;
 # exits 0 when PyTorch or a GPU is missing (it says so), non-zero when a measurement fails.
 set -uo pipefail
 : "${OUT:?OUT must name the folder results go to}"
@@ -14,6 +14,13 @@ n=$($PY -c 'import torch; print(torch.cuda.device_count())')
 hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" ", "-"))')
 gpu=${CATALOG_GPU:-h100-sxm} # the catalog GPU ./sim prices the runs on (device_session.sh's)
 rc=0
+# what a block and the loss keep for their backward, against ./sim's recipes (seconds; eager
+# without checkpointing too, whose fused RMSNorm a CPU does not have)
+if [ -x ./sim ]; then
+	$PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
+else
+	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
+fi
 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
 	$PY -m torch.distributed.run --standalone --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
