@@ -1645,7 +1645,26 @@ const char *op_label(const struct schedule *s, int i, char *buf, int len)
 	return buf;
 }
 
-void schedule_print(const struct schedule *s, FILE *f)
+/* An op's kernels, indented under it: name, kind, shape (GEMM: m x n, reduction k; attention: batch*heads x
+ * seq, head dim), FLOPs and HBM bytes. */
+static void print_kernels(const struct schedule *s, const struct op *o, FILE *f)
+{
+	if (o->ktab < 0)
+		return;
+	for (uint32_t i = 0; i < s->ktabs[o->ktab].count; i++) {
+		const struct kernel *k = &s->kernels[s->ktabs[o->ktab].first + i];
+		char shape[64] = "";
+		if (k->kind == K_GEMM)
+			snprintf(shape, sizeof shape, "%lldx%lld k=%lld", (long long)k->m, (long long)k->n, (long long)k->k);
+		else if (k->kind == K_ATTN)
+			snprintf(shape, sizeof shape, "%lldx%lld d=%lld%s", (long long)k->m, (long long)k->n,
+				 (long long)k->k, k->backward ? " bwd" : "");
+		fprintf(f, "%7s   %-22s %-14s %14llu %16llu  %s\n", "", k->name, kernel_kind_name(k->kind),
+			(unsigned long long)k->bytes, (unsigned long long)k->flops, shape);
+	}
+}
+
+void schedule_print(const struct schedule *s, FILE *f, int kernels)
 {
 	char lab[64];
 
@@ -1667,5 +1686,7 @@ void schedule_print(const struct schedule *s, FILE *f)
 			fprintf(f, " -%s", buf_kind_name(x->kind));
 		}
 		fputc('\n', f);
+		if (kernels)
+			print_kernels(s, o, f);
 	}
 }

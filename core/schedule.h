@@ -331,8 +331,8 @@ uint64_t buf_kernel_bytes(const struct schedule *s, int buf);
 /* Bytes per element of a buffer's element type. */
 int elem_bytes(enum elem e);
 
-/* One line per op, in issue order. */
-void schedule_print(const struct schedule *s, FILE *f);
+/* One line per op, in issue order; with kernels, each op's kernels on lines of their own below it. */
+void schedule_print(const struct schedule *s, FILE *f, int kernels);
 /* "AG u3 m0" style label of an op into buf */
 const char *op_label(const struct schedule *s, int op, char *buf, int len);
 

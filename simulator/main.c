@@ -50,7 +50,7 @@
 #define WHAT_IF_MAX 4
 
 struct opts {
-	int schedule, json, all, top, help, bench, advise;
+	int schedule, kernels, json, all, top, help, bench, advise;
 	const char *trace, *compare, *sweep, *out;
 	const char *what_if[WHAT_IF_MAX];
 	int nwhat_if;
@@ -62,6 +62,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: ./sim [EXPERIMENT.ini] [flags]\n"
 		   "  --schedule          print the op graph of the step, in issue order\n"
+		   "  --kernels           --schedule with each op's kernels: name, kind, shape, FLOPs\n"
+		   "                      and bytes (the recipe of its runtime)\n"
 		   "  --json              print one JSON object instead of the summary\n"
 		   "  --out FILE.h5       append the run to an HDF5 results file\n"
 		   "  --trace FILE.json   write a Chrome trace (open it in Perfetto)\n"
@@ -85,9 +87,15 @@ static void usage(FILE *f)
 }
 
 /* The simulator's own flags (usage()), for the flag closest to an unknown one. */
-static const char *const own_flags[] = { "--schedule", "--json", "--trace", "--top", "--sweep", "--advise",
+static const char *const own_flags[] = { "--schedule", "--kernels", "--json", "--trace", "--top", "--sweep", "--advise",
 					 "--what-if", "--memory-budget", "--global-batch", "--bench", "--compare",
 					 "--help", NULL };
+
+/* The listing flag given, for messages: --kernels is --schedule with each op's kernels. */
+static const char *schedule_flag(const struct opts *o)
+{
+	return o->kernels ? "--kernels" : "--schedule";
+}
 
 /* Take the simulator's own flags out of argv (they become NULL). -1 on a bad one. */
 static int take_own_flags(int argc, char **argv, struct opts *o)
@@ -98,6 +106,8 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			continue;
 		if (!strcmp(a, "--schedule")) {
 			o->schedule = 1;
+		} else if (!strcmp(a, "--kernels")) {
+			o->schedule = o->kernels = 1;
 		} else if (!strcmp(a, "--json")) {
 			o->json = 1;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -221,7 +231,7 @@ static int check_compare_file(const char *path)
 static int run_compare(int argc, char **argv, const struct opts *o)
 {
 	const char *cal = "";
-	const char *other = o->schedule ? "--schedule" : o->trace ? "--trace" : o->all ? "--policy all" :
+	const char *other = o->schedule ? schedule_flag(o) : o->trace ? "--trace" : o->all ? "--policy all" :
 			    o->top ? "--top" : o->bench ? "--bench" : o->sweep ? "--sweep" : o->advise ? "--advise" :
 			    o->nwhat_if ? "--what-if" : o->memory_budget_gib ? "--memory-budget" :
 			    o->global_batch ? "--global-batch" : NULL;
@@ -262,10 +272,10 @@ static int run_compare(int argc, char **argv, const struct opts *o)
  */
 static int check_flags(const struct opts *o, const struct experiment *e)
 {
-	const char *single[] = { o->trace ? "--trace" : NULL, o->schedule ? "--schedule" : NULL,
+	const char *single[] = { o->trace ? "--trace" : NULL, o->schedule ? schedule_flag(o) : NULL,
 				 o->bench ? "--bench" : NULL };
 	const char *bench_not[] = { o->all ? "--policy all" : NULL, o->json ? "--json" : NULL,
-				    o->schedule ? "--schedule" : NULL, e->run.out[0] ? "--out" : NULL,
+				    o->schedule ? schedule_flag(o) : NULL, e->run.out[0] ? "--out" : NULL,
 				    o->trace ? "--trace" : NULL };
 	const char *many = o->all ? "--policy all" : o->advise ? "--advise" : NULL;
 
@@ -278,8 +288,8 @@ static int check_flags(const struct opts *o, const struct experiment *e)
 			}
 	}
 	if (o->json && o->schedule) {
-		text_line(stderr, "--json and --schedule cannot be used together: --json prints one JSON "
-				"object and nothing else");
+		text_line(stderr, "--json and %s cannot be used together: --json prints one JSON "
+				"object and nothing else", schedule_flag(o));
 		return -1;
 	}
 	if (o->top && !o->all && !o->advise && !o->sweep) {
@@ -339,7 +349,7 @@ static int run_one(const struct experiment *e, const struct opts *o)
 	rr.mem = r.mem;
 	report_summarize(s, &r, &rr.sum);
 	if (o->schedule)
-		schedule_print(s, stdout);
+		schedule_print(s, stdout, o->kernels);
 	if (o->json)
 		report_json(stdout, e, &rr.sum);
 	else

@@ -72,6 +72,35 @@ then ok "--trace is valid with one event per op"; else bad "--trace"; fi
 "$SIM" experiments/llama3.ini --schedule | sed -n 3p | grep -q "AG root m0" \
 	&& ok "--schedule starts with the root all-gather" || bad "--schedule"
 
+# --kernels: the same ops, each compute op followed by its kernels, whose FLOPs and bytes sum to the op's;
+# under eager per-op checkpointing the recompute runs wk, wo and w3 again (the 2nd, 4th and 6th matmuls)
+if /usr/bin/python3 - <<'PY'
+import os, subprocess
+sim = os.environ["SIM"]
+base = ["experiments/llama3.ini", "--set", "policy.runtime=pytorch", "--set", "policy.ac=per-op"]
+plain = subprocess.run([sim, *base, "--schedule"], capture_output=True, text=True, check=True).stdout.splitlines()
+lines = subprocess.run([sim, *base, "--kernels"], capture_output=True, text=True, check=True).stdout.splitlines()
+ops, cur, checked = [], None, 0
+for line in lines + ["0 end"]:
+    f = line.split()
+    if f and f[0].isdigit():
+        if cur and cur[2]:
+            assert sum(k[1] for k in cur[2]) == cur[1] and sum(k[0] for k in cur[2]) == cur[0], cur[3]
+            checked += 1
+        if f[1] == "end":
+            break
+        ops.append(line)
+        cur = (int(f[5]), int(f[6]), [], line) if len(f) > 6 and f[5].isdigit() else None
+        if f[1] == "RECOMP" and f[2] == "block0" and f[3] == "m0":
+            recomp = cur
+    elif cur is not None and len(f) >= 4 and f[1] in ("gemm", "attention", "elementwise"):
+        cur[2].append((int(f[2]), int(f[3]), f[0], f[1]))
+assert ops == [l for l in plain if l.split() and l.split()[0].isdigit()], "--kernels lists other ops"
+assert checked > 10, checked
+assert [k[2] for k in recomp[2] if k[3] == "gemm"] == ["wk", "wo", "w3"], recomp
+PY
+then ok "--kernels: each op's kernels sum to its FLOPs and bytes; per-op recomputes wk, wo, w3"; else bad "--kernels"; fi
+
 # not fitting: still simulated, reported with what it needs
 out=$("$SIM" experiments/llama3.ini --policy ddp); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "DOES NOT FIT" && echo "$out" | grep -q "more than the GPU" \

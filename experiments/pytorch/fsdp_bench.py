@@ -232,16 +232,19 @@ def alloc_conf(expandable):
     torchtitan's launch script sets it) or already there, set before CUDA's
     caching allocator starts (it reads the variable once); the other options
     are kept. Returns whether expandable segments are on: the run records it
-    as policy.expandable_segments, the key ./sim models it with."""
-    opts = [o.strip() for o in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",") if o.strip()]
+    as policy.expandable_segments, the key ./sim models it with. PyTorch 2.11
+    reads PYTORCH_CUDA_ALLOC_CONF where it is set (even empty), else
+    PYTORCH_ALLOC_CONF (the name torchtitan's run_train.sh uses): the options
+    come from the one it would read, and the setting is written out either
+    way, so that the recorded value is the one the allocator uses."""
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    if conf is None:
+        conf = os.environ.get("PYTORCH_ALLOC_CONF", "")
+    opts = [o.strip() for o in conf.split(",") if o.strip()]
     on = expandable or any(o.replace(" ", "").lower() == "expandable_segments:true" for o in opts)
     opts = [o for o in opts if not o.replace(" ", "").lower().startswith("expandable_segments:")]
-    if on:
-        opts.append("expandable_segments:True")
-    if opts:
-        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(opts)
-    else:
-        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    opts.append("expandable_segments:%s" % on)
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(opts)
     return on
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""What a block and the loss keep for their backward, per runtime and checkpointing mode,
-taken from PyTorch and set against ./sim's recipes (core/recipe.c).
+"""What a block and the loss keep for their backward, and what the backward
+runs again, per runtime and checkpointing mode, taken from PyTorch and set
+against ./sim's recipes (core/recipe.c).
 
     python3 experiments/pytorch/saved.py [--sim ./sim] [--hidden 256 --ffn 768 --heads 8 --kv-heads 2 --seq 128 --batch 2 --vocab 1000]
 
@@ -14,11 +15,14 @@ and its min-cut partitioner, as torch.compile does. Its forward graph
 returns, after the block's output, what the backward reads. When the
 block runs, those tensors are counted once per storage, leaving out the
 parameters and the RoPE table (the backward is given them anyway). Left
-out as well, and given in a column of their own: tensors of one value
-(the loss's count of targets: 4 bytes; on a GPU, attention's random seed
-and offset), which the recipes do not count, and the
-generator's state (under compile, checkpointing saves it even with
-preserve_rng_state=False: a CPU's is 5,056 bytes, a GPU's 16).
+out as well, and given in a column of their own: tensors of two values
+at most (the loss's count of targets: 4 bytes; on a GPU, attention's
+random seed and offset: 16), which the recipes do not count, and the
+CPU generator's state (under compile, full checkpointing runs attention,
+an op with a random seed, in run_and_save_rng_state, and its recompute
+with that state, even with preserve_rng_state=False: 5,056 bytes; on a
+GPU the generator is an input of the graphs instead, and nothing is
+saved).
 
 Eager (`--runtime pytorch`; per-op, selective, full): every storage an op
 makes in the forward is followed by a weak reference; the ones still alive
@@ -29,11 +33,15 @@ without checkpointing is compared on a GPU only (`--device cuda`, which
 the GPU session runs): on a CPU, RMSNorm is a chain of kernels that save
 more than the GPU's fused kernel does.
 
-Each sum is set against the bytes `./sim --schedule` gives the block's
+Each sum is set against the bytes `./sim --kernels` gives the block's
 forward (`+acts:`) for the same shape and mode; the loss's against the
 head's, less the final norm's input, rstd and output (the output GEMM's
-input), which the recipes keep as the block's norms. Exit status 0 when every
-row agrees, 1 when one does not, 2 on bad arguments. It runs on a CPU:
+input), which the recipes keep as the block's norms. What the backward
+runs again is set against the recompute's kernels in the same listing:
+the backward's matmul FLOPs beyond twice the forward's (each matmul's
+data and weight gradients) against the recompute's GEMM FLOPs, and the
+attention forwards in the backward against the recompute's. Exit status
+0 when every row agrees, 1 when one does not, 2 on bad arguments. It runs on a CPU:
 the partitioner's choice and checkpointing's cache do not depend on the
 device, and the CPU's flash attention saves what the GPU's does (query,
 key, value, output, logsumexp).
@@ -57,10 +65,10 @@ MODES = ("none", "per-op", "selective", "full")
 
 
 def left_out(t):
-    """A tensor of one value or none (the loss's count of targets; attention's random seed and offset on a
-    GPU), or a generator's state, which compiled checkpointing saves."""
+    """A tensor of two values at most (the loss's count of targets; on a GPU, attention's random seed and
+    offset), or a generator's state, which compiled checkpointing saves."""
     state = torch.cuda.get_rng_state() if t.is_cuda else torch.get_rng_state()
-    return t.numel() <= 1 or (t.dtype == state.dtype and t.shape == state.shape)
+    return t.numel() <= 2 or (t.dtype == state.dtype and t.shape == state.shape)
 
 
 def storages(tensors, skip):
@@ -101,14 +109,58 @@ class Outputs(TorchDispatchMode):
         return out
 
 
+ATTENTION = {getattr(torch.ops.aten, n).default for n in (
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu") if hasattr(torch.ops.aten, n)}
+
+
+def mm_flops(a, b):
+    """FLOPs of (m x k) by (k x n)."""
+    return 2 * a[0] * a[1] * b[1]
+
+
+class Matmuls(TorchDispatchMode):
+    """The FLOPs of the matmuls an eager pass runs and the attention forwards it runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.flops = self.attention = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func == torch.ops.aten.mm.default:
+            self.flops += mm_flops(args[0].shape, args[1].shape)
+        self.attention += func in ATTENTION
+        return func(*args, **(kwargs or {}))
+
+
+def graph_matmuls(gm):
+    """The same, counted in a graph's nodes (an op with a random seed, as attention is, runs inside
+    run_and_save_rng_state or run_with_rng_state, which name it as an argument)."""
+    flops = attention = 0
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target == torch.ops.aten.mm.default:
+            flops += mm_flops(n.args[0].meta["val"].shape, n.args[1].meta["val"].shape)
+        attention += any(op in ATTENTION for op in (n.target, *n.args) if isinstance(op, torch._ops.OpOverload))
+    return flops, attention
+
+
+def rerun(fwd, bwd):
+    """What the backward runs again: its matmul FLOPs beyond the two of each forward matmul (data and
+    weight gradients), and its attention forwards."""
+    return bwd[0] - 2 * fwd[0], bwd[1]
+
+
 def autograd_saved(fn, inputs, skip):
     """Bytes autograd saves in fn's forward (saved_tensors_hooks), once per storage, and the bytes left out."""
     packed = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t), Matmuls() as fwd:
         y = fn(*inputs)
-    y.float().sum().backward()
+    with Matmuls() as bwd:
+        y.float().sum().backward()
     seen, out = storages(packed, skip)
-    return sum(seen.values()), out
+    return sum(seen.values()), out, rerun((fwd.flops, fwd.attention), (bwd.flops, bwd.attention))
 
 
 def eager_kept_bytes(args, mode):
@@ -117,7 +169,7 @@ def eager_kept_bytes(args, mode):
     if mode == "none":
         return autograd_saved(blk, (x, freqs), skip)
     context = op_sac_policy(every_mm=mode == "selective")
-    with Outputs() as made:
+    with Outputs() as made, Matmuls() as fwd:
         if mode == "full":
             y = checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False)
         else:
@@ -125,15 +177,20 @@ def eager_kept_bytes(args, mode):
     gc.collect()
     skip |= {y.untyped_storage().data_ptr()}
     live = {s.data_ptr(): s.nbytes() for s in (r() for r in made.refs) if s is not None and s.data_ptr() not in skip}
-    y.float().sum().backward()
-    return sum(live.values()) + x.untyped_storage().nbytes(), 0  # the input, which checkpointing saves
+    with Matmuls() as bwd:
+        y.float().sum().backward()
+    # the input, which checkpointing saves
+    return sum(live.values()) + x.untyped_storage().nbytes(), 0, rerun((fwd.flops, fwd.attention),
+                                                                        (bwd.flops, bwd.attention))
 
 
 def compiled_saved(fn, inputs, skip):
-    """Bytes fn's compiled forward returns for its backward, and the bytes left out (left_out)."""
-    saved, rng = {}, [0]
+    """Bytes fn's compiled forward returns for its backward, the bytes left out (left_out), and what its
+    backward graph runs again (rerun)."""
+    saved, rng, graphs = {}, [0], {}
 
     def forward_compiler(gm, example):
+        graphs["forward"] = graph_matmuls(gm)
         run = make_boxed_func(gm)
 
         def counted(graph_inputs):
@@ -144,9 +201,13 @@ def compiled_saved(fn, inputs, skip):
         counted._boxed_call = True
         return counted
 
+    def backward_compiler(gm):
+        graphs["backward"] = graph_matmuls(gm)
+        return make_boxed_func(gm)
+
     def backend(gm, example):
         return aot_module_simplified(gm, example, fw_compiler=forward_compiler,
-                                     bw_compiler=lambda gm, example: make_boxed_func(gm),
+                                     bw_compiler=lambda gm, example: backward_compiler(gm),
                                      decompositions=select_decomp_table(),
                                      partition_fn=functools.partial(min_cut_rematerialization_partition,
                                                                     compiler="inductor"))
@@ -154,7 +215,7 @@ def compiled_saved(fn, inputs, skip):
     torch._dynamo.reset()
     y = torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
     y.float().sum().backward()  # the backward runs on what was kept
-    return sum(saved.values()), rng[0]
+    return sum(saved.values()), rng[0], rerun(graphs["forward"], graphs["backward"])
 
 
 def compiled_kept_bytes(args, mode):
@@ -191,19 +252,32 @@ def aligned(n):
     return (n + 511) // 512 * 512
 
 
-def predicted_bytes(args, mode, runtime, segment="block0"):
+def predicted(args, mode, runtime, segment="block0"):
+    """What ./sim's recipe gives the segment's forward: its kept bytes (+acts:), and the matmul FLOPs and
+    attention forwards of its recompute (--kernels)."""
     cmd = [args.sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(args.hidden), "--ffn", str(args.ffn),
            "--heads", str(args.heads), "--kv-heads", str(args.kv_heads), "--seq", str(args.seq),
            "--batch", str(args.batch), "--vocab", str(args.vocab), "--nodes", "1", "--gpus-per-node", "1",
-           "--runtime", runtime, "--ac", mode, "--schedule"]
+           "--runtime", runtime, "--ac", mode, "--kernels"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"saved.py: {' '.join(cmd)}: exit status {out.returncode}: {out.stderr.strip()}")
+    kept, op, flops, attention = None, None, 0, 0
     for line in out.stdout.splitlines():
-        if re.search(rf"\bFWD {segment} m0\b", line):
-            m = re.search(r"\+acts:(\d+)", line)
-            return int(m.group(1)) if m else 0
-    sys.exit(f"saved.py: {' '.join(cmd)}: no forward of {segment} in its schedule")
+        f = line.split()
+        if len(f) > 3 and f[0].isdigit():  # an op: index, kind, unit, microbatch, ...
+            op = tuple(f[1:4])
+            if op == ("FWD", segment, "m0"):
+                m = re.search(r"\+acts:(\d+)", line)
+                kept = int(m.group(1)) if m else 0
+        elif op == ("RECOMP", segment, "m0") and len(f) >= 4 and f[1] in ("gemm", "attention"):
+            if f[1] == "gemm":  # a kernel: name, kind, bytes, flops, shape
+                flops += int(f[3])
+            elif not line.rstrip().endswith(" bwd"):
+                attention += 1
+    if kept is None:
+        sys.exit(f"saved.py: {' '.join(cmd)}: no forward of {segment} in its schedule")
+    return kept, (flops, attention)
 
 
 def main():
@@ -228,7 +302,8 @@ def main():
 
     print(f"PyTorch {torch.__version__} on {args.device}; block: hidden {args.hidden}, ffn {args.ffn}, heads {args.heads}, "
           f"kv heads {args.kv_heads}, seq {args.seq}, batch {args.batch}, bf16")
-    print(f"{'runtime':16} {'what':16} {'PyTorch keeps':>14} {'./sim keeps':>12}  {'N x hidden':>10}  {'left out':>8}")
+    print(f"{'runtime':16} {'what':10} {'PyTorch keeps':>14} {'./sim keeps':>12} {'N x hidden':>10} {'left out':>8}"
+          f"  {'runs again: matmul FLOPs, PyTorch':>34} {'./sim':>12} {'attention':>9} {'./sim':>5}")
     unit = args.batch * args.seq * args.hidden * 2
     rows = [("pytorch-compile", mode, lambda m=mode: compiled_kept_bytes(args, m)) for mode in MODES]
     # eager RMSNorm is the fused kernel on a GPU only: on a CPU its chain of kernels saves more
@@ -238,15 +313,18 @@ def main():
              for runtime in ("pytorch-compile", "pytorch")]
     bad = 0
     for runtime, what, measure in rows:
-        got, out = measure()
+        got, out, again = measure()
         if what == "loss":
-            # the head's bytes less the final norm's input and rstd and its output (the output GEMM's input)
-            want = predicted_bytes(args, "none", runtime, "head") - 2 * aligned(unit) - aligned(4 * args.batch * args.seq)
+            # the head's bytes less the final norm's input and rstd and its output (the output GEMM's input);
+            # the head is not checkpointed
+            want, want_again = predicted(args, "none", runtime, "head")
+            want -= 2 * aligned(unit) + aligned(4 * args.batch * args.seq)
         else:
-            want = predicted_bytes(args, what, runtime)
-        bad += got != want
-        print(f"{runtime:16} {what:16} {got:14d} {want:12d}  {got / unit:10.3f}  {out:8d}"
-              f"{'' if got == want else '  differ'}")
+            want, want_again = predicted(args, what, runtime)
+        differ = got != want or again != want_again
+        bad += differ
+        print(f"{runtime:16} {what:10} {got:14d} {want:12d} {got / unit:10.3f} {out:8d}"
+              f"  {again[0]:34d} {want_again[0]:12d} {again[1]:9d} {want_again[1]:5d}{'  differ' if differ else ''}")
     print("every row agrees" if not bad else f"{bad} of {len(rows)} rows differ")
     return 1 if bad else 0
 
