@@ -14,13 +14,6 @@ n=$($PY -c 'import torch; print(torch.cuda.device_count())')
 hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" ", "-"))')
 gpu=${CATALOG_GPU:-h100-sxm} # the catalog GPU ./sim prices the runs on (device_session.sh's)
 rc=0
-# what a block and the loss keep for their backward, against ./sim's recipes (seconds; eager
-# without checkpointing too, whose fused RMSNorm a CPU does not have)
-if [ -x ./sim ]; then
-	$PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
-else
-	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
-fi
 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
 	$PY -m torch.distributed.run --standalone --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
@@ -33,4 +26,12 @@ done
 $PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--expandable-segments --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
+# what a block and the loss keep for their backward, against ./sim's recipes, eager without
+# checkpointing too, whose fused RMSNorm a CPU does not have (a minute at most; last, so that the
+# measurements above come first)
+if [ -x ./sim ]; then
+	$PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
+else
+	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
+fi
 exit $rc
