@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What a block and the loss keep for their backward, and what the backward
-runs again, per runtime and checkpointing mode, taken from PyTorch and set
-against ./sim's recipes (core/recipe.c).
+"""What a block and the loss keep for their backward, what the backward runs
+again, per runtime and checkpointing mode, and what the optimizer step
+holds beside its states, taken from PyTorch and set against ./sim's
+recipes (core/recipe.c).
 
     python3 experiments/pytorch/saved.py [--sim ./sim] [--hidden 256 --ffn 768 --heads 8 --kv-heads 2 --seq 128 --batch 2 --vocab 1000]
 
@@ -33,6 +34,14 @@ without checkpointing is compared on a GPU only (`--device cuda`, which
 the GPU session runs): on a CPU, RMSNorm is a chain of kernels that save
 more than the GPU's fused kernel does.
 
+The optimizer (`adamw foreach`, `adamw fused`: torchtitan's AdamW, weight
+decay 0.1, over a one-block model's fp32 parameters): the most bytes the
+second step's ops hold at once beside the parameters, gradients and
+states (the first makes the states), against the optimizer op's
+`+transient:` bytes (foreach: the square roots of the second moments, a
+list of new tensors, torch/optim/adam.py _multi_tensor_adam; fused:
+none).
+
 Each sum is set against the bytes `./sim --kernels` gives the block's
 forward (`+acts:`) for the same shape and mode; the loss's against the
 head's, less the final norm's input, rstd and output (the output GEMM's
@@ -59,7 +68,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fsdp_bench import Block, op_sac_policy, rope_freqs  # noqa: E402
+from fsdp_bench import Block, Llama, op_sac_policy, optimizer, rope_freqs  # noqa: E402
 
 MODES = ("none", "per-op", "selective", "full")
 
@@ -238,6 +247,40 @@ def loss_fn(pred, labels):
     return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
 
 
+class Peak(TorchDispatchMode):
+    """The most bytes of storages made by ops that were alive at once, less those in skip (in-place ops
+    return their operands)."""
+
+    def __init__(self, skip):
+        super().__init__()
+        self.skip, self.refs, self.peak = skip, {}, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.skip:
+                self.refs[t.untyped_storage().data_ptr()] = weakref.ref(t.untyped_storage())
+        self.peak = max(self.peak, sum(s.nbytes() for s in (r() for r in self.refs.values()) if s is not None))
+        return out
+
+
+def optimizer_temporaries(args, optim):
+    """The most bytes an AdamW step (torchtitan's: weight decay 0.1; foreach or fused) holds beside the
+    parameters, gradients and states: the step after the first, which made the states."""
+    torch.manual_seed(0)
+    model = Llama(1, args.hidden, args.ffn, args.heads, args.kv_heads, args.vocab, args.seq).to(args.device)
+    opt, _ = optimizer(model, {"optim": optim, "optim_in_backward": "false"})
+    tokens = torch.randint(0, args.vocab, (args.batch, args.seq), device=args.device)
+    for step in range(2):
+        model(tokens).float().sum().backward()
+        tensors = [*model.parameters(), *(p.grad for p in model.parameters()),
+                   *(v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor))]
+        with Peak({t.untyped_storage().data_ptr() for t in tensors}) as peak:
+            opt.step()
+        opt.zero_grad()
+    return peak.peak, 0, (0, 0)
+
+
 def loss_kept_bytes(args, compiled):
     """Bytes the loss keeps for its backward, eager (what autograd saves) or compiled, and the bytes left out."""
     torch.manual_seed(0)
@@ -252,13 +295,14 @@ def aligned(n):
     return (n + 511) // 512 * 512
 
 
-def predicted(args, mode, runtime, segment="block0"):
+def predicted(args, mode, runtime, segment="block0", *flags):
     """What ./sim's recipe gives the segment's forward: its kept bytes (+acts:), and the matmul FLOPs and
-    attention forwards of its recompute (--kernels)."""
+    attention forwards of its recompute (--kernels); for segment "optimizer", the optimizer step's
+    temporary bytes (+transient:)."""
     cmd = [args.sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(args.hidden), "--ffn", str(args.ffn),
            "--heads", str(args.heads), "--kv-heads", str(args.kv_heads), "--seq", str(args.seq),
            "--batch", str(args.batch), "--vocab", str(args.vocab), "--nodes", "1", "--gpus-per-node", "1",
-           "--runtime", runtime, "--ac", mode, "--kernels"]
+           "--runtime", runtime, "--ac", mode, "--kernels", *flags]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"saved.py: {' '.join(cmd)}: exit status {out.returncode}: {out.stderr.strip()}")
@@ -270,6 +314,8 @@ def predicted(args, mode, runtime, segment="block0"):
             if op == ("FWD", segment, "m0"):
                 m = re.search(r"\+acts:(\d+)", line)
                 kept = int(m.group(1)) if m else 0
+            elif op[:2] == ("OPTIM", "all") and segment == "optimizer":
+                kept = sum(int(b) for b in re.findall(r"\+transient:(\d+)", line))
         elif op == ("RECOMP", segment, "m0") and len(f) >= 4 and f[1] in ("gemm", "attention"):
             if f[1] == "gemm":  # a kernel: name, kind, bytes, flops, shape
                 flops += int(f[3])
@@ -302,7 +348,7 @@ def main():
 
     print(f"PyTorch {torch.__version__} on {args.device}; block: hidden {args.hidden}, ffn {args.ffn}, heads {args.heads}, "
           f"kv heads {args.kv_heads}, seq {args.seq}, batch {args.batch}, bf16")
-    print(f"{'runtime':16} {'what':10} {'PyTorch keeps':>14} {'./sim keeps':>12} {'N x hidden':>10} {'left out':>8}"
+    print(f"{'runtime':16} {'what':10} {'PyTorch bytes':>14} {'./sim bytes':>12} {'N x hidden':>10} {'left out':>8}"
           f"  {'runs again: matmul FLOPs, PyTorch':>34} {'./sim':>12} {'attention':>9} {'./sim':>5}")
     unit = args.batch * args.seq * args.hidden * 2
     rows = [("pytorch-compile", mode, lambda m=mode: compiled_kept_bytes(args, m)) for mode in MODES]
@@ -311,6 +357,7 @@ def main():
     rows += [("pytorch", mode, lambda m=mode: eager_kept_bytes(args, m)) for mode in eager]
     rows += [(runtime, "loss", lambda c=runtime != "pytorch": loss_kept_bytes(args, c))
              for runtime in ("pytorch-compile", "pytorch")]
+    rows += [("pytorch", f"adamw {o}", lambda o=o: optimizer_temporaries(args, o)) for o in ("foreach", "fused")]
     bad = 0
     for runtime, what, measure in rows:
         got, out, again = measure()
@@ -319,6 +366,8 @@ def main():
             # the head is not checkpointed
             want, want_again = predicted(args, "none", runtime, "head")
             want -= 2 * aligned(unit) + aligned(4 * args.batch * args.seq)
+        elif what.startswith("adamw"):
+            want, want_again = predicted(args, "none", runtime, "optimizer", "--optim", what.split()[1])
         else:
             want, want_again = predicted(args, what, runtime)
         differ = got != want or again != want_again
