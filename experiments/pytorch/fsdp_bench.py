@@ -321,18 +321,19 @@ def grid(kind, base):
             yield c
 
 
+def shape_args(ap, **defaults):
+    """The model's shape (and the batch) as flags, under ./sim's names: hidden, ffn, heads, kv_heads, vocab,
+    seq, batch, tokens, each given its default."""
+    for name, value in defaults.items():
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=value)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--grid", choices=["one", "quick", "full"], default="quick")
     ap.add_argument("--layers", type=int, default=0, help="0: as many Llama 3 8B blocks as fit")
-    ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--ffn", type=int, default=14336)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--kv-heads", type=int, default=8)
-    ap.add_argument("--vocab", type=int, default=128256)
-    ap.add_argument("--seq", type=int, default=8192)
-    ap.add_argument("--batch", type=int, default=1)
+    shape_args(ap, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256, seq=8192, batch=1)
     ap.add_argument("--microbatches", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)

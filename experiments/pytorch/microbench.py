@@ -22,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fsdp_bench import shape_args  # the script's folder is first on the path
+
 K_GEMM, K_ATTN, K_EW = 0, 1, 2
 
 
@@ -87,12 +89,7 @@ def launch_queue_depth():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--hidden", type=int, default=4096)
-    ap.add_argument("--ffn", type=int, default=14336)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--kv-heads", type=int, default=8)
-    ap.add_argument("--vocab", type=int, default=128256)
-    ap.add_argument("--tokens", type=int, default=8192)
+    shape_args(ap, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256, tokens=8192)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--hardware", default="")
     a = ap.parse_args()

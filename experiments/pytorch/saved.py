@@ -68,7 +68,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fsdp_bench import Block, Llama, op_sac_policy, optimizer, rope_freqs  # noqa: E402
+from fsdp_bench import Block, Llama, op_sac_policy, optimizer, rope_freqs, shape_args  # noqa: E402
 
 MODES = ("none", "per-op", "selective", "full")
 
@@ -329,13 +329,7 @@ def predicted(args, mode, runtime, segment="block0", *flags):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sim", default="./sim")
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--ffn", type=int, default=768)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--kv-heads", type=int, default=2)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--vocab", type=int, default=1000)
+    shape_args(p, hidden=256, ffn=768, heads=8, kv_heads=2, seq=128, batch=2, vocab=1000)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: on the GPU, eager without checkpointing compared too")
     args = p.parse_args()
