@@ -123,6 +123,9 @@ def build(cfg, device, mesh):
             m.layers[i] = checkpoint_wrapper(blk, preserve_rng_state=False)
         elif ac == "per-op":
             m.layers[i] = checkpoint_wrapper(blk, preserve_rng_state=False, context_fn=op_sac_policy())
+    if cfg["compile"] != "none":  # torchtitan's apply_compile: each block on its own, after checkpointing
+        for i, blk in enumerate(m.layers):
+            m.layers[i] = torch.compile(blk, fullgraph=True)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if cfg["precision"] == "mixed" else torch.float32,
                               reduce_dtype=torch.float32)
     reshard = cfg["reshard"] == "yes"
@@ -180,16 +183,22 @@ def measure(cfg, args, device, mesh, rank):
             h.remove()
 
 
+def cross_entropy(logits, labels):
+    """torchtitan's loss: the logits in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
 def run_steps(model, opt, cfg, args, device):
     M, B, T, V = cfg["microbatches"], cfg["batch"], cfg["seq"], cfg["vocab"]
     tokens = torch.randint(0, V, (M, B, T + 1), device=device)
+    loss_fn = torch.compile(cross_entropy) if cfg["compile"] == "model+loss" else cross_entropy
 
     def step():
         for mb in range(M):
             if cfg["accum"] == "no-sync":
                 model.set_requires_gradient_sync(mb == M - 1)
             logits = model(tokens[mb, :, :-1])
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[mb, :, 1:].flatten(0, 1))
+            loss = loss_fn(logits, tokens[mb, :, 1:])
             loss.backward()
         if opt is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -260,7 +269,8 @@ def config_attrs(cfg, world, hardware):
         "policy.sharding": "fsdp", "policy.accum": cfg["accum"], "policy.microbatches": cfg["microbatches"],
         "policy.wrap": cfg["wrap"], "policy.reshard": cfg["reshard"], "policy.optim": cfg["optim"],
         "policy.optim_in_backward": cfg["optim_in_backward"], "policy.precision": cfg["precision"],
-        "policy.ac": cfg["ac"], "policy.runtime": "pytorch",
+        "policy.ac": cfg["ac"], "policy.runtime": "pytorch" if cfg["compile"] == "none" else "pytorch-compile",
+        **({"policy.compile": cfg["compile"]} if cfg["compile"] != "none" else {}),
         "policy.expandable_segments": "true" if cfg["expandable_segments"] else "false", "run.batch": cfg["batch"],
         "run.steps": cfg["steps"], "run.warmup": cfg["warmup"],
     }
@@ -341,6 +351,8 @@ def main():
     ap.add_argument("--hardware", default="", help="the hardware attribute; default: the device's name")
     ap.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--compile", default="none", choices=["none", "model", "model+loss"],
+                    help="torch.compile each block (model), and the loss (model+loss): policy.compile")
     ap.add_argument("--expandable-segments", action="store_true",
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (policy.expandable_segments)")
     args = ap.parse_args()
@@ -364,7 +376,7 @@ def main():
                 vocab=args.vocab, seq=args.seq, batch=args.batch, microbatches=args.microbatches,
                 steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
-                expandable_segments=expandable)
+                expandable_segments=expandable, compile=args.compile)
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     for cfg in cfgs:
         release(device)  # before the policy, so that its peaks are its own
@@ -380,7 +392,7 @@ def main():
             continue
         if rank == 0:
             name = append(args.out, cfg, world, hardware, times, peaks, prof, gpu_bytes)
-            print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward")},
+            print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)
     dist.destroy_process_group()
