@@ -38,7 +38,8 @@
 #      take the latency ./sim's catalog prices (a double binary tree's,
 #      core/fabric.h), not the ring's;
 #   7. a PyTorch run (fsdp_bench.py's schema): its kernels by kind of work
-#      against the predicted ops, null for what it did not measure;
+#      against the predicted ops, null for what it did not measure; its
+#      collectives against the schedule's (attach_schedule.py);
 #   8. published runs (experiments/published/torchtitan.py): each becomes a
 #      measured run whose step is its tokens per step over the published
 #      rate, compared with its reserved peak alone where that is published
@@ -462,7 +463,8 @@ EOF
 fi
 
 # 7. a PyTorch run (experiments/pytorch/fsdp_bench.py's schema, written here without PyTorch):
-#    attach_schedule.py gives it its ops; --compare sums its device kernels by kind of work
+#    attach_schedule.py gives it its ops and sets the collectives it recorded against the
+#    schedule's (the same in one run, one short in the other); --compare sums its device kernels by kind of work
 #    (NCCL's by collective, the rest as compute) against the predicted ops of each, says what
 #    it did not measure (op times; kernel times all 0 and memory on a CPU) as null, and
 #    compares the memory it did
@@ -493,8 +495,15 @@ with h5py.File(sys.argv[1], "w") as f:
         s.attrs["gpu_bytes"] = np.uint64(80 << 30)
         if ks:
             g.create_dataset("kernels", data=np.array(ks, dtype=kt))
+        # the collectives FSDP2 issued in a step (PyTorch 2.11, 2 ranks, this shape): the schedule's in
+        # the first run; one reduce-scatter short in the second
+        ag, rs = [(b"allgather", 65664)] + [(b"allgather", 98560)] * 4, [(b"reduce_scatter", 197120)] * 2
+        coll = ag + rs + ([(b"reduce_scatter", 131328)] if name == "000000" else [])
+        g.create_dataset("collectives", data=np.array(coll, dtype=[("kind", "S16"), ("bytes", "<u8")]))
 EOF
-) && /usr/bin/python3 experiments/pytorch/attach_schedule.py "$pt" --sim "$SIM" >/dev/null &&
+) && /usr/bin/python3 experiments/pytorch/attach_schedule.py "$pt" --sim "$SIM" >"$tmp/attach.log" &&
+	grep -q "run 000000: collectives: the schedule's 8 collectives, in its order" "$tmp/attach.log" &&
+	grep -q "run 000001: collectives: differs from the schedule (7 collectives against 8): PyTorch's alone: none; the schedule's alone: reduce_scatter 131328" "$tmp/attach.log" &&
 	"$SIM" --compare "$pt" --json >"$tmp/pt.json" 2>"$tmp/pt.err" && out=$(/usr/bin/python3 - "$tmp/pt.json" "$tmp/pt.err" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))

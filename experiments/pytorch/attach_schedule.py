@@ -11,7 +11,11 @@ dataset it asks `./sim --schedule` for the
 run's configuration (its section.key attributes) and writes the ops in
 issue order with their kind, stream, unit, segment, microbatch, label,
 bytes and FLOPs (data/README.md); start and end are 0: PyTorch's timeline
-is the `profile` dataset, per kernel, not per schedule op.
+is the `profile` dataset, per kernel, not per schedule op. Where the run
+holds the collectives FSDP2 issued in a step (fsdp_bench.py's
+`collectives`), it sets them against the schedule's all-gathers,
+reduce-scatters and all-reduces, kind and bytes, and says how they stand
+(attribute `collectives_check`, and a line each).
 """
 import argparse, re, subprocess, sys
 
@@ -47,6 +51,28 @@ def schedule(sim, attrs):
     return rows
 
 
+def collectives_check(rows, measured):
+    """How the collectives PyTorch issued (fsdp_bench.py's `collectives`: kind, bytes, in issue order) stand
+    against the schedule's: the same in the same order, the same in another order, or what differs."""
+    want = [(KINDS[r[1]], int(r[9])) for r in rows if KINDS[r[1]] in ("allgather", "reduce_scatter", "allreduce")]
+    got = [(k.decode() if isinstance(k, bytes) else str(k), int(b)) for k, b in measured]
+    if got == want:
+        return "the schedule's %d collectives, in its order" % len(want)
+    if sorted(got) == sorted(want):
+        return "the schedule's %d collectives, in another order" % len(want)
+    extra = list(got)
+    for c in want:
+        if c in extra:
+            extra.remove(c)
+    missing = list(want)
+    for c in got:
+        if c in missing:
+            missing.remove(c)
+    fmt = lambda cs: ", ".join("%s %d" % c for c in cs[:4]) + (" ..." if len(cs) > 4 else "")
+    return "differs from the schedule (%d collectives against %d): PyTorch's alone: %s; the schedule's alone: %s" % (
+        len(got), len(want), fmt(extra) or "none", fmt(missing) or "none")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("file")
@@ -57,7 +83,7 @@ def main():
     dt = np.dtype([("op", "<u4"), ("kind", kind_t), ("stream", stream_t), ("unit", "<i4"), ("seg", "<i4"),
                    ("micro", "<i4"), ("label", "S64"), ("start_ns", "<u8"), ("end_ns", "<u8"), ("bytes", "<u8"),
                    ("flops", "<u8")])
-    done = 0
+    done = same = checked = 0
     with h5py.File(a.file, "a") as f:
         for name, run in f["runs"].items():
             if run.attrs.get("source") not in ("pytorch", "published") or "ops" in run:
@@ -69,7 +95,14 @@ def main():
                 continue
             run.create_dataset("ops", data=np.array(rows, dtype=dt))
             done += 1
-    print("%s: %d runs given their schedule" % (a.file, done))
+            if "collectives" in run:
+                verdict = collectives_check(rows, run["collectives"][()])
+                run.attrs["collectives_check"] = verdict
+                print("%s: run %s: collectives: %s" % (a.file, name, verdict))
+                same += verdict.startswith("the schedule's")
+                checked += 1
+    print("%s: %d runs given their schedule" % (a.file, done) +
+          ("; %d of %d with the schedule's collectives" % (same, checked) if checked else ""))
 
 
 if __name__ == "__main__":

@@ -183,6 +183,32 @@ def measure(cfg, args, device, mesh, rank):
             h.remove()
 
 
+class Collectives:
+    """The collectives issued while it is entered, in issue order: (kind, bytes of the full buffer: an
+    all-gather's output, a reduce-scatter's input, an all-reduce's tensor), as ./sim's schedule has them
+    (attach_schedule.py sets one against the other). FSDP2 calls them through torch.distributed, by
+    position or by keyword (torch.distributed's parameter names)."""
+    CALLS = {"all_gather_into_tensor": ("allgather", 0, "output_tensor"),
+             "reduce_scatter_tensor": ("reduce_scatter", 1, "input"),
+             "all_reduce": ("allreduce", 0, "tensor")}
+
+    def __enter__(self):
+        self.seen, self.saved = [], {}
+        for name, (kind, pos, key) in self.CALLS.items():
+            self.saved[name] = call = getattr(dist, name)
+
+            def counted(*args, _call=call, _kind=kind, _pos=pos, _key=key, **kwargs):
+                t = args[_pos] if len(args) > _pos else kwargs[_key]
+                self.seen.append((_kind, t.numel() * t.element_size()))
+                return _call(*args, **kwargs)
+            setattr(dist, name, counted)
+        return self
+
+    def __exit__(self, *exc):
+        for name, call in self.saved.items():
+            setattr(dist, name, call)
+
+
 def cross_entropy(logits, labels):
     """torchtitan's loss: the logits in fp32."""
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
@@ -211,10 +237,14 @@ def run_steps(model, opt, cfg, args, device):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     times = []
-    for _ in range(args.steps):
+    for i in range(args.steps):
         sync(device)
         t0 = time.perf_counter()
-        step()
+        if i == args.steps - 1:  # the last step's collectives too (a Python call each: nothing to time)
+            with Collectives() as collectives:
+                step()
+        else:
+            step()
         sync(device)
         times.append(time.perf_counter() - t0)
     prof_rows = []
@@ -231,7 +261,7 @@ def run_steps(model, opt, cfg, args, device):
                 not getattr(e, "is_user_annotation", False)
             prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
     peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if device.type == "cuda" else (0, 0)
-    return times, peaks, prof_rows
+    return times, peaks, prof_rows, collectives.seen
 
 
 # ---- the allocator ------------------------------------------------------------
@@ -276,7 +306,7 @@ def config_attrs(cfg, world, hardware):
     }
 
 
-def append(path, cfg, world, hardware, times, peaks, prof, gpu_bytes):
+def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes):
     with h5py.File(path, "a") as f:
         runs = f.require_group("runs")
         name = "%06d" % (max([int(k) for k in runs.keys()] + [-1]) + 1)
@@ -310,6 +340,9 @@ def append(path, cfg, world, hardware, times, peaks, prof, gpu_bytes):
             # sums them by kind of work (NCCL's collectives, the optimizer's, FSDP2's copies, compute)
             kt = np.dtype([("name", "S64"), ("calls", "<i4"), ("device_us", "<f8")])
             g.create_dataset("kernels", data=np.array([(n.encode(), c, b) for n, c, _, b, k in prof if k], dtype=kt))
+        # the last step's collectives in issue order (attach_schedule.py sets them against the schedule's)
+        ct = np.dtype([("kind", "S16"), ("bytes", "<u8")])
+        g.create_dataset("collectives", data=np.array([(k.encode(), b) for k, b in collectives], dtype=ct))
     return name
 
 
@@ -383,7 +416,7 @@ def main():
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         try:
-            times, peaks, prof = measure(cfg, args, device, mesh, rank)
+            times, peaks, prof, collectives = measure(cfg, args, device, mesh, rank)
         except (torch.OutOfMemoryError, RuntimeError) as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
             if not isinstance(err, torch.OutOfMemoryError) and "out of memory" not in str(err).lower():
                 raise
@@ -391,7 +424,7 @@ def main():
                 print("out of memory:", cfg, file=sys.stderr)
             continue
         if rank == 0:
-            name = append(args.out, cfg, world, hardware, times, peaks, prof, gpu_bytes)
+            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes)
             print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)
