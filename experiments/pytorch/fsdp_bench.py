@@ -223,6 +223,8 @@ def run_steps(model, opt, cfg, args, device):
         for mb in range(M):
             if cfg["accum"] == "no-sync":
                 model.set_requires_gradient_sync(mb == M - 1)
+            elif cfg["accum"] == "defer-replica":  # hsdp: reduce-scatter each microbatch, all-reduce the last
+                model.set_requires_all_reduce(mb == M - 1)
             logits = model(tokens[mb, :, :-1])
             loss = loss_fn(logits, tokens[mb, :, 1:])
             loss.backward()
@@ -296,7 +298,7 @@ def config_attrs(cfg, world, hardware):
         "model.ffn": cfg["ffn"], "model.heads": cfg["heads"], "model.kv_heads": cfg["kv_heads"],
         "model.vocab": cfg["vocab"], "model.seq": cfg["seq"],
         "cluster.gpu": cfg["gpu"], "cluster.nodes": 1, "cluster.gpus_per_node": world,
-        "policy.sharding": "fsdp", "policy.accum": cfg["accum"], "policy.microbatches": cfg["microbatches"],
+        "policy.sharding": cfg["sharding"], "policy.shard_group": cfg["shard_group"], "policy.accum": cfg["accum"], "policy.microbatches": cfg["microbatches"],
         "policy.wrap": cfg["wrap"], "policy.reshard": cfg["reshard"], "policy.optim": cfg["optim"],
         "policy.optim_in_backward": cfg["optim_in_backward"], "policy.precision": cfg["precision"],
         "policy.ac": cfg["ac"], "policy.runtime": "pytorch" if cfg["compile"] == "none" else "pytorch-compile",
@@ -351,7 +353,8 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
 def grid(kind, base):
     axes = [("reshard", ["yes", "no"]), ("ac", ["none", "per-op", "full", "per-layer:2"]),
             ("optim", ["foreach", "fused"]), ("optim_in_backward", ["false", "true"]),
-            ("accum", ["sync-each", "no-sync"]), ("wrap", ["block", "block+io"])]
+            ("accum", ["sync-each", "no-sync"] + (["defer-replica"] if base["sharding"] == "hsdp" else [])),
+            ("wrap", ["block", "block+io"])]
     yield dict(base)
     for key, values in axes:
         for v in values[1:]:
@@ -384,6 +387,9 @@ def main():
     ap.add_argument("--hardware", default="", help="the hardware attribute; default: the device's name")
     ap.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--sharding", default="fsdp", choices=["fsdp", "hsdp"],
+                    help="hsdp: shard groups of --shard-group ranks, replicated across them (FSDP2's 2-D mesh)")
+    ap.add_argument("--shard-group", type=int, default=0, help="hsdp: ranks per shard group (default: half the world)")
     ap.add_argument("--compile", default="none", choices=["none", "model", "model+loss"],
                     help="torch.compile each block (model), and the loss (model+loss): policy.compile")
     ap.add_argument("--expandable-segments", action="store_true",
@@ -397,7 +403,12 @@ def main():
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    mesh = dist.device_mesh.init_device_mesh(device.type, (world,))
+    shard = world if args.sharding == "fsdp" else args.shard_group or world // 2
+    if args.sharding == "hsdp" and (shard < 1 or shard >= world or world % shard):
+        ap.error("--sharding hsdp needs a --shard-group that divides the world size %d and is less" % world)
+    # hsdp: FSDP2 on a 2-D mesh, replicas by shard groups (rank r in shard group r // shard)
+    mesh = dist.device_mesh.init_device_mesh(device.type, (world,)) if args.sharding == "fsdp" else \
+        dist.device_mesh.init_device_mesh(device.type, (world // shard, shard), mesh_dim_names=("replicate", "shard"))
     hardware = args.hardware or (torch.cuda.get_device_name(device).lower().replace(" ", "-") if cuda else "cpu")
     gpu_bytes = torch.cuda.get_device_properties(device).total_memory if cuda else 0
     layers = args.layers
@@ -409,7 +420,7 @@ def main():
                 vocab=args.vocab, seq=args.seq, batch=args.batch, microbatches=args.microbatches,
                 steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
-                expandable_segments=expandable, compile=args.compile)
+                expandable_segments=expandable, compile=args.compile, sharding=args.sharding, shard_group=shard)
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     for cfg in cfgs:
         release(device)  # before the policy, so that its peaks are its own
