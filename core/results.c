@@ -600,6 +600,8 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		h5file_read_str(s, run, "hardware", r->hardware, sizeof r->hardware);
 	if (h5file_has_attr(run, "compares"))
 		h5file_read_str(s, run, "compares", r->compares, sizeof r->compares);
+	if (h5file_has_attr(run, "collectives_check"))
+		h5file_read_str(s, run, "collectives_check", r->collectives_check, sizeof r->collectives_check);
 
 	/* the configuration, through the parser; its messages become the run's error */
 	rb.err = open_memstream(&msg, &msglen);

@@ -115,6 +115,7 @@ struct run_read {
 	char source[16];
 	char hardware[64];
 	char compares[16];
+	char collectives_check[256]; /* PyTorch runs: its collectives against the schedule's (attach_schedule.py), "" */
 	char error[256];           /* why it could not be rebuilt ("" when it could) */
 	int foreign;               /* error says why it is not of this schema (a source or schema_version
 				      this build does not know): results_read refuses the file */

@@ -436,6 +436,8 @@ static void print_text(FILE *out, const struct cmp *c)
 	fprintf(out, "run %s  %s  (%s, runtime %s, %s)\n", m->name, c->policy, m->source,
 		runtime_names[m->exp.policy.runtime], m->hardware[0] ? m->hardware : "?");
 	fprintf(out, "  calibration %s\n", c->calibration[0] ? c->calibration : "none (catalog constants)");
+	if (m->collectives_check[0])
+		fprintf(out, "  collectives %s\n", m->collectives_check);
 	if (m->sum.steps > 1)
 		snprintf(spread, sizeof spread, "%d steps, p10-p90 %.3f-%.3f", m->sum.steps, m->sum.step_time_p10_s * 1e3,
 			 m->sum.step_time_p90_s * 1e3);
@@ -525,6 +527,11 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	json_str(out, m->hardware);
 	fputs(", \"calibration\": ", out);
 	json_str(out, c->calibration);
+	fputs(", \"collectives_check\": ", out);
+	if (m->collectives_check[0])
+		json_str(out, m->collectives_check);
+	else
+		fputs("null", out);
 	json_key_num(out, "measured_step_s", m->sum.step_time_s);
 	json_key_num(out, "measured_step_p10_s", m->sum.step_time_p10_s);
 	json_key_num(out, "measured_step_p90_s", m->sum.step_time_p90_s);

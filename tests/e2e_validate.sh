@@ -521,12 +521,14 @@ assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 <
 assert abs(a["peak_reserved_err"] - (a["predicted_peak_reserved_bytes"] / (8 << 20) - 1)) < 1e-9, a
 assert b["memory_measured"] is False and b["measured_peak_alloc_bytes"] is None and b["peak_alloc_err"] is None
 assert b["by_kind"]["compute"]["measured_s"] is None and b["by_kind"]["compute"]["err"] is None
+assert a["collectives_check"] == "the schedule's 8 collectives, in its order", a["collectives_check"]
+assert b["collectives_check"].startswith("differs from the schedule"), b["collectives_check"]
 print("kernels by kind of work: compute %.0f us measured / %.0f predicted; memory not measured: null" % (
     1e6 * k["compute"]["measured_s"], 1e6 * k["compute"]["predicted_s"]))
 EOF
 ); then ok "pytorch run: $out"; else bad "pytorch run" "${out:-} $(head -3 "$tmp/pt.err" 2>/dev/null)"; fi
 if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)" "$tmp/pt.txt" &&
-	grep -q "peak alloc  not measured" "$tmp/pt.txt" &&
+	grep -q "peak alloc  not measured" "$tmp/pt.txt" && grep -q "^  collectives the schedule's 8 collectives, in its order" "$tmp/pt.txt" &&
 	grep -q "per op kind: not measured (no op times, no kernel times)" "$tmp/pt.txt" && ! grep -q "inf%" "$tmp/pt.txt"; then
 	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was"
 else
