@@ -37,6 +37,6 @@ fi
 # the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile), last:
 # compiling takes a minute of the hook's time
 $PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
-	--compile model+loss --gpu "$gpu" --steps 8 --warmup 2 \
+	--compile model+loss --gpu "$gpu" --steps 5 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 exit $rc
