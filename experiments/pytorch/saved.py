@@ -42,6 +42,13 @@ states (the first makes the states), against the optimizer op's
 list of new tensors, torch/optim/adam.py _multi_tensor_adam; fused:
 none).
 
+On a GPU (`--device cuda`) a table follows the rows: how many kernels a
+block's forward and backward launch (the profiler's device events;
+eager and compiled, without checkpointing and under per-op and full)
+against the recipe's counts, with the names of the eager block's. It is
+a list to read, for the recipes' kernel lists: the exit status does not
+depend on it.
+
 Each sum is set against the bytes `./sim --kernels` gives the block's
 forward (`+acts:`) for the same shape and mode; the loss's against the
 head's, less the final norm's input, rstd and output (the output GEMM's
@@ -307,6 +314,7 @@ def predicted(args, mode, runtime, segment="block0", *flags):
     if out.returncode != 0:
         sys.exit(f"saved.py: {' '.join(cmd)}: exit status {out.returncode}: {out.stderr.strip()}")
     kept, op, flops, attention = None, None, 0, 0
+    kernels = {}  # the segment's kernels per phase (FWD, RECOMP, BWD) of microbatch 0
     for line in out.stdout.splitlines():
         f = line.split()
         if len(f) > 3 and f[0].isdigit():  # an op: index, kind, unit, microbatch, ...
@@ -316,14 +324,74 @@ def predicted(args, mode, runtime, segment="block0", *flags):
                 kept = int(m.group(1)) if m else 0
             elif op[:2] == ("OPTIM", "all") and segment == "optimizer":
                 kept = sum(int(b) for b in re.findall(r"\+transient:(\d+)", line))
-        elif op == ("RECOMP", segment, "m0") and len(f) >= 4 and f[1] in ("gemm", "attention"):
-            if f[1] == "gemm":  # a kernel: name, kind, bytes, flops, shape
+        elif op and op[1:] == (segment, "m0") and len(f) >= 4 and f[1] in ("gemm", "attention", "elementwise"):
+            kernels.setdefault(op[0], []).append(f[0])  # a kernel: name, kind, bytes, flops, shape
+            if op[0] == "RECOMP" and f[1] == "gemm":
                 flops += int(f[3])
-            elif not line.rstrip().endswith(" bwd"):
+            elif op[0] == "RECOMP" and f[1] == "attention" and not line.rstrip().endswith(" bwd"):
                 attention += 1
     if kept is None:
         sys.exit(f"saved.py: {' '.join(cmd)}: no forward of {segment} in its schedule")
+    if args.kernels is not None:
+        args.kernels[(runtime, mode, segment)] = kernels
     return kept, (flops, attention)
+
+
+def device_kernels(fn):
+    """The names of the kernels a GPU runs for fn, in launch order (the profiler's device events, less
+    copies and fills of memory)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()  # the profiler reads the device's events when it stops
+    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and
+                     not e.is_user_annotation and not e.name.startswith(("Memcpy", "Memset"))),
+                    key=lambda e: e.time_range.start)
+    return [e.name for e in events]
+
+
+def block_kernels(args, runtime, mode):
+    """The kernels of one block's forward, and of its backward (recompute included), on the GPU."""
+    blk, freqs, x, _ = block(args)
+    context = op_sac_policy(every_mm=mode == "selective")
+
+    def run(x, freqs):
+        if mode == "none":
+            return blk(x, freqs)
+        if mode == "full":
+            return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False)
+        return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False, context_fn=context)
+    step = torch.compile(run, fullgraph=True) if runtime == "pytorch-compile" else run
+    for _ in range(2):  # the second time: compiled, autotuned, caches warm
+        x.grad = None
+        y = step(x, freqs)
+        dy = torch.ones_like(y)
+        if y.is_cuda:
+            torch.cuda.synchronize()
+        box = {}
+        fwd = device_kernels(lambda: box.update(y=step(x, freqs)))
+        bwd = device_kernels(lambda: box["y"].backward(dy))
+    return fwd, bwd
+
+
+def kernel_table(args):
+    """On a GPU: how many kernels a block launches, from the profiler, against the recipe's (a list to
+    read, not a check: the exit status does not depend on it)."""
+    print(f"\n{'runtime':16} {'what':10} {'forward kernels, PyTorch':>25} {'./sim':>6} "
+          f"{'backward (recompute too), PyTorch':>34} {'./sim':>6}")
+    for runtime, mode in (("pytorch", "none"), ("pytorch", "per-op"), ("pytorch", "full"),
+                          ("pytorch-compile", "none"), ("pytorch-compile", "per-op")):
+        try:
+            fwd, bwd = block_kernels(args, runtime, mode)
+        except Exception as err:  # a list to read: one that fails says why, the rest go on
+            print(f"{runtime:16} {mode:10} failed: {type(err).__name__}: {err}")
+            continue
+        predicted(args, mode, runtime)
+        k = args.kernels[(runtime, mode, "block0")]
+        print(f"{runtime:16} {mode:10} {len(fwd):25d} {len(k.get('FWD', [])):6d} "
+              f"{len(bwd):34d} {len(k.get('BWD', [])) + len(k.get('RECOMP', [])):6d}")
+        if mode == "none":
+            print("  forward:  " + ", ".join(n[:48] for n in fwd))
+            print("  backward: " + ", ".join(n[:48] for n in bwd))
 
 
 def main():
@@ -333,6 +401,7 @@ def main():
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: on the GPU, eager without checkpointing compared too")
     args = p.parse_args()
+    args.kernels = {}  # predicted(): ./sim's kernels per (runtime, mode, segment) and phase
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: this PyTorch sees no GPU")
     if args.hidden % args.heads or args.heads % args.kv_heads or (args.hidden // args.heads) % 2:
@@ -369,6 +438,8 @@ def main():
         print(f"{runtime:16} {what:10} {got:14d} {want:12d} {got / unit:10.3f} {out:8d}"
               f"  {again[0]:34d} {want_again[0]:12d} {again[1]:9d} {want_again[1]:5d}{'  differ' if differ else ''}")
     print("every row agrees" if not bad else f"{bad} of {len(rows)} rows differ")
+    if args.device == "cuda":
+        kernel_table(args)
     return 1 if bad else 0
 
 
