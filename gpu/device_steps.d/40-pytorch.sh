@@ -26,17 +26,17 @@ done
 $PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--expandable-segments --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
-# what a block and the loss keep for their backward, against ./sim's recipes, eager without
-# checkpointing too, whose fused RMSNorm a CPU does not have (a minute at most; last, so that the
-# measurements above come first)
+# the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile):
+# compiling takes a minute of the hook's time
+$PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
+	--compile model+loss --gpu "$gpu" --steps 5 --warmup 2 \
+	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
+# what a block and the loss keep for their backward against ./sim's recipes (eager without
+# checkpointing too: a CPU lacks its fused RMSNorm), and the kernels a block launches; a minute or
+# two, last, so that the measurements above come first
 if [ -x ./sim ]; then
 	$PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
 else
 	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
 fi
-# the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile), last:
-# compiling takes a minute of the hook's time
-$PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
-	--compile model+loss --gpu "$gpu" --steps 5 --warmup 2 \
-	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 exit $rc
