@@ -945,11 +945,28 @@ static void backward(struct builder *b, int micro)
 		struct unit *x = &s->units[u];
 		enum segment_kind sk = s->segs[g].kind;
 
-		while (needs_gather && next < s->nunits && next <= pos[u] + p->prefetch) {
-			int nu = order[next], behind = next - 1 - p->prefetch;
-			if (b->full_buf[nu] < 0)
-				emit_gather(b, nu, micro, behind >= 0 ? b->last_use[order[behind]] : -1);
-			next++;
+		/*
+		 * With copy-outs (FSDP2), a unit's own gather, its copy-out, and
+		 * only then the prefetch of the next: pre_backward is unshard,
+		 * wait_for_unshard, _backward_prefetch, and in backward the
+		 * gathered buffer is freed at the copy-out and the all-gather
+		 * stream waits for it (FSDPParamGroup.wait_for_unshard), so one
+		 * gathered buffer is alive at a time. Without (the testbed), the
+		 * prefetch is issued first.
+		 */
+		for (int ahead = s->per_tensor_shards ? 0 : p->prefetch; ; ahead = p->prefetch) {
+			while (needs_gather && next < s->nunits && next <= pos[u] + ahead) {
+				int nu = order[next], behind = next - 1 - p->prefetch;
+				int after = behind >= 0 ? b->last_use[order[behind]] : -1;
+				if (ahead && s->per_tensor_shards && b->ready_op[u] > after)
+					after = b->ready_op[u]; /* the copy-out: later on the compute stream */
+				if (b->full_buf[nu] < 0)
+					emit_gather(b, nu, micro, after);
+				next++;
+			}
+			if (ahead == p->prefetch)
+				break;
+			params_ready(b, u, micro);
 		}
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);

@@ -415,6 +415,53 @@ static void test_reduce_scatter_input_lifetime(void)
 }
 
 /*
+ * FSDP2's gathered buffers (the pytorch runtime's copy-outs): in forward a
+ * unit's is alive until the next unit's copy-out, so a gather finds the
+ * one before it alive; in backward pre_backward copies the unit's
+ * parameters out, freeing its gathered buffer, and only then prefetches the
+ * next unit, whose all-gather waits for that copy-out: a gather finds none
+ * alive. (The gather order itself is checked against FSDP2 by
+ * experiments/pytorch/attach_schedule.py.)
+ */
+static void test_gathered_buffer_lifetime(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	int in_backward = 0, fwd = 0, bwd = 0;
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			  "policy.microbatches=1", NULL);
+	check_invariants(s);
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		int alive = 0, own = -1;
+
+		in_backward |= o->kind == OP_BACKWARD;
+		if (o->kind != OP_ALLGATHER)
+			continue;
+		own = op_operand(s, i, BUF_GATHER_OUT, OPD_OUT);
+		CU_ASSERT_FATAL(own >= 0);
+		for (int c = 0; c < s->nbufs; c++)
+			alive += c != own && s->bufs[c].kind == BUF_GATHER_OUT && s->bufs[c].alloc_op < i &&
+				 s->bufs[c].free_op > i;
+		if (!in_backward) {
+			CU_ASSERT(alive <= 1);
+			fwd += alive;
+			continue;
+		}
+		CU_ASSERT_EQUAL(alive, 0);
+		/* after the copy-out of the unit computing, which it waits for */
+		if (i > 0 && s->ops[i - 1].kind == OP_COPY_OUT) {
+			CU_ASSERT(schedule_happens_before(s, i - 1, i));
+			bwd++;
+		}
+	}
+	CU_ASSERT(fwd > 0);  /* forward keeps the one before alive (the first gathers aside) */
+	CU_ASSERT(bwd >= s->nunits - 2); /* every backward prefetch follows a copy-out */
+	done(s, &e);
+}
+
+/*
  * Each transient tensor of a PyTorch phase is a buffer of its own: the
  * eager head's forward holds the bf16 logits and their fp32 copy, its
  * backward two fp32 gradients of the logits; the testbed's block forward
@@ -591,6 +638,8 @@ void suite_schedule(void)
 	CU_add_test(s, "sync-each multiplies reduce-scatter by M", test_sync_each_multiplies_reduce_scatter);
 	CU_add_test(s, "model state bytes per rank", test_model_state_bytes);
 	CU_add_test(s, "collective count and order", test_collective_order);
+	CU_add_test(s, "FSDP2: one gathered buffer in backward, the prefetch after the copy-out",
+		    test_gathered_buffer_lifetime);
 	CU_add_test(s, "accumulation and optimizer counts", test_accumulation_counts);
 	CU_add_test(s, "concat only on the last microbatch", test_concat_last_only);
 	CU_add_test(s, "every policy builds a well-formed graph", test_every_policy_is_well_formed);
