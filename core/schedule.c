@@ -929,6 +929,26 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 	return commit(b);
 }
 
+/*
+ * Backward's gathers, in the order backward first needs the units: those
+ * from place `next` up to place `upto`, each after the last use of the
+ * unit `prefetch` places before it and after op `also` (-1: none); returns
+ * the next place not gathered.
+ */
+static int backward_gathers(struct builder *b, int next, int upto, int also, int micro)
+{
+	const int *order = b->s->bwd_order;
+
+	for (; next < b->s->nunits && next <= upto; next++) {
+		int behind = next - 1 - b->p->prefetch, after = behind >= 0 ? b->last_use[order[behind]] : -1;
+		if (also > after)
+			after = also; /* a later op of the compute stream, where both are */
+		if (b->full_buf[order[next]] < 0)
+			emit_gather(b, order[next], micro, after);
+	}
+	return next;
+}
+
 static void backward(struct builder *b, int micro)
 {
 	struct schedule *s = b->s;
@@ -954,19 +974,12 @@ static void backward(struct builder *b, int micro)
 		 * gathered buffer is alive at a time. Without (the testbed), the
 		 * prefetch is issued first.
 		 */
-		for (int ahead = s->per_tensor_shards ? 0 : p->prefetch; ; ahead = p->prefetch) {
-			while (needs_gather && next < s->nunits && next <= pos[u] + ahead) {
-				int nu = order[next], behind = next - 1 - p->prefetch;
-				int after = behind >= 0 ? b->last_use[order[behind]] : -1;
-				if (ahead && s->per_tensor_shards && b->ready_op[u] > after)
-					after = b->ready_op[u]; /* the copy-out: later on the compute stream */
-				if (b->full_buf[nu] < 0)
-					emit_gather(b, nu, micro, after);
-				next++;
-			}
-			if (ahead == p->prefetch)
-				break;
+		if (needs_gather && s->per_tensor_shards) {
+			next = backward_gathers(b, next, pos[u], -1, micro);
 			params_ready(b, u, micro);
+			next = backward_gathers(b, next, pos[u] + p->prefetch, b->ready_op[u], micro);
+		} else if (needs_gather) {
+			next = backward_gathers(b, next, pos[u] + p->prefetch, -1, micro);
 		}
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);
