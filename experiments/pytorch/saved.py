@@ -184,12 +184,9 @@ def eager_kept_bytes(args, mode):
     blk, freqs, x, skip = block(args)
     if mode == "none":
         return autograd_saved(blk, (x, freqs), skip)
-    context = op_sac_policy(every_mm=mode == "selective")
+    run = under(blk, mode)
     with Outputs() as made, Matmuls() as fwd:
-        if mode == "full":
-            y = checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False)
-        else:
-            y = checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False, context_fn=context)
+        y = run(x, freqs)
     gc.collect()
     skip |= {y.untyped_storage().data_ptr()}
     live = {s.data_ptr(): s.nbytes() for s in (r() for r in made.refs) if s is not None and s.data_ptr() not in skip}
@@ -234,19 +231,23 @@ def compiled_saved(fn, inputs, skip):
     return sum(saved.values()), rng[0], rerun(graphs["forward"], graphs["backward"])
 
 
-def compiled_kept_bytes(args, mode):
-    """Bytes the compiled forward returns for the backward of one block under mode, and the bytes left out."""
-    blk, freqs, x, skip = block(args)
-    context = op_sac_policy(every_mm=mode == "selective")  # made outside the traced function, as torchtitan does
+def under(blk, mode):
+    """The block's forward under checkpointing mode, as torchtitan wraps it (no RNG state kept)."""
+    context = op_sac_policy(every_mm=mode == "selective")  # made outside any traced function, as torchtitan does
 
-    def step(x, freqs):
+    def run(x, freqs):
         if mode == "none":
             return blk(x, freqs)
         if mode == "full":
             return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False)
         return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False, context_fn=context)
+    return run
 
-    return compiled_saved(step, (x, freqs), skip)
+
+def compiled_kept_bytes(args, mode):
+    """Bytes the compiled forward returns for the backward of one block under mode, and the bytes left out."""
+    blk, freqs, x, skip = block(args)
+    return compiled_saved(under(blk, mode), (x, freqs), skip)
 
 
 def loss_fn(pred, labels):
@@ -352,14 +353,7 @@ def device_kernels(fn):
 def block_kernels(args, runtime, mode):
     """The kernels of one block's forward, and of its backward (recompute included), on the GPU."""
     blk, freqs, x, _ = block(args)
-    context = op_sac_policy(every_mm=mode == "selective")
-
-    def run(x, freqs):
-        if mode == "none":
-            return blk(x, freqs)
-        if mode == "full":
-            return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False)
-        return checkpoint(blk, x, freqs, use_reentrant=False, preserve_rng_state=False, context_fn=context)
+    run = under(blk, mode)
     step = torch.compile(run, fullgraph=True) if runtime == "pytorch-compile" else run
     for _ in range(2):  # the second time: compiled, autotuned, caches warm
         x.grad = None
