@@ -304,9 +304,9 @@ def aligned(n):
 
 
 def predicted(args, mode, runtime, segment="block0", *flags):
-    """What ./sim's recipe gives the segment's forward: its kept bytes (+acts:), and the matmul FLOPs and
-    attention forwards of its recompute (--kernels); for segment "optimizer", the optimizer step's
-    temporary bytes (+transient:)."""
+    """What ./sim's recipe gives the segment's forward: its kept bytes (+acts:), the matmul FLOPs and
+    attention forwards of its recompute, and its kernels' names by phase (FWD, RECOMP, BWD: --kernels); for
+    segment "optimizer", the optimizer step's temporary bytes (+transient:)."""
     cmd = [args.sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(args.hidden), "--ffn", str(args.ffn),
            "--heads", str(args.heads), "--kv-heads", str(args.kv_heads), "--seq", str(args.seq),
            "--batch", str(args.batch), "--vocab", str(args.vocab), "--nodes", "1", "--gpus-per-node", "1",
@@ -333,9 +333,7 @@ def predicted(args, mode, runtime, segment="block0", *flags):
                 attention += 1
     if kept is None:
         sys.exit(f"saved.py: {' '.join(cmd)}: no forward of {segment} in its schedule")
-    if args.kernels is not None:
-        args.kernels[(runtime, mode, segment)] = kernels
-    return kept, (flops, attention)
+    return kept, (flops, attention), kernels
 
 
 def device_kernels(fn):
@@ -379,8 +377,7 @@ def kernel_table(args):
         except Exception as err:  # a list to read: one that fails says why, the rest go on
             print(f"{runtime:16} {mode:10} failed: {type(err).__name__}: {err}")
             continue
-        predicted(args, mode, runtime)
-        k = args.kernels[(runtime, mode, "block0")]
+        k = predicted(args, mode, runtime)[2]
         print(f"{runtime:16} {mode:10} {len(fwd):25d} {len(k.get('FWD', [])):6d} "
               f"{len(bwd):34d} {len(k.get('BWD', [])) + len(k.get('RECOMP', [])):6d}")
         if mode == "none":
@@ -395,7 +392,6 @@ def main():
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: on the GPU, eager without checkpointing compared too")
     args = p.parse_args()
-    args.kernels = {}  # predicted(): ./sim's kernels per (runtime, mode, segment) and phase
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: this PyTorch sees no GPU")
     if args.hidden % args.heads or args.heads % args.kv_heads or (args.hidden // args.heads) % 2:
@@ -421,12 +417,12 @@ def main():
         if what == "loss":
             # the head's bytes less the final norm's input and rstd and its output (the output GEMM's input);
             # the head is not checkpointed
-            want, want_again = predicted(args, "none", runtime, "head")
+            want, want_again, _ = predicted(args, "none", runtime, "head")
             want -= 2 * aligned(unit) + aligned(4 * args.batch * args.seq)
         elif what.startswith("adamw"):
-            want, want_again = predicted(args, "none", runtime, "optimizer", "--optim", what.split()[1])
+            want, want_again, _ = predicted(args, "none", runtime, "optimizer", "--optim", what.split()[1])
         else:
-            want, want_again = predicted(args, what, runtime)
+            want, want_again, _ = predicted(args, what, runtime)
         differ = got != want or again != want_again
         bad += differ
         print(f"{runtime:16} {what:10} {got:14d} {want:12d} {got / unit:10.3f} {out:8d}"

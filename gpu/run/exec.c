@@ -219,10 +219,25 @@ static void fill_persistent(struct exec *x)
 	free(shard);
 }
 
+/* The kernels' scratch the workspace must hold: the most of any op whose transient memory is several tensors. */
+static uint64_t workspace_bytes(const struct schedule *s)
+{
+	uint64_t ws = 0;
+	int n;
+
+	for (int i = 0; i < s->nops; i++) {
+		uint64_t t = op_transient_bytes(s, i, &n);
+		if (n > 1 && t > ws)
+			ws = t;
+	}
+	return ws;
+}
+
 struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *b, int serialize, char *err,
 		      int errlen)
 {
 	struct exec *x = xcalloc(1, sizeof(*x));
+	uint64_t ws;
 
 	x->serialize = serialize;
 	x->s = s;
@@ -280,21 +295,12 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 			x->master[bf->unit] = i;
 	}
 	fill_persistent(x);
-	{
-		uint64_t ws = 0;
-		int n;
-
-		for (int i = 0; i < s->nops; i++) {
-			uint64_t t = op_transient_bytes(s, i, &n);
-			if (n > 1 && t > ws)
-				ws = t;
-		}
-		if (ws && !(x->workspace = ops_of(x)->dev_alloc(b, ws))) {
-			snprintf(err, errlen, "out of device memory for the kernels' scratch (%.2f GiB)",
-				 (double)ws / (double)(1ull << 30));
-			exec_free(x);
-			return NULL;
-		}
+	ws = workspace_bytes(s);
+	if (ws && !(x->workspace = ops_of(x)->dev_alloc(b, ws))) {
+		snprintf(err, errlen, "out of device memory for the kernels' scratch (%.2f GiB)",
+			 (double)ws / (double)(1ull << 30));
+		exec_free(x);
+		return NULL;
 	}
 	return x;
 }
