@@ -187,7 +187,7 @@ sync_out() {
 }
 
 # One process under the bundle's mpirun (root, shared memory only); a word list, for timeout.
-MPI1="mpirun --allow-run-as-root --mca btl self,vader -np 1"
+MPI1="mpirun --allow-run-as-root --mca btl self,vader --bind-to none -np 1"
 export MPI1
 
 # The issue-9 job the calibration and the compared runs share: llama3-8b's

@@ -159,8 +159,8 @@ struct cu {
 	uint64_t *host_ns;
 	volatile uint32_t *hflag;     /* mapped pinned memory: host event done, or a waited-for event recorded */
 	CUdeviceptr hflag_dev;
-	wait_value_fn wait_value;     /* NULL: a polling host function instead */
-	write_value_fn write_value;   /* NULL: a host function sets the flag instead */
+	wait_value_fn wait_value;     /* cuStreamWaitValue32 (required: backend_cuda_new) */
+	write_value_fn write_value;   /* cuStreamWriteValue32 (required) */
 	int gated[ST_COUNT];          /* calls queued on a stream since it began waiting for an unrecorded event, -1: none */
 	/* the watchdog: each CUDA stream's events of this step in record order, and how many have passed */
 	pthread_mutex_t wd_mu;
@@ -340,8 +340,9 @@ static void *host_main(void *arg)
 			host_adamw(&k);
 			free(k.t);
 			break;
-		case H_ZERO:
+		case H_ZERO: /* cudaMemset of device memory may return before it is done: wait, then go on */
 			cudaCheck(cudaMemset(k.p, 0, k.bytes));
+			cudaCheck(cudaStreamSynchronize(cudaStreamLegacy));
 			break;
 		}
 		watchdog_progress();
@@ -403,43 +404,27 @@ static void rec_push(struct cu *c, int st, int event)
 	pthread_mutex_unlock(&c->wd_mu);
 }
 
-static void CUDART_CB poll_flag(void *flag);
-
-/* The host function a stream runs when cuStreamWriteValue32 is not there: set the flag. */
-static void CUDART_CB raise_flag(void *flag)
-{
-	__atomic_store_n((volatile uint32_t *)flag, 1u, __ATOMIC_SEQ_CST);
-}
-
 /* Event `event`'s flag set by CUDA stream `stream` once it has passed the event. */
 static void set_flag_after(struct cu *c, int stream, int event)
 {
-	if (c->write_value) {
-		CUresult r = c->write_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
-					    CU_STREAM_WRITE_VALUE_DEFAULT);
-		if (r != CUDA_SUCCESS) {
-			char msg[64];
-			snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
-			cuda_fail("CUDA driver", "cuStreamWriteValue32", msg, __FILE__, __LINE__);
-		}
-	} else {
-		cudaCheck(cudaLaunchHostFunc(c->cs[stream], raise_flag, (void *)&c->hflag[event]));
+	CUresult r = c->write_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
+				    CU_STREAM_WRITE_VALUE_DEFAULT);
+	if (r != CUDA_SUCCESS) {
+		char msg[64];
+		snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
+		cuda_fail("CUDA driver", "cuStreamWriteValue32", msg, __FILE__, __LINE__);
 	}
 }
 
 /* CUDA stream `stream` waits until event `event`'s flag is set. */
 static void wait_flag(struct cu *c, int stream, int event)
 {
-	if (c->wait_value) {
-		CUresult r = c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
-					   CU_STREAM_WAIT_VALUE_GEQ);
-		if (r != CUDA_SUCCESS) {
-			char msg[64];
-			snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
-			cuda_fail("CUDA driver", "cuStreamWaitValue32", msg, __FILE__, __LINE__);
-		}
-	} else {
-		cudaCheck(cudaLaunchHostFunc(c->cs[stream], poll_flag, (void *)&c->hflag[event]));
+	CUresult r = c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
+				   CU_STREAM_WAIT_VALUE_GEQ);
+	if (r != CUDA_SUCCESS) {
+		char msg[64];
+		snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
+		cuda_fail("CUDA driver", "cuStreamWaitValue32", msg, __FILE__, __LINE__);
 	}
 }
 
@@ -459,15 +444,6 @@ static void cu_record(struct backend *b, int stream, int event)
 	rec_push(c, stream, event);
 	if (c->ev_future[event]) /* a stream waits for it on its flag */
 		set_flag_after(c, stream, event);
-}
-
-/* The host function a stream runs when cuStreamWaitValue32 is not there: poll the flag. */
-static void CUDART_CB poll_flag(void *flag)
-{
-	const struct timespec nap = { 0, 20000 };
-
-	while (__atomic_load_n((volatile uint32_t *)flag, __ATOMIC_SEQ_CST) == 0)
-		nanosleep(&nap, NULL);
 }
 
 static void cu_wait(struct backend *b, int stream, int event)
@@ -1343,8 +1319,8 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	if (c->opt.attention && used != CUDA_ATTN_CUDNN && why)
 		put(ctx, "kernels.attention_fallback", why);
 	put(ctx, "kernels.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
-	put(ctx, "backend.host_waits", c->wait_value ? "cuStreamWaitValue32" : "host function polling");
-	put(ctx, "backend.flag_writes", c->write_value ? "cuStreamWriteValue32" : "host function");
+	put(ctx, "backend.host_waits", "cuStreamWaitValue32");
+	put(ctx, "backend.flag_writes", "cuStreamWriteValue32");
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
 
@@ -1774,8 +1750,18 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 		c->hflag = flags;
 		c->hflag_dev = (CUdeviceptr)(uintptr_t)dflags;
 	}
+	/*
+	 * Required: a stream that waits for the host, or for another stream's
+	 * flag, through a blocking host function instead (cudaLaunchHostFunc)
+	 * could hold the one thread that runs host functions while the one that
+	 * would set its flag waits behind it.
+	 */
 	c->wait_value = (wait_value_fn)driver_entry("cuStreamWaitValue32");
 	c->write_value = (write_value_fn)driver_entry("cuStreamWriteValue32");
+	if (!c->wait_value || !c->write_value)
+		cuda_fail("CUDA driver", "cudaGetDriverEntryPointByVersion(cuStreamWaitValue32, cuStreamWriteValue32, 12000)",
+			  "stream memory operations not found: this backend needs a CUDA 12 or later driver", __FILE__,
+			  __LINE__);
 
 	/* the model: its context (cuBLASLt, scratch), the step's data, stores, staging */
 	scratch = cuda_scratch_bytes(c->m, c->B);
