@@ -404,28 +404,30 @@ static void rec_push(struct cu *c, int st, int event)
 	pthread_mutex_unlock(&c->wd_mu);
 }
 
+/* A driver call's result: anything but success ends the job, as cudaCheck does. */
+#define driverCheck(call) driver_check((call), #call, __FILE__, __LINE__)
+static void driver_check(CUresult r, const char *call, const char *file, int line)
+{
+	char msg[64];
+
+	if (r == CUDA_SUCCESS)
+		return;
+	snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
+	cuda_fail("CUDA driver", call, msg, file, line);
+}
+
 /* Event `event`'s flag set by CUDA stream `stream` once it has passed the event. */
 static void set_flag_after(struct cu *c, int stream, int event)
 {
-	CUresult r = c->write_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
-				    CU_STREAM_WRITE_VALUE_DEFAULT);
-	if (r != CUDA_SUCCESS) {
-		char msg[64];
-		snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
-		cuda_fail("CUDA driver", "cuStreamWriteValue32", msg, __FILE__, __LINE__);
-	}
+	driverCheck(c->write_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
+				   CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
 /* CUDA stream `stream` waits until event `event`'s flag is set. */
 static void wait_flag(struct cu *c, int stream, int event)
 {
-	CUresult r = c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
-				   CU_STREAM_WAIT_VALUE_GEQ);
-	if (r != CUDA_SUCCESS) {
-		char msg[64];
-		snprintf(msg, sizeof(msg), "CUresult %d", (int)r);
-		cuda_fail("CUDA driver", "cuStreamWaitValue32", msg, __FILE__, __LINE__);
-	}
+	driverCheck(c->wait_value((CUstream)c->cs[stream], c->hflag_dev + sizeof(uint32_t) * (size_t)event, 1,
+				  CU_STREAM_WAIT_VALUE_GEQ));
 }
 
 static void cu_record(struct backend *b, int stream, int event)
