@@ -278,6 +278,16 @@ void bcu_emu_all_gather(void *out, size_t slot_bytes, int rank, int n, const str
 
 static __device__ __forceinline__ float fold1(float x, float acc, float w, float after)
 {
+	if (w == 0.0f) {
+		/*
+		 * acc keeps its value whatever x is (fma(x, 0, acc) would make a
+		 * NaN of an infinite x and +0 of -0); the empty asm reads x and
+		 * hides acc, so that neither the load of x nor the store of acc
+		 * is dropped: the bytes are what the emulation moves
+		 */
+		asm volatile("" : "+f"(acc) : "f"(x));
+		return __fmul_rn(acc, after);
+	}
 	return __fmul_rn(__fmaf_rn(x, w, acc), after);
 }
 
@@ -303,8 +313,8 @@ static __device__ __forceinline__ uint4 fold_vec(uint4 a, uint4 x, int bf, float
 /*
  * acc[j] = fma(x[j], w, acc[j]) over the CTA's share of `elems`, then
  * times `after`: reads both, writes acc. With w = 0 and after = 1 acc
- * keeps its value (finite x), which no compiler may drop (0 * x is not 0
- * for every x). acc's and x's ranges do not overlap. As copy_bytes: whole
+ * keeps its value, bit for bit (fold1), and is read and written all the
+ * same. acc's and x's ranges do not overlap. As copy_bytes: whole
  * 16-byte vectors per CTA where both are aligned, UNROLL of them loaded
  * before any is stored; element by element otherwise.
  */
