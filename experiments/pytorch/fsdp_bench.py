@@ -14,7 +14,7 @@ and a PyTorch-profiler table of kernel times of one step (dataset
 (attention with RoPE through complex multiplication, repeat_kv, SDPA;
 RMSNorm; SwiGLU), as many layers as fit.
 """
-import argparse, datetime, gc, math, os, socket, statistics, sys, time
+import argparse, datetime, gc, math, os, socket, statistics, sys, time, traceback
 
 import h5py
 import numpy as np
@@ -422,17 +422,24 @@ def main():
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
                 expandable_segments=expandable, compile=args.compile, sharding=args.sharding, shard_group=shard)
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
+    failed = 0
     for cfg in cfgs:
         release(device)  # before the policy, so that its peaks are its own
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         try:
             times, peaks, prof, collectives = measure(cfg, args, device, mesh, rank)
-        except (torch.OutOfMemoryError, RuntimeError) as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
-            if not isinstance(err, torch.OutOfMemoryError) and "out of memory" not in str(err).lower():
-                raise
-            if rank == 0:
-                print("out of memory:", cfg, file=sys.stderr)
+        except Exception as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
+            if isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower():
+                if rank == 0:
+                    print("out of memory:", cfg, file=sys.stderr)
+                continue
+            if world > 1:
+                raise  # the other ranks may be inside a collective: the job ends
+            # one rank: this policy fails, the grid goes on (the exit status says so)
+            traceback.print_exc()
+            print("FAILED:", cfg, file=sys.stderr)
+            failed += 1
             continue
         if rank == 0:
             name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes)
@@ -440,6 +447,8 @@ def main():
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)
     dist.destroy_process_group()
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

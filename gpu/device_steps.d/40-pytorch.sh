@@ -13,29 +13,34 @@ fi
 n=$($PY -c 'import torch; print(torch.cuda.device_count())')
 hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" ", "-"))')
 gpu=${CATALOG_GPU:-h100-sxm} # the catalog GPU ./sim prices the runs on (device_session.sh's)
+# each command capped (device_session.sh's tmo: never past the step's end either), so that one slow
+# command leaves the later ones their time; run alone, without tmo, nothing is capped
+type tmo >/dev/null 2>&1 || tmo() { shift; "$@"; }
+# torchrun's workers meet at 127.0.0.1: the machine's own name may not resolve offline
+RUN=(-m torch.distributed.run --standalone --local-addr 127.0.0.1)
 rc=0
-$PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
+tmo 45 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
-	$PY -m torch.distributed.run --standalone --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
+	tmo 130 $PY "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
 		--gpu "$gpu" --steps 8 --warmup 2 \
 		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
 	[ "$n" = 1 ] && break
 done
 # the base policy again with expandable segments (PYTORCH_CUDA_ALLOC_CONF is read once per process):
 # reserved against the run above without them, which ./sim models (policy.expandable_segments)
-$PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
+tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--expandable-segments --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile):
 # compiling takes a minute of the hook's time
-$PY -m torch.distributed.run --standalone --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
+tmo 100 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--compile model+loss --gpu "$gpu" --steps 5 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # what a block and the loss keep for their backward against ./sim's recipes (eager without
 # checkpointing too: a CPU lacks its fused RMSNorm), and the kernels a block launches; a minute or
 # two, last, so that the measurements above come first
 if [ -x ./sim ]; then
-	$PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
+	tmo 0 $PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
 else
 	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
 fi
