@@ -249,8 +249,12 @@ static void unit_add_module(struct schedule *s, struct unit *u, enum module_kind
 		 * (plan_units replaces the count for flat shards) */
 		int64_t rows = td[i].rows == 1 ? td[i].cols : td[i].rows;
 		int64_t cols = td[i].rows == 1 ? 1 : td[i].cols;
-		u->params += td[i].rows * td[i].cols;
+		int64_t elems = td[i].rows * td[i].cols;
+		u->params += elems;
 		u->shard_elems += (uint64_t)((rows + shard_n - 1) / shard_n * cols);
+		if (u->last_tensor + elems > u->pair_elems)
+			u->pair_elems = u->last_tensor + elems;
+		u->last_tensor = elems;
 	}
 	u->ntensors += n;
 }
@@ -504,6 +508,26 @@ static void set_kernels(struct builder *b, int seg, enum phase ph)
 
 /* ---- the step ------------------------------------------------------------- */
 
+/* A transient buffer the op under construction allocates and frees (none when bytes is 0). */
+static void scratch(struct builder *b, uint64_t bytes, int unit, int seg, int micro)
+{
+	int t;
+
+	if (!bytes)
+		return;
+	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur->stream, unit, seg, micro, b->s->act_elem);
+	alloc_buf(b, t);
+	opd(b, t, OPD_OUT);
+	free_buf(b, t);
+}
+
+/* The transient tensors of a segment's phase, for the op under construction: a buffer each. */
+static void scratch_tensors(struct builder *b, const struct transient *tr, int unit, int seg, int micro)
+{
+	for (int i = 0; i < tr->n; i++)
+		scratch(b, tr->bytes[i], unit, seg, micro);
+}
+
 static int offload_params(const struct builder *b)
 {
 	return b->p->offload == OFF_PARAMS;
@@ -528,6 +552,13 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
 		alloc_buf(b, stage);
 		h2d = commit(b);
 		src = stage;
+	}
+	if (s->local_shards) {
+		/* nothing to gather: the unit's first use copies its shard in (params_ready) */
+		b->ready_op[u] = h2d;
+		b->full_buf[u] = src;
+		b->copy_out_pending[u] = 1;
+		return;
 	}
 	out = buf_new(b, x->full_bytes, copy_out ? MEM_COMM : MEM_FULL_PARAMS,
 		      copy_out ? BUF_GATHER_OUT : BUF_FULL_PARAM, ST_ALLGATHER, u, -1, micro, b->param_elem);
@@ -554,19 +585,36 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
  */
 static int params_ready(struct builder *b, int u, int micro)
 {
-	struct unit *x = &b->s->units[u];
-	int full;
+	struct schedule *s = b->s;
+	struct unit *x = &s->units[u];
+	int full, in = b->full_buf[u];
 
 	if (!b->copy_out_pending[u])
 		return b->ready_op[u];
 	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro, b->param_elem);
 	begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
 	b->cur->bytes = 2 * x->full_bytes;
+	if (s->local_shards) {
+		/*
+		 * FSDP2 at a group of one (wait_for_unshard): tensor by tensor, the
+		 * shard cast to the compute dtype (all_gather_inputs: a new tensor,
+		 * the one before it still referenced), then copied into the
+		 * unsharded storage. Without a cast, the shard itself is copied.
+		 */
+		int cast = s->bufs[in].elem != b->param_elem;
+		uint64_t n = (uint64_t)x->params, ib = (uint64_t)elem_bytes((enum elem)s->bufs[in].elem);
+
+		b->cur->bytes = cast ? n * (ib + 3 * (uint64_t)b->pbytes) : 2 * n * ib;
+		b->cur->launches = (uint32_t)(x->ntensors * (cast ? 2 : 1));
+		if (cast)
+			scratch(b, (uint64_t)x->pair_elems * (uint64_t)b->pbytes, u, -1, micro);
+	}
 	dep(b, b->ready_op[u]);
-	opd(b, b->full_buf[u], OPD_IN);
+	opd(b, in, OPD_IN);
 	opd(b, full, OPD_OUT);
 	alloc_buf(b, full);
-	free_buf(b, b->full_buf[u]);
+	if (s->bufs[in].kind != BUF_SHARD_PARAM) /* the gathered buffer, or an offloaded shard's copy */
+		free_buf(b, in);
 	b->ready_op[u] = commit(b);
 	b->full_buf[u] = full;
 	b->copy_out_pending[u] = 0;
@@ -581,26 +629,6 @@ static void emit_free_params(struct builder *b, int u, int micro)
 	commit(b);
 	b->full_buf[u] = -1;
 	b->ready_op[u] = -1;
-}
-
-/* A transient buffer the op under construction allocates and frees (none when bytes is 0). */
-static void scratch(struct builder *b, uint64_t bytes, int unit, int seg, int micro)
-{
-	int t;
-
-	if (!bytes)
-		return;
-	t = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur->stream, unit, seg, micro, b->s->act_elem);
-	alloc_buf(b, t);
-	opd(b, t, OPD_OUT);
-	free_buf(b, t);
-}
-
-/* The transient tensors of a segment's phase, for the op under construction: a buffer each. */
-static void scratch_tensors(struct builder *b, const struct transient *tr, int unit, int seg, int micro)
-{
-	for (int i = 0; i < tr->n; i++)
-		scratch(b, tr->bytes[i], unit, seg, micro);
 }
 
 static void forward(struct builder *b, int micro)
@@ -750,9 +778,15 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 		out = buf_new(b, x->shard_elems * (uint64_t)gb, MEM_SHARDED_GRADS,
 			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro,
 			      b->grad_elem);
-		begin(b, OP_REDUCE_SCATTER, ST_REDUCE_SCATTER, u, -1, micro);
-		b->cur->group = GRP_SHARD;
-		b->cur->bytes = x->reduce_bytes;
+		if (s->local_shards) {
+			/* FSDP2 at a group of one: reduce_output.copy_(reduce_scatter_input) (foreach_reduce) */
+			begin(b, OP_COPY, ST_REDUCE_SCATTER, u, -1, micro);
+			b->cur->bytes = 2 * x->reduce_bytes;
+		} else {
+			begin(b, OP_REDUCE_SCATTER, ST_REDUCE_SCATTER, u, -1, micro);
+			b->cur->group = GRP_SHARD;
+			b->cur->bytes = x->reduce_bytes;
+		}
 		dep(b, op);
 		opd(b, in, OPD_IN);
 		opd(b, out, OPD_OUT);
@@ -1282,6 +1316,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	s->group_n[GRP_WORLD] = s->world;
 	s->shard_spans_nodes = s->shard_n > e->cluster.gpus_per_node;
 	s->per_tensor_shards = e->runtime.copy_in_out;
+	s->local_shards = s->per_tensor_shards && s->shard_n == 1 && p->sharding != SHARD_DDP;
 	s->microbatches = p->microbatches;
 	s->optim = p->optim;
 	s->batch = e->run.batch;
@@ -1608,12 +1643,15 @@ const char *elem_name(enum elem e)
 
 static const char *const op_kind_names[] = {
 	"allgather", "copy_out", "forward", "recompute", "backward", "accum", "concat", "copy_in",
-	"reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free",
+	"reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free", "copy",
 };
 static const char *const op_kind_short[] = {
 	"AG", "COPYOUT", "FWD", "RECOMP", "BWD", "ACCUM", "CONCAT", "COPYIN",
-	"RS", "AR", "OPTIM", "D2H", "H2D", "CPUOPT", "FREE",
+	"RS", "AR", "OPTIM", "D2H", "H2D", "CPUOPT", "FREE", "COPY",
 };
+
+_Static_assert(sizeof(op_kind_names) / sizeof(op_kind_names[0]) == OP_KIND_COUNT, "op_kind names");
+_Static_assert(sizeof(op_kind_short) / sizeof(op_kind_short[0]) == OP_KIND_COUNT, "op_kind short names");
 
 const char *op_kind_name(enum op_kind k)
 {

@@ -39,7 +39,8 @@
 
 enum op_kind {
 	OP_ALLGATHER,      /* gather a unit's parameter shards into full params */
-	OP_COPY_OUT,       /* copy gathered params out of the flat comm buffer (pytorch) */
+	OP_COPY_OUT,       /* unshard under FSDP2: gathered params out of the flat comm buffer, or at a
+			    * shard group of one (local_shards) the shard itself, cast, into the params */
 	OP_FORWARD,        /* forward of one segment */
 	OP_RECOMPUTE,      /* rebuild a segment's activations before its backward */
 	OP_BACKWARD,       /* backward of one segment */
@@ -53,6 +54,7 @@ enum op_kind {
 	OP_H2D,            /* host to device copy (offload) */
 	OP_CPU_OPTIM,      /* optimizer step on the host (offload) */
 	OP_FREE,           /* release buffers (reshard) */
+	OP_COPY,           /* a device copy standing for a reduce-scatter of one rank (local_shards) */
 	OP_KIND_COUNT
 };
 
@@ -174,6 +176,9 @@ struct unit {
 	int is_root;              /* holds the embedding or head and is not a block unit of its own */
 	int64_t params;           /* elements */
 	int ntensors;
+	int64_t last_tensor;      /* elements of its last tensor so far (while its modules are added) */
+	int64_t pair_elems;       /* the most elements two tensors in a row hold: the cast copies a
+				   * local_shards unshard has alive at once */
 	uint64_t full_bytes;      /* gathered params, compute dtype */
 	uint64_t shard_elems;     /* elements of one rank's shard (padded: per tensor, or at the end) */
 	int reshard_after_fwd;    /* 1: freed after forward, gathered again in backward */
@@ -203,6 +208,16 @@ struct schedule {
 	 * output is the unit's flat parameters, a reduction's input its gradient).
 	 */
 	int per_tensor_shards;
+	/*
+	 * 1: per-tensor shards over a shard group of one rank, where FSDP2
+	 * issues no collective (world_size == 1 in FSDPParamGroup.unshard,
+	 * wait_for_unshard and foreach_reduce): a unit's unshard is a copy of
+	 * its shard, cast, into the unsharded params on the compute stream
+	 * (OP_COPY_OUT, no gathered buffer), and its reduction copies the
+	 * reduce-scatter input into its output on the reduce-scatter stream
+	 * (OP_COPY).
+	 */
+	int local_shards;
 	int microbatches;              /* M per optimizer step */
 	enum optim optim;              /* how an optimizer step launches: foreach, fused or a kernel per tensor */
 	int batch;                     /* sequences per microbatch */
@@ -304,7 +319,7 @@ static inline int op_is_kernel(const struct op *o)
 {
 	switch (o->kind) {
 	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
-	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM:
+	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM: case OP_COPY:
 		return 1;
 	default:
 		return 0;

@@ -737,7 +737,7 @@ KIND_MEASURED = {
     "allgather": "collective", "reduce_scatter": "collective", "allreduce": "collective",
     "forward": "kernel", "backward": "kernel", "recompute": "kernel",
     "optim": "pass", "accum": "pass", "concat": "pass", "copy_in": "pass", "copy_out": "pass",
-    "cpu_optim": "host", "d2h": "copy", "h2d": "copy",
+    "cpu_optim": "host", "d2h": "copy", "h2d": "copy", "copy": "pass",
 }
 WHY = {
     ("collective", "short"): "a measured collective runs from the moment its stream reaches it to its completion, "

@@ -9,7 +9,8 @@
 #      not bit for bit): ddp, zero2 vs fsdp; hsdp 2x2 vs fsdp on 4 ranks;
 #      no-sync vs sync-each; full checkpointing vs none; the optimizer in
 #      backward vs after it; block+io and whole wrapping vs block; and the
-#      pytorch runtime (copy-in/out), offload and the chunked loss; 4 ranks
+#      pytorch runtime (copy-in/out; at one rank and over shard groups of
+#      one, copies instead of collectives), offload and the chunked loss; 4 ranks
 #      with one microbatch vs 2 ranks with two (the accumulation's scaling);
 #      and, so the comparison can fail, another seed must differ;
 #   3. the streams: every policy's run gives bit-identical losses and
@@ -195,6 +196,20 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 			ok "$name (4 ranks) = fsdp: $diff; peak memory = ./sim's ($got)"
 		fi
 	done
+	# FSDP2 over shard groups of one issues no collective (copies, core/schedule.h local_shards):
+	# at one rank the testbed's numbers, with offloaded params too; hsdp over two nodes of one
+	# rank each (copies, then the replicas' all-reduce) fsdp's on two ranks
+	one=(--set cluster.gpus_per_node=1)
+	if run fsdp1 1 "${STEPS[@]}" "${one[@]}"; then
+		equiv "pytorch runtime at one rank (copies, no collective) = testbed" fsdp1 pytorch1 1 "${one[@]}" \
+			--set policy.runtime=pytorch
+		equiv "pytorch runtime at one rank, params offloaded = testbed" fsdp1 pyoff1 1 "${one[@]}" \
+			--set policy.runtime=pytorch --set policy.offload=params
+	else
+		bad "one rank" "the testbed's run failed: $(tail -3 "$tmp/fsdp1.err")"
+	fi
+	equiv "pytorch runtime, hsdp over shard groups of one = fsdp (2 ranks)" fsdp2 pyhsdp1 2 --set cluster.nodes=2 \
+		"${one[@]}" --set policy.runtime=pytorch --set policy.sharding=hsdp --set policy.shard_group=1
 	# the comparison must be able to fail: other data, other numbers
 	if run seed 2 "${STEPS[@]}" --set run.seed=4321 && ! diff=$(same fsdp2 seed); then
 		ok "another seed differs: max relative difference $diff"

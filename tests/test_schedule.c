@@ -463,6 +463,118 @@ static void test_gathered_buffer_lifetime(void)
 }
 
 /*
+ * FSDP2 at a shard group of one issues no collective (world_size == 1 in
+ * FSDPParamGroup.unshard, wait_for_unshard and foreach_reduce): a unit's
+ * first use copies its shard, cast tensor by tensor, into the unsharded
+ * params on the compute stream, with no gathered buffer, and its reduction
+ * copies the reduce-scatter input into its output on the reduce-scatter
+ * stream. The testbed, and FSDP2 over two ranks, keep their collectives;
+ * HSDP with shard groups of one keeps its replicas' all-reduces.
+ */
+static void test_local_shards(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	int copy_outs = 0, copies = 0, transient = 0;
+
+	s = test_schedule(&e, "model.name=llama3-8b", "model.layers=2", "cluster.gpu=h100-sxm", "cluster.nodes=1",
+			  "cluster.gpus_per_node=1", "policy.runtime=pytorch", "policy.precision=mixed",
+			  "policy.microbatches=2", "policy.accum=sync-each", NULL);
+	check_invariants(s);
+	CU_ASSERT_EQUAL(s->local_shards, 1);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLGATHER), 0);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 0);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLREDUCE), 0);
+	for (int b = 0; b < s->nbufs; b++)
+		CU_ASSERT(s->bufs[b].kind != BUF_GATHER_OUT && s->bufs[b].stream != ST_ALLGATHER);
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		const struct unit *x = &s->units[o->unit < 0 ? 0 : o->unit];
+		int in, out, t;
+
+		CU_ASSERT(o->stream != ST_ALLGATHER);
+		if (o->kind == OP_COPY_OUT) {
+			copy_outs++;
+			CU_ASSERT_EQUAL(o->stream, ST_COMPUTE);
+			in = op_operand(s, i, BUF_SHARD_PARAM, OPD_IN);
+			CU_ASSERT_FATAL(in >= 0);
+			CU_ASSERT_EQUAL(s->bufs[in].elem, ELEM_FP32);
+			CU_ASSERT_EQUAL(s->bufs[in].free_op, -1); /* the shard stays */
+			CU_ASSERT_EQUAL(s->bufs[op_operand(s, i, BUF_FULL_PARAM, OPD_OUT)].elem, ELEM_BF16);
+			/* fp32 read, bf16 cast written, read, and copied: 10 bytes an element, 2 kernels a tensor */
+			CU_ASSERT_EQUAL(o->bytes, 10 * (uint64_t)x->params);
+			CU_ASSERT_EQUAL(o->launches, 2u * (uint32_t)x->ntensors);
+			/* two casts alive at once: in a block, the gate and up projections (D x F each) */
+			t = op_operand(s, i, BUF_TRANSIENT, OPD_OUT);
+			CU_ASSERT_FATAL(t >= 0);
+			if (!x->is_root) {
+				CU_ASSERT_EQUAL(s->bufs[t].bytes, 2 * 2 * (uint64_t)e.model.hidden * (uint64_t)e.model.ffn);
+				transient++;
+			}
+		}
+		if (o->kind == OP_COPY) {
+			copies++;
+			CU_ASSERT_EQUAL(o->stream, ST_REDUCE_SCATTER);
+			in = op_operand(s, i, BUF_RS_IN, OPD_IN);
+			out = op_operand(s, i, BUF_SHARD_GRAD, OPD_OUT);
+			if (out < 0)
+				out = op_operand(s, i, BUF_RS_OUT, OPD_OUT);
+			CU_ASSERT_FATAL(in >= 0 && out >= 0);
+			CU_ASSERT_EQUAL(s->bufs[in].bytes, s->bufs[out].bytes);
+			CU_ASSERT_EQUAL(o->bytes, 2 * s->bufs[in].bytes);
+			CU_ASSERT(schedule_happens_before(s, s->bufs[in].alloc_op, i));
+		}
+	}
+	/* each unit is copied in before forward and again before backward (resharded), per microbatch */
+	CU_ASSERT_EQUAL(copy_outs, 2 * (2 * (s->nunits - 1) + 1));
+	CU_ASSERT_EQUAL(transient, 2 * 2 * (s->nunits - 1));
+	CU_ASSERT_EQUAL(copies, 2 * s->nunits); /* sync-each: a reduction per unit and microbatch */
+	done(s, &e);
+
+	/* fp32 params: the shard itself is copied, a kernel per tensor, no cast */
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=1", "policy.runtime=pytorch",
+			  "policy.precision=fp32", NULL);
+	check_invariants(s);
+	CU_ASSERT(schedule_count_of(s, OP_COPY_OUT) > 0);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_COPY_OUT) {
+			CU_ASSERT_EQUAL(s->ops[i].bytes, 8 * (uint64_t)s->units[s->ops[i].unit].params);
+			CU_ASSERT_EQUAL(s->ops[i].launches, (uint32_t)s->units[s->ops[i].unit].ntensors);
+			CU_ASSERT_EQUAL(op_operand(s, i, BUF_TRANSIENT, OPD_OUT), -1);
+		}
+	done(s, &e);
+
+	/* the testbed at one rank, and FSDP2 at two, keep their collectives */
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=1", NULL);
+	CU_ASSERT_EQUAL(s->local_shards, 0);
+	CU_ASSERT(schedule_count_of(s, OP_ALLGATHER) > 0);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_COPY), 0);
+	done(s, &e);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			  NULL);
+	CU_ASSERT_EQUAL(s->local_shards, 0);
+	CU_ASSERT(schedule_count_of(s, OP_ALLGATHER) > 0 && schedule_count_of(s, OP_REDUCE_SCATTER) > 0);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_COPY), 0);
+	done(s, &e);
+
+	/* hsdp over shard groups of one: copies, then the replicas' all-reduce of each */
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=1", "policy.runtime=pytorch",
+			  "policy.sharding=hsdp", "policy.shard_group=1", NULL);
+	check_invariants(s);
+	CU_ASSERT_EQUAL(s->local_shards, 1);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLGATHER) + schedule_count_of(s, OP_REDUCE_SCATTER), 0);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLREDUCE), schedule_count_of(s, OP_COPY));
+	CU_ASSERT(schedule_count_of(s, OP_COPY) > 0);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_ALLREDUCE) {
+			CU_ASSERT_EQUAL(s->ops[i].group, GRP_REPLICA);
+			CU_ASSERT_EQUAL(s->ops[i - 1].kind, OP_COPY);
+			CU_ASSERT(schedule_happens_before(s, i - 1, i));
+		}
+	done(s, &e);
+}
+
+/*
  * Each transient tensor of a PyTorch phase is a buffer of its own: the
  * eager head's forward holds the bf16 logits and their fp32 copy, its
  * backward two fp32 gradients of the logits; the testbed's block forward
@@ -598,19 +710,27 @@ static void test_check_finds_races(void)
 	done(s, &e);
 }
 
-/* Every policy ./sim --policy all walks keeps the invariants, on 1 and 2 nodes. */
+/*
+ * Every policy ./sim --policy all walks keeps the invariants, on 1 and 2
+ * nodes, and under FSDP2 on one rank and on two nodes of one (shard groups
+ * of one: copies instead of collectives).
+ */
 static void test_every_walked_policy_checks(void)
 {
-	static const char *const clusters[][2] = { { "cluster.nodes=1", "cluster.gpus_per_node=2" },
-						  { "cluster.nodes=2", "cluster.gpus_per_node=2" } };
+	static const char *const clusters[][3] = {
+		{ "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=testbed" },
+		{ "cluster.nodes=2", "cluster.gpus_per_node=2", "policy.runtime=testbed" },
+		{ "cluster.nodes=1", "cluster.gpus_per_node=1", "policy.runtime=pytorch" },
+		{ "cluster.nodes=2", "cluster.gpus_per_node=1", "policy.runtime=pytorch" },
+	};
 	int checked = 0, bad = 0;
 
-	for (int c = 0; c < 2; c++) {
+	for (int c = 0; c < 4; c++) {
 		struct experiment e;
 		struct policy_walk w;
 		struct policy base;
 		struct schedule *s = test_schedule(&e, "model.name=tiny", "model.layers=3", clusters[c][0], clusters[c][1],
-					   "policy.microbatches=2", NULL);
+						   clusters[c][2], "policy.microbatches=2", NULL);
 		schedule_free(s);
 		base = e.policy;
 		policy_walk_init(&w, &base, &e.cluster, &e.model);
@@ -645,6 +765,7 @@ void suite_schedule(void)
 	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
 	CU_add_test(s, "FSDP2 keeps the reduce-scatter input on the compute stream", test_reduce_scatter_input_lifetime);
 	CU_add_test(s, "a PyTorch phase's transient tensors", test_transient_tensors);
+	CU_add_test(s, "FSDP2 at a shard group of one: copies, no collective", test_local_shards);
 	CU_add_test(s, "vector clocks are reachability", test_clocks_are_reachability);
 	CU_add_test(s, "schedule_check finds a race", test_check_finds_races);
 	CU_add_test(s, "every walked policy keeps the invariants", test_every_walked_policy_checks);

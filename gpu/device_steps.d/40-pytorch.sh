@@ -36,11 +36,16 @@ tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --gr
 tmo 100 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--compile model+loss --gpu "$gpu" --steps 5 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
+# FSDP2's copies at world size 1 (no collective) against ./sim's schedule, on the GPU with NCCL: seconds;
+# its table opens saved.log (the files that come back are few)
+if [ -x ./sim ]; then
+	tmo 30 $PY experiments/pytorch/unshard.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
+fi
 # what a block and the loss keep for their backward against ./sim's recipes (eager without
 # checkpointing too: a CPU lacks its fused RMSNorm), and the kernels a block launches; a minute or
 # two, last, so that the measurements above come first
 if [ -x ./sim ]; then
-	tmo 0 $PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
+	tmo 0 $PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee -a "$OUT/pytorch/saved.log" || rc=1
 else
 	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
 fi

@@ -460,9 +460,17 @@ static void launch_op(struct exec *x, int i, int step)
 	case OP_COPY_OUT:
 		out = op_operand(s, i, BUF_FULL_PARAM, OPD_OUT);
 		in = op_operand(s, i, BUF_GATHER_OUT, OPD_IN);
-		assert(s->bufs[out].elem == s->bufs[in].elem);
-		b->unpack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), ptr_of(x, in), s->bufs[out].elem,
-			  s->shard_n);
+		if (in >= 0) {
+			assert(s->bufs[out].elem == s->bufs[in].elem);
+			b->unpack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), ptr_of(x, in),
+				  s->bufs[out].elem, s->shard_n);
+			break;
+		}
+		/* a group of one (local_shards): the shard is the flat buffer's layout, cast to its dtype */
+		assert(s->local_shards);
+		in = opd_either(x, i, BUF_SHARD_PARAM, BUF_HOST_STAGE, OPD_IN);
+		b->copy(x->be, st, ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in), s->bufs[in].elem,
+			elems_of(&s->bufs[out]));
 		break;
 	case OP_FORWARD:
 		seg_args_of(x, i, &a);
@@ -521,6 +529,7 @@ static void launch_op(struct exec *x, int i, int step)
 		break;
 	case OP_D2H:
 	case OP_H2D:
+	case OP_COPY:
 		launch_copies(x, i);
 		break;
 	case OP_FREE:
