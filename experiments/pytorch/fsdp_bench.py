@@ -262,7 +262,13 @@ def run_steps(model, opt, cfg, args, device):
             kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
                 not getattr(e, "is_user_annotation", False)
             prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
-    peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()) if device.type == "cuda" else (0, 0)
+    peaks = (0, 0, 0)
+    if device.type == "cuda":
+        # and the device memory in use outside the caching allocator (the CUDA context, NCCL's buffers): what
+        # the GPU's total less what is free holds beyond the allocator's segments
+        free, total = torch.cuda.mem_get_info(device)
+        peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(),
+                 total - free - torch.cuda.memory_reserved(device))
     return times, peaks, prof_rows, collectives.seen
 
 
@@ -334,6 +340,7 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
         s.attrs["peak_alloc_bytes"] = np.uint64(peaks[0])
         s.attrs["peak_reserved_bytes"] = np.uint64(peaks[1])
         s.attrs["gpu_bytes"] = np.uint64(gpu_bytes)
+        s.attrs["outside_bytes"] = np.uint64(max(peaks[2], 0))
         s.attrs["fits"] = np.int32(1)
         if prof:
             dt = np.dtype([("name", "S64"), ("calls", "<i4"), ("cpu_us", "<f8"), ("device_us", "<f8")])
