@@ -581,7 +581,8 @@ static void emit_gather(struct builder *b, int u, int micro, int after)
  * Make unit u's gathered params usable by the compute stream. With a flat
  * gather buffer (pytorch) this is the copy-out, issued when the unit is
  * first used, not when its gather was issued: a prefetched unit's copy-out
- * must not queue ahead of the compute that runs before it.
+ * must not queue ahead of the compute that runs before it. Over a shard
+ * group of one (local_shards) it is the unshard itself: the shard copied in.
  */
 static int params_ready(struct builder *b, int u, int micro)
 {
