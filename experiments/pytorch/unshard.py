@@ -135,10 +135,10 @@ def main():
         p.error(f"--sim {args.sim}: not an executable (make sim)")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", rank=0, world_size=1)
     device = torch.device(args.device)
     if args.device == "cuda":
-        torch.cuda.set_device(0)
+        torch.cuda.set_device(0)  # before the process group: NCCL's communicator is made on this device
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", rank=0, world_size=1)
     cfg = dict(layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads, kv_heads=args.kv_heads,
                vocab=args.vocab, seq=args.seq, ac="none", compile="none", precision=args.precision, reshard="yes",
                wrap="block")
