@@ -3,11 +3,11 @@
 instead of collectives, taken from PyTorch and set against ./sim's
 schedule (core/schedule.h, local_shards).
 
-    python3 experiments/pytorch/unshard.py [--sim ./sim] [--precision mixed|fp32] [--layers 2 --hidden 64 ...]
+    python3 experiments/pytorch/unshard.py [--sim ./sim] [--precision mixed|fp32] [--reshard yes|no] [--layers 2 --hidden 64 ...]
 
 One process (gloo on a CPU; NCCL with --device cuda) wraps fsdp_bench.py's
 model as fsdp_bench.py does (each block, then the root; reshard after
-forward; reduce dtype fp32), runs one step to warm up, then records a
+forward or not, --reshard; reduce dtype fp32), runs one step to warm up, then records a
 second step with a TorchDispatchMode, marking the time spent inside
 FSDPParamGroup.wait_for_unshard (the unshard: at world size 1 a cast of
 each shard to the compute dtype and a copy into the unsharded storage)
@@ -108,7 +108,7 @@ def schedule(args):
            "--ffn", str(args.ffn), "--heads", str(args.heads), "--kv-heads", str(args.kv_heads),
            "--seq", str(args.seq), "--batch", str(args.batch), "--vocab", str(args.vocab),
            "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch", "--precision", args.precision,
-           "--reduce-dtype", "fp32", "--reshard", "yes", "--wrap", "block", "--microbatches", "1",
+           "--reduce-dtype", "fp32", "--reshard", args.reshard, "--wrap", "block", "--microbatches", "1",
            "--schedule"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -127,6 +127,7 @@ def main():
     p.add_argument("--layers", type=int, default=2)
     shape_args(p, hidden=64, ffn=192, heads=4, kv_heads=2, seq=32, batch=2, vocab=256)
     p.add_argument("--precision", choices=("mixed", "fp32"), default="mixed")
+    p.add_argument("--reshard", choices=("yes", "no"), default="yes")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -140,7 +141,7 @@ def main():
         torch.cuda.set_device(0)  # before the process group: NCCL's communicator is made on this device
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo", rank=0, world_size=1)
     cfg = dict(layers=args.layers, hidden=args.hidden, ffn=args.ffn, heads=args.heads, kv_heads=args.kv_heads,
-               vocab=args.vocab, seq=args.seq, ac="none", compile="none", precision=args.precision, reshard="yes",
+               vocab=args.vocab, seq=args.seq, ac="none", compile="none", precision=args.precision, reshard=args.reshard,
                wrap="block")
     torch.manual_seed(1234)
     model = fsdp_bench.build(cfg, device, None)
@@ -180,7 +181,8 @@ def main():
         ("collectives", len(collectives), len(sim_collectives)),
     ]
     print(f"PyTorch {torch.__version__} on {args.device}, one rank; {args.layers} layers, hidden {args.hidden}, "
-          f"ffn {args.ffn}, heads {args.heads}, kv heads {args.kv_heads}, vocab {args.vocab}, {args.precision}; "
+          f"ffn {args.ffn}, heads {args.heads}, kv heads {args.kv_heads}, vocab {args.vocab}, {args.precision}, "
+          f"reshard {args.reshard}; "
           f"operators: {mode.ops.get('unshard', 0)} in unshards, {mode.ops.get('reduce', 0)} in reductions")
     print(f"{'what':40} {'PyTorch':>12} {'./sim':>12}")
     bad = 0
