@@ -501,6 +501,9 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 	h5file_read_u64(s, g, "peak_alloc_bytes", &m->peak_alloc_bytes);
 	h5file_read_u64(s, g, "peak_reserved_bytes", &m->peak_reserved_bytes);
 	h5file_read_u64(s, g, "gpu_bytes", &m->gpu_bytes);
+	m->outside_bytes = 0;
+	if (h5file_has_attr(g, "outside_bytes"))
+		h5file_read_u64(s, g, "outside_bytes", &m->outside_bytes);
 	h5file_read_i32(s, g, "fits", &i);
 	m->fits = i;
 	m->alloc_retries = m->alloc_ooms = m->alloc_retries_step = 0; /* files written before the allocator had a capacity */

@@ -43,6 +43,9 @@ struct summary {
 	uint64_t peak_reserved_bytes;
 	uint64_t peak_by_cat[MEM_CAT_COUNT]; /* allocation by category at the peak */
 	uint64_t gpu_bytes;        /* memory the GPU has */
+	/* a PyTorch run on a GPU: device memory in use outside its caching allocator at the run's end (the
+	 * CUDA context, NCCL's buffers); read where a run has it, never written: 0 otherwise */
+	uint64_t outside_bytes;
 	int fits;
 	/* the caching allocator at the GPU's memory, over the run's steps (warmup included) and in its last */
 	int alloc_retries;         /* flushes of its cache (PyTorch's num_alloc_retries) */

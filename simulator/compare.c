@@ -470,6 +470,10 @@ static void print_text(FILE *out, const struct cmp *c)
 	else
 		fprintf(out, "  peak reserved not measured  predicted %s\n",
 			report_bytes(p->peak_reserved_bytes, b2, sizeof b2));
+	if (m->sum.outside_bytes)
+		fprintf(out, "  outside the allocator measured %s (the CUDA context, NCCL's buffers), which the "
+			     "predicted capacity, the GPU's %s, does not subtract\n",
+			report_bytes(m->sum.outside_bytes, b1, sizeof b1), report_bytes(p->gpu_bytes, b2, sizeof b2));
 	if (!c->timed) {
 		if (!c->kernel_timed) {
 			fprintf(out, "    per op kind: not measured (no op times, no kernel times)\n");
@@ -553,6 +557,7 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	fprintf(out, ", \"predicted_peak_reserved_bytes\": %llu, \"peak_reserved_err\": ",
 		(unsigned long long)p->peak_reserved_bytes);
 	json_num(out, c->reserved_err);
+	json_key_num(out, "measured_outside_bytes", m->sum.outside_bytes ? (double)m->sum.outside_bytes : NAN);
 	fprintf(out, ", \"memory_measured\": %s, \"op_times_measured\": %s", c->mem_measured ? "true" : "false",
 		c->timed ? "true" : "false");
 	if (!c->timed) {

@@ -493,6 +493,8 @@ with h5py.File(sys.argv[1], "w") as f:
         s.attrs["steps"], s.attrs["fits"] = np.int32(3), np.int32(1)
         s.attrs["peak_alloc_bytes"], s.attrs["peak_reserved_bytes"] = np.uint64(peaks[0]), np.uint64(peaks[1])
         s.attrs["gpu_bytes"] = np.uint64(80 << 30)
+        if name == "000000":  # the device memory outside the caching allocator (fsdp_bench.py on a GPU)
+            s.attrs["outside_bytes"] = np.uint64(600 << 20)
         if ks:
             g.create_dataset("kernels", data=np.array(ks, dtype=kt))
         # the collectives FSDP2 issued in a step (PyTorch 2.11, 2 ranks, this shape): the schedule's in
@@ -518,6 +520,7 @@ assert (k["compute"]["kernels"], k["allgather"]["kernels"], k["reduce_scatter"][
 assert abs(k["compute"]["measured_s"] - 308e-6) < 1e-12 and abs(k["allgather"]["measured_s"] - 20e-6) < 1e-12, k
 assert abs(k["reduce_scatter"]["err"] - (k["reduce_scatter"]["predicted_s"] / 12e-6 - 1)) < 1e-6, k
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
+assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
 assert abs(a["peak_reserved_err"] - (a["predicted_peak_reserved_bytes"] / (8 << 20) - 1)) < 1e-9, a
 assert b["memory_measured"] is False and b["measured_peak_alloc_bytes"] is None and b["peak_alloc_err"] is None
 assert b["by_kind"]["compute"]["measured_s"] is None and b["by_kind"]["compute"]["err"] is None
@@ -529,8 +532,9 @@ EOF
 ); then ok "pytorch run: $out"; else bad "pytorch run" "${out:-} $(head -3 "$tmp/pt.err" 2>/dev/null)"; fi
 if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)" "$tmp/pt.txt" &&
 	grep -q "peak alloc  not measured" "$tmp/pt.txt" && grep -q "^  collectives the schedule's 8 collectives, in its order" "$tmp/pt.txt" &&
-	grep -q "per op kind: not measured (no op times, no kernel times)" "$tmp/pt.txt" && ! grep -q "inf%" "$tmp/pt.txt"; then
-	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was"
+	grep -q "per op kind: not measured (no op times, no kernel times)" "$tmp/pt.txt" && ! grep -q "inf%" "$tmp/pt.txt" &&
+	[ "$(grep -c "^  outside the allocator measured 0.59 GiB (the CUDA context, NCCL.s buffers), which the predicted capacity, the GPU.s 79.60 GiB" "$tmp/pt.txt")" = 1 ]; then
+	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
