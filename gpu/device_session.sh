@@ -38,7 +38,9 @@
 #              same emulated 2 x 8 job (--emulate-world 16; NCCL refuses
 #              two ranks on one GPU), then llama3-8b at full size, seq 8192,
 #              as one rank of 16; 2 warm-up and 5 measured steps each
-#              (data/runs/<hardware>-cuda-<date>.h5 in this tree)
+#              (data/runs/<hardware>-cuda-<date>.h5 in this tree); last,
+#              the pytorch runtime on one real rank (FSDP2's copies, no
+#              collective; the one-rank file)
 #   compare    ./sim --compare of those runs (the bundle's libraries): priced
 #              by the calibration, then by the catalog alone; the
 #              predictions are appended beside the runs, the reports kept
@@ -441,6 +443,12 @@ PY
 		echo "== gpu_run pure-bf16: not rehearsed (the CPU backend computes in fp32)"
 	fi
 	gpurun chunked-loss 45 "${SMALL[@]}" --set policy.loss=chunked
+	# FSDP2 over one real rank: no collective, the shards cast and copied in (local_shards), into the
+	# one-rank file; last, so that the families above come first
+	# shellcheck disable=SC2086
+	gpurun pytorch-1rank 45 --device "$DEVICE" $MODEL --set "run.out=$WORK/nccl.h5" \
+		--set run.warmup=1 --set run.steps=2 --set cluster.nodes=1 --set cluster.gpus_per_node=1 \
+		--set policy.runtime=pytorch
 	echo "$n runs, $bad failed"
 	return $rc
 }

@@ -62,14 +62,14 @@ fi
 for s in calibrate runs compare; do
 	if grep -q "^OK $s rc=0" "$sum"; then ok "$s step OK"; else bad "$s step" "$(grep " $s " "$sum")"; fi
 done
-if grep -q "^OK runs rc=0 .*: 22 runs, 0 failed$" "$sum"; then
-	ok "22 runs (every family but pure-bf16, the one-rank run, the small model as rank 0 of 16, the traffic's ceiling)"
+if grep -q "^OK runs rc=0 .*: 23 runs, 0 failed$" "$sum"; then
+	ok "23 runs (every family but pure-bf16, the one-rank runs of the testbed and of FSDP2, the small model as rank 0 of 16, the traffic's ceiling)"
 else
 	bad "runs" "$(grep ' runs ' "$sum")"
 fi
 rows=$(grep -cE '^  [a-z0-9+-]+ +rc=0  [0-9.]+ ms  MFU [0-9.]+%  [0-9.]+ GiB peak  [0-9.]+ ms exposed$' "$sum")
-if [ "$rows" = 22 ]; then ok "a summary row per run: step time, MFU, peak memory, exposed communication"; else
-	bad "summary rows" "$rows well-formed of 22: $(grep -E '^  ' "$sum" | head -3)"
+if [ "$rows" = 23 ]; then ok "a summary row per run: step time, MFU, peak memory, exposed communication"; else
+	bad "summary rows" "$rows well-formed of 23: $(grep -E '^  ' "$sum" | head -3)"
 fi
 hw=$(sed -n 's/^hardware: \([^;]*\);.*/\1/p' "$sum")
 day=$(date -u +%Y%m%d)
