@@ -594,8 +594,9 @@ static int params_ready(struct builder *b, int u, int micro)
 		return b->ready_op[u];
 	full = buf_new(b, x->full_bytes, MEM_FULL_PARAMS, BUF_FULL_PARAM, ST_COMPUTE, u, -1, micro, b->param_elem);
 	begin(b, OP_COPY_OUT, ST_COMPUTE, u, -1, micro);
-	b->cur->bytes = 2 * x->full_bytes;
-	if (s->local_shards) {
+	if (!s->local_shards) {
+		b->cur->bytes = 2 * x->full_bytes;
+	} else {
 		/*
 		 * FSDP2 at a group of one (wait_for_unshard): tensor by tensor, the
 		 * shard cast to the compute dtype (all_gather_inputs: a new tensor,

@@ -510,6 +510,9 @@ static void test_local_shards(void)
 			if (!x->is_root) {
 				CU_ASSERT_EQUAL(s->bufs[t].bytes, 2 * 2 * (uint64_t)e.model.hidden * (uint64_t)e.model.ffn);
 				transient++;
+			} else { /* the root: the final norm's weight and the output projection (V x D) */
+				CU_ASSERT_EQUAL(s->bufs[t].bytes,
+						2 * ((uint64_t)e.model.vocab + 1) * (uint64_t)e.model.hidden);
 			}
 		}
 		if (o->kind == OP_COPY) {

@@ -34,8 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fsdp_bench  # noqa: E402  the model and its wrapping
-from fsdp_bench import shape_args  # noqa: E402
+import fsdp_bench  # noqa: E402  the model, its wrapping and the shape flags
 
 import torch.distributed.fsdp._fully_shard._fsdp_param_group as fsdp_group  # noqa: E402
 
@@ -125,7 +124,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sim", default="./sim")
     p.add_argument("--layers", type=int, default=2)
-    shape_args(p, hidden=64, ffn=192, heads=4, kv_heads=2, seq=32, batch=2, vocab=256)
+    fsdp_bench.shape_args(p, hidden=64, ffn=192, heads=4, kv_heads=2, seq=32, batch=2, vocab=256)
     p.add_argument("--precision", choices=("mixed", "fp32"), default="mixed")
     p.add_argument("--reshard", choices=("yes", "no"), default="yes")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
