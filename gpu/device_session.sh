@@ -348,8 +348,11 @@ step_calibrate() {
 	have_device || return 1
 	echo "calibration of $JOB into $CAL_FILE"
 	echo "== quick: a session in seconds, so that the runs have one if the full calibration does not finish"
+	# the watchdog ends a calibration that makes no progress for 60 s and says what each stream waits
+	# on (each measurement lasts milliseconds; the first GPU session's stopped, its GPU idle, and used
+	# the whole step)
 	# shellcheck disable=SC2086
-	tmo 150 $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" --quick || rc=1
+	tmo 150 $MPI1 ./gpu_run "$EXP" $JOB --set run.timeout_s=60 --calibrate "$CAL_FILE" --quick || rc=1
 	left_s=$((STEP_END - $(date +%s) - 10))
 	if [ "$left_s" -lt 30 ]; then
 		echo "no time left for the full calibration"
@@ -357,7 +360,7 @@ step_calibrate() {
 	fi
 	echo "== full (at most ${left_s}s)"
 	# shellcheck disable=SC2086
-	tmo "$left_s" $MPI1 ./gpu_run "$EXP" $JOB --calibrate "$CAL_FILE" || rc=1
+	tmo "$left_s" $MPI1 ./gpu_run "$EXP" $JOB --set run.timeout_s=60 --calibrate "$CAL_FILE" || rc=1
 	return $rc
 }
 

@@ -111,7 +111,8 @@ def block(args):
 
 
 class Outputs(TorchDispatchMode):
-    """Every storage an op makes, by weak reference: after the forward the live ones are what it kept."""
+    """Every storage an op makes, by weak reference, and whether its tensor is left out (left_out): after
+    the forward the live ones are what it kept."""
 
     def __init__(self):
         super().__init__()
@@ -121,7 +122,7 @@ class Outputs(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor):
-                self.refs.append(weakref.ref(t.untyped_storage()))
+                self.refs.append((weakref.ref(t.untyped_storage()), left_out(t)))
         return out
 
 
@@ -189,12 +190,16 @@ def eager_kept_bytes(args, mode):
         y = run(x, freqs)
     gc.collect()
     skip |= {y.untyped_storage().data_ptr()}
-    live = {s.data_ptr(): s.nbytes() for s in (r() for r in made.refs) if s is not None and s.data_ptr() not in skip}
+    live, out = {}, {}  # kept, and left out (on a GPU, attention's random seed and offset: 16 bytes)
+    for ref, small in made.refs:
+        s = ref()
+        if s is not None and s.data_ptr() not in skip:
+            (out if small else live)[s.data_ptr()] = s.nbytes()
     with Matmuls() as bwd:
         y.float().sum().backward()
     # the input, which checkpointing saves
-    return sum(live.values()) + x.untyped_storage().nbytes(), 0, rerun((fwd.flops, fwd.attention),
-                                                                        (bwd.flops, bwd.attention))
+    return sum(live.values()) + x.untyped_storage().nbytes(), sum(out.values()), rerun(
+        (fwd.flops, fwd.attention), (bwd.flops, bwd.attention))
 
 
 def compiled_saved(fn, inputs, skip):

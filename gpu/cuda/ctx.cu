@@ -66,6 +66,30 @@ struct cuda_ctx *cuda_ctx_new(size_t scratch_bytes)
 	return ctx;
 }
 
+void cuda_driver_version(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/driver/nvidia/version", "r");
+	char line[512];
+
+	snprintf(out, len, "unknown");
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "Kernel Module");
+		while (p && *p) {
+			size_t n;
+			p += strcspn(p, "0123456789");
+			n = strspn(p, "0123456789.");
+			if (n > 0 && memchr(p, '.', n) && (p[n] == ' ' || p[n] == '\t' || p[n] == '\n' || !p[n])) {
+				snprintf(out, len, "%.*s", (int)n, p);
+				break;
+			}
+			p += n ? n : strlen(p);
+		}
+	}
+	fclose(f);
+}
+
 void cuda_ctx_free(struct cuda_ctx *ctx)
 {
 	if (!ctx)

@@ -60,6 +60,14 @@ struct cuda_ctx;
  * (cuda_scratch_bytes). Aborts through the check hook on failure.
  */
 struct cuda_ctx *cuda_ctx_new(size_t scratch_bytes);
+
+/*
+ * The NVIDIA kernel driver's version ("580.159.04") from
+ * /proc/driver/nvidia/version, or "unknown": the first word after
+ * "Kernel Module" made of digits and dots (the open module's line reads
+ * "... Open Kernel Module for x86_64  580.159.04  Release Build ...").
+ */
+void cuda_driver_version(char *out, size_t len);
 /* Frees everything; synchronizes the device. cuda_ctx_free(NULL) is a no-op. */
 void cuda_ctx_free(struct cuda_ctx *ctx);
 /* Grow the scratch to at least bytes (synchronizes the device when it grows). */

@@ -202,28 +202,6 @@ static double peak_of(const struct cudaDeviceProp *prop, const char **entry)
 	return 0.0;
 }
 
-/* The kernel driver's version from /proc, or "unknown". */
-static void driver_version(char *out, size_t len)
-{
-	snprintf(out, len, "unknown");
-	FILE *f = fopen("/proc/driver/nvidia/version", "r");
-	if (!f)
-		return;
-	char line[256];
-	if (fgets(line, sizeof(line), f)) {
-		/* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  <date>" */
-		char *p = strstr(line, "Module");
-		if (p) {
-			p += strlen("Module");
-			while (*p == ' ')
-				p++;
-			size_t n = strcspn(p, " \n");
-			snprintf(out, len, "%.*s", (int)n, p);
-		}
-	}
-	fclose(f);
-}
-
 /* ---- initial values ------------------------------------------------------------------ */
 
 /* x[i] = offset + scale * U(-1, 1) from a hash of (seed, i): no host transfer for gigabytes. */
@@ -468,7 +446,7 @@ int main(int argc, char **argv)
 	cudaCheck(cudaRuntimeGetVersion(&rt));
 	size_t blas = cublasLtGetVersion();
 	char driver[64], cuda_driver[32], cuda_runtime[32], cublas[32], date[32];
-	driver_version(driver, sizeof(driver));
+	cuda_driver_version(driver, sizeof(driver));
 	snprintf(cuda_driver, sizeof(cuda_driver), "%d.%d", drv / 1000, drv % 1000 / 10);
 	snprintf(cuda_runtime, sizeof(cuda_runtime), "%d.%d", rt / 1000, rt % 1000 / 10);
 	snprintf(cublas, sizeof(cublas), "%zu.%zu.%zu", blas / 10000, blas / 100 % 100, blas % 100);

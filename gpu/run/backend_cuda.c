@@ -16,12 +16,14 @@
  * thread in cudaEventSynchronize (the host optimizer "gated by events");
  * a CUDA stream waiting for a host-stream op waits on a flag in mapped
  * pinned memory that the host thread sets (cuStreamWaitValue32 through
- * the runtime's driver entry point; failing that, a host function on the
- * stream that polls the flag). A wait for an event not yet recorded (the
- * gate of gpu_run --calibrate, which the host stream records once all the
- * work is queued) is a wait on the same flag, which the event's record then
- * sets: the host thread, or the recording CUDA stream right after the event
- * (cuStreamWriteValue32; failing that, a host function). The walker's thread
+ * the runtime's driver entry point). A wait for an event not yet recorded
+ * (the gate of gpu_run --calibrate, which the host stream records once all
+ * the work is queued) is a one-thread kernel polling the same flag, which
+ * the event's record then sets: the host thread, or the recording CUDA
+ * stream right after the event (cuStreamWriteValue32). The kernel opens by
+ * itself after a second (GATE_TIMEOUT_NS) and says so at the next sync: a
+ * host that waits for a gated stream (a synchronising call behind the gate)
+ * makes a late measurement, not a hang. The walker's thread
  * never waits inside a step: sync, at its end, polls the streams and checks
  * NCCL's asynchronous errors every millisecond.
  *
@@ -72,6 +74,10 @@
 #include <string.h>
 #include <time.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <pmmintrin.h> /* the host thread's MXCSR: subnormals flushed */
+#endif
+
 #include <cuda.h> /* driver types only: cuStreamWaitValue32 comes through cudaGetDriverEntryPointByVersion */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -90,6 +96,14 @@
 #define ASYNC_CHECK_NS 1000000   /* between checks of NCCL's asynchronous errors */
 #define COMM_STREAM_ELEMS_MAX (1ull << 62)
 #define CAL_EVENTS 1024          /* events beyond a step's two per op, for calibration's chains and gate */
+/*
+ * How long a gate (a wait for an event not yet recorded: calibrate.c's)
+ * holds its stream at most. Queuing a measurement's calls takes
+ * milliseconds; a gate still closed after a second has a host that cannot
+ * go on until the stream does (a synchronising call, a full launch
+ * queue): it opens, the measurement is late and said to be.
+ */
+#define GATE_TIMEOUT_NS 1000000000ull
 /*
  * Calls of work one stream may take while it waits for an event not yet
  * recorded: its launch queue holds about a thousand launches, beyond which
@@ -157,11 +171,13 @@ struct cu {
 	uint8_t *ev_dev;              /* event recorded by a CUDA stream this step */
 	uint8_t *ev_future;           /* waited for before it was recorded: its record sets its flag */
 	uint64_t *host_ns;
-	volatile uint32_t *hflag;     /* mapped pinned memory: host event done, or a waited-for event recorded */
+	volatile uint32_t *hflag;     /* mapped pinned memory: host event done, or a waited-for event recorded;
+				       * hflag[nevents]: the gates that opened by their timeout, since the last sync */
 	CUdeviceptr hflag_dev;
 	wait_value_fn wait_value;     /* cuStreamWaitValue32 (required: backend_cuda_new) */
 	write_value_fn write_value;   /* cuStreamWriteValue32 (required) */
 	int gated[ST_COUNT];          /* calls queued on a stream since it began waiting for an unrecorded event, -1: none */
+	int gate_timeouts;            /* gates opened by their timeout (GATE_TIMEOUT_NS) */
 	/* the watchdog: each CUDA stream's events of this step in record order, and how many have passed */
 	pthread_mutex_t wd_mu;
 	int *rec[ST_COUNT];
@@ -300,6 +316,21 @@ static void *host_main(void *arg)
 	struct hostq *q = &c->hq;
 
 	cudaCheck(cudaSetDevice(c->device));
+#if defined(__x86_64__) || defined(__i386__)
+	/*
+	 * The host optimizer's time must not depend on the values, as a GPU's
+	 * fp32 arithmetic does not: x86 takes a hundred cycles and more for an
+	 * operation on a subnormal (the results flush to zero, the operands
+	 * count as zero: FTZ, DAZ). The first GPU session's offload runs spent
+	 * 3 to 5.5 s a step in it, 25 to 45 ns an element, growing with the
+	 * steps, where this code takes about 3 ns on normal values and 10 when
+	 * a quarter of them make subnormals: the emulated fabric's repeated
+	 * shards make a model whose saturated softmax leaves subnormal
+	 * gradients (its first loss: 255, against 12.4 for the real model).
+	 */
+	_MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+	_MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+#endif
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
 		struct hcmd k;
@@ -423,6 +454,17 @@ static void set_flag_after(struct cu *c, int stream, int event)
 				   CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
+/*
+ * CUDA stream `stream` waits until event `event`'s flag is set, or a
+ * second has passed: a gate kernel (bcu_gate), not a stream memory wait,
+ * which would wait for ever.
+ */
+static void gate_flag(struct cu *c, int stream, int event)
+{
+	bcu_gate((const uint32_t *)(uintptr_t)(c->hflag_dev + sizeof(uint32_t) * (size_t)event), GATE_TIMEOUT_NS,
+		 (uint32_t *)(uintptr_t)(c->hflag_dev + sizeof(uint32_t) * (size_t)c->nevents), c->cs[stream]);
+}
+
 /* CUDA stream `stream` waits until event `event`'s flag is set. */
 static void wait_flag(struct cu *c, int stream, int event)
 {
@@ -460,7 +502,7 @@ static void cu_wait(struct backend *b, int stream, int event)
 			struct hcmd k = { .type = H_WAIT_FLAG, .event = event };
 			host_push(c, &k);
 		} else {
-			wait_flag(c, stream, event);
+			gate_flag(c, stream, event);
 			if (c->gated[stream] < 0)
 				c->gated[stream] = 0;
 		}
@@ -534,6 +576,13 @@ static void cu_sync(struct backend *b)
 	cudaCheck(cudaGetLastError());
 	if (!c->comm->emulated)
 		comm_nccl_check_async(c->comm);
+	if (c->hflag[c->nevents]) { /* streams idle: no gate writes it now */
+		c->gate_timeouts += c->hflag[c->nevents];
+		c->hflag[c->nevents] = 0;
+		fprintf(stderr, "gpu_run: a gate opened after %.0f s, not when its event was recorded (%d so far): the "
+				"host waited for the gated stream meanwhile; that measurement is late\n",
+			1e-9 * (double)GATE_TIMEOUT_NS, c->gate_timeouts);
+	}
 }
 
 static void cu_step_begin(struct backend *b)
@@ -1226,26 +1275,6 @@ static void put_int(void (*put)(void *, const char *, const char *), void *ctx, 
 	put(ctx, key, s);
 }
 
-static void driver_version(char *out, size_t len)
-{
-	FILE *f = fopen("/proc/driver/nvidia/version", "r");
-	char line[256];
-
-	snprintf(out, len, "unknown");
-	if (!f)
-		return;
-	if (fgets(line, sizeof(line), f)) {
-		char *p = strstr(line, "Module");
-		if (p) {
-			p += strlen("Module");
-			while (*p == ' ')
-				p++;
-			snprintf(out, len, "%.*s", (int)strcspn(p, " \n"), p);
-		}
-	}
-	fclose(f);
-}
-
 /* cuDNN's version as text: "9.10.1", or why there is none. */
 static void cudnn_version(char *out, size_t len)
 {
@@ -1266,7 +1295,7 @@ static void cu_versions(struct backend *b, char *buf, int len)
 	int api = 0, rt = 0, nv = c->comm->nccl_version;
 	size_t blas = cublasLtGetVersion();
 
-	driver_version(drv, sizeof drv);
+	cuda_driver_version(drv, sizeof drv);
 	cudnn_version(dnn, sizeof dnn);
 	cudaCheck(cudaDriverGetVersion(&api));
 	cudaCheck(cudaRuntimeGetVersion(&rt));
@@ -1291,7 +1320,7 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	put(ctx, "device.arch", s);
 	put_int(put, ctx, "device.sms", c->prop.multiProcessorCount);
 	put_int(put, ctx, "device.memory_bytes", (long long)c->prop.totalGlobalMem);
-	driver_version(s, sizeof(s));
+	cuda_driver_version(s, sizeof(s));
 	put(ctx, "device.driver", s);
 	cudaCheck(cudaDriverGetVersion(&v));
 	snprintf(s, sizeof(s), "%d.%d", v / 1000, v % 1000 / 10);
@@ -1323,6 +1352,11 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	put(ctx, "kernels.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
 	put(ctx, "backend.host_waits", "cuStreamWaitValue32");
 	put(ctx, "backend.flag_writes", "cuStreamWriteValue32");
+#if defined(__x86_64__) || defined(__i386__)
+	put(ctx, "backend.host_subnormals", "flushed to zero (FTZ, DAZ)");
+#else
+	put(ctx, "backend.host_subnormals", "kept");
+#endif
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
 
@@ -1751,6 +1785,9 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 		cudaCheck(cudaHostGetDevicePointer(&dflags, flags, 0));
 		c->hflag = flags;
 		c->hflag_dev = (CUdeviceptr)(uintptr_t)dflags;
+		/* the gate kernel loaded now (a closed flag, no time to wait), never first behind a gate */
+		bcu_gate((const uint32_t *)dflags, 0, NULL, c->cs[ST_COMPUTE]);
+		cudaCheck(cudaStreamSynchronize(c->cs[ST_COMPUTE]));
 	}
 	/*
 	 * Required: a stream that waits for the host, or for another stream's

@@ -88,6 +88,14 @@ void bcu_emu_all_reduce(void *buf, size_t count, enum elem e, int n, const struc
 /* The copy engine's pacing: t0 (device word) = the GPU's clock; then wait (one warp) until t0 + ns. */
 void bcu_emu_stamp(uint64_t *t0, cudaStream_t st);
 void bcu_emu_wait(const uint64_t *t0, double ns, cudaStream_t st);
+/*
+ * The calibration's gate (gpu/run/calibrate.c): one thread waits until the
+ * word *flag (mapped host memory, set by the host) is not 0, or until
+ * timeout_ns have passed; then it adds 1 to *timeouts (mapped host memory,
+ * NULL: none). A gate that cannot open turns into a late measurement, not
+ * a hang.
+ */
+void bcu_gate(const uint32_t *flag, uint64_t timeout_ns, uint32_t *timeouts, cudaStream_t st);
 
 #ifdef __cplusplus
 }

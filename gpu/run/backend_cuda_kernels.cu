@@ -435,3 +435,24 @@ void bcu_emu_wait(const uint64_t *t0, double ns, cudaStream_t st)
 	wait_kernel<<<1, 32, 0, st>>>(t0, ns);
 	cudaCheck(cudaGetLastError());
 }
+
+/* ---- the calibration's gate -------------------------------------------------------------- */
+
+static __global__ void gate_kernel(const volatile uint32_t *flag, uint64_t timeout_ns, volatile uint32_t *timeouts)
+{
+	uint64_t start = gtimer();
+	while (*flag == 0) {
+		if (gtimer() - start >= timeout_ns) {
+			if (timeouts)
+				*timeouts = *timeouts + 1; /* one gate kernel runs at a time per flag: no race that matters */
+			return;
+		}
+		__nanosleep(1000);
+	}
+}
+
+void bcu_gate(const uint32_t *flag, uint64_t timeout_ns, uint32_t *timeouts, cudaStream_t st)
+{
+	gate_kernel<<<1, 1, 0, st>>>(flag, timeout_ns, timeouts);
+	cudaCheck(cudaGetLastError());
+}

@@ -108,7 +108,8 @@ typedef void (*work_fn)(struct cal *k, int st, void *arg);
  * ns per call of fn, all ranks at once; `beside` runs before it (on another
  * stream) when not NULL. The streams start only when all the work is
  * queued (they wait for a gate event the host stream records last), so
- * the calls run back to back, as a step's ops do once issued.
+ * the calls run back to back, as a step's ops do once issued. Whatever
+ * runs behind the gate has run once before without one (probe).
  */
 static double measure_once(struct cal *k, int st, work_fn fn, void *arg, int reps, work_fn beside, void *barg)
 {
@@ -126,10 +127,31 @@ static double measure_once(struct cal *k, int st, work_fn fn, void *arg, int rep
 	return slowest_rank((double)(k->o->event_ns(k->b, 1) - k->o->event_ns(k->b, 0)) / reps);
 }
 
+/*
+ * ns of one call of fn, issued with no gate: what sizes the repetitions,
+ * and the first use of whatever the call needs (a kernel, a GEMM plan, a
+ * buffer) before any gate is closed on it. CUDA loads a kernel's module
+ * lazily, at its first launch, and the load may synchronise the context
+ * (CUDA Programming Guide, "Lazy Loading", potential hazards): behind a
+ * gate it would wait for streams that wait for the host, for ever (the
+ * first GPU session's calibration stopped so, its GPU idle, at the first
+ * model kernels).
+ */
+static double probe(struct cal *k, int st, work_fn fn, void *arg)
+{
+	mpi_check(MPI_Barrier(MPI_COMM_WORLD));
+	k->o->step_begin(k->b);
+	k->o->record(k->b, st, 0);
+	fn(k, st, arg);
+	k->o->record(k->b, st, 1);
+	k->o->sync(k->b);
+	return slowest_rank((double)(k->o->event_ns(k->b, 1) - k->o->event_ns(k->b, 0)));
+}
+
 /* The median of MEASURES measurements, with repetitions for about target_ns each. */
 static double measure(struct cal *k, int st, work_fn fn, void *arg, work_fn beside, void *barg)
 {
-	double one = measure_once(k, st, fn, arg, 1, NULL, NULL), v[MEASURES];
+	double one = probe(k, st, fn, arg), v[MEASURES];
 	int reps = one > 0 ? (int)(k->target_ns / one) : MAX_REPS;
 
 	if (reps < 1)
