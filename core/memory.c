@@ -515,6 +515,13 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 			}
 	}
 	m->peaks.retries += (uint32_t)more;
+	memset(m->peaks.end_by_pool, 0, sizeof(m->peaks.end_by_pool));
+	if (m->s->exp->runtime.caching_allocator) /* an arena's pools are lifetime classes, not streams */
+		for (int i = 0; i < alloc_segments(m->a); i++) {
+			int pool = alloc_segment_pool(m->a, i);
+			if (pool >= 0 && pool < 2 * ST_COUNT)
+				m->peaks.end_by_pool[pool] += alloc_segment_bytes(m->a, i);
+		}
 	for (k = 0; k <= steps; k++)
 		free(h[k].v);
 	free(h);

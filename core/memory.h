@@ -40,6 +40,14 @@ struct mem_peaks {
 	uint32_t retries;               /* flushes of the cache over every step (PyTorch's num_alloc_retries) */
 	uint32_t ooms;                  /* segments reserved past the capacity even so, over every step (num_ooms) */
 	uint32_t step_retries;          /* flushes in the last step begun */
+	/*
+	 * memory_predict, a caching allocator: the segments reserved when the
+	 * run ends, by pool, 2 * stream + 1 for requests of 1 MiB and more
+	 * (PyTorch's large pool), 2 * stream for the others; what
+	 * torch.cuda.memory_snapshot() gives at a run's end (its reserved
+	 * peak, but for flushes)
+	 */
+	uint64_t end_by_pool[2 * ST_COUNT];
 };
 
 /*

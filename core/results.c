@@ -472,6 +472,57 @@ static herr_t config_attr_read(hid_t loc, const char *name, const H5A_info_t *in
 	return 0;
 }
 
+/*
+ * The summary's attribute reserved_by_pool, "STREAM/POOL=BYTES" words
+ * separated by spaces (STREAM a schedule stream's name or another, POOL
+ * large or small), into r->sum; a word of another shape is the run's error.
+ */
+static void read_reserved_by_pool(struct h5file_session *s, hid_t run, struct run_read *r)
+{
+	struct summary *m = &r->sum;
+	char text[2048], *save = NULL;
+	hid_t g;
+	int got;
+
+	m->has_reserved_by_pool = 0;
+	memset(m->reserved_by_pool, 0, sizeof(m->reserved_by_pool));
+	m->reserved_other = 0;
+	g = H5Gopen2(run, "summary", H5P_DEFAULT);
+	if (h5file_check(s, g, "H5Gopen2(summary)") < 0)
+		return;
+	got = h5file_has_attr(g, "reserved_by_pool") && h5file_read_str(s, g, "reserved_by_pool", text, sizeof text) == 0;
+	H5Gclose(g);
+	if (!got)
+		return;
+	for (char *w = strtok_r(text, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		char *slash = strchr(w, '/'), *eq = slash ? strchr(slash, '=') : NULL, *end = NULL;
+		unsigned long long bytes;
+		int st = -1, large;
+		if (!eq) {
+			snprintf(r->error, sizeof r->error, "summary reserved_by_pool: '%.64s' is not STREAM/POOL=BYTES", w);
+			return;
+		}
+		*slash = *eq = '\0';
+		large = !strcmp(slash + 1, "large");
+		errno = 0;
+		bytes = strtoull(eq + 1, &end, 10);
+		if ((!large && strcmp(slash + 1, "small")) || errno || end == eq + 1 || *end || eq[1] == '-') {
+			snprintf(r->error, sizeof r->error,
+				 "summary reserved_by_pool: '%.32s/%.32s=%.32s' (allowed: STREAM/large or STREAM/small "
+				 "= a number of bytes)", w, slash + 1, eq + 1);
+			return;
+		}
+		for (int t = 0; t < ST_COUNT; t++)
+			if (!strcmp(w, stream_name((enum stream_id)t)))
+				st = t;
+		if (st < 0)
+			m->reserved_other += bytes;
+		else
+			m->reserved_by_pool[2 * st + large] += bytes;
+	}
+	m->has_reserved_by_pool = 1;
+}
+
 static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 {
 	hid_t g = H5Gopen2(run, "summary", H5P_DEFAULT);
@@ -671,6 +722,8 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		read_summary(s, run, &r->sum);
 	else if (!r->error[0])
 		snprintf(r->error, sizeof r->error, "no summary group (/runs/%s/summary): the run did not finish", name);
+	if (!r->error[0] && !s->failed && H5Lexists(run, "summary", H5P_DEFAULT) > 0)
+		read_reserved_by_pool(s, run, r);
 	if (!r->error[0] && s->failed)
 		snprintf(r->error, sizeof r->error, "part of it cannot be read (said above)");
 	if (!r->error[0] && strcmp(r->source, "sim") && !(isfinite(r->sum.step_time_s) && r->sum.step_time_s > 0))

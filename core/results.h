@@ -46,6 +46,18 @@ struct summary {
 	/* a PyTorch run on a GPU: device memory in use outside its caching allocator at the run's end (the
 	 * CUDA context, NCCL's buffers); read where a run has it, never written: 0 otherwise */
 	uint64_t outside_bytes;
+	/*
+	 * a PyTorch run on a GPU: its caching allocator's segments at the
+	 * run's end (torch.cuda.memory_snapshot()) by the stream that
+	 * allocated them and pool, the attribute reserved_by_pool
+	 * ("compute/large=BYTES allgather/small=BYTES ..."), laid out as
+	 * mem_peaks.end_by_pool (2 * stream + 1: large); a stream the
+	 * schedule has no name for in reserved_other. Read where a run has it,
+	 * never written: has_reserved_by_pool 0 otherwise
+	 */
+	int has_reserved_by_pool;
+	uint64_t reserved_by_pool[2 * ST_COUNT];
+	uint64_t reserved_other;
 	int fits;
 	/* the caching allocator at the GPU's memory, over the run's steps (warmup included) and in its last */
 	int alloc_retries;         /* flushes of its cache (PyTorch's num_alloc_retries) */

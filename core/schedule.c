@@ -249,9 +249,13 @@ static void unit_add_module(struct schedule *s, struct unit *u, enum module_kind
 		 * (plan_units replaces the count for flat shards) */
 		int64_t rows = td[i].rows == 1 ? td[i].cols : td[i].rows;
 		int64_t cols = td[i].rows == 1 ? 1 : td[i].cols;
-		int64_t elems = td[i].rows * td[i].cols;
+		int64_t elems = td[i].rows * td[i].cols, shard = (rows + shard_n - 1) / shard_n * cols;
 		u->params += elems;
-		u->shard_elems += (uint64_t)((rows + shard_n - 1) / shard_n * cols);
+		u->shard_elems += (uint64_t)shard;
+		u->tensor_elems = xrealloc(u->tensor_elems, sizeof(*u->tensor_elems) * (size_t)(u->ntensors + i + 1));
+		u->tensor_shard = xrealloc(u->tensor_shard, sizeof(*u->tensor_shard) * (size_t)(u->ntensors + i + 1));
+		u->tensor_elems[u->ntensors + i] = elems;
+		u->tensor_shard[u->ntensors + i] = shard;
 		if (u->last_tensor + elems > u->pair_elems)
 			u->pair_elems = u->last_tensor + elems;
 		u->last_tensor = elems;
@@ -850,6 +854,44 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 }
 
 /*
+ * The temporaries of a foreach step over unit u's parameters (-1: every
+ * unit's), per_elem bytes an element: a tensor for each tensor the
+ * optimizer steps, all alive at once, freed at the op's end
+ * (_multi_tensor_adam: torch._foreach_sqrt of the second moments makes a
+ * new list), so that the allocator sees PyTorch's requests, each its own
+ * block, not one buffer of their sum. The optimizer steps the model's
+ * tensors (ddp: whole; per-tensor shards: each tensor's shard) or a
+ * unit's flat shard.
+ */
+static void optim_temporaries(struct builder *b, int unit, double per_elem)
+{
+	const struct schedule *s = b->s;
+	int first = unit < 0 ? 0 : unit, last = unit < 0 ? s->nunits - 1 : unit, n = 0, *t;
+
+	for (int u = first; u <= last; u++)
+		n += s->units[u].ntensors;
+	t = xmalloc(sizeof(*t) * (size_t)(n + 1));
+	n = 0;
+	for (int u = first; u <= last; u++) {
+		const struct unit *x = &s->units[u];
+		int whole = b->p->sharding == SHARD_DDP, flat = !whole && !s->per_tensor_shards;
+		for (int i = 0; i < (flat ? 1 : x->ntensors); i++) {
+			double elems = flat ? (double)x->shard_elems : whole ? (double)x->tensor_elems[i] : (double)x->tensor_shard[i];
+			uint64_t bytes = (uint64_t)(elems * per_elem + 0.5);
+			if (!bytes)
+				continue;
+			t[n] = buf_new(b, bytes, MEM_TRANSIENT, BUF_TRANSIENT, b->cur->stream, u, -1, b->cur->micro,
+				       b->s->act_elem);
+			alloc_buf(b, t[n]);
+			opd(b, t[n++], OPD_OUT);
+		}
+	}
+	for (int i = 0; i < n; i++)
+		free_buf(b, t[i]);
+	free(t);
+}
+
+/*
  * What the runtime adds to an optimizer step over `elems` parameters in
  * `tensors` tensors: the DTensor dispatch of each multi-tensor op on the
  * host, the temporaries of a foreach step (allocated by the op, freed at
@@ -866,7 +908,7 @@ static void optim_extras(struct builder *b, uint64_t elems, int tensors, int cli
 
 	b->cur->host_ns = (uint32_t)(1e3 * r->dtensor_us * tensors * ops + 0.5);
 	if (b->p->optim == OPT_FOREACH && r->optim_temp_bytes > 0)
-		scratch(b, (uint64_t)((double)elems * r->optim_temp_bytes + 0.5), b->cur->unit, -1, b->cur->micro);
+		optim_temporaries(b, b->cur->unit, r->optim_temp_bytes);
 	if (clips && r->clip_grad_norm) {
 		b->cur->bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
 		b->cur->launches += (uint32_t)(2 * chunks);
@@ -1367,8 +1409,13 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 		s->opds = grow(s->opds, &s->cap_opds, 3 * ops, sizeof(*s->opds));
 		s->bufs = grow(s->bufs, &s->cap_bufs, ops, sizeof(*s->bufs));
 	}
-	/* one op names at most three buffers of every unit (the optimizer after backward) */
+	/*
+	 * one op names at most three buffers of every unit and a temporary of
+	 * every tensor (the optimizer after backward, foreach: optim_temporaries)
+	 */
 	b.cap = 4 * s->nunits + 64;
+	for (int u = 0; u < s->nunits; u++)
+		b.cap += s->units[u].ntensors;
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
 	b.opd_at = xmalloc(sizeof(int) * s->cap_bufs);
 	for (int i = 0; i < SEG_KIND_COUNT; i++)
@@ -1451,6 +1498,10 @@ void schedule_free(struct schedule *s)
 {
 	if (!s)
 		return;
+	for (int u = 0; u < s->nunits; u++) {
+		free(s->units[u].tensor_elems);
+		free(s->units[u].tensor_shard);
+	}
 	free(s->units);
 	free(s->segs);
 	free(s->ops);

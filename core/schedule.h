@@ -179,6 +179,8 @@ struct unit {
 	int64_t last_tensor;      /* elements of its last tensor so far (while its modules are added) */
 	int64_t pair_elems;       /* the most elements two tensors in a row hold: the cast copies a
 				   * local_shards unshard has alive at once */
+	int64_t *tensor_elems;    /* ntensors: each tensor's elements, in module order */
+	int64_t *tensor_shard;    /* ntensors: each tensor's dim-0 shard, padded (per-tensor shards) */
 	uint64_t full_bytes;      /* gathered params, compute dtype */
 	uint64_t shard_elems;     /* elements of one rank's shard (padded: per tensor, or at the end) */
 	int reshard_after_fwd;    /* 1: freed after forward, gathered again in backward */

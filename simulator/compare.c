@@ -474,6 +474,22 @@ static void print_text(FILE *out, const struct cmp *c)
 		fprintf(out, "  outside the allocator measured %s (the CUDA context, NCCL's buffers), which the "
 			     "predicted capacity, the GPU's %s, does not subtract\n",
 			report_bytes(m->sum.outside_bytes, b1, sizeof b1), report_bytes(p->gpu_bytes, b2, sizeof b2));
+	if (m->sum.has_reserved_by_pool) {
+		const uint64_t *pred = c->r.peaks.end_by_pool;
+		fprintf(out, "    %-28s %11s %11s\n", "reserved at the end, by pool", "measured", "predicted");
+		for (int i = 0; i < 2 * ST_COUNT; i++)
+			if (m->sum.reserved_by_pool[i] || pred[i]) {
+				char name[40];
+				snprintf(name, sizeof name, "%s/%s", stream_name((enum stream_id)(i / 2)), i % 2 ? "large" : "small");
+				/* a pool with no segment: 0 */
+				fprintf(out, "    %-28s %11s %11s\n", name,
+					m->sum.reserved_by_pool[i] ? report_bytes(m->sum.reserved_by_pool[i], b1, sizeof b1) : "0",
+					pred[i] ? report_bytes(pred[i], b2, sizeof b2) : "0");
+			}
+		if (m->sum.reserved_other)
+			fprintf(out, "    %-28s %11s %11s\n", "streams of no op", report_bytes(m->sum.reserved_other, b1, sizeof b1),
+				"-");
+	}
 	if (!c->timed) {
 		if (!c->kernel_timed) {
 			fprintf(out, "    per op kind: not measured (no op times, no kernel times)\n");
@@ -558,6 +574,17 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 		(unsigned long long)p->peak_reserved_bytes);
 	json_num(out, c->reserved_err);
 	json_key_num(out, "measured_outside_bytes", m->sum.outside_bytes ? (double)m->sum.outside_bytes : NAN);
+	if (m->sum.has_reserved_by_pool) { /* the segments at the run's end, by stream and pool */
+		int n = 0;
+		fputs(", \"reserved_by_pool\": {", out);
+		for (int i = 0; i < 2 * ST_COUNT; i++)
+			if (m->sum.reserved_by_pool[i] || c->r.peaks.end_by_pool[i])
+				fprintf(out, "%s\"%s/%s\": {\"measured_bytes\": %llu, \"predicted_bytes\": %llu}", n++ ? ", " : "",
+					stream_name((enum stream_id)(i / 2)), i % 2 ? "large" : "small",
+					(unsigned long long)m->sum.reserved_by_pool[i],
+					(unsigned long long)c->r.peaks.end_by_pool[i]);
+		fprintf(out, "}, \"measured_reserved_other_bytes\": %llu", (unsigned long long)m->sum.reserved_other);
+	}
 	fprintf(out, ", \"memory_measured\": %s, \"op_times_measured\": %s", c->mem_measured ? "true" : "false",
 		c->timed ? "true" : "false");
 	if (!c->timed) {

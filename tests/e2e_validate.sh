@@ -495,6 +495,9 @@ with h5py.File(sys.argv[1], "w") as f:
         s.attrs["gpu_bytes"] = np.uint64(80 << 30)
         if name == "000000":  # the device memory outside the caching allocator (fsdp_bench.py on a GPU)
             s.attrs["outside_bytes"] = np.uint64(600 << 20)
+            # and its segments at the end by stream and pool (a stream FSDP2 does not name: other)
+            s.attrs["reserved_by_pool"] = "compute/large=6291456 allgather/large=20971520 compute/small=2097152 " \
+                "other/large=2097152 compute/large=2097152"
         if ks:
             g.create_dataset("kernels", data=np.array(ks, dtype=kt))
         # the collectives FSDP2 issued in a step (PyTorch 2.11, 2 ranks, this shape): the schedule's in
@@ -521,6 +524,11 @@ assert abs(k["compute"]["measured_s"] - 308e-6) < 1e-12 and abs(k["allgather"]["
 assert abs(k["reduce_scatter"]["err"] - (k["reduce_scatter"]["predicted_s"] / 12e-6 - 1)) < 1e-6, k
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
 assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
+pools = a["reserved_by_pool"]  # measured as written (a pool named twice: summed), predicted from ./sim's segments
+assert pools["compute/large"]["measured_bytes"] == 8 << 20 and pools["compute/small"]["measured_bytes"] == 2 << 20, pools
+assert pools["allgather/large"]["measured_bytes"] == 20 << 20 and a["measured_reserved_other_bytes"] == 2 << 20, a
+assert sum(p["predicted_bytes"] for p in pools.values()) == a["predicted_peak_reserved_bytes"], (pools, a)
+assert pools["compute/small"]["predicted_bytes"] > 0 and "reserved_by_pool" not in b, (pools, b)
 assert abs(a["peak_reserved_err"] - (a["predicted_peak_reserved_bytes"] / (8 << 20) - 1)) < 1e-9, a
 assert b["memory_measured"] is False and b["measured_peak_alloc_bytes"] is None and b["peak_alloc_err"] is None
 assert b["by_kind"]["compute"]["measured_s"] is None and b["by_kind"]["compute"]["err"] is None
@@ -533,10 +541,24 @@ EOF
 if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)" "$tmp/pt.txt" &&
 	grep -q "peak alloc  not measured" "$tmp/pt.txt" && grep -q "^  collectives the schedule's 8 collectives, in its order" "$tmp/pt.txt" &&
 	grep -q "per op kind: not measured (no op times, no kernel times)" "$tmp/pt.txt" && ! grep -q "inf%" "$tmp/pt.txt" &&
-	[ "$(grep -c "^  outside the allocator measured 0.59 GiB (the CUDA context, NCCL.s buffers), which the predicted capacity, the GPU.s 79.60 GiB" "$tmp/pt.txt")" = 1 ]; then
-	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator"
+	[ "$(grep -c "^  outside the allocator measured 0.59 GiB (the CUDA context, NCCL.s buffers), which the predicted capacity, the GPU.s 79.60 GiB" "$tmp/pt.txt")" = 1 ] &&
+	[ "$(grep -c "^    reserved at the end, by pool  *measured  *predicted" "$tmp/pt.txt")" = 1 ] &&
+	grep -q "^    allgather/large  *20.0 MiB  *0$" "$tmp/pt.txt" && grep -q "^    streams of no op  *2.0 MiB  *-$" "$tmp/pt.txt"; then
+	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
+fi
+# a reserved_by_pool word of another shape: that run is not compared, and the message names the word
+if /usr/bin/python3 - "$pt" "$tmp/ptbad.h5" <<'EOF' && "$SIM" --compare "$tmp/ptbad.h5" >"$tmp/ptbad.txt" 2>&1;
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    f["runs/000000/summary"].attrs["reserved_by_pool"] = "compute/large=6291456 compute/medium=4096"
+EOF
+	[ -s "$tmp/ptbad.txt" ] && grep -q "run 000000: summary reserved_by_pool: 'compute/medium=4096' (allowed: STREAM/large or STREAM/small = a number of bytes)" "$tmp/ptbad.txt"; then
+	ok "pytorch run: a malformed reserved_by_pool is the run's error, named"
+else
+	bad "pytorch run: malformed reserved_by_pool" "$(head -5 "$tmp/ptbad.txt")"
 fi
 # its figures: predicted against measured, no timeline or memory (it has neither)
 if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&

@@ -459,7 +459,7 @@ static void test_memory_of_a_step(void)
  * the peaks, the flushes over the run, the last step's waits and syncs and
  * its timeline are the same, and the step ends with the same bytes.
  */
-static void memory_steps_met(const char *model, const char *nodes, const char *mb, const char *policy)
+static void memory_steps_met(const char *model, const char *nodes, const char *mb, const char *policy, int replays)
 {
 	struct experiment e;
 	struct schedule *s = test_schedule(&e, model, "cluster.gpu=h100-sxm", nodes, "cluster.gpus_per_node=8",
@@ -471,7 +471,7 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 	for (int i = 0; i < s->nops; i++)
 		issue[i] = 1000 * (uint64_t)(i / 3); /* ops issued at the same time share a sample */
 	memory_predict(m, issue);
-	CU_ASSERT_EQUAL(m->replayed, 1); /* the case takes the shortcut */
+	CU_ASSERT_EQUAL(m->replayed, replays); /* the case takes the checkpoints' shortcut, or ends at a step's end */
 	memory_step_end(m, end);
 	CU_ASSERT_EQUAL_FATAL(memory_persistent(full), 0);
 	for (int k = 0; k < steps; k++) {
@@ -504,14 +504,15 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 
 static void test_memory_steps_met(void)
 {
-	/* fits: the second step meets the first at its second checkpoint (llama3-70b: at its second) */
-	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full");
-	/* 8 flushes a step and 4 segments past the GPU's memory: the fourth step meets the third */
-	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none");
+	/* fits: the second step begins as the first ended, reserving nothing new (no checkpoint met) */
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full", 0);
+	/* flushes every step and segments past the GPU's memory: a step meets the one before at a checkpoint */
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none", 1);
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=per-op", 1);
 	/* the same with expandable segments */
-	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true");
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true", 1);
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4",
-			 "policy.expandable_segments=true");
+			 "policy.expandable_segments=true", 1);
 }
 
 /*

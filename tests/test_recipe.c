@@ -222,22 +222,40 @@ static void test_optimizer_extras(void)
 	struct schedule *s;
 	int scratch = 0, optim = -1;
 
-	/* PyTorch's foreach AdamW allocates an fp32 temporary per parameter (the sqrt of exp_avg_sq) */
+	/*
+	 * PyTorch's foreach AdamW allocates an fp32 temporary per parameter
+	 * (the sqrt of exp_avg_sq, a new tensor list): one block per tensor, in
+	 * the units' tensor order, each 4 bytes per element of its shard, all
+	 * alive until the op's end
+	 */
 	s = build(&e, "policy.runtime=pytorch", "policy.precision=fp32", NULL);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	for (int i = 0; i < s->nops; i++)
 		if (s->ops[i].kind == OP_OPTIM)
 			optim = i;
 	CU_ASSERT_FATAL(optim >= 0);
-	for (int a = 0; a < s->ops[optim].nalloc; a++) {
-		const struct buffer *b = &s->bufs[s->bufrefs[s->ops[optim].buf_first + a]];
-		uint64_t elems = 0;
-		for (int u = 0; u < s->nunits; u++)
-			elems += s->units[u].shard_elems;
-		CU_ASSERT_EQUAL(b->bytes, 4 * elems);
-		scratch++;
+	{
+		int u = 0, t = 0, tensors = 0;
+		uint64_t sum = 0, elems = 0;
+		for (int k = 0; k < s->nunits; k++) {
+			tensors += s->units[k].ntensors;
+			elems += s->units[k].shard_elems;
+		}
+		for (int a = 0; a < s->ops[optim].nalloc; a++) {
+			const struct buffer *b = &s->bufs[s->bufrefs[s->ops[optim].buf_first + a]];
+			while (u < s->nunits && t == s->units[u].ntensors)
+				u++, t = 0;
+			CU_ASSERT_FATAL(u < s->nunits);
+			CU_ASSERT_EQUAL(b->bytes, 4 * (uint64_t)s->units[u].tensor_shard[t]);
+			CU_ASSERT_EQUAL(b->free_op, optim);
+			sum += b->bytes;
+			t++;
+			scratch++;
+		}
+		CU_ASSERT_EQUAL(scratch, tensors);
+		CU_ASSERT(tensors > s->nunits); /* not one per unit */
+		CU_ASSERT_EQUAL(sum, 4 * elems);
 	}
-	CU_ASSERT_EQUAL(scratch, 1);
 	/* the DTensor dispatch of its ops is host time the launch thread spends */
 	CU_ASSERT(s->ops[optim].host_ns > 0);
 	schedule_free(s);

@@ -262,14 +262,37 @@ def run_steps(model, opt, cfg, args, device):
             kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
                 not getattr(e, "is_user_annotation", False)
             prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
-    peaks = (0, 0, 0)
+    peaks = (0, 0, 0, "")
     if device.type == "cuda":
         # and the device memory in use outside the caching allocator (the CUDA context, NCCL's buffers): what
         # the GPU's total less what is free holds beyond the allocator's segments
         free, total = torch.cuda.mem_get_info(device)
         peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(),
-                 total - free - torch.cuda.memory_reserved(device))
+                 total - free - torch.cuda.memory_reserved(device), reserved_by_pool(model, device))
     return times, peaks, prof_rows, collectives.seen
+
+
+def reserved_by_pool(model, device):
+    """The caching allocator's segments now (its reserved bytes: its peak, but for flushes), by the stream
+    that allocated them and pool, as ./sim names them: "compute/large=BYTES allgather/small=BYTES ...". The
+    default stream is compute; FSDP2's all-gather copy-in and all-gather streams (the all-gather's buffers
+    are allocated on the first) are allgather; its reduce-scatter and all-reduce streams reduce_scatter
+    and allreduce (FSDPCommContext); any other stream is other."""
+    names = {torch.cuda.default_stream(device).cuda_stream: "compute"}
+    state = model._get_fsdp_state() if hasattr(model, "_get_fsdp_state") else None
+    ctx = getattr(state, "_comm_ctx", None)
+    for attr, name in (("all_gather_copy_in_stream", "allgather"), ("all_gather_stream", "allgather"),
+                       ("reduce_scatter_stream", "reduce_scatter"), ("all_reduce_stream", "allreduce")):
+        stream = getattr(ctx, attr, None)
+        if stream is not None:
+            names.setdefault(stream.cuda_stream, name)
+    pools = {}
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device", device.index or 0) != (device.index or 0):
+            continue
+        key = "%s/%s" % (names.get(seg["stream"], "other"), "large" if seg["segment_type"] == "large" else "small")
+        pools[key] = pools.get(key, 0) + int(seg["total_size"])
+    return " ".join("%s=%d" % kv for kv in sorted(pools.items()))
 
 
 # ---- the allocator ------------------------------------------------------------
@@ -341,6 +364,8 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
         s.attrs["peak_reserved_bytes"] = np.uint64(peaks[1])
         s.attrs["gpu_bytes"] = np.uint64(gpu_bytes)
         s.attrs["outside_bytes"] = np.uint64(max(peaks[2], 0))
+        if peaks[3]:  # a GPU: the segments by stream and pool (./sim --compare sets them against its own)
+            s.attrs["reserved_by_pool"] = peaks[3]
         s.attrs["fits"] = np.int32(1)
         if prof:
             dt = np.dtype([("name", "S64"), ("calls", "<i4"), ("cpu_us", "<f8"), ("device_us", "<f8")])
