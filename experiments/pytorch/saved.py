@@ -359,7 +359,11 @@ def block_kernels(args, runtime, mode):
     run = under(blk, mode)
     step = torch.compile(run, fullgraph=True) if runtime == "pytorch-compile" else run
     for _ in range(2):  # the second time: compiled, autotuned, caches warm
+        # no gradient to add to, as in training (FSDP2 drops the unsharded gradients after each reduction):
+        # autograd's AccumulateGrad then takes the new one, with no kernel
         x.grad = None
+        for p in blk.parameters():
+            p.grad = None
         y = step(x, freqs)
         dy = torch.ones_like(y)
         if y.is_cuda:
