@@ -39,6 +39,7 @@ const char *const loss_names[] = { "full", "chunked", NULL };
 const char *const offload_names[] = { "none", "optim", "params", NULL };
 const char *const runtime_names[] = { "testbed", "pytorch", "pytorch-compile", NULL };
 const char *const compile_names[] = { "model+loss", "model", NULL };
+const char *const sdpa_names[] = { "runtime", "flash", "cudnn", NULL };
 
 /* Every table has one name per enum value: checked once, at compile time. */
 #define TABLE_LEN(t) (sizeof(t) / sizeof((t)[0]) - 1)
@@ -54,6 +55,7 @@ _Static_assert(TABLE_LEN(loss_names) == LOSS_COUNT, "loss_names");
 _Static_assert(TABLE_LEN(offload_names) == OFF_COUNT, "offload_names");
 _Static_assert(TABLE_LEN(runtime_names) == RT_COUNT, "runtime_names");
 _Static_assert(TABLE_LEN(compile_names) == COMPILE_COUNT, "compile_names");
+_Static_assert(TABLE_LEN(sdpa_names) == SDPA_COUNT, "sdpa_names");
 
 int name_index(const char *const *names, const char *name)
 {
@@ -168,6 +170,7 @@ void policy_default(struct policy *p)
 	p->runtime = RT_TESTBED;
 	p->expandable_segments = 0;
 	p->compile = COMPILE_MODEL_LOSS;
+	p->sdpa = SDPA_RUNTIME;
 }
 
 int dtype_bytes(enum dtype d)
@@ -315,7 +318,7 @@ int policy_parse_wrap(struct policy *p, const char *s)
 const char *const policy_field_names[] = {
 	"sharding", "shard_group", "accum", "microbatches", "accum_dtype", "wrap", "reshard",
 	"optim", "optim_in_backward", "precision", "reduce_dtype", "ac", "loss", "offload",
-	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", "compile", NULL
+	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", "compile", "sdpa", NULL
 };
 _Static_assert(TABLE_LEN(policy_field_names) == PF_COUNT, "policy_field_names");
 _Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
@@ -345,6 +348,7 @@ const char *policy_field_str(const struct policy *p, enum policy_field f, char *
 	case PF_RUNTIME: snprintf(buf, len, "%s", runtime_names[p->runtime]); break;
 	case PF_EXPANDABLE_SEGMENTS: snprintf(buf, len, "%s", p->expandable_segments ? "true" : "false"); break;
 	case PF_COMPILE: snprintf(buf, len, "%s", compile_names[p->compile]); break;
+	case PF_SDPA: snprintf(buf, len, "%s", sdpa_names[p->sdpa]); break;
 	default: assert(!"bad policy field");
 	}
 	return buf;
@@ -519,6 +523,10 @@ int policy_check(const struct policy *p, const struct cluster *c, const struct m
 	if (p->compile != COMPILE_MODEL_LOSS && p->runtime != RT_PYTORCH_COMPILE)
 		violation(&ck, "policy.compile", "policy.runtime", NULL,
 			  "says what torch.compile compiles: it needs policy.runtime = pytorch-compile");
+	/* SDPA's backend: the testbed runs its own attention kernel */
+	if (p->sdpa != SDPA_RUNTIME && p->runtime == RT_TESTBED)
+		violation(&ck, "policy.sdpa", "policy.runtime", NULL,
+			  "is PyTorch's attention backend: it needs policy.runtime = pytorch or pytorch-compile");
 	if (p->microbatches < 1)
 		violation(&ck, "policy.microbatches", NULL, NULL, "must be at least 1");
 	if (p->concat_last_only && !p->flat_params)

@@ -29,6 +29,13 @@ enum offload { OFF_NONE, OFF_OPTIM, OFF_PARAMS, OFF_COUNT };
 enum runtime { RT_TESTBED, RT_PYTORCH, RT_PYTORCH_COMPILE, RT_COUNT };
 /* What torch.compile compiles (torchtitan's compile.components): the blocks and the loss, or the blocks only. */
 enum compile_scope { COMPILE_MODEL_LOSS, COMPILE_MODEL, COMPILE_COUNT };
+/*
+ * The backend PyTorch's scaled_dot_product_attention dispatches to: the
+ * runtime's (its catalog entry's attention kernel), FlashAttention-2, or
+ * cuDNN's. Which one a PyTorch picks depends on its version and the GPU
+ * (sdp_utils.cpp's priority order): PyTorch 2.11 picks cuDNN on an H100.
+ */
+enum sdpa { SDPA_RUNTIME, SDPA_FLASH, SDPA_CUDNN, SDPA_COUNT };
 
 struct policy {
 	enum sharding sharding;
@@ -54,6 +61,7 @@ struct policy {
 	enum runtime runtime;
 	int expandable_segments;  /* pytorch runtimes: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (core/alloc.h) */
 	enum compile_scope compile; /* pytorch-compile: whether the loss is compiled with the blocks */
+	enum sdpa sdpa;           /* pytorch runtimes: SDPA's backend (the attention kernels' prices) */
 };
 
 /* Name tables, NULL-terminated, indexed by the enum. */
@@ -68,6 +76,7 @@ extern const char *const ac_names[];     /* "per-layer" stands for per-layer:K *
 extern const char *const loss_names[];
 extern const char *const offload_names[];
 extern const char *const runtime_names[];
+extern const char *const sdpa_names[];
 extern const char *const compile_names[];
 
 /* index of name in a NULL-terminated table, or -1 */
@@ -114,7 +123,7 @@ enum policy_field {
 	PF_SHARDING, PF_SHARD_GROUP, PF_ACCUM, PF_MICROBATCHES, PF_ACCUM_DTYPE, PF_WRAP,
 	PF_RESHARD, PF_OPTIM, PF_OPTIM_IN_BACKWARD, PF_PRECISION, PF_REDUCE_DTYPE, PF_AC,
 	PF_LOSS, PF_OFFLOAD, PF_PREFETCH, PF_FLAT_PARAMS, PF_CONCAT_LAST_ONLY, PF_RUNTIME,
-	PF_EXPANDABLE_SEGMENTS, PF_COMPILE, PF_COUNT
+	PF_EXPANDABLE_SEGMENTS, PF_COMPILE, PF_SDPA, PF_COUNT
 };
 #define POLICY_BIT(f) (1u << (f))
 #define POLICY_ALL_FIELDS ((1u << PF_COUNT) - 1)

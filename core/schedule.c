@@ -1467,7 +1467,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 }
 
 /* struct policy is ints and int-sized enums only: compared as bytes */
-_Static_assert(sizeof(struct policy) == 23 * sizeof(int), "struct policy has no padding");
+_Static_assert(sizeof(struct policy) == 24 * sizeof(int), "struct policy has no padding");
 
 int schedule_same_inputs(const struct experiment *a, const struct experiment *b)
 {

@@ -818,6 +818,7 @@ void sweep_policy_pack(const struct policy *p, struct sweep_policy *o)
 	o->runtime = (uint8_t)p->runtime;
 	o->expandable_segments = (uint8_t)p->expandable_segments;
 	o->compile = (uint8_t)p->compile;
+	o->sdpa = (uint8_t)p->sdpa;
 	/* every field fits its packed width (checked by config's ranges: microbatches <= 4096, prefetch <= 8) */
 	assert(p->partial_k < 65536 && p->wrap_k < 65536 && p->microbatches < 65536);
 }
@@ -847,6 +848,7 @@ void sweep_policy_unpack(const struct sweep_policy *o, struct policy *p)
 	p->runtime = (enum runtime)o->runtime;
 	p->expandable_segments = o->expandable_segments;
 	p->compile = (enum compile_scope)o->compile;
+	p->sdpa = (enum sdpa)o->sdpa;
 }
 
 /* The digits of outer combination k and inner combination j, per axis (file order), into v. */

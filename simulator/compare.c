@@ -13,6 +13,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "calibration.h"
+#include "cost.h"
 #include "engine.h"
 #include "json.h"
 #include "report.h"
@@ -68,6 +69,36 @@ static int op_work(enum op_kind k)
 	}
 }
 
+/*
+ * A run with kernel times and no op times (PyTorch's): its compute split
+ * by class of kernel, measured from the kernels' names, predicted from the
+ * schedule's kernels each priced alone (the catalog, or the calibration),
+ * so that a class the prices get wrong shows apart from the step's
+ * overlaps and waits.
+ */
+enum kclass { KC_GEMM, KC_ATTN, KC_OPTIM, KC_OTHER, KC_COUNT };
+
+static const char *const kclass_name[KC_COUNT] = { "gemm", "attention", "optimizer", "other (elementwise, copies)" };
+
+/* A measured compute kernel's class, by the names cuBLAS(Lt), cuDNN, PyTorch and Inductor give them. */
+static enum kclass kernel_class(const char *name)
+{
+	static const char *const attn[] = { "sdpa", "flash", "fmha", "attention", "cudnn", NULL };
+	static const char *const optim[] = { "multi_tensor_apply", "lpnorm", "adam", NULL };
+	static const char *const gemm[] = { "nvjet", "gemm", "xmma", "cutlass", "cublas", "triton_tem", NULL };
+
+	for (int i = 0; attn[i]; i++)
+		if (strstr(name, attn[i]))
+			return KC_ATTN;
+	for (int i = 0; optim[i]; i++)
+		if (strstr(name, optim[i]))
+			return KC_OPTIM;
+	for (int i = 0; gemm[i]; i++)
+		if (strstr(name, gemm[i]))
+			return KC_GEMM;
+	return KC_OTHER;
+}
+
 /* What one comparison found. */
 struct cmp {
 	struct run_read *m;              /* the measured run; its experiment gets the calibration */
@@ -88,6 +119,8 @@ struct cmp {
 	int mem_measured;                /* it has peak memory (a PyTorch run on the CPU has none) */
 	int alloc_measured, reserved_measured; /* each peak apart (a published run may give reserved alone) */
 	double work_meas[W_COUNT], work_pred[W_COUNT]; /* untimed runs with kernels: seconds per kind of work */
+	double class_meas[KC_COUNT], class_pred[KC_COUNT]; /* and their compute by kernel class, each kernel alone */
+	int class_kernels[KC_COUNT];
 	int work_kernels[W_COUNT], work_ops[W_COUNT];
 	struct schedule *s;
 	struct sim_result r;
@@ -173,6 +206,11 @@ static void tally(struct cmp *c)
 		c->work_meas[w] += c->m->kernels[i].device_us * 1e-6;
 		c->work_kernels[w] += c->m->kernels[i].calls;
 		c->kernel_timed |= c->m->kernels[i].device_us > 0;
+		if (w == W_COMPUTE) {
+			enum kclass k = kernel_class(c->m->kernels[i].name);
+			c->class_meas[k] += c->m->kernels[i].device_us * 1e-6;
+			c->class_kernels[k] += c->m->kernels[i].calls;
+		}
 	}
 	c->alloc_measured = c->m->sum.peak_alloc_bytes > 0;
 	c->reserved_measured = c->m->sum.peak_reserved_bytes > 0;
@@ -210,6 +248,52 @@ static double rank_wait(const struct schedule *s, const struct run_read *m)
 		w += (double)(last - first) * 1e-9;
 	}
 	return w;
+}
+
+/*
+ * The schedule's compute by kernel class, each kernel priced alone on the
+ * whole GPU: a kernel list's kernels by their kind (and the attention's
+ * helpers by name), the optimizer op, and the other compute ops' memory
+ * traffic (copies, casts); with a calibration, its prices.
+ */
+static int class_predict(struct cmp *c, char *err, int errlen)
+{
+	const struct schedule *s = c->s;
+	struct cost cost;
+
+	if (cost_init(&cost, s, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		if (op_work(o->kind) != W_COMPUTE)
+			continue;
+		if (o->ktab >= 0 && !cost.cal) {
+			const struct ktab *t = &s->ktabs[o->ktab];
+			for (uint32_t k = 0; k < t->count; k++) {
+				const struct kernel *kn = &s->kernels[t->first + k];
+				enum kclass kc = kn->kind == K_GEMM ? KC_GEMM
+						 : kn->kind == K_ATTN || !strncmp(kn->name, "attention", 9) ? KC_ATTN
+						 : KC_OTHER;
+				c->class_pred[kc] += 1e-9 * cost_kernel_ns(&cost, kn, cost.gpu->sms, cost.hbm_bytes_per_ns);
+			}
+		} else if (o->ktab >= 0) {
+			const struct ktab *t = &s->ktabs[o->ktab];
+			for (uint32_t k = 0; k < t->count; k++) {
+				const struct kernel *kn = &s->kernels[t->first + k];
+				enum kclass kc = kn->kind == K_GEMM ? KC_GEMM
+						 : kn->kind == K_ATTN || !strncmp(kn->name, "attention", 9) ? KC_ATTN
+						 : KC_OTHER;
+				int exact;
+				c->class_pred[kc] += 1e-9 * calibration_kernel_ns(cost.cal, kn, 0, &exact);
+			}
+		} else if (o->bytes || o->kind == OP_OPTIM) {
+			double ns = cost.cal ? cost_cal_op_ns(&cost, i, 0) : cost_memory_ns(&cost, o->bytes, cost.gpu->sms,
+											      cost.hbm_bytes_per_ns);
+			c->class_pred[o->kind == OP_OPTIM ? KC_OPTIM : KC_OTHER] += 1e-9 * ns;
+		}
+	}
+	cost_release(&cost);
+	return 0;
 }
 
 /* Predict measured run m. 0, or -1 with the reason in err. */
@@ -263,6 +347,8 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	c->within_noise = m->sum.steps > 1 && c->pred.step_time_s >= m->sum.step_time_p10_s &&
 			  c->pred.step_time_s <= m->sum.step_time_p90_s; /* one figure has no noise to be inside */
 	tally(c);
+	if (!c->timed && c->kernel_timed && class_predict(c, err, errlen) != 0)
+		return -1;
 	if (!c->alloc_measured)
 		c->alloc_err = NAN;
 	if (!c->reserved_measured)
@@ -500,6 +586,13 @@ static void print_text(FILE *out, const struct cmp *c)
 		for (int w = 0; w < W_COUNT; w++)
 			if (c->work_kernels[w] || c->work_ops[w])
 				print_ms_row(out, work_name[w], c->work_meas[w], c->work_pred[w], c->work_ops[w]);
+		fprintf(out, "    %-30s %7s %11s %11s %9s\n", "compute by class (alone)", "kernels", "measured ms",
+			"predicted ms", "error");
+		for (int k = 0; k < KC_COUNT; k++)
+			if (c->class_kernels[k] || c->class_pred[k] > 0)
+				fprintf(out, "    %-30s %7d %11.3f %11.3f %+8.1f%%\n", kclass_name[k], c->class_kernels[k],
+					c->class_meas[k] * 1e3, c->class_pred[k] * 1e3,
+					100 * rel(c->class_pred[k], c->class_meas[k]));
 		return;
 	}
 	fprintf(out, "    %-22s %4s %11s %11s %9s\n", "op kind (summed time)", "ops", "measured ms", "predicted ms",
@@ -598,6 +691,16 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 			json_num(out, c->kernel_timed ? c->work_meas[w] : NAN);
 			json_key_num(out, "predicted_s", c->work_pred[w]);
 			json_key_num(out, "err", c->kernel_timed ? rel(c->work_pred[w], c->work_meas[w]) : NAN);
+			fputc('}', out);
+		}
+		fputs("}, \"compute_by_class\": {", out);
+		for (int k = 0, n = 0; k < KC_COUNT && c->kernel_timed; k++) {
+			if (!c->class_kernels[k] && !(c->class_pred[k] > 0))
+				continue;
+			fprintf(out, "%s\"%s\": {\"kernels\": %d", n++ ? ", " : "", kclass_name[k], c->class_kernels[k]);
+			json_key_num(out, "measured_s", c->class_meas[k]);
+			json_key_num(out, "predicted_s", c->class_pred[k]);
+			json_key_num(out, "err", rel(c->class_pred[k], c->class_meas[k]));
 			fputc('}', out);
 		}
 		fputs("}, \"by_stream\": {}}", out);

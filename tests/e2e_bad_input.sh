@@ -169,7 +169,13 @@ if [ "$name" = gpu_run ]; then
 	# PyTorch's expandable segments map pages, which only ./sim's model of the allocator does
 	check "--expandable-segments" "policy.expandable_segments = true: a runtime's allocator reserves whole segments" \
 		"${tiny[@]}" --runtime pytorch --expandable-segments
+	# PyTorch's attention backend, which ./sim prices: gpu_run runs its model's own kernels
+	check "--sdpa cudnn" "policy.sdpa = cudnn names PyTorch's attention backend, which ./sim prices" \
+		"${tiny[@]}" --runtime pytorch --sdpa cudnn
 fi
+# SDPA's backend needs a PyTorch runtime (the testbed runs its own attention kernel)
+check "--sdpa flash" "policy.sdpa = flash is PyTorch's attention backend: it needs policy.runtime = pytorch or pytorch-compile" \
+	--sdpa flash
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -318,6 +318,22 @@ def alloc_conf(expandable):
     return on
 
 
+# ---- attention ------------------------------------------------------------------
+
+def sdpa_backend(args, device):
+    """The backend scaled_dot_product_attention dispatches the block's causal attention to on this device
+    (torch._fused_sdp_choice, over query, key and value laid out as Block.forward passes them), as ./sim's
+    policy.sdpa names it: "flash" or "cudnn"; "" for one it does not price (math, memory-efficient, a CPU's),
+    which leaves the runtime's."""
+    if device.type != "cuda":
+        return ""
+    dt = torch.float32 if args.precision == "fp32" else torch.bfloat16
+    q = torch.empty(args.batch, args.seq, args.heads, args.hidden // args.heads, dtype=dt, device=device)
+    choice = int(torch._fused_sdp_choice(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2), None, 0.0, True))
+    from torch.nn.attention import SDPBackend as backends
+    return {int(backends.FLASH_ATTENTION): "flash", int(backends.CUDNN_ATTENTION): "cudnn"}.get(choice, "")
+
+
 # ---- results file ------------------------------------------------------------
 
 def config_attrs(cfg, world, hardware):
@@ -332,6 +348,7 @@ def config_attrs(cfg, world, hardware):
         "policy.optim_in_backward": cfg["optim_in_backward"], "policy.precision": cfg["precision"],
         "policy.ac": cfg["ac"], "policy.runtime": "pytorch" if cfg["compile"] == "none" else "pytorch-compile",
         **({"policy.compile": cfg["compile"]} if cfg["compile"] != "none" else {}),
+        **({"policy.sdpa": cfg["sdpa"]} if cfg.get("sdpa") else {}),
         "policy.expandable_segments": "true" if cfg["expandable_segments"] else "false", "run.batch": cfg["batch"],
         "run.steps": cfg["steps"], "run.warmup": cfg["warmup"],
     }
@@ -452,7 +469,8 @@ def main():
                 vocab=args.vocab, seq=args.seq, batch=args.batch, microbatches=args.microbatches,
                 steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
-                expandable_segments=expandable, compile=args.compile, sharding=args.sharding, shard_group=shard)
+                expandable_segments=expandable, compile=args.compile, sharding=args.sharding, shard_group=shard,
+                sdpa=sdpa_backend(args, device))
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     failed = 0
     for cfg in cfgs:

@@ -443,8 +443,10 @@ static __global__ void gate_kernel(const volatile uint32_t *flag, uint64_t timeo
 	uint64_t start = gtimer();
 	while (*flag == 0) {
 		if (gtimer() - start >= timeout_ns) {
-			if (timeouts)
-				*timeouts = *timeouts + 1; /* one gate kernel runs at a time per flag: no race that matters */
+			if (timeouts) {
+				*timeouts = *timeouts + 1; /* read at the next sync, when no gate runs */
+				__threadfence_system();
+			}
 			return;
 		}
 		__nanosleep(1000);

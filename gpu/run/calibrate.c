@@ -129,13 +129,16 @@ static double measure_once(struct cal *k, int st, work_fn fn, void *arg, int rep
 
 /*
  * ns of one call of fn, issued with no gate: what sizes the repetitions,
- * and the first use of whatever the call needs (a kernel, a GEMM plan, a
- * buffer) before any gate is closed on it. CUDA loads a kernel's module
- * lazily, at its first launch, and the load may synchronise the context
- * (CUDA Programming Guide, "Lazy Loading", potential hazards): behind a
- * gate it would wait for streams that wait for the host, for ever (the
- * first GPU session's calibration stopped so, its GPU idle, at the first
- * model kernels).
+ * and the first use of whatever the call needs (a kernel's module, a
+ * library's plan or heuristics, a pool's memory) before any gate is closed
+ * on it. A first use may synchronise the context (CUDA Programming Guide,
+ * "Lazy Loading", potential hazards; main.c asks for eager loading, but a
+ * library may load its kernels its own way): behind a gate it would wait
+ * for streams that wait for the host, for ever. The first GPU session's
+ * calibration stopped after 32 of 160 measurements, its GPU idle and its
+ * host busy, about where the model's kernels were first measured beside a
+ * collective; what it waited in is not known (the backend's gate kernel
+ * now opens by itself and says so).
  */
 static double probe(struct cal *k, int st, work_fn fn, void *arg)
 {
