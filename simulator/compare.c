@@ -588,11 +588,15 @@ static void print_text(FILE *out, const struct cmp *c)
 				print_ms_row(out, work_name[w], c->work_meas[w], c->work_pred[w], c->work_ops[w]);
 		fprintf(out, "    %-30s %7s %11s %11s %9s\n", "compute by class (alone)", "kernels", "measured ms",
 			"predicted ms", "error");
-		for (int k = 0; k < KC_COUNT; k++)
-			if (c->class_kernels[k] || c->class_pred[k] > 0)
-				fprintf(out, "    %-30s %7d %11.3f %11.3f %+8.1f%%\n", kclass_name[k], c->class_kernels[k],
-					c->class_meas[k] * 1e3, c->class_pred[k] * 1e3,
-					100 * rel(c->class_pred[k], c->class_meas[k]));
+		for (int k = 0; k < KC_COUNT; k++) {
+			char e[16] = "-"; /* no kernel of the class ran: nothing to be off from */
+			if (!c->class_kernels[k] && !(c->class_pred[k] > 0))
+				continue;
+			if (c->class_meas[k] > 0)
+				snprintf(e, sizeof e, "%+.1f%%", 100 * rel(c->class_pred[k], c->class_meas[k]));
+			fprintf(out, "    %-30s %7d %11.3f %11.3f %9s\n", kclass_name[k], c->class_kernels[k],
+				c->class_meas[k] * 1e3, c->class_pred[k] * 1e3, e);
+		}
 		return;
 	}
 	fprintf(out, "    %-22s %4s %11s %11s %9s\n", "op kind (summed time)", "ops", "measured ms", "predicted ms",
@@ -700,7 +704,7 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 			fprintf(out, "%s\"%s\": {\"kernels\": %d", n++ ? ", " : "", kclass_name[k], c->class_kernels[k]);
 			json_key_num(out, "measured_s", c->class_meas[k]);
 			json_key_num(out, "predicted_s", c->class_pred[k]);
-			json_key_num(out, "err", rel(c->class_pred[k], c->class_meas[k]));
+			json_key_num(out, "err", c->class_meas[k] > 0 ? rel(c->class_pred[k], c->class_meas[k]) : NAN);
 			fputc('}', out);
 		}
 		fputs("}, \"by_stream\": {}}", out);

@@ -522,6 +522,13 @@ k = a["by_kind"]
 assert (k["compute"]["kernels"], k["allgather"]["kernels"], k["reduce_scatter"]["kernels"]) == (49, 5, 3), k
 assert abs(k["compute"]["measured_s"] - 308e-6) < 1e-12 and abs(k["allgather"]["measured_s"] - 20e-6) < 1e-12, k
 assert abs(k["reduce_scatter"]["err"] - (k["reduce_scatter"]["predicted_s"] / 12e-6 - 1)) < 1e-6, k
+cl = a["compute_by_class"]  # compute by class of kernel: by name measured, the schedule's kernels priced alone
+assert (cl["gemm"]["kernels"], cl["optimizer"]["kernels"], cl["attention"]["kernels"]) == (40, 9, 0), cl
+assert abs(cl["gemm"]["measured_s"] - 300e-6) < 1e-12 and abs(cl["optimizer"]["measured_s"] - 8e-6) < 1e-12, cl
+assert all(cl[c]["predicted_s"] > 0 for c in ("gemm", "attention", "optimizer")) and cl["attention"]["measured_s"] == 0, cl
+assert cl["attention"]["err"] is None, cl  # nothing of the class ran: no error against zero
+assert abs(cl["gemm"]["err"] - (cl["gemm"]["predicted_s"] / 300e-6 - 1)) < 1e-6, cl
+assert b["compute_by_class"] == {}, b["compute_by_class"]  # no kernel times
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
 assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
 pools = a["reserved_by_pool"]  # measured as written (a pool named twice: summed), predicted from ./sim's segments
@@ -543,7 +550,9 @@ if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)"
 	grep -q "per op kind: not measured (no op times, no kernel times)" "$tmp/pt.txt" && ! grep -q "inf%" "$tmp/pt.txt" &&
 	[ "$(grep -c "^  outside the allocator measured 0.59 GiB (the CUDA context, NCCL.s buffers), which the predicted capacity, the GPU.s 79.60 GiB" "$tmp/pt.txt")" = 1 ] &&
 	[ "$(grep -c "^    reserved at the end, by pool  *measured  *predicted" "$tmp/pt.txt")" = 1 ] &&
-	grep -q "^    allgather/large  *20.0 MiB  *0$" "$tmp/pt.txt" && grep -q "^    streams of no op  *2.0 MiB  *-$" "$tmp/pt.txt"; then
+	grep -q "^    allgather/large  *20.0 MiB  *0$" "$tmp/pt.txt" && grep -q "^    streams of no op  *2.0 MiB  *-$" "$tmp/pt.txt" &&
+	[ "$(grep -c "^    compute by class (alone)  *kernels  *measured ms  *predicted ms  *error" "$tmp/pt.txt")" = 1 ] &&
+	grep -q "^    gemm  *40  *0.300 " "$tmp/pt.txt"; then
 	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
