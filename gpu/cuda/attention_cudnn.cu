@@ -24,9 +24,16 @@
  *             sum) scale; dQ = dS K (through an fp32 accumulator in
  *             scratch, zeroed first, then an identity to bf16); dK = dS^T Q.
  * Q, K, V and their gradients are strided views of the QKV row (N, (H +
- * 2 KV) Q), O and dO of (N, H Q): no copies. K and V have KV heads (GQA);
- * whether an engine takes the grouped layout is cuDNN's call, and a
- * refusal falls back like any other.
+ * 2 KV) Q), O and dO of (N, H Q): no copies. K and V have KV heads (GQA).
+ * The forward graph takes them as they are (its matmuls broadcast K and V
+ * over each group of H / KV query heads). The backward's would have to
+ * reduce dK and dV over a group, which a matmul cannot (cuDNN 9.19 on an
+ * H100: CUDNN_STATUS_BAD_PARAM, the first GPU session): under GQA the
+ * backward runs the graph of H key and value heads on a copy of the QKV
+ * row with K and V repeated per query head (expand_kv), then sums each
+ * group's dK and dV into the KV heads' (reduce_kv, fp32), in two buffers
+ * of its own (struct cudnn_sdpa's rep, allocated once, at the largest
+ * shape: a synchronization the first time, as a plan's workspace).
  *
  * Plans are built once per (shape, direction) and cached in the context's
  * struct cudnn_sdpa with the descriptors they were built from; the
@@ -316,6 +323,8 @@ struct cudnn_sdpa {
 	int nplans;
 	void *workspace;
 	size_t workspace_bytes;
+	bf16 *rep;           /* GQA backward: the QKV row with K and V per query head, then its gradient */
+	size_t rep_bytes;
 };
 
 /* The strided views: Q, K, V of the QKV row; O, dO of the attention output row. */
@@ -665,20 +674,14 @@ int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16
 	return execute(*sp, pl, uids, ptrs, 7, st, why);
 }
 
-int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
-			const float *lse, int B, int T, int H, int KV, int Q, void *workspace, size_t workspace_bytes,
+/* The backward graph of plan pl (KV heads of K and V in the row) on the given buffers. */
+static int run_backward(struct cudnn_sdpa **sp, struct plan *pl, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+			const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q, void *workspace,
 			cudaStream_t st, const char **why)
 {
 	size_t N = (size_t)B * T, acc = align256(N * H * Q * sizeof(float));
 	float scale = 1.0f / sqrtf((float)Q), neg = -1e10f, one = 1.0f;
 
-	if (workspace_bytes < acc + (size_t)B * H * T * sizeof(float)) {
-		*why = "cuDNN backward: the context scratch is smaller than the dQ accumulator and row sums";
-		return -1;
-	}
-	struct plan *pl = plan_for(sp, B, T, H, KV, Q, 1, why);
-	if (!pl)
-		return -1;
 	float *dqacc = (float *)workspace, *sum = (float *)((char *)workspace + acc);
 	cudaCheck(cudaMemsetAsync(dqacc, 0, N * H * Q * sizeof(float), st));
 	const int64_t uids[] = { U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK, U_DV, U_SUM, U_DQACC, U_SCALE, U_NEG,
@@ -700,6 +703,103 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 	return execute(*sp, pl, uids, ptrs, 14, st, why);
 }
 
+/*
+ * rep (N, 3 H Q) from qkv (N, (H + 2 KV) Q): Q as it is, then K and V with
+ * query head h's group's (h / (H / KV), as the mma kernels and the
+ * reference group them); in 16-byte vectors (Q a multiple of 8).
+ */
+static __global__ void expand_kv_kernel(uint4 *rep, const uint4 *qkv, size_t N, int H, int KV, int Q8)
+{
+	size_t row_in = (size_t)(H + 2 * KV) * Q8, row_out = (size_t)3 * H * Q8;
+	int G = H / KV;
+
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N * row_out;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t n = i / row_out;
+		int c = (int)(i % row_out), head = c / Q8, d = c % Q8;
+		int src = head < H ? head : head < 2 * H ? H + (head - H) / G : H + KV + (head - 2 * H) / G;
+		rep[i] = qkv[n * row_in + (size_t)src * Q8 + d];
+	}
+}
+
+/* dqkv (N, (H + 2 KV) Q) from drep (N, 3 H Q): dQ as it is, each KV head's dK and dV the sum of its group's. */
+static __global__ void reduce_kv_kernel(bf16 *dqkv, const bf16 *drep, size_t N, int H, int KV, int Q)
+{
+	size_t row_in = (size_t)3 * H * Q, row_out = (size_t)(H + 2 * KV) * Q;
+	int G = H / KV;
+
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N * row_out;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t n = i / row_out;
+		int c = (int)(i % row_out), head = c / Q, d = c % Q;
+		if (head < H) {
+			dqkv[i] = drep[n * row_in + (size_t)head * Q + d];
+		} else {
+			int part = head < H + KV ? 0 : 1, kv = head - H - part * KV;
+			const bf16 *src = drep + n * row_in + (size_t)(H + part * H + kv * G) * Q + d;
+			float s = 0.0f;
+			for (int g = 0; g < G; g++)
+				s += __bfloat162float(src[(size_t)g * Q]);
+			dqkv[i] = __float2bfloat16_rn(s);
+		}
+	}
+}
+
+/* rep holds at least `bytes` (synchronizes the device when it grows); 0, or -1 with *why. */
+static int rep_reserve(struct cudnn_sdpa *sp, size_t bytes, const char **why)
+{
+	if (bytes <= sp->rep_bytes)
+		return 0;
+	cudaCheck(cudaDeviceSynchronize()); /* the old copy may be in use */
+	cudaCheck(cudaFree(sp->rep));
+	sp->rep = NULL;
+	sp->rep_bytes = 0;
+	if (cudaMalloc((void **)&sp->rep, bytes) != cudaSuccess) {
+		(void)cudaGetLastError();
+		sp->rep = NULL;
+		*why = "cuDNN backward under GQA: no device memory for the QKV row with a key and value per query head";
+		return -1;
+	}
+	sp->rep_bytes = bytes;
+	return 0;
+}
+
+int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+			const float *lse, int B, int T, int H, int KV, int Q, void *workspace, size_t workspace_bytes,
+			cudaStream_t st, const char **why)
+{
+	size_t N = (size_t)B * T, acc = align256(N * H * Q * sizeof(float)), row = (size_t)3 * H * Q;
+	struct plan *pl;
+
+	if (workspace_bytes < acc + (size_t)B * H * T * sizeof(float)) {
+		*why = "cuDNN backward: the context scratch is smaller than the dQ accumulator and row sums";
+		return -1;
+	}
+	if (KV == H) {
+		pl = plan_for(sp, B, T, H, KV, Q, 1, why);
+		return pl ? run_backward(sp, pl, dqkv, dout, qkv, out, lse, B, T, H, KV, Q, workspace, st, why) : -1;
+	}
+	/* GQA: the graph of H key and value heads on a copy with K and V repeated, then each group's sums */
+	pl = plan_for(sp, B, T, H, H, Q, 1, why);
+	if (!pl || rep_reserve(*sp, 2 * N * row * sizeof(bf16), why) != 0)
+		return -1;
+	{
+		bf16 *rep = (*sp)->rep, *drep = rep + N * row;
+		size_t vecs = N * row / 8;
+		unsigned grid = (unsigned)(vecs / 256 + 1 < 65536 ? vecs / 256 + 1 : 65536);
+		cuda_assert(Q % 8 == 0 && H % KV == 0);
+		expand_kv_kernel<<<grid, 256, 0, st>>>((uint4 *)rep, (const uint4 *)qkv, N, H, KV, Q / 8);
+		cudaCheck(cudaGetLastError());
+		if (run_backward(sp, pl, drep, dout, rep, out, lse, B, T, H, H, Q, workspace, st, why) != 0)
+			return -1;
+		grid = (unsigned)(N * (size_t)(H + 2 * KV) * Q / 256 + 1 < 65536 ? N * (size_t)(H + 2 * KV) * Q / 256 + 1
+										 : 65536);
+		reduce_kv_kernel<<<grid, 256, 0, st>>>(dqkv, drep, N, H, KV, Q);
+		cudaCheck(cudaGetLastError());
+	}
+	return 0;
+}
+
 void cudnn_sdpa_free(struct cudnn_sdpa *sp)
 {
 	if (!sp)
@@ -710,6 +810,7 @@ void cudnn_sdpa_free(struct cudnn_sdpa *sp)
 		gb_free(&sp->plans[i].g);
 	}
 	cudaCheck(cudaFree(sp->workspace));
+	cudaCheck(cudaFree(sp->rep));
 	api.Destroy(sp->handle);
 	free(sp);
 }
