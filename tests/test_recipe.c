@@ -75,6 +75,39 @@ static void test_eager_block(void)
 	CU_ASSERT_EQUAL(named(k, n, "attention_bwd")->backward, 1);
 }
 
+/*
+ * The eager loss's softmax over N x V fp32 logits, in passes over the
+ * whole (SoftMax.cu): llama3's 128,256-wide rows are three reads and a
+ * write each way; rows that fit 48 KiB of shared memory are read once
+ * forward; rows of at most 1024 values are a warp's, read once both ways.
+ */
+static void test_eager_loss_softmax(void)
+{
+	struct kernel k[MODEL_MAX_KERNELS];
+	struct model_shape m = l8b;
+	const int64_t vocab[] = { 128256, 8000, 1000 };
+	const uint64_t fwd[] = { 4, 2, 2 }, bwd[] = { 4, 4, 3 };
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t NV;
+		int n;
+		m.vocab = vocab[i];
+		NV = (uint64_t)m.seq * (uint64_t)m.vocab;
+		n = recipe_kernels(KR_EAGER, &m, 1, SEG_HEAD, PH_FWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(named(k, n, "log_softmax"));
+		CU_ASSERT_EQUAL(named(k, n, "log_softmax")->bytes, fwd[i] * NV * 4);
+		n = recipe_kernels(KR_EAGER, &m, 1, SEG_HEAD, PH_BWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(named(k, n, "log_softmax_bwd"));
+		CU_ASSERT_EQUAL(named(k, n, "log_softmax_bwd")->bytes, bwd[i] * NV * 4);
+	}
+	/* a row of 12,000 values not a multiple of the 4-wide vectors: the three-read kernel */
+	m.vocab = 12001;
+	{
+		int n = recipe_kernels(KR_EAGER, &m, 1, SEG_HEAD, PH_FWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+		CU_ASSERT_EQUAL(named(k, n, "log_softmax")->bytes, 4 * (uint64_t)m.seq * 12001 * 4);
+	}
+}
+
 static void test_compiled_block(void)
 {
 	struct kernel k[MODEL_MAX_KERNELS];
@@ -273,6 +306,7 @@ void suite_recipe(void)
 {
 	CU_pSuite s = CU_add_suite("recipe", NULL, NULL);
 	CU_add_test(s, "eager block: kernels and bytes", test_eager_block);
+	CU_add_test(s, "the eager loss's softmax passes over the logits", test_eager_loss_softmax);
 	CU_add_test(s, "compiled block: fused kernels", test_compiled_block);
 	CU_add_test(s, "eager saved bytes per checkpointing mode", test_eager_saved_bytes);
 	CU_add_test(s, "compiled saved bytes per checkpointing mode", test_compiled_saved_bytes);
