@@ -267,16 +267,7 @@ static int class_predict(struct cmp *c, char *err, int errlen)
 		const struct op *o = &s->ops[i];
 		if (op_work(o->kind) != W_COMPUTE)
 			continue;
-		if (o->ktab >= 0 && !cost.cal) {
-			const struct ktab *t = &s->ktabs[o->ktab];
-			for (uint32_t k = 0; k < t->count; k++) {
-				const struct kernel *kn = &s->kernels[t->first + k];
-				enum kclass kc = kn->kind == K_GEMM ? KC_GEMM
-						 : kn->kind == K_ATTN || !strncmp(kn->name, "attention", 9) ? KC_ATTN
-						 : KC_OTHER;
-				c->class_pred[kc] += 1e-9 * cost_kernel_ns(&cost, kn, cost.gpu->sms, cost.hbm_bytes_per_ns);
-			}
-		} else if (o->ktab >= 0) {
+		if (o->ktab >= 0) {
 			const struct ktab *t = &s->ktabs[o->ktab];
 			for (uint32_t k = 0; k < t->count; k++) {
 				const struct kernel *kn = &s->kernels[t->first + k];
@@ -284,7 +275,9 @@ static int class_predict(struct cmp *c, char *err, int errlen)
 						 : kn->kind == K_ATTN || !strncmp(kn->name, "attention", 9) ? KC_ATTN
 						 : KC_OTHER;
 				int exact;
-				c->class_pred[kc] += 1e-9 * calibration_kernel_ns(cost.cal, kn, 0, &exact);
+				c->class_pred[kc] += 1e-9 * (cost.cal ? calibration_kernel_ns(cost.cal, kn, 0, &exact)
+								      : cost_kernel_ns(&cost, kn, cost.gpu->sms,
+										       cost.hbm_bytes_per_ns));
 			}
 		} else if (o->bytes || o->kind == OP_OPTIM) {
 			double ns = cost.cal ? cost_cal_op_ns(&cost, i, 0) : cost_memory_ns(&cost, o->bytes, cost.gpu->sms,
