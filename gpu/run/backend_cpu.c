@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "host_adamw.h"
 #include "comm.h"
 #include "ref.h"
 #include "watchdog.h"
@@ -535,13 +536,8 @@ static void cpu_accumulate(struct backend *b, int stream, void *dst, const void 
 static void run_optimizer(struct cpu *c, const struct cmd *k)
 {
 	(void)c;
-	for (int i = 0; i < k->a.optim.count; i++) {
-		const struct optim_tensor *t = &k->a.optim.t[i];
-		float *g = t->g, *m = t->moments;
-		for (size_t j = 0; j < t->n; j++)
-			g[j] *= k->a.optim.scale;
-		ref_adamw(t->p, g, m, m + t->n, t->n, &k->a.optim.hp, k->a.optim.step);
-	}
+	/* one thread: the stream's own (the other streams' threads are the device's) */
+	host_adamw(k->a.optim.t, k->a.optim.count, &k->a.optim.hp, k->a.optim.step, k->a.optim.scale, 1);
 	free(k->a.optim.t);
 }
 

@@ -87,6 +87,7 @@
 #include "check.h"
 #include "comm.h"
 #include "cuda_model.h"
+#include "host_adamw.h"
 #include "layout.h"
 #include "ref.h"
 #include "watchdog.h"
@@ -178,6 +179,7 @@ struct cu {
 	write_value_fn write_value;   /* cuStreamWriteValue32 (required) */
 	int gated[ST_COUNT];          /* calls queued on a stream since it began waiting for an unrecorded event, -1: none */
 	int gate_timeouts;            /* gates opened by their timeout (GATE_TIMEOUT_NS) */
+	int host_threads;             /* the host optimizer's (host_adamw_threads) */
 	/* the watchdog: each CUDA stream's events of this step in record order, and how many have passed */
 	pthread_mutex_t wd_mu;
 	int *rec[ST_COUNT];
@@ -252,64 +254,6 @@ static ncclDataType_t nccl_type(enum elem e)
 
 /* ---- the host thread ------------------------------------------------------------------- */
 
-static float bf2f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* bf16 bits of a finite f, rounded to nearest even */
-static uint16_t f2bf(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
-}
-
-static float get(const void *p, size_t i, enum elem e)
-{
-	return e == ELEM_BF16 ? bf2f(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static void set(void *p, size_t i, enum elem e, float v)
-{
-	if (e == ELEM_BF16)
-		((uint16_t *)p)[i] = f2bf(v);
-	else
-		((float *)p)[i] = v;
-}
-
-/* The host optimizer: ref_adamw where everything is fp32 (the CPU backend's numbers), else converted. */
-static void host_adamw(const struct hcmd *k)
-{
-	for (int i = 0; i < k->count; i++) {
-		const struct optim_tensor *t = &k->t[i];
-		float c1 = 1.0f - powf(k->hp.beta1, (float)k->step), c2 = 1.0f - powf(k->hp.beta2, (float)k->step);
-		if (t->p_elem == ELEM_FP32 && t->g_elem == ELEM_FP32 && t->state_elem == ELEM_FP32) {
-			float *g = t->g, *m = t->moments;
-			for (size_t j = 0; j < t->n; j++)
-				g[j] *= k->scale;
-			ref_adamw(t->p, g, m, m + t->n, t->n, &k->hp, k->step);
-			continue;
-		}
-		/* bf16 somewhere: element by element through fp32, ref_adamw's arithmetic */
-		for (size_t j = 0; j < t->n; j++) {
-			float g = get(t->g, j, t->g_elem) * k->scale, p = get(t->p, j, t->p_elem);
-			float m = get(t->moments, j, t->state_elem), v = get(t->moments, t->n + j, t->state_elem);
-			m = k->hp.beta1 * m + (1.0f - k->hp.beta1) * g;
-			v = k->hp.beta2 * v + (1.0f - k->hp.beta2) * g * g;
-			p -= k->hp.lr * ((m / c1) / (sqrtf(v / c2) + k->hp.eps) + k->hp.weight_decay * p);
-			set(t->p, j, t->p_elem, p);
-			set(t->moments, j, t->state_elem, m);
-			set(t->moments, t->n + j, t->state_elem, v);
-		}
-	}
-}
-
 static void *host_main(void *arg)
 {
 	struct cu *c = arg;
@@ -364,11 +308,15 @@ static void *host_main(void *arg)
 				for (size_t j = 0; j < 4 * n; j++) /* finite, and the moments' second half positive */
 					c->host_bench[j] = (float)((j * 2654435761u) % 1000) * 1e-3f;
 			}
-			ref_adamw(c->host_bench, c->host_bench + n, c->host_bench + 2 * n, c->host_bench + 3 * n, n, &hp, 1);
+			{ /* the optimizer the runs take: the scaling pass, then the step, over the same threads */
+				struct optim_tensor t = { c->host_bench, c->host_bench + n, c->host_bench + 2 * n, n,
+							  ELEM_FP32, ELEM_FP32, ELEM_FP32, -1 };
+				host_adamw(&t, 1, &hp, 1, 1.0f, c->host_threads);
+			}
 			break;
 		}
 		case H_OPTIM:
-			host_adamw(&k);
+			host_adamw(k.t, k.count, &k.hp, k.step, k.scale, c->host_threads);
 			free(k.t);
 			break;
 		case H_ZERO: /* cudaMemset of device memory may return before it is done: wait, then go on */
@@ -1357,6 +1305,7 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 #else
 	put(ctx, "backend.host_subnormals", "kept");
 #endif
+	put_int(put, ctx, "backend.host_threads", c->host_threads);
 	put_int(put, ctx, "backend.workspace_bytes", (long long)c->workspace_bytes);
 }
 
@@ -1745,6 +1694,13 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 	c->M = s->microbatches;
 	cudaCheck(cudaGetDevice(&c->device));
 	cudaCheck(cudaGetDeviceProperties(&c->prop, c->device));
+	{
+		/* the host optimizer's threads: this node's CPUs, shared by its ranks (one, emulated) */
+		int lrank = 0, lsize = 1;
+		if (!comm->emulated)
+			comm_node(&lrank, &lsize);
+		c->host_threads = host_adamw_threads(lsize);
+	}
 	for (int i = 0; i < s->nbufs; i++) {
 		uint64_t need = need_bytes(c, &s->bufs[i]);
 		uint64_t have = buf_kernel_bytes(s, i);
