@@ -15,6 +15,7 @@
 #include "schedule.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1361,6 +1362,10 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	s->shard_spans_nodes = s->shard_n > e->cluster.gpus_per_node;
 	s->per_tensor_shards = e->runtime.copy_in_out;
 	s->local_shards = s->per_tensor_shards && s->shard_n == 1 && p->sharding != SHARD_DDP;
+	s->attention = p->sdpa == SDPA_FLASH   ? AK_FLASH
+		       : p->sdpa == SDPA_CUDNN ? AK_CUDNN
+					       : name_index(attention_kernel_names, e->runtime.attention);
+	assert(s->attention >= 0);
 	s->microbatches = p->microbatches;
 	s->optim = p->optim;
 	s->batch = e->run.batch;
@@ -1492,6 +1497,17 @@ int schedule_calibration_variants(const struct schedule *s, struct experiment *o
 		out[i].policy = v[i];
 	}
 	return n;
+}
+
+const char *schedule_priced_only(const struct schedule *s)
+{
+	static char why[160];
+
+	if (s->exp->policy.sdpa == SDPA_RUNTIME)
+		return NULL;
+	snprintf(why, sizeof why, "policy.sdpa = %s names PyTorch's attention backend, which ./sim prices; gpu_run "
+		 "runs its model's own attention kernels (the cuda backend's --attention)", sdpa_names[s->exp->policy.sdpa]);
+	return why;
 }
 
 void schedule_free(struct schedule *s)

@@ -220,6 +220,12 @@ struct schedule {
 	 * (OP_COPY).
 	 */
 	int local_shards;
+	/*
+	 * The attention kernel the step's attention is priced as (enum
+	 * attention_kernel, core/recipe.h): the runtime's, or the backend of
+	 * PyTorch's scaled_dot_product_attention that policy.sdpa names
+	 */
+	int attention;
 	int microbatches;              /* M per optimizer step */
 	enum optim optim;              /* how an optimizer step launches: foreach, fused or a kernel per tensor */
 	int batch;                     /* sequences per microbatch */
@@ -268,6 +274,12 @@ struct schedule {
  */
 struct schedule *schedule_new(const struct experiment *e, char *err, int errlen);
 void schedule_free(struct schedule *s);
+/*
+ * Why gpu_run cannot run schedule s as ./sim prices it, or NULL: an
+ * attention backend of PyTorch's named by the policy (gpu_run runs its
+ * model's own attention kernels).
+ */
+const char *schedule_priced_only(const struct schedule *s);
 
 /*
  * The experiments whose collectives a calibration of s measures besides

@@ -85,11 +85,7 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 	/* 10^12 FLOP/s = 10^3 FLOP/ns; 1 GB/s = 1 byte/ns */
 	c->peak_flops_per_ns = 1e-9 * s->peak_flops * hw_clock_factor(g);
 	c->hbm_bytes_per_ns = g->hbm_gbps * g->hbm_eff;
-	/* attention: the runtime's kernel, or the SDPA backend the policy names (the pytorch runtimes) */
-	c->attention = e->policy.sdpa == SDPA_FLASH   ? AK_FLASH
-		       : e->policy.sdpa == SDPA_CUDNN ? AK_CUDNN
-						      : name_index(attention_kernel_names, e->runtime.attention);
-	assert(c->attention >= 0);
+	c->attention = s->attention;
 	c->link_bytes_per_ns[LINK_INTRA] = e->cluster.intra_gbps;
 	/* the node's NICs: what a ring spanning nodes crosses them with; a rail's ring is capped at its share */
 	c->link_bytes_per_ns[LINK_INTER] = e->cluster.node_inter_gbps;

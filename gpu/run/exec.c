@@ -250,9 +250,8 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 		free(x);
 		return NULL;
 	}
-	if (s->exp->policy.sdpa != SDPA_RUNTIME) { /* ./sim would price PyTorch's kernel for a run of the model's */
-		snprintf(err, errlen, "policy.sdpa = %s names PyTorch's attention backend, which ./sim prices; gpu_run runs "
-			 "its model's own attention kernels (the cuda backend's --attention)", sdpa_names[s->exp->policy.sdpa]);
+	if (schedule_priced_only(s)) {
+		snprintf(err, errlen, "%s", schedule_priced_only(s));
 		free(x);
 		return NULL;
 	}
