@@ -107,6 +107,7 @@ static const struct key keys_tail[] = {
 	BOOL("expandable_segments", policy.expandable_segments),
 	ENUM("compile", policy.compile, compile_names, "torch.compile scope"),
 	ENUM("sdpa", policy.sdpa, sdpa_names, "backend of scaled_dot_product_attention"),
+	BOOL("hold_logits", policy.hold_logits),
 	INT("run", "batch", run.batch, 1, 65536),
 	INT("run", "steps", run.steps, 1, 1000000),
 	INT("run", "warmup", run.warmup, 0, 1000000),

@@ -171,6 +171,7 @@ void policy_default(struct policy *p)
 	p->expandable_segments = 0;
 	p->compile = COMPILE_MODEL_LOSS;
 	p->sdpa = SDPA_RUNTIME;
+	p->hold_logits = 0;
 }
 
 int dtype_bytes(enum dtype d)
@@ -318,7 +319,8 @@ int policy_parse_wrap(struct policy *p, const char *s)
 const char *const policy_field_names[] = {
 	"sharding", "shard_group", "accum", "microbatches", "accum_dtype", "wrap", "reshard",
 	"optim", "optim_in_backward", "precision", "reduce_dtype", "ac", "loss", "offload",
-	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", "compile", "sdpa", NULL
+	"prefetch", "flat_params", "concat_last_only", "runtime", "expandable_segments", "compile", "sdpa",
+	"hold_logits", NULL
 };
 _Static_assert(TABLE_LEN(policy_field_names) == PF_COUNT, "policy_field_names");
 _Static_assert(PF_COUNT <= 32, "a policy field mask is an unsigned");
@@ -349,6 +351,7 @@ const char *policy_field_str(const struct policy *p, enum policy_field f, char *
 	case PF_EXPANDABLE_SEGMENTS: snprintf(buf, len, "%s", p->expandable_segments ? "true" : "false"); break;
 	case PF_COMPILE: snprintf(buf, len, "%s", compile_names[p->compile]); break;
 	case PF_SDPA: snprintf(buf, len, "%s", sdpa_names[p->sdpa]); break;
+	case PF_HOLD_LOGITS: snprintf(buf, len, "%s", p->hold_logits ? "true" : "false"); break;
 	default: assert(!"bad policy field");
 	}
 	return buf;
@@ -527,6 +530,14 @@ int policy_check(const struct policy *p, const struct cluster *c, const struct m
 	if (p->sdpa != SDPA_RUNTIME && p->runtime == RT_TESTBED)
 		violation(&ck, "policy.sdpa", "policy.runtime", NULL,
 			  "is PyTorch's attention backend: it needs policy.runtime = pytorch or pytorch-compile");
+	/* a PyTorch training loop's reference to the logits: the testbed's loss keeps no logits tensor */
+	if (p->hold_logits && p->runtime == RT_TESTBED)
+		violation(&ck, "policy.hold_logits", "policy.runtime", NULL,
+			  "is a PyTorch training loop's reference to the logits: it needs policy.runtime = pytorch "
+			  "or pytorch-compile");
+	else if (p->hold_logits && p->loss == LOSS_CHUNKED)
+		violation(&ck, "policy.hold_logits", "policy.loss", NULL,
+			  "needs policy.loss = full: the chunked loss makes no logits tensor of the whole batch");
 	if (p->microbatches < 1)
 		violation(&ck, "policy.microbatches", NULL, NULL, "must be at least 1");
 	if (p->concat_last_only && !p->flat_params)

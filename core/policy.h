@@ -62,6 +62,15 @@ struct policy {
 	int expandable_segments;  /* pytorch runtimes: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (core/alloc.h) */
 	enum compile_scope compile; /* pytorch-compile: whether the loss is compiled with the blocks */
 	enum sdpa sdpa;           /* pytorch runtimes: SDPA's backend (the attention kernels' prices) */
+	/*
+	 * pytorch runtimes: the training loop holds each microbatch's logits
+	 * in a variable (`logits = model(x); loss = loss_fn(logits, y);
+	 * loss.backward()`) until the next microbatch's forward replaces them
+	 * or the step returns, through the optimizer step; 0: it drops them
+	 * before backward (torchtitan's `del pred`), and autograd frees them
+	 * once the loss no longer needs them.
+	 */
+	int hold_logits;
 };
 
 /* Name tables, NULL-terminated, indexed by the enum. */
@@ -123,7 +132,7 @@ enum policy_field {
 	PF_SHARDING, PF_SHARD_GROUP, PF_ACCUM, PF_MICROBATCHES, PF_ACCUM_DTYPE, PF_WRAP,
 	PF_RESHARD, PF_OPTIM, PF_OPTIM_IN_BACKWARD, PF_PRECISION, PF_REDUCE_DTYPE, PF_AC,
 	PF_LOSS, PF_OFFLOAD, PF_PREFETCH, PF_FLAT_PARAMS, PF_CONCAT_LAST_ONLY, PF_RUNTIME,
-	PF_EXPANDABLE_SEGMENTS, PF_COMPILE, PF_SDPA, PF_COUNT
+	PF_EXPANDABLE_SEGMENTS, PF_COMPILE, PF_SDPA, PF_HOLD_LOGITS, PF_COUNT
 };
 #define POLICY_BIT(f) (1u << (f))
 #define POLICY_ALL_FIELDS ((1u << PF_COUNT) - 1)

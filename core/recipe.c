@@ -22,7 +22,10 @@
  *
  * Sources (torchtitan torchtitan/models/llama3/model/model.py, PyTorch
  * 2.11): Attention.forward: wq, wk, wv; apply_rotary_emb: xq.float(),
- * view_as_complex, * freqs_cis (complex64), view_as_real, type_as(xq);
+ * view_as_complex, * freqs_cis (complex64), view_as_real, type_as(xq),
+ * whose product's backward (MulBackward0: grad * freqs_cis.conj()) clones
+ * the table's lazy conjugate first (PyTorch 2.11 on a CPU: _conj, clone,
+ * mul; the H100 profile: four kernels each for q and k);
  * repeat_kv: unsqueeze, expand, reshape (a copy of the non-contiguous
  * expansion); transpose(1, 2) views into F.scaled_dot_product_attention,
  * whose flash backend (aten::_scaled_dot_product_flash_attention) saves
@@ -170,9 +173,15 @@ static const struct op eager_block[] = {
 
 /*
  * torch.compile (Inductor) of the same block: each chain of element-wise
- * ops between two library calls is one generated kernel (the RoPE casts
- * and product with the KV expansion, the residual add with the next norm,
- * silu with mul); matmuls and SDPA stay cuBLAS and flash calls. Without
+ * ops between two library calls is one generated kernel (the residual add
+ * with the next norm, silu with mul, k's cast back with the KV
+ * expansion); matmuls and SDPA stay cuBLAS and flash calls, and so does
+ * RoPE's complex product, which Inductor leaves to the eager kernel
+ * ("Torchinductor does not support code generation for complex
+ * operators", torch/_inductor/lowering.py, PyTorch 2.11), backward too:
+ * the casts around it are generated kernels of their own (the first H100
+ * session's profile: 4 kernels more forward and 6 more backward than one
+ * fused kernel for each of q and k). Without
  * checkpointing the partitioner keeps what eager autograd does less silu's
  * output (the fused backward recomputes it from g), with the first residual
  * sum h as wo's output, as many bytes (torch/_inductor/scheduler.py fusion,
@@ -185,8 +194,12 @@ static const struct op compile_block[] = {
 	{ "wq", K_GEMM, SAC_MM, L(T_XN1), L(T_Q), L(T_XN1), 0, NULL },
 	{ "wk", K_GEMM, SAC_MM, L(T_XN1), L(T_K), L(T_XN1), 0, NULL },
 	{ "wv", K_GEMM, SAC_MM, L(T_XN1), L(T_V), L(T_XN1), 0, NULL },
-	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QR), L(T_NONE), 1, "q_rope_bwd" },
-	{ "k_rope_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KE), L(T_NONE), 1, "k_rope_repeat_bwd" },
+	{ "q_float", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QF), L(T_NONE), 1, "q_float_bwd" },
+	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_QF), L(T_QC), L(T_NONE), 1, "q_rope_bwd" },
+	{ "q_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_QC), L(T_QR), L(T_NONE), 1, "q_type_as_bwd" },
+	{ "k_float", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KF), L(T_NONE), 1, "k_float_bwd" },
+	{ "k_rope", K_ELEMENTWISE, SAC_OTHER, L(T_KF), L(T_KC), L(T_NONE), 1, "k_rope_bwd" },
+	{ "k_type_as_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KE), L(T_NONE), 1, "k_type_as_repeat_bwd" },
 	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd" },
 	{ "attention", K_ATTN, SAC_ATTN, L(T_QR, T_KE, T_VE), L(T_ATT, T_LSE), L(T_QR, T_KE, T_VE, T_ATT, T_LSE), 0, NULL },
 	{ "wo", K_GEMM, SAC_MM, L(T_ATT), L(T_WO), L(T_ATT), 0, NULL },
@@ -349,6 +362,17 @@ static void op_forward(struct klist *l, const struct op *o, const struct model_d
 	}
 }
 
+/*
+ * RoPE's complex product (q_rope, k_rope, eager and compiled alike): its
+ * backward (MulBackward0, grad * other.conj()) first clones the lazy
+ * conjugate of the rotation table (aten::_conj, then clone), a kernel of
+ * its own over T x Q/2 complex64.
+ */
+static int conj_table(const struct op *o)
+{
+	return !strcmp(o->name, "q_rope") || !strcmp(o->name, "k_rope");
+}
+
 static void op_backward(struct klist *l, const struct op *o, const struct model_dims *d, int a)
 {
 	char name[KERNEL_NAME_MAX];
@@ -373,6 +397,11 @@ static void op_backward(struct klist *l, const struct op *o, const struct model_
 		break;
 	}
 	default:
+		if (conj_table(o)) {
+			/* the table's conjugate cloned: T x Q/2 complex64 read and written */
+			snprintf(name, sizeof name, "%s_conj", o->name);
+			ew(l, name, 2 * (uint64_t)d->T * (uint64_t)d->Q * 4, 0);
+		}
 		for (int k = 0; k < o->bwd_kernels; k++) {
 			snprintf(name, sizeof name, o->bwd_kernels > 1 ? "%s%d" : "%s", o->bwd_name, k);
 			/* each kernel reads the incoming gradient and the saved tensors; the input gradients are written once */
@@ -564,6 +593,36 @@ uint64_t recipe_saved_bytes(enum kernel_recipe r, const struct model_shape *m, i
 	return set_bytes(kept(&t, ac), &d, act_bytes);
 }
 
+int recipe_loss_backward(enum kernel_recipe r, const struct model_shape *m, int batch, enum loss_mode loss,
+			 int act_bytes, uint64_t out[RECIPE_TRANSIENT_MAX], int *n)
+{
+	struct model_dims d = model_dims_of(m, batch);
+	uint64_t NV = (uint64_t)d.N * d.V;
+
+	(void)act_bytes;
+	*n = 0;
+	if (r != KR_EAGER || loss == LOSS_CHUNKED)
+		return 0;
+	/* nll_loss's gradient (zero-filled, then its targets' entries) and log_softmax's, both fp32 */
+	out[(*n)++] = aligned(NV * 4);
+	out[(*n)++] = aligned(NV * 4);
+	/* head_kernels(PH_BWD): nll_loss_bwd_zero, nll_loss_bwd, log_softmax_bwd, loss_float_bwd */
+	return 4;
+}
+
+int recipe_head_logits(enum kernel_recipe r, const struct model_shape *m, int batch, enum loss_mode loss,
+		       int act_bytes, uint64_t *bytes)
+{
+	struct model_dims d = model_dims_of(m, batch);
+
+	*bytes = 0;
+	if (r == KR_TESTBED || loss == LOSS_CHUNKED)
+		return -1;
+	/* the first of recipe_transient_tensors(PH_FWD) for eager, among recipe_saved_bytes() compiled */
+	*bytes = aligned((uint64_t)d.N * d.V * (uint64_t)act_bytes);
+	return r != KR_EAGER;
+}
+
 /* The tensors of set s, one entry each, in out[] from n on; returns the new count. */
 static int set_tensors(tset s, const struct model_dims *d, int a, uint64_t *out, int n)
 {
@@ -592,10 +651,19 @@ int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, 
 	if (s == SEG_HEAD) {
 		if (r != KR_EAGER || ph == PH_RECOMPUTE)
 			return 0;
-		/* forward: the bf16 logits and their fp32 copy; backward: nll's gradient and log_softmax's */
-		out[0] = aligned(NV * (ph == PH_FWD ? a : 4));
-		out[1] = aligned(NV * 4);
-		return 2;
+		/* forward: the bf16 logits and their fp32 copy */
+		if (ph == PH_FWD) {
+			out[0] = aligned(NV * a);
+			out[1] = aligned(NV * 4);
+			return 2;
+		}
+		/*
+		 * backward, after the loss's own (recipe_loss_backward): the
+		 * logits' gradient cast back (the fp32 cast's backward), which
+		 * the output GEMM's backward reads
+		 */
+		out[0] = aligned(NV * a);
+		return 1;
 	}
 	if (ph == PH_BWD) {
 		/* the testbed's activation gradients, each a tensor of autograd's */

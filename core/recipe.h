@@ -70,8 +70,9 @@ uint64_t recipe_saved_bytes(enum kernel_recipe r, const struct model_shape *m, i
  * under a checkpointing mode, else the temporaries forward makes and frees;
  * PH_BWD the testbed's activation-gradient fields (autograd frees each
  * gradient as it goes; its peak is not modelled op by op). The head under
- * LOSS_FULL: eager holds the bf16 and the fp32 logits at once in forward,
- * and two fp32 gradients of the logits in backward.
+ * LOSS_FULL: eager holds the bf16 and the fp32 logits at once in forward;
+ * in backward, after the loss's own backward (recipe_loss_backward), the
+ * bf16 gradient of the logits.
  */
 #define RECIPE_TRANSIENT_MAX 32
 int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
@@ -81,6 +82,33 @@ int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, 
 uint64_t recipe_transient_bytes(enum kernel_recipe r, const struct model_shape *m, int batch,
 				enum segment_kind s, enum phase ph, enum ac_mode ac, enum loss_mode loss,
 				int act_bytes);
+
+/*
+ * The loss's own backward, which autograd runs before the head's (eager
+ * PyTorch: nll_loss's, log_softmax's and the fp32 cast's backward nodes;
+ * torch/csrc/autograd/engine.cpp runs a node once its inputs are ready,
+ * and frees a node's input gradients and saved tensors once it has run):
+ * its fp32 gradients of the logits come and go before the output GEMM's
+ * backward makes the weight's gradient, so the two are never alive at
+ * once. Returns how many of the leading kernels of recipe_kernels(SEG_HEAD,
+ * PH_BWD) it runs, 0 when the runtime's head backward is one piece (the
+ * testbed's fused loss, the compiled loss, the chunked loss); its
+ * transient tensors in out[] (*n of them).
+ */
+int recipe_loss_backward(enum kernel_recipe r, const struct model_shape *m, int batch, enum loss_mode loss,
+			 int act_bytes, uint64_t out[RECIPE_TRANSIENT_MAX], int *n);
+
+/*
+ * Where the head's logits (batch x seq x vocab in the compute dtype, the
+ * output GEMM's result) are among the tensors above, for a training loop
+ * that keeps a reference to them (policy.hold_logits): 1 among its saved
+ * bytes (compiled: the loss's backward reads them), 0 the forward's first
+ * transient tensor (eager: freed once cast to fp32), -1 when the runtime
+ * makes no such tensor (the testbed's fused loss, the chunked loss).
+ * *bytes gets their allocation's size.
+ */
+int recipe_head_logits(enum kernel_recipe r, const struct model_shape *m, int batch, enum loss_mode loss,
+		       int act_bytes, uint64_t *bytes);
 
 /* Every saved tensor is an allocation of its own, rounded as PyTorch's caching allocator rounds (512 bytes). */
 #define RECIPE_TENSOR_ALIGN 512

@@ -55,6 +55,8 @@ struct builder {
 	int *recomputed;      /* per segment: recomputed activations */
 	int resid, dresid;    /* this microbatch's residual stream and its gradient, -1 */
 	int rs_held, rs_held_op; /* FSDP2: the last reduce-scatter input, kept until the next reduce, and its reduce-scatter; -1 */
+	int held_logits;      /* policy.hold_logits: the last microbatch's logits, which the training loop holds; -1 */
+	uint64_t logits_bytes;/* policy.hold_logits: their size; 0 otherwise */
 	enum kernel_recipe recipe[SEG_KIND_COUNT]; /* the runtime's kernels (core/recipe.h), by segment kind */
 	/* by segment kind and the segment's own checkpointing mode (seg_ac) */
 	int ktab[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
@@ -63,6 +65,15 @@ struct builder {
 		int n;
 		uint64_t bytes[RECIPE_TRANSIENT_MAX], sum;
 	} transient[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
+	/*
+	 * The loss's own backward, an op before the head's (recipe_loss_backward):
+	 * how many of the head's backward kernels are its (0: none, the head's
+	 * backward is one op), its transient tensors, and the head's backward
+	 * kernels in two tables, the loss's and the rest (-2 until made)
+	 */
+	int loss_kernels;
+	struct transient loss_tr;
+	int loss_ktab[2];
 	/*
 	 * One op under construction, built in place at the end of
 	 * schedule.ops: its dependencies and operands go straight to the end
@@ -511,6 +522,43 @@ static void set_kernels(struct builder *b, int seg, enum phase ph)
 	}
 }
 
+/*
+ * The head's backward kernels apart (b->loss_kernels of them the loss's):
+ * the loss's (part 0) or the rest (part 1) as a kernel table of their
+ * own, over the same kernels.
+ */
+static int head_bwd_part(struct builder *b, int whole, int part)
+{
+	struct schedule *s = b->s;
+	struct ktab *t;
+	int first, count;
+
+	if (b->loss_ktab[part] != -2)
+		return b->loss_ktab[part];
+	assert(whole >= 0 && s->ktabs[whole].count > (uint32_t)b->loss_kernels);
+	first = (int)s->ktabs[whole].first + (part ? b->loss_kernels : 0);
+	count = part ? (int)s->ktabs[whole].count - b->loss_kernels : b->loss_kernels;
+	s->ktabs = grow(s->ktabs, &s->cap_ktabs, s->nktabs + 1, sizeof(*s->ktabs));
+	t = &s->ktabs[s->nktabs];
+	t->first = (uint32_t)first;
+	t->count = (uint32_t)count;
+	t->flops = t->bytes = 0;
+	for (int i = first; i < first + count; i++) {
+		t->flops += s->kernels[i].flops;
+		t->bytes += s->kernels[i].bytes;
+	}
+	return b->loss_ktab[part] = s->nktabs++;
+}
+
+/* Make the current op run the kernels of table t (set_kernels' fields). */
+static void use_ktab(struct builder *b, int t)
+{
+	b->cur->ktab = t;
+	b->cur->flops = b->s->ktabs[t].flops;
+	b->cur->bytes = b->s->ktabs[t].bytes;
+	b->cur->launches = b->s->ktabs[t].count;
+}
+
 /* ---- the step ------------------------------------------------------------- */
 
 /* A transient buffer the op under construction allocates and frees (none when bytes is 0). */
@@ -659,6 +707,19 @@ static void forward(struct builder *b, int micro)
 			next++;
 		}
 		params_ready(b, u, micro);
+		if (sk == SEG_HEAD && b->held_logits >= 0) {
+			/*
+			 * the loop's variable takes this microbatch's logits: the
+			 * last ones go once the model returns, before the loss
+			 * makes its fp32 copies (drop them here, before the op
+			 * that makes both, as what is alive at once says)
+			 */
+			begin(b, OP_FREE, ST_COMPUTE, u, -1, micro);
+			b->cur->launches = 0;
+			free_buf(b, b->held_logits);
+			commit(b);
+			b->held_logits = -1;
+		}
 		begin(b, OP_FORWARD, ST_COMPUTE, u, g, micro);
 		set_kernels(b, g, PH_FWD);
 		dep(b, b->ready_op[u]);
@@ -678,6 +739,13 @@ static void forward(struct builder *b, int micro)
 		alloc_buf(b, a);
 		opd(b, a, OPD_OUT);
 		b->acts[g] = a;
+		if (sk == SEG_HEAD && b->logits_bytes) {
+			/* the logits the training loop holds: past the step's end for the last microbatch */
+			b->held_logits = buf_new(b, b->logits_bytes, MEM_LOGITS, BUF_TRANSIENT, ST_COMPUTE, u, g, micro,
+						 s->act_elem);
+			alloc_buf(b, b->held_logits);
+			opd(b, b->held_logits, OPD_OUT);
+		}
 		scratch_tensors(b, &b->transient[sk][PH_FWD][seg_ac(s, g)], u, g, micro);
 		if (sk == SEG_HEAD) {
 			free_buf(b, b->resid);
@@ -1044,6 +1112,21 @@ static void backward(struct builder *b, int micro)
 		struct unit *x = &s->units[u];
 		enum segment_kind sk = s->segs[g].kind;
 
+		if (sk == SEG_HEAD && b->loss_kernels) {
+			/*
+			 * the loss's own backward first (recipe_loss_backward): its
+			 * fp32 gradients of the logits come and go before the head
+			 * module's pre-backward hook unshards its unit (FSDP2 fires
+			 * it once the gradient of the module's output is ready) and
+			 * before its backward makes the weights' gradients
+			 */
+			begin(b, OP_LOSS_BACKWARD, ST_COMPUTE, u, g, micro);
+			set_kernels(b, g, PH_BWD);
+			use_ktab(b, head_bwd_part(b, b->cur->ktab, 0));
+			opd(b, b->acts[g], OPD_IN);
+			scratch_tensors(b, &b->loss_tr, u, g, micro);
+			commit(b);
+		}
 		/*
 		 * With copy-outs (FSDP2), a unit's own gather, its copy-out, and
 		 * only then the prefetch of the next: pre_backward is unshard,
@@ -1077,6 +1160,8 @@ static void backward(struct builder *b, int micro)
 		}
 		begin(b, OP_BACKWARD, ST_COMPUTE, u, g, micro);
 		set_kernels(b, g, PH_BWD);
+		if (sk == SEG_HEAD && b->loss_kernels)
+			use_ktab(b, head_bwd_part(b, b->cur->ktab, 1)); /* the loss's own went before */
 		dep(b, b->ready_op[u]);
 		/* ddp all-reduces its gradient in place: the next microbatch adds into it only after */
 		if (p->sharding == SHARD_DDP)
@@ -1388,7 +1473,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.grad_elem = elem_of(policy_grad_bytes(p));
 	b.accum_elem = elem_of(policy_accum_bytes(p));
 	b.state_elem = elem_of(precision_optstate_bytes(p->precision) / 2);
-	b.resid = b.dresid = b.rs_held = b.rs_held_op = -1;
+	b.resid = b.dresid = b.rs_held = b.rs_held_op = b.held_logits = -1;
 	plan_units(&b);
 	b.shard_param = ints(s->nunits, -1);
 	b.optim_state = ints(s->nunits, -1);
@@ -1448,6 +1533,34 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 					tr->sum += tr->bytes[k];
 			}
 		}
+	b.loss_kernels = recipe_loss_backward(b.recipe[SEG_HEAD], &e->model, s->batch, s->loss, b.act_bytes,
+					      b.loss_tr.bytes, &b.loss_tr.n);
+	b.loss_tr.sum = 0;
+	for (int k = 0; k < b.loss_tr.n; k++)
+		b.loss_tr.sum += b.loss_tr.bytes[k];
+	b.loss_ktab[0] = b.loss_ktab[1] = -2;
+	/*
+	 * A training loop that holds the logits (policy.hold_logits): the
+	 * head's forward allocates them apart from its transient tensors
+	 * (eager) or its saved ones (compiled), and they stay until the next
+	 * microbatch's head or the step's end (forward()).
+	 */
+	if (p->hold_logits) {
+		uint64_t *saved = &b.saved[SEG_HEAD][AC_NONE];
+		struct transient *tr = &b.transient[SEG_HEAD][PH_FWD][AC_NONE];
+		int where = recipe_head_logits(b.recipe[SEG_HEAD], &e->model, s->batch, s->loss, b.act_bytes,
+					       &b.logits_bytes);
+
+		assert(where >= 0); /* policy_check: a PyTorch runtime and the full loss */
+		if (where) {
+			assert(*saved >= b.logits_bytes);
+			*saved -= b.logits_bytes;
+		} else {
+			assert(tr->n > 0 && tr->bytes[0] == b.logits_bytes);
+			memmove(tr->bytes, tr->bytes + 1, sizeof(tr->bytes[0]) * (size_t)--tr->n);
+			tr->sum -= b.logits_bytes;
+		}
+	}
 
 	static_buffers(&b);
 	for (int m = 0; m < b.M; m++) {
@@ -1472,7 +1585,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 }
 
 /* struct policy is ints and int-sized enums only: compared as bytes */
-_Static_assert(sizeof(struct policy) == 24 * sizeof(int), "struct policy has no padding");
+_Static_assert(sizeof(struct policy) == 25 * sizeof(int), "struct policy has no padding");
 
 int schedule_same_inputs(const struct experiment *a, const struct experiment *b)
 {
@@ -1503,6 +1616,9 @@ const char *schedule_priced_only(const struct schedule *s)
 {
 	static char why[160];
 
+	if (s->exp->policy.hold_logits)
+		return "policy.hold_logits = true names a PyTorch training loop's reference to the logits, which ./sim "
+		       "prices; gpu_run's loss keeps no logits past its op";
 	if (s->exp->policy.sdpa == SDPA_RUNTIME)
 		return NULL;
 	snprintf(why, sizeof why, "policy.sdpa = %s names PyTorch's attention backend, which ./sim prices; gpu_run "
@@ -1712,11 +1828,11 @@ const char *elem_name(enum elem e)
 
 static const char *const op_kind_names[] = {
 	"allgather", "copy_out", "forward", "recompute", "backward", "accum", "concat", "copy_in",
-	"reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free", "copy",
+	"reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free", "copy", "loss_backward",
 };
 static const char *const op_kind_short[] = {
 	"AG", "COPYOUT", "FWD", "RECOMP", "BWD", "ACCUM", "CONCAT", "COPYIN",
-	"RS", "AR", "OPTIM", "D2H", "H2D", "CPUOPT", "FREE", "COPY",
+	"RS", "AR", "OPTIM", "D2H", "H2D", "CPUOPT", "FREE", "COPY", "LOSSBWD",
 };
 
 _Static_assert(sizeof(op_kind_names) / sizeof(op_kind_names[0]) == OP_KIND_COUNT, "op_kind names");

@@ -55,6 +55,7 @@ enum op_kind {
 	OP_CPU_OPTIM,      /* optimizer step on the host (offload) */
 	OP_FREE,           /* release buffers (reshard) */
 	OP_COPY,           /* a device copy standing for a reduce-scatter of one rank (local_shards) */
+	OP_LOSS_BACKWARD,  /* the loss's own backward before the head's (eager PyTorch: recipe_loss_backward) */
 	OP_KIND_COUNT
 };
 
@@ -333,7 +334,7 @@ static inline int op_is_kernel(const struct op *o)
 {
 	switch (o->kind) {
 	case OP_FORWARD: case OP_RECOMPUTE: case OP_BACKWARD: case OP_ACCUM: case OP_CONCAT:
-	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM: case OP_COPY:
+	case OP_COPY_IN: case OP_COPY_OUT: case OP_OPTIM: case OP_COPY: case OP_LOSS_BACKWARD:
 		return 1;
 	default:
 		return 0;

@@ -819,6 +819,7 @@ void sweep_policy_pack(const struct policy *p, struct sweep_policy *o)
 	o->expandable_segments = (uint8_t)p->expandable_segments;
 	o->compile = (uint8_t)p->compile;
 	o->sdpa = (uint8_t)p->sdpa;
+	o->hold_logits = (uint8_t)p->hold_logits;
 	/* every field fits its packed width (checked by config's ranges: microbatches <= 4096, prefetch <= 8) */
 	assert(p->partial_k < 65536 && p->wrap_k < 65536 && p->microbatches < 65536);
 }
@@ -849,6 +850,7 @@ void sweep_policy_unpack(const struct sweep_policy *o, struct policy *p)
 	p->expandable_segments = o->expandable_segments;
 	p->compile = (enum compile_scope)o->compile;
 	p->sdpa = (enum sdpa)o->sdpa;
+	p->hold_logits = o->hold_logits;
 }
 
 /* The digits of outer combination k and inner combination j, per axis (file order), into v. */

@@ -145,7 +145,7 @@ struct sweep_policy {
 	uint16_t partial_k, wrap_k, microbatches;
 	uint8_t sharding, accum, accum_dtype, wrap, reshard, optim, optim_in_backward, precision,
 		reduce_dtype, ac, loss, offload, prefetch, flat_params, concat_last_only, runtime,
-		expandable_segments, compile, sdpa;
+		expandable_segments, compile, sdpa, hold_logits;
 };
 
 void sweep_policy_pack(const struct policy *p, struct sweep_policy *out);

@@ -326,7 +326,7 @@ def optim_rows(runs):
         row = summary_row(r)
         row.update(optim=r.attrs.get("policy.optim", "?"),
                    in_backward=r.attrs.get("policy.optim_in_backward", "false") == "true",
-                   backward_s=op_seconds(r, ("backward", "recompute"), ("compute",)),
+                   backward_s=op_seconds(r, ("backward", "loss_backward", "recompute"), ("compute",)),
                    optim_s=op_seconds(r, ("optim", "cpu_optim")),
                    optim_ops=op_count(r, ("optim", "cpu_optim")))
         rows.append(row)

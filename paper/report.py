@@ -735,7 +735,7 @@ def policies(data, figs):
 # shows the prediction short or long.
 KIND_MEASURED = {
     "allgather": "collective", "reduce_scatter": "collective", "allreduce": "collective",
-    "forward": "kernel", "backward": "kernel", "recompute": "kernel",
+    "forward": "kernel", "backward": "kernel", "recompute": "kernel", "loss_backward": "kernel",
     "optim": "pass", "accum": "pass", "concat": "pass", "copy_in": "pass", "copy_out": "pass",
     "cpu_optim": "host", "d2h": "copy", "h2d": "copy", "copy": "pass",
 }

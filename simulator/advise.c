@@ -75,7 +75,7 @@ static void detail_of(const struct sweep *sw, const struct sweep_row *row, struc
 		switch (o->kind) {
 		case OP_FORWARD: d->part_s[P_FWD] += t; break;
 		case OP_RECOMPUTE: d->part_s[P_REC] += t; break;
-		case OP_BACKWARD: d->part_s[P_BWD] += t; break;
+		case OP_BACKWARD: case OP_LOSS_BACKWARD: d->part_s[P_BWD] += t; break;
 		case OP_OPTIM: d->part_s[P_OPTIM] += t; break;
 		default: d->part_s[P_OTHER] += t; break;
 		}

@@ -115,14 +115,15 @@ const char *report_policy_line(const struct experiment *e, char *buf, int len)
 	const struct policy *p = &e->policy;
 	char acc[32], wr[32], ac[32];
 
-	snprintf(buf, len, "%s %s x%d, wrap %s, reshard %s, %s%s, %s, ac %s, offload %s%s%s%s%s%s",
+	snprintf(buf, len, "%s %s x%d, wrap %s, reshard %s, %s%s, %s, ac %s, offload %s%s%s%s%s%s%s",
 		 sharding_names[p->sharding], policy_accum_str(p, acc, sizeof(acc)), p->microbatches,
 		 policy_wrap_str(p, wr, sizeof(wr)), reshard_names[p->reshard], optim_names[p->optim],
 		 p->optim_in_backward ? " in backward" : "", precision_names[p->precision], policy_ac_str(p, ac, sizeof(ac)),
 		 offload_names[p->offload], p->flat_params ? ", flat params" : "",
 		 p->concat_last_only ? " (concat last only)" : "",
 		 p->compile == COMPILE_MODEL ? ", loss eager (compile model)" : "",
-		 p->sdpa != SDPA_RUNTIME ? ", sdpa " : "", p->sdpa != SDPA_RUNTIME ? sdpa_names[p->sdpa] : "");
+		 p->sdpa != SDPA_RUNTIME ? ", sdpa " : "", p->sdpa != SDPA_RUNTIME ? sdpa_names[p->sdpa] : "",
+		 p->hold_logits ? ", logits held" : "");
 	return buf;
 }
 

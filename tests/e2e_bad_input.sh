@@ -172,7 +172,15 @@ if [ "$name" = gpu_run ]; then
 	# PyTorch's attention backend, which ./sim prices: gpu_run runs its model's own kernels
 	check "--sdpa cudnn" "policy.sdpa = cudnn names PyTorch's attention backend, which ./sim prices" \
 		"${tiny[@]}" --runtime pytorch --sdpa cudnn
+	# a PyTorch training loop's reference to the logits, which ./sim prices: gpu_run's loss keeps none
+	check "--hold-logits" "policy.hold_logits = true names a PyTorch training loop's reference to the logits" \
+		"${tiny[@]}" --runtime pytorch --hold-logits
 fi
+# the logits a PyTorch training loop holds: the testbed's loss and the chunked loss make no such tensor
+check "--hold-logits (testbed)" "policy.hold_logits = true is a PyTorch training loop's reference to the logits: it needs policy.runtime = pytorch or pytorch-compile" \
+	--hold-logits
+check "--hold-logits --loss chunked" "policy.hold_logits = true needs policy.loss = full: the chunked loss makes no logits tensor of the whole batch" \
+	--runtime pytorch --loss chunked --hold-logits
 # SDPA's backend needs a PyTorch runtime (the testbed runs its own attention kernel)
 check "--sdpa flash" "policy.sdpa = flash is PyTorch's attention backend: it needs policy.runtime = pytorch or pytorch-compile" \
 	--sdpa flash

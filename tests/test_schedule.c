@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "recipe.h"
 #include "schedule.h"
 #include "testutil.h"
 
@@ -598,7 +599,7 @@ static void test_transient_tensors(void)
 			uint64_t sizes[8];
 			int n = 0;
 
-			if (o->micro != 0 || (o->kind != OP_FORWARD && o->kind != OP_BACKWARD))
+			if (o->micro != 0 || (o->kind != OP_FORWARD && o->kind != OP_BACKWARD && o->kind != OP_LOSS_BACKWARD))
 				continue;
 			for (uint32_t k = 0; k < o->nopd; k++) {
 				const struct buffer *x = &s->bufs[s->opds[o->opd_first + k].buf];
@@ -606,9 +607,15 @@ static void test_transient_tensors(void)
 					sizes[n++] = x->bytes;
 			}
 			if (s->segs[o->seg].kind == SEG_HEAD && rt) {
-				CU_ASSERT_EQUAL_FATAL(n, 2);
-				CU_ASSERT_EQUAL(sizes[0], (o->kind == OP_FORWARD ? 2 : 4) * NV);
-				CU_ASSERT_EQUAL(sizes[1], 4 * NV);
+				/*
+				 * forward: the bf16 logits and their fp32 copy; the loss's
+				 * backward: its two fp32 gradients; the head's: the bf16
+				 * gradient its GEMMs read
+				 */
+				CU_ASSERT_EQUAL_FATAL(n, o->kind == OP_BACKWARD ? 1 : 2);
+				CU_ASSERT_EQUAL(sizes[0], (o->kind == OP_LOSS_BACKWARD ? 4 : 2) * NV);
+				if (n == 2)
+					CU_ASSERT_EQUAL(sizes[1], 4 * NV);
 			} else if (s->segs[o->seg].kind == SEG_BLOCK && o->kind == OP_FORWARD) {
 				/* full checkpointing: forward makes every tensor backward would read, and keeps the input */
 				CU_ASSERT(rt ? n > 4 : n == 1);
@@ -618,7 +625,7 @@ static void test_transient_tensors(void)
 	}
 	/* torch.compile on the blocks only (policy.compile = model): the loss runs eager, with its fp32 logits */
 	for (int scope = 0; scope < 2; scope++) {
-		int head_tr = 0;
+		int head_tr = 0, loss_tr = -1;
 
 		s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
 				  "policy.runtime=pytorch-compile", scope ? "policy.compile=model" : "policy.compile=model+loss",
@@ -627,7 +634,10 @@ static void test_transient_tensors(void)
 		for (int i = 0; i < s->nops; i++)
 			if (s->ops[i].micro == 0 && s->ops[i].kind == OP_BACKWARD && s->segs[s->ops[i].seg].kind == SEG_HEAD)
 				op_transient_bytes(s, i, &head_tr);
-		CU_ASSERT_EQUAL(head_tr, scope ? 2 : 0);
+			else if (s->ops[i].micro == 0 && s->ops[i].kind == OP_LOSS_BACKWARD)
+				op_transient_bytes(s, i, &loss_tr);
+		CU_ASSERT_EQUAL(head_tr, scope ? 1 : 0);
+		CU_ASSERT_EQUAL(loss_tr, scope ? 2 : -1); /* the compiled loss's backward is the head's */
 		/* and keeps the fp32 log-probabilities, not the bf16 logits */
 		for (int b = 0; b < s->nbufs; b++)
 			if (s->bufs[b].kind == BUF_ACTS && s->bufs[b].seg >= 0 && s->segs[s->bufs[b].seg].kind == SEG_HEAD &&
@@ -635,6 +645,139 @@ static void test_transient_tensors(void)
 				CU_ASSERT(scope ? s->bufs[b].bytes >= 4 * NV : s->bufs[b].bytes < 4 * NV);
 		done(s, &e);
 	}
+}
+
+/* The op of micro m, kind k, on a segment of kind sk (-1: any), or -1. */
+static int op_of(const struct schedule *s, enum op_kind k, int sk, int m)
+{
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == k && s->ops[i].micro == m && (sk < 0 || (int)s->segs[s->ops[i].seg].kind == sk))
+			return i;
+	return -1;
+}
+
+/*
+ * Eager PyTorch's loss backward is an op of its own before the head's: its
+ * four kernels and two fp32 gradients, no weight gradient, and the head's
+ * unit gathered only after it (FSDP2's pre-backward hook); the head's
+ * backward allocates the unit's gradient and runs the rest of its kernels.
+ * The testbed's and the compiled loss's backward stay one op.
+ */
+static void test_loss_backward(void)
+{
+	struct experiment e;
+	struct schedule *s;
+	struct kernel k[MODEL_MAX_KERNELS];
+	uint64_t flops = 0;
+	int n;
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			  "policy.microbatches=2", "policy.wrap=block+io", NULL);
+	n = recipe_kernels(KR_EAGER, &e.model, s->batch, SEG_HEAD, PH_BWD, AC_NONE, s->loss, 2, k, MODEL_MAX_KERNELS);
+	for (int i = 0; i < n; i++)
+		flops += k[i].flops;
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_LOSS_BACKWARD), 2);
+	for (int m = 0; m < 2; m++) {
+		int fwd = op_of(s, OP_FORWARD, SEG_HEAD, m), a = op_of(s, OP_LOSS_BACKWARD, SEG_HEAD, m);
+		int b = op_of(s, OP_BACKWARD, SEG_HEAD, m), u, grad;
+		const struct ktab *ta, *tb;
+
+		CU_ASSERT_FATAL(fwd >= 0 && a > fwd && b > a);
+		u = s->ops[b].unit;
+		ta = &s->ktabs[s->ops[a].ktab];
+		tb = &s->ktabs[s->ops[b].ktab];
+		/* the recipe's kernels, split: the loss's four, then the rest */
+		CU_ASSERT_EQUAL(ta->count, 4);
+		CU_ASSERT_EQUAL(s->ops[a].launches, 4);
+		CU_ASSERT_EQUAL(ta->count + tb->count, (uint32_t)n);
+		CU_ASSERT_EQUAL(tb->first, ta->first + 4);
+		CU_ASSERT_STRING_EQUAL(s->kernels[ta->first + 2].name, "log_softmax_bwd");
+		CU_ASSERT_STRING_EQUAL(s->kernels[tb->first].name, "output_dgrad");
+		CU_ASSERT_EQUAL(s->ops[a].flops + s->ops[b].flops, flops);
+		/* the loss's op allocates its two gradients only; the unit's gradient comes with the head's */
+		for (int j = 0; j < s->ops[a].nalloc; j++)
+			CU_ASSERT_EQUAL(s->bufs[s->bufrefs[s->ops[a].buf_first + j]].kind, BUF_TRANSIENT);
+		grad = op_operand(s, b, BUF_FULL_GRAD, OPD_OUT);
+		CU_ASSERT_FATAL(grad >= 0);
+		if (m == 0)
+			CU_ASSERT_EQUAL(s->bufs[grad].alloc_op, b);
+		/* the head's unit (norm and output, resharded after forward) is unsharded after the loss's backward */
+		for (int i = fwd + 1; i < a; i++)
+			CU_ASSERT(s->ops[i].unit != u || (s->ops[i].kind != OP_ALLGATHER && s->ops[i].kind != OP_COPY_OUT));
+		CU_ASSERT(first_op(s, OP_ALLGATHER, -1) >= 0);
+	}
+	CU_ASSERT_EQUAL(schedule_check(s, NULL, 0), 0);
+	done(s, &e);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_LOSS_BACKWARD), 0);
+	done(s, &e);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+			  "policy.runtime=pytorch-compile", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_LOSS_BACKWARD), 0);
+	done(s, &e);
+}
+
+/*
+ * policy.hold_logits: each microbatch's logits are a buffer of their own
+ * from the head's forward, dropped before the next microbatch's head (an
+ * OP_FREE right before it) or alive at the step's end, through the
+ * optimizer; the head's forward keeps one transient (eager) or saves the
+ * logits' bytes less (compiled).
+ */
+static void test_hold_logits(void)
+{
+	struct experiment e;
+	struct schedule *s, *t;
+	uint64_t NV, L;
+	int found = 0, tr = 0, optim;
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			  "policy.microbatches=3", "policy.hold_logits=true", NULL);
+	NV = (uint64_t)s->batch * e.model.seq * e.model.vocab;
+	L = (2 * NV + RECIPE_TENSOR_ALIGN - 1) / RECIPE_TENSOR_ALIGN * RECIPE_TENSOR_ALIGN;
+	optim = first_op(s, OP_OPTIM, -1);
+	CU_ASSERT_FATAL(optim >= 0);
+	for (int i = 0; i < s->nbufs; i++) {
+		const struct buffer *x = &s->bufs[i];
+		if (x->cat != MEM_LOGITS || x->kind != BUF_TRANSIENT)
+			continue;
+		found++;
+		CU_ASSERT_EQUAL(x->bytes, L);
+		CU_ASSERT_EQUAL(s->ops[x->alloc_op].kind, OP_FORWARD);
+		CU_ASSERT_EQUAL(s->segs[s->ops[x->alloc_op].seg].kind, SEG_HEAD);
+		if (x->micro < 2) {
+			CU_ASSERT_FATAL(x->free_op >= 0);
+			CU_ASSERT_EQUAL(s->ops[x->free_op].kind, OP_FREE);
+			CU_ASSERT_EQUAL(op_of(s, OP_FORWARD, SEG_HEAD, x->micro + 1), x->free_op + 1);
+		} else {
+			CU_ASSERT_EQUAL(x->free_op, -1); /* through the optimizer step, to the step's end */
+			CU_ASSERT(x->alloc_op < optim);
+		}
+	}
+	CU_ASSERT_EQUAL(found, 3);
+	{
+		/* the head's forward frees the fp32 copy alone: the logits are the loop's */
+		const struct op *o = &s->ops[op_of(s, OP_FORWARD, SEG_HEAD, 0)];
+		for (int i = 0; i < o->nfree; i++)
+			tr += s->bufs[s->bufrefs[o->buf_first + o->nalloc + i]].kind == BUF_TRANSIENT;
+		CU_ASSERT_EQUAL(tr, 1);
+	}
+	CU_ASSERT_EQUAL(schedule_check(s, NULL, 0), 0);
+	CU_ASSERT_PTR_NOT_NULL(schedule_priced_only(s));
+	done(s, &e);
+	/* compiled: the head saves the logits' bytes less, and holds them apart */
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+			  "policy.runtime=pytorch-compile", "policy.hold_logits=true", NULL);
+	{
+		struct experiment e2;
+		t = test_schedule(&e2, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+				  "policy.runtime=pytorch-compile", NULL);
+		CU_ASSERT_EQUAL(t->bufs[op_operand(t, op_of(t, OP_FORWARD, SEG_HEAD, 0), BUF_ACTS, OPD_OUT)].bytes,
+				s->bufs[op_operand(s, op_of(s, OP_FORWARD, SEG_HEAD, 0), BUF_ACTS, OPD_OUT)].bytes + L);
+		CU_ASSERT_PTR_NULL(schedule_priced_only(t));
+		done(t, &e2);
+	}
+	done(s, &e);
 }
 
 /* Shards: flat for the testbed runtime, per tensor (dim 0, padded) for pytorch. */
@@ -768,6 +911,8 @@ void suite_schedule(void)
 	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
 	CU_add_test(s, "FSDP2 keeps the reduce-scatter input on the compute stream", test_reduce_scatter_input_lifetime);
 	CU_add_test(s, "a PyTorch phase's transient tensors", test_transient_tensors);
+	CU_add_test(s, "eager PyTorch's loss backward before the head's", test_loss_backward);
+	CU_add_test(s, "a training loop that holds the logits", test_hold_logits);
 	CU_add_test(s, "FSDP2 at a shard group of one: copies, no collective", test_local_shards);
 	CU_add_test(s, "vector clocks are reachability", test_clocks_are_reachability);
 	CU_add_test(s, "schedule_check finds a race", test_check_finds_races);

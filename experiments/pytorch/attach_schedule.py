@@ -23,9 +23,9 @@ import h5py
 import numpy as np
 
 KINDS = ["allgather", "copy_out", "forward", "recompute", "backward", "accum", "concat", "copy_in",
-         "reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free", "copy"]
+         "reduce_scatter", "allreduce", "optim", "d2h", "h2d", "cpu_optim", "free", "copy", "loss_backward"]
 SHORT = ["AG", "COPYOUT", "FWD", "RECOMP", "BWD", "ACCUM", "CONCAT", "COPYIN", "RS", "AR", "OPTIM", "D2H",
-         "H2D", "CPUOPT", "FREE", "COPY"]
+         "H2D", "CPUOPT", "FREE", "COPY", "LOSSBWD"]
 STREAMS = ["compute", "allgather", "reduce_scatter", "allreduce", "copy", "host"]
 LINE = re.compile(r"^\s*(\d+) (.{22}) (\S+)\s+(\d+)\s+(\d+)")
 

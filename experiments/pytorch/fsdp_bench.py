@@ -227,6 +227,10 @@ def run_steps(model, opt, cfg, args, device):
                 model.set_requires_all_reduce(mb == M - 1)
             logits = model(tokens[mb, :, :-1])
             loss = loss_fn(logits, tokens[mb, :, 1:])
+            if cfg["hold_logits"] == "false":
+                del logits  # torchtitan's train step: "need to free pred before bwd to avoid peaking memory"
+            # else the variable holds them (policy.hold_logits): until the next microbatch's forward returns,
+            # and the last microbatch's through the optimizer step, until step() returns
             loss.backward()
         if opt is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -349,6 +353,7 @@ def config_attrs(cfg, world, hardware):
         "policy.ac": cfg["ac"], "policy.runtime": "pytorch" if cfg["compile"] == "none" else "pytorch-compile",
         **({"policy.compile": cfg["compile"]} if cfg["compile"] != "none" else {}),
         **({"policy.sdpa": cfg["sdpa"]} if cfg.get("sdpa") else {}),
+        "policy.hold_logits": cfg["hold_logits"],
         "policy.expandable_segments": "true" if cfg["expandable_segments"] else "false", "run.batch": cfg["batch"],
         "run.steps": cfg["steps"], "run.warmup": cfg["warmup"],
     }
@@ -400,7 +405,8 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
 # ---- the grid -----------------------------------------------------------------
 
 def grid(kind, base):
-    axes = [("reshard", ["yes", "no"]), ("ac", ["none", "per-op", "full", "per-layer:2"]),
+    # torchtitan's loop (logits deleted before backward) early: each grid is capped in time (40-pytorch.sh)
+    axes = [("reshard", ["yes", "no"]), ("hold_logits", ["true", "false"]), ("ac", ["none", "per-op", "full", "per-layer:2"]),
             ("optim", ["foreach", "fused"]), ("optim_in_backward", ["false", "true"]),
             ("accum", ["sync-each", "no-sync"] + (["defer-replica"] if base["sharding"] == "hsdp" else [])),
             ("wrap", ["block", "block+io"])]
@@ -470,7 +476,7 @@ def main():
                 steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
                 expandable_segments=expandable, compile=args.compile, sharding=args.sharding, shard_group=shard,
-                sdpa=sdpa_backend(args, device))
+                sdpa=sdpa_backend(args, device), hold_logits="true")
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     failed = 0
     for cfg in cfgs:
@@ -493,7 +499,7 @@ def main():
             continue
         if rank == 0:
             name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes)
-            print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile")},
+            print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile", "hold_logits")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)
     dist.destroy_process_group()

@@ -489,6 +489,13 @@ static void launch_op(struct exec *x, int i, int step)
 		seg_args_of(x, i, &a);
 		b->backward(x->be, st, &a);
 		break;
+	case OP_LOSS_BACKWARD:
+		/*
+		 * Nothing to launch: the model's head backward (the next op)
+		 * differentiates its own loss; this op is the memory PyTorch's
+		 * loss backward holds before it (core/recipe.h)
+		 */
+		break;
 	case OP_ACCUM:
 		/*
 		 * This microbatch's reduced shard into the accumulated one. An
