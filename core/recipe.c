@@ -145,17 +145,25 @@ struct op {
 
 #define L(...) { __VA_ARGS__, T_NONE }
 
+/*
+ * The block's first ops, eager and compiled alike: the norm, the three
+ * projections, and RoPE's casts and complex product (which Inductor leaves
+ * to eager kernels: compile_block), up to k's cast back.
+ */
+#define QKV_ROPE_OPS \
+	{ "attn_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X), L(T_XN1, T_RSTD1), L(T_X, T_RSTD1), 2, "attn_norm_bwd" }, \
+	{ "wq", K_GEMM, SAC_MM, L(T_XN1), L(T_Q), L(T_XN1), 0, NULL }, \
+	{ "wk", K_GEMM, SAC_MM, L(T_XN1), L(T_K), L(T_XN1), 0, NULL }, \
+	{ "wv", K_GEMM, SAC_MM, L(T_XN1), L(T_V), L(T_XN1), 0, NULL }, \
+	{ "q_float", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QF), L(T_NONE), 1, "q_float_bwd" }, \
+	{ "k_float", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KF), L(T_NONE), 1, "k_float_bwd" }, \
+	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_QF), L(T_QC), L(T_NONE), 1, "q_rope_bwd" }, \
+	{ "q_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_QC), L(T_QR), L(T_NONE), 1, "q_type_as_bwd" }, \
+	{ "k_rope", K_ELEMENTWISE, SAC_OTHER, L(T_KF), L(T_KC), L(T_NONE), 1, "k_rope_bwd" }
+
 /* PyTorch eager, torchtitan's TransformerBlock (see the top of this file). */
 static const struct op eager_block[] = {
-	{ "attn_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X), L(T_XN1, T_RSTD1), L(T_X, T_RSTD1), 2, "attn_norm_bwd" },
-	{ "wq", K_GEMM, SAC_MM, L(T_XN1), L(T_Q), L(T_XN1), 0, NULL },
-	{ "wk", K_GEMM, SAC_MM, L(T_XN1), L(T_K), L(T_XN1), 0, NULL },
-	{ "wv", K_GEMM, SAC_MM, L(T_XN1), L(T_V), L(T_XN1), 0, NULL },
-	{ "q_float", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QF), L(T_NONE), 1, "q_float_bwd" },
-	{ "k_float", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KF), L(T_NONE), 1, "k_float_bwd" },
-	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_QF), L(T_QC), L(T_NONE), 1, "q_rope_bwd" },
-	{ "q_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_QC), L(T_QR), L(T_NONE), 1, "q_type_as_bwd" },
-	{ "k_rope", K_ELEMENTWISE, SAC_OTHER, L(T_KF), L(T_KC), L(T_NONE), 1, "k_rope_bwd" },
+	QKV_ROPE_OPS,
 	{ "k_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KR), L(T_NONE), 1, "k_type_as_bwd" },
 	{ "k_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KR), L(T_KE), L(T_NONE), 1, "k_repeat_bwd" },
 	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd" },
@@ -190,15 +198,7 @@ static const struct op eager_block[] = {
  * says what checkpointing changes).
  */
 static const struct op compile_block[] = {
-	{ "attn_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X), L(T_XN1, T_RSTD1), L(T_X, T_RSTD1), 2, "attn_norm_bwd" },
-	{ "wq", K_GEMM, SAC_MM, L(T_XN1), L(T_Q), L(T_XN1), 0, NULL },
-	{ "wk", K_GEMM, SAC_MM, L(T_XN1), L(T_K), L(T_XN1), 0, NULL },
-	{ "wv", K_GEMM, SAC_MM, L(T_XN1), L(T_V), L(T_XN1), 0, NULL },
-	{ "q_float", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QF), L(T_NONE), 1, "q_float_bwd" },
-	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_QF), L(T_QC), L(T_NONE), 1, "q_rope_bwd" },
-	{ "q_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_QC), L(T_QR), L(T_NONE), 1, "q_type_as_bwd" },
-	{ "k_float", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KF), L(T_NONE), 1, "k_float_bwd" },
-	{ "k_rope", K_ELEMENTWISE, SAC_OTHER, L(T_KF), L(T_KC), L(T_NONE), 1, "k_rope_bwd" },
+	QKV_ROPE_OPS,
 	{ "k_type_as_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KE), L(T_NONE), 1, "k_type_as_repeat_bwd" },
 	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd" },
 	{ "attention", K_ATTN, SAC_ATTN, L(T_QR, T_KE, T_VE), L(T_ATT, T_LSE), L(T_QR, T_KE, T_VE, T_ATT, T_LSE), 0, NULL },
