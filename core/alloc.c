@@ -66,6 +66,7 @@
 #include "alloc.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -2040,6 +2041,128 @@ void alloc_state(struct allocator *a, struct alloc_state *st)
 	}
 	st->len = (size_t)(w - st->v);
 	assert(st->len <= st->cap);
+}
+
+/* ---- a recorded trace --------------------------------------------------------- */
+
+/* Open addressing from a block's address to the buffer that holds it (address + 1 as the key: 0 is empty). */
+struct addr_map {
+	uint64_t *key;
+	int *buf;
+	size_t cap;
+};
+
+static size_t addr_slot(const struct addr_map *m, uint64_t addr)
+{
+	size_t i = (size_t)((addr >> 9) * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+
+	while (m->key[i] && m->key[i] != addr + 1)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static void addr_remove(struct addr_map *m, size_t i)
+{
+	/* backward-shift deletion keeps every later key reachable from its home slot */
+	size_t j = i;
+
+	m->key[i] = 0;
+	for (;;) {
+		size_t home;
+		j = (j + 1) & (m->cap - 1);
+		if (!m->key[j])
+			return;
+		home = (size_t)(((m->key[j] - 1) >> 9) * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			m->key[i] = m->key[j];
+			m->buf[i] = m->buf[j];
+			m->key[j] = 0;
+			i = j;
+		}
+	}
+}
+
+int alloc_replay(const struct alloc_cfg *cfg, const struct alloc_event *ev, size_t n, struct alloc_replay *out,
+		 char *err, size_t errlen)
+{
+	struct addr_map map = { NULL, NULL, 64 };
+	struct allocator *a;
+	uint64_t alloc = 0, reserved = 0;
+	int nbufs = 0, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		nbufs += ev[i].action == ALLOC_EV_ALLOC;
+	while (map.cap < 2 * (size_t)nbufs + 2)
+		map.cap *= 2;
+	map.key = xcalloc(map.cap, sizeof(*map.key));
+	map.buf = xcalloc(map.cap, sizeof(*map.buf));
+	a = alloc_new(cfg, nbufs > 0 ? nbufs : 1, NULL, NULL);
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct alloc_event *e = &ev[i];
+		uint32_t wait[ST_COUNT] = { 0 };
+		size_t slot;
+
+		if (e->stream >= ST_COUNT || e->action >= ALLOC_EV_COUNT) {
+			snprintf(err, errlen, "event %zu: %s %u (allowed: %s below %d)", i,
+				 e->stream >= ST_COUNT ? "stream" : "action", e->stream >= ST_COUNT ? e->stream : e->action,
+				 e->stream >= ST_COUNT ? "a stream" : "an action", e->stream >= ST_COUNT ? ST_COUNT : ALLOC_EV_COUNT);
+			rc = -1;
+			break;
+		}
+		switch (e->action) {
+		case ALLOC_EV_ALLOC: {
+			struct alloc_req rq = { e->stream, 0, (uint32_t)i, NULL };
+			slot = addr_slot(&map, e->addr);
+			if (map.key[slot]) {
+				snprintf(err, errlen, "event %zu: address %#llx given out again before it was freed", i,
+					 (unsigned long long)e->addr);
+				rc = -1;
+				break;
+			}
+			map.key[slot] = e->addr + 1;
+			map.buf[slot] = out->requests;
+			if (alloc_get(a, out->requests++, e->bytes, &rq, wait) != 0) {
+				snprintf(err, errlen, "event %zu: the allocator could not serve %llu bytes", i,
+					 (unsigned long long)e->bytes);
+				rc = -1;
+				break;
+			}
+			alloc += e->bytes;
+			break;
+		}
+		case ALLOC_EV_FREE:
+			slot = addr_slot(&map, e->addr);
+			if (!map.key[slot]) {
+				out->unmatched++; /* given out before the trace began */
+				break;
+			}
+			alloc_put(a, map.buf[slot], e->stream, (uint32_t)i, (uint32_t)i);
+			alloc = alloc > e->bytes ? alloc - e->bytes : 0;
+			addr_remove(&map, slot);
+			break;
+		case ALLOC_EV_SEGMENT_ALLOC:
+		case ALLOC_EV_SEGMENT_MAP:
+			reserved += e->bytes;
+			break;
+		default: /* a segment released or unmapped */
+			reserved = reserved > e->bytes ? reserved - e->bytes : 0;
+			break;
+		}
+		if (alloc > out->traced_alloc)
+			out->traced_alloc = alloc;
+		if (reserved > out->traced_reserved)
+			out->traced_reserved = reserved;
+		if (a->n.allocated > out->replayed_alloc)
+			out->replayed_alloc = a->n.allocated;
+		if (a->n.reserved > out->replayed_reserved)
+			out->replayed_reserved = a->n.reserved;
+	}
+	out->retries = a->n.retries;
+	alloc_free(a);
+	free(map.key);
+	free(map.buf);
+	return rc;
 }
 
 uint32_t alloc_retries(const struct allocator *a)

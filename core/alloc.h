@@ -203,4 +203,43 @@ struct alloc_state {
 };
 void alloc_state(struct allocator *a, struct alloc_state *st);
 
+/*
+ * PyTorch's own requests, as its caching allocator recorded them
+ * (torch.cuda.memory._record_memory_history; a PyTorch run's alloc_trace,
+ * experiments/pytorch/fsdp_bench.py): a block given out (ALLOC_EV_ALLOC,
+ * the bytes asked for, which the allocator rounds and places as its own
+ * request, and the block's address), a block back in its pool
+ * (ALLOC_EV_FREE: PyTorch's free_completed, once the streams that used it
+ * are done), and the segments PyTorch reserved and released, or mapped
+ * and unmapped with expandable segments. stream: the pool's stream
+ * (< ST_COUNT).
+ */
+enum alloc_event_kind {
+	ALLOC_EV_ALLOC, ALLOC_EV_FREE, ALLOC_EV_SEGMENT_ALLOC, ALLOC_EV_SEGMENT_FREE, ALLOC_EV_SEGMENT_MAP,
+	ALLOC_EV_SEGMENT_UNMAP, ALLOC_EV_COUNT
+};
+struct alloc_event {
+	uint8_t action;  /* enum alloc_event_kind */
+	uint8_t stream;
+	uint64_t bytes;
+	uint64_t addr;
+};
+struct alloc_replay {
+	uint64_t traced_alloc, traced_reserved;     /* the peaks over the trace of the bytes its requests asked
+						       for and of its segments' bytes (PyTorch's reserved) */
+	uint64_t replayed_alloc, replayed_reserved; /* this allocator's on the same requests */
+	uint32_t retries;                           /* its flushes of the cache */
+	int requests, unmatched;                    /* blocks given out; frees of blocks given out before the trace */
+};
+/*
+ * The requests of a trace served in its order by an allocator of cfg
+ * (caching), every block ready once freed (the trace's frees come when
+ * PyTorch's did, after the streams that used it): whether this allocator
+ * makes PyTorch's decisions on PyTorch's requests, apart from the
+ * schedule that predicts those requests. 0, or -1 with err set (a stream
+ * out of range, an action it does not know, an address given out twice).
+ */
+int alloc_replay(const struct alloc_cfg *cfg, const struct alloc_event *ev, size_t n, struct alloc_replay *out,
+		 char *err, size_t errlen);
+
 #endif

@@ -38,19 +38,26 @@ const char *memory_unbacked(const struct schedule *s)
 			     : NULL;
 }
 
-struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx)
+void memory_alloc_cfg(const struct experiment *e, struct alloc_cfg *cfg)
 {
-	const struct runtime_spec *rt = &s->exp->runtime;
-	struct alloc_cfg cfg = {
+	const struct runtime_spec *rt = &e->runtime;
+
+	*cfg = (struct alloc_cfg){
 		.caching = rt->caching_allocator,
 		.round = rt->alloc_round_bytes > 0 ? (uint64_t)rt->alloc_round_bytes : 512,
 		.segment = rt->segment_bytes > 0 ? (uint64_t)rt->segment_bytes : 2ull << 20,
 		.wait_age = WAIT_AGE_OPS,
-		.capacity = rt->caching_allocator ? gpu_spec_bytes(&s->exp->cluster.gpu) : 0,
-		.expandable = expandable(s),
+		.capacity = rt->caching_allocator ? gpu_spec_bytes(&e->cluster.gpu) : 0,
+		.expandable = rt->caching_allocator && e->policy.expandable_segments,
 	};
+}
+
+struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx)
+{
+	struct alloc_cfg cfg;
 	struct memory *m = xcalloc(1, sizeof(*m));
 
+	memory_alloc_cfg(s->exp, &cfg);
 	m->s = s;
 	m->record = record;
 	m->a = alloc_new(&cfg, s->nbufs, reserve, ctx);

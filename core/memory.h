@@ -95,6 +95,8 @@ struct memory {
  * (NULL in the simulator). record: keep each step's timeline.
  */
 struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx);
+/* The allocator an experiment's runtime has (memory_new's; ./sim --compare replays a PyTorch trace with it). */
+void memory_alloc_cfg(const struct experiment *e, struct alloc_cfg *cfg);
 void memory_free(struct memory *m);
 /*
  * NULL when schedule s's allocator can be backed by real memory (memory_new

@@ -136,6 +136,24 @@ static hid_t mem_row_type(struct h5file_session *s)
 }
 
 /* The kernels row compound (a PyTorch run's, written by fsdp_bench.py), or -1. Caller closes. */
+/* A PyTorch run's alloc_trace rows: action, stream (uint8), bytes, addr (uint64) as core/alloc.h has them. */
+static hid_t alloc_event_type(struct h5file_session *s)
+{
+	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct alloc_event));
+
+	if (h5file_check(s, t, "H5Tcreate") < 0)
+		return -1;
+	h5file_check(s, H5Tinsert(t, "action", HOFFSET(struct alloc_event, action), H5T_NATIVE_UINT8), "H5Tinsert(action)");
+	h5file_check(s, H5Tinsert(t, "stream", HOFFSET(struct alloc_event, stream), H5T_NATIVE_UINT8), "H5Tinsert(stream)");
+	h5file_check(s, H5Tinsert(t, "bytes", HOFFSET(struct alloc_event, bytes), H5T_NATIVE_UINT64), "H5Tinsert(bytes)");
+	h5file_check(s, H5Tinsert(t, "addr", HOFFSET(struct alloc_event, addr), H5T_NATIVE_UINT64), "H5Tinsert(addr)");
+	if (s->failed) {
+		H5Tclose(t);
+		return -1;
+	}
+	return t;
+}
+
 static hid_t kernel_row_type(struct h5file_session *s)
 {
 	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct run_kernel)), str = H5Tcopy(H5T_C_S1);
@@ -718,6 +736,11 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		r->nkernels = r->kernels ? (int)n : 0;
 		H5Tclose(t);
 	}
+	if (H5Lexists(run, "alloc_trace", H5P_DEFAULT) > 0 && (t = alloc_event_type(s)) >= 0) {
+		r->alloc_trace = h5file_read_dataset(s, run, "alloc_trace", t, &n);
+		r->nalloc_trace = r->alloc_trace ? (int)n : 0;
+		H5Tclose(t);
+	}
 	if (H5Lexists(run, "summary", H5P_DEFAULT) > 0)
 		read_summary(s, run, &r->sum);
 	else if (!r->error[0])
@@ -822,6 +845,7 @@ void results_read_free(struct run_read *runs, int n)
 		free(runs[i].by_rank);
 		free(runs[i].mem);
 		free(runs[i].kernels);
+		free(runs[i].alloc_trace);
 	}
 	free(runs);
 }

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include "config.h"   /* a run records its resolved configuration: config_each() */
+#include "alloc.h"    /* a PyTorch run's allocator events */
 #include "fabric.h"
 #include "schedule.h"
 
@@ -144,6 +145,8 @@ struct run_read {
 	int nmem;
 	struct run_kernel *kernels; /* PyTorch runs: the device's kernels of one step (NULL: none recorded) */
 	int nkernels;
+	struct alloc_event *alloc_trace; /* PyTorch runs: its caching allocator's events (core/alloc.h; NULL: none) */
+	int nalloc_trace;
 	struct summary sum;
 	struct fabric_record fabric; /* gpu_run's fabric.* attributes (core/fabric.h) */
 };

@@ -125,6 +125,13 @@ struct cmp {
 	struct schedule *s;
 	struct sim_result r;
 	double rank_wait_s;              /* measured: the first rank's wait for the last, summed over the collectives */
+	/*
+	 * A PyTorch run's own allocator events (alloc_trace) served by the
+	 * allocator of its runtime (alloc_replay): its model on PyTorch's
+	 * requests, apart from the schedule's
+	 */
+	int replayed;
+	struct alloc_replay rep;
 	int have;                        /* pred and r hold a prediction */
 	int appended;                    /* a run like it was already in the file */
 };
@@ -347,6 +354,16 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	if (!c->reserved_measured)
 		c->reserved_err = NAN;
 	c->rank_wait_s = rank_wait(c->s, m);
+	if (m->nalloc_trace && m->exp.runtime.caching_allocator) {
+		struct alloc_cfg cfg;
+		char why[200];
+		memory_alloc_cfg(&m->exp, &cfg);
+		if (alloc_replay(&cfg, m->alloc_trace, (size_t)m->nalloc_trace, &c->rep, why, sizeof why) != 0) {
+			snprintf(err, errlen, "its alloc_trace: %s", why);
+			return -1;
+		}
+		c->replayed = 1;
+	}
 	return 0;
 }
 
@@ -510,7 +527,7 @@ static void print_text(FILE *out, const struct cmp *c)
 	const struct run_read *m = c->m;
 	const struct summary *p = &c->pred;
 	int order[OP_KIND_COUNT], nk;
-	char b1[32], b2[32], spread[96];
+	char b1[32], b2[32], b3[32], b4[32], spread[96];
 
 	fprintf(out, "run %s  %s  (%s, runtime %s, %s)\n", m->name, c->policy, m->source,
 		runtime_names[m->exp.policy.runtime], m->hardware[0] ? m->hardware : "?");
@@ -553,6 +570,13 @@ static void print_text(FILE *out, const struct cmp *c)
 		fprintf(out, "  outside the allocator measured %s (the CUDA context, NCCL's buffers), which the "
 			     "predicted capacity, the GPU's %s, does not subtract\n",
 			report_bytes(m->sum.outside_bytes, b1, sizeof b1), report_bytes(p->gpu_bytes, b2, sizeof b2));
+	if (c->replayed) /* the allocator's model on PyTorch's own requests, apart from the schedule's */
+		fprintf(out, "  allocator   PyTorch's %d requests (alloc_trace) replayed: peak allocated %s (requested %s), "
+			     "reserved %s (traced %s, error %+.2f%%)\n",
+			c->rep.requests, report_bytes(c->rep.replayed_alloc, b1, sizeof b1),
+			report_bytes(c->rep.traced_alloc, b2, sizeof b2), report_bytes(c->rep.replayed_reserved, b3, sizeof b3),
+			report_bytes(c->rep.traced_reserved, b4, sizeof b4),
+			100 * rel((double)c->rep.replayed_reserved, (double)c->rep.traced_reserved));
 	if (m->sum.has_reserved_by_pool) {
 		const uint64_t *pred = c->r.peaks.end_by_pool;
 		fprintf(out, "    %-28s %11s %11s\n", "reserved at the end, by pool", "measured", "predicted");
@@ -664,6 +688,16 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 		(unsigned long long)p->peak_reserved_bytes);
 	json_num(out, c->reserved_err);
 	json_key_num(out, "measured_outside_bytes", m->sum.outside_bytes ? (double)m->sum.outside_bytes : NAN);
+	if (c->replayed) { /* PyTorch's own requests served by the runtime's allocator (alloc_replay) */
+		fprintf(out, ", \"alloc_replay\": {\"requests\": %d, \"unmatched_frees\": %d, \"requested_peak_bytes\": %llu, "
+			     "\"replayed_peak_alloc_bytes\": %llu, \"traced_peak_reserved_bytes\": %llu, "
+			     "\"replayed_peak_reserved_bytes\": %llu, \"replayed_flushes\": %u",
+			c->rep.requests, c->rep.unmatched, (unsigned long long)c->rep.traced_alloc,
+			(unsigned long long)c->rep.replayed_alloc, (unsigned long long)c->rep.traced_reserved,
+			(unsigned long long)c->rep.replayed_reserved, c->rep.retries);
+		json_key_num(out, "reserved_err", rel((double)c->rep.replayed_reserved, (double)c->rep.traced_reserved));
+		fputc('}', out);
+	}
 	if (m->sum.has_reserved_by_pool) { /* the segments at the run's end, by stream and pool */
 		int n = 0;
 		fputs(", \"reserved_by_pool\": {", out);

@@ -493,6 +493,13 @@ with h5py.File(sys.argv[1], "w") as f:
         s.attrs["steps"], s.attrs["fits"] = np.int32(3), np.int32(1)
         s.attrs["peak_alloc_bytes"], s.attrs["peak_reserved_bytes"] = np.uint64(peaks[0]), np.uint64(peaks[1])
         s.attrs["gpu_bytes"] = np.uint64(80 << 30)
+        if name == "000000":  # the allocator's events (fsdp_bench.py --alloc-trace): 20 MiB and 2 MiB segments; A
+            M = 1 << 20       # freed, then a 3 MiB request fits where A was; a free of a block from before the trace
+            ev = [(2, 0, 20 * M, 0x10000000), (0, 0, 3 * M, 0x10000000), (0, 0, M, 0x10300000),
+                  (1, 0, 3 * M, 0x10000000), (2, 0, 2 * M, 0x20000000), (0, 0, M // 2, 0x20000000),
+                  (0, 0, 14 * M, 0x10400000), (0, 0, 3 * M, 0x10000000), (1, 0, M, 0x90000000)]
+            g.create_dataset("alloc_trace", data=np.array(ev, dtype=[("action", "u1"), ("stream", "u1"),
+                                                                      ("bytes", "<u8"), ("addr", "<u8")]))
         if name == "000000":  # the device memory outside the caching allocator (fsdp_bench.py on a GPU)
             s.attrs["outside_bytes"] = np.uint64(600 << 20)
             # and its segments at the end by stream and pool (a stream FSDP2 does not name: other)
@@ -531,6 +538,12 @@ assert abs(cl["gemm"]["err"] - (cl["gemm"]["predicted_s"] / 300e-6 - 1)) < 1e-6,
 assert b["compute_by_class"] == {}, b["compute_by_class"]  # no kernel times
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
 assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
+# PyTorch's own requests served by the runtime's allocator: the 3 MiB request takes the block A left (with
+# the free ignored it would take a segment of 20 MiB more); the 512 KiB one a small pool's 2 MiB segment
+rp, M = a["alloc_replay"], 1 << 20
+assert (rp["requests"], rp["unmatched_frees"], rp["replayed_flushes"]) == (5, 1, 0), rp
+assert rp["traced_peak_reserved_bytes"] == rp["replayed_peak_reserved_bytes"] == 22 * M and rp["reserved_err"] == 0, rp
+assert rp["requested_peak_bytes"] == rp["replayed_peak_alloc_bytes"] == 37 * M // 2 and "alloc_replay" not in b, rp
 pools = a["reserved_by_pool"]  # measured as written (a pool named twice: summed), predicted from ./sim's segments
 assert pools["compute/large"]["measured_bytes"] == 8 << 20 and pools["compute/small"]["measured_bytes"] == 2 << 20, pools
 assert pools["allgather/large"]["measured_bytes"] == 20 << 20 and a["measured_reserved_other_bytes"] == 2 << 20, a
@@ -552,8 +565,9 @@ if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)"
 	[ "$(grep -c "^    reserved at the end, by pool  *measured  *predicted" "$tmp/pt.txt")" = 1 ] &&
 	grep -q "^    allgather/large  *20.0 MiB  *0$" "$tmp/pt.txt" && grep -q "^    streams of no op  *2.0 MiB  *-$" "$tmp/pt.txt" &&
 	[ "$(grep -c "^    compute by class (alone)  *kernels  *measured ms  *predicted ms  *error" "$tmp/pt.txt")" = 1 ] &&
-	grep -q "^    gemm  *40  *0.300 " "$tmp/pt.txt"; then
-	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool"
+	grep -q "^    gemm  *40  *0.300 " "$tmp/pt.txt" &&
+	grep -q "^  allocator   PyTorch's 5 requests (alloc_trace) replayed: peak allocated 18.5 MiB (requested 18.5 MiB), reserved 22.0 MiB (traced 22.0 MiB, error +0.00%)$" "$tmp/pt.txt"; then
+	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool, its allocator's requests replayed"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
@@ -568,6 +582,20 @@ EOF
 	ok "pytorch run: a malformed reserved_by_pool is the run's error, named"
 else
 	bad "pytorch run: malformed reserved_by_pool" "$(head -5 "$tmp/ptbad.txt")"
+fi
+# an allocator event on a stream ./sim has no pool for: that run is not compared, and the message says why
+if /usr/bin/python3 - "$pt" "$tmp/ptbad2.h5" <<'EOF' && "$SIM" --compare "$tmp/ptbad2.h5" >"$tmp/ptbad2.txt" 2>&1;
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    del f["runs/000000/alloc_trace"]
+    f["runs/000000"].create_dataset("alloc_trace", data=np.array([(0, 7, 1024, 4096)], dtype=[
+        ("action", "u1"), ("stream", "u1"), ("bytes", "<u8"), ("addr", "<u8")]))
+EOF
+	grep -q "run 000000: its alloc_trace: event 0: stream 7 (allowed: a stream below 6)" "$tmp/ptbad2.txt"; then
+	ok "pytorch run: an alloc_trace event of no stream ./sim knows is the run's error, named"
+else
+	bad "pytorch run: malformed alloc_trace" "$(head -5 "$tmp/ptbad2.txt")"
 fi
 # its figures: predicted against measured, no timeline or memory (it has neither)
 if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&

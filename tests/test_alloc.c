@@ -43,6 +43,72 @@ static uintptr_t addr(const struct allocator *a, int buf)
 	return (uintptr_t)alloc_ptr(a, buf);
 }
 
+/*
+ * A recorded trace (alloc_replay): thousands of blocks on two streams,
+ * addresses given out again once freed and colliding in the address map,
+ * make the decisions the allocator makes when the same requests and frees
+ * come by buffer; the trace's own peaks are its requests' and segments'.
+ */
+static void test_replay(void)
+{
+	enum { N = 6000, LIVE = 300 };
+	struct alloc_event *ev = calloc(3 * N, sizeof(*ev));
+	struct allocator *a = alloc_new(&caching, N, NULL, NULL);
+	struct alloc_replay r;
+	uint64_t bytes[N], live_addr[LIVE], peak_alloc = 0, peak_res = 0, req = 0, peak_req = 0;
+	int live_buf[LIVE] = { 0 }, nev = 0, nb = 0;
+	char err[128];
+	unsigned seed = 7;
+
+	memset(live_addr, 0, sizeof(live_addr));
+	for (int i = 0; i < N; i++) {
+		int k = (int)(rand_r(&seed) % LIVE), st = k & 1;
+		if (live_addr[k]) { /* its slot's block goes back first */
+			ev[nev++] = (struct alloc_event){ ALLOC_EV_FREE, (uint8_t)st, bytes[live_buf[k]], live_addr[k] };
+			alloc_put(a, live_buf[k], st, (uint32_t)nev, (uint32_t)nev);
+			req -= bytes[live_buf[k]];
+		}
+		/*
+		 * sizes small and large; addresses a slot's, reused, 8 MiB apart:
+		 * all of them in three chains of the address map (its 16,384
+		 * slots, hashed from address / 512), which frees cut short
+		 */
+		bytes[nb] = rand_r(&seed) % 3 ? 512ull * (1 + rand_r(&seed) % 4000) : MIB * (1 + rand_r(&seed) % 24);
+		live_addr[k] = ((uint64_t)k << 23) + 512 * (uint64_t)(i % 3) + 512;
+		live_buf[k] = nb;
+		ev[nev++] = (struct alloc_event){ ALLOC_EV_ALLOC, (uint8_t)st, bytes[nb], live_addr[k] };
+		CU_ASSERT_EQUAL_FATAL(get(a, nb, bytes[nb], st, (uint32_t)nev, NULL), 0);
+		req += bytes[nb++];
+		if (req > peak_req)
+			peak_req = req;
+		if (alloc_allocated(a) > peak_alloc)
+			peak_alloc = alloc_allocated(a);
+		if (alloc_reserved(a) > peak_res)
+			peak_res = alloc_reserved(a);
+	}
+	ev[nev++] = (struct alloc_event){ ALLOC_EV_SEGMENT_ALLOC, 0, 64 * MIB, 1 };
+	ev[nev++] = (struct alloc_event){ ALLOC_EV_SEGMENT_ALLOC, 1, 2 * MIB, 2 };
+	ev[nev++] = (struct alloc_event){ ALLOC_EV_SEGMENT_FREE, 0, 64 * MIB, 1 };
+	ev[nev++] = (struct alloc_event){ ALLOC_EV_FREE, 0, 512, 12345 }; /* a block from before the trace */
+	CU_ASSERT_EQUAL_FATAL(alloc_replay(&caching, ev, (size_t)nev, &r, err, sizeof err), 0);
+	CU_ASSERT_EQUAL(r.requests, N);
+	CU_ASSERT_EQUAL(r.unmatched, 1);
+	CU_ASSERT_EQUAL(r.replayed_alloc, peak_alloc);
+	CU_ASSERT_EQUAL(r.replayed_reserved, peak_res);
+	CU_ASSERT_EQUAL(r.traced_alloc, peak_req);
+	CU_ASSERT_EQUAL(r.traced_reserved, 66 * MIB);
+	/* an address given out twice without a free between, a stream with no pool */
+	ev[1] = ev[0];
+	ev[1].action = ALLOC_EV_ALLOC;
+	CU_ASSERT_EQUAL(alloc_replay(&caching, ev, 2, &r, err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "given out again before it was freed"));
+	ev[0].stream = ST_COUNT;
+	CU_ASSERT_EQUAL(alloc_replay(&caching, ev, 1, &r, err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "stream 6 (allowed: a stream below 6)"));
+	alloc_free(a);
+	free(ev);
+}
+
 static void test_rounding_and_growth(void)
 {
 	struct allocator *a = alloc_new(&arena, 4, NULL, NULL);
@@ -553,6 +619,7 @@ static void test_expandable_step(void)
 void suite_alloc(void)
 {
 	CU_pSuite s = CU_add_suite("alloc", NULL, NULL);
+	CU_add_test(s, "a recorded trace replayed: its frees found by address", test_replay);
 	CU_add_test(s, "rounding and growth", test_rounding_and_growth);
 	CU_add_test(s, "first fit, split, merge", test_first_fit_split_merge);
 	CU_add_test(s, "brief buffers high, long-lived low", test_brief_high_long_low);

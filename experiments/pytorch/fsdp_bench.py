@@ -172,12 +172,52 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+# the actions of torch.cuda.memory's trace that ./sim replays (core/alloc.h, enum alloc_event_kind): a block given
+# out, a block back in its pool (free_completed: once the streams that used it are done), segments reserved,
+# released, mapped and unmapped
+TRACE_ACTIONS = {"alloc": 0, "free_completed": 1, "segment_alloc": 2, "segment_free": 3, "segment_map": 4,
+                 "segment_unmap": 5}
+SIM_STREAMS = {"compute": 0, "allgather": 1, "reduce_scatter": 2, "allreduce": 3, "other": 4}
+
+
+def alloc_trace_start(args, device):
+    """Record the caching allocator's events from the model's build through the warm-up steps (--alloc-trace):
+    what it was asked, in order, from an empty cache, for ./sim --compare to serve with its own model."""
+    if device.type != "cuda" or not args.alloc_trace:
+        return False
+    try:  # a private API: where this PyTorch's differs, the run goes on without its trace
+        torch.cuda.memory._record_memory_history("all", context=None, stacks="python", clear_history=True,
+                                                 skip_actions=["free_requested", "snapshot", "oom"])
+    except (TypeError, RuntimeError) as err:
+        print("alloc trace: not recorded:", err, file=sys.stderr)
+        return False
+    return True
+
+
+def alloc_trace_stop(model, device):
+    """The recorded events as rows (action, stream as ./sim names it, bytes, address); recording stops."""
+    try:
+        snap = torch.cuda.memory._snapshot(device)
+        torch.cuda.memory._record_memory_history(None)
+        names = stream_names(model, device)
+        rows = []
+        for e in snap["device_traces"][device.index or 0]:
+            a = TRACE_ACTIONS.get(e["action"])
+            if a is not None:
+                rows.append((a, SIM_STREAMS[names.get(e["stream"], "other")], int(e["size"]), int(e["addr"])))
+        return rows
+    except (KeyError, IndexError, TypeError, RuntimeError) as err:
+        print("alloc trace: not read:", repr(err), file=sys.stderr)
+        return []
+
+
 def measure(cfg, args, device, mesh, rank):
     torch.manual_seed(1234)
+    tracing = alloc_trace_start(args, device)
     model = build(cfg, device, mesh)
     opt, hooks = optimizer(model, cfg)
     try:
-        return run_steps(model, opt, cfg, args, device)
+        return run_steps(model, opt, cfg, args, device, tracing)
     finally:  # out of memory too: the hooks hold their parameters and optimizers where the collector cannot
         for h in hooks:
             h.remove()
@@ -214,7 +254,7 @@ def cross_entropy(logits, labels):
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
 
 
-def run_steps(model, opt, cfg, args, device):
+def run_steps(model, opt, cfg, args, device, tracing=False):
     M, B, T, V = cfg["microbatches"], cfg["batch"], cfg["seq"], cfg["vocab"]
     tokens = torch.randint(0, V, (M, B, T + 1), device=device)
     loss_fn = torch.compile(cross_entropy) if cfg["compile"] == "model+loss" else cross_entropy
@@ -240,6 +280,7 @@ def run_steps(model, opt, cfg, args, device):
     for _ in range(args.warmup):
         step()
     sync(device)
+    trace = alloc_trace_stop(model, device) if tracing else []
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     times = []
@@ -273,15 +314,14 @@ def run_steps(model, opt, cfg, args, device):
         free, total = torch.cuda.mem_get_info(device)
         peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(),
                  total - free - torch.cuda.memory_reserved(device), reserved_by_pool(model, device))
-    return times, peaks, prof_rows, collectives.seen
+    return times, peaks, prof_rows, collectives.seen, trace
 
 
-def reserved_by_pool(model, device):
-    """The caching allocator's segments now (its reserved bytes: its peak, but for flushes), by the stream
-    that allocated them and pool, as ./sim names them: "compute/large=BYTES allgather/small=BYTES ...". The
-    default stream is compute; FSDP2's all-gather copy-in and all-gather streams (the all-gather's buffers
-    are allocated on the first) are allgather; its reduce-scatter and all-reduce streams reduce_scatter
-    and allreduce (FSDPCommContext); any other stream is other."""
+def stream_names(model, device):
+    """The streams the caching allocator serves, by handle, as ./sim names them: the default stream is compute;
+    FSDP2's all-gather copy-in and all-gather streams (the all-gather's buffers are allocated on the first)
+    are allgather; its reduce-scatter and all-reduce streams reduce_scatter and allreduce (FSDPCommContext);
+    a stream not named here is other."""
     names = {torch.cuda.default_stream(device).cuda_stream: "compute"}
     state = model._get_fsdp_state() if hasattr(model, "_get_fsdp_state") else None
     ctx = getattr(state, "_comm_ctx", None)
@@ -290,6 +330,14 @@ def reserved_by_pool(model, device):
         stream = getattr(ctx, attr, None)
         if stream is not None:
             names.setdefault(stream.cuda_stream, name)
+    return names
+
+
+def reserved_by_pool(model, device):
+    """The caching allocator's segments now (its reserved bytes: its peak, but for flushes), by the stream
+    that allocated them (stream_names) and pool, as ./sim names them: "compute/large=BYTES
+    allgather/small=BYTES ..."."""
+    names = stream_names(model, device)
     pools = {}
     for seg in torch.cuda.memory_snapshot():
         if seg.get("device", device.index or 0) != (device.index or 0):
@@ -359,7 +407,7 @@ def config_attrs(cfg, world, hardware):
     }
 
 
-def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes):
+def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace=()):
     with h5py.File(path, "a") as f:
         runs = f.require_group("runs")
         name = "%06d" % (max([int(k) for k in runs.keys()] + [-1]) + 1)
@@ -396,6 +444,9 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
             # sums them by kind of work (NCCL's collectives, the optimizer's, FSDP2's copies, compute)
             kt = np.dtype([("name", "S64"), ("calls", "<i4"), ("device_us", "<f8")])
             g.create_dataset("kernels", data=np.array([(n.encode(), c, b) for n, c, _, b, k in prof if k], dtype=kt))
+        if trace:  # the allocator's events from the build through the warm-up (./sim --compare replays them)
+            at = np.dtype([("action", "u1"), ("stream", "u1"), ("bytes", "<u8"), ("addr", "<u8")])
+            g.create_dataset("alloc_trace", data=np.array(trace, dtype=at), compression="gzip", shuffle=True)
         # the last step's collectives in issue order (attach_schedule.py sets them against the schedule's)
         ct = np.dtype([("kind", "S16"), ("bytes", "<u8")])
         g.create_dataset("collectives", data=np.array([(k.encode(), b) for k, b in collectives], dtype=ct))
@@ -442,6 +493,8 @@ def main():
     ap.add_argument("--hardware", default="", help="the hardware attribute; default: the device's name")
     ap.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--alloc-trace", action="store_true",
+                    help="on a GPU: the caching allocator's events from the build through the warm-up (alloc_trace)")
     ap.add_argument("--sharding", default="fsdp", choices=["fsdp", "hsdp"],
                     help="hsdp: shard groups of --shard-group ranks, replicated across them (FSDP2's 2-D mesh)")
     ap.add_argument("--shard-group", type=int, default=0, help="hsdp: ranks per shard group (default: half the world)")
@@ -484,7 +537,7 @@ def main():
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         try:
-            times, peaks, prof, collectives = measure(cfg, args, device, mesh, rank)
+            times, peaks, prof, collectives, trace = measure(cfg, args, device, mesh, rank)
         except Exception as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
             if isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower():
                 if rank == 0:
@@ -498,7 +551,7 @@ def main():
             failed += 1
             continue
         if rank == 0:
-            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes)
+            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace)
             print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile", "hold_logits")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)

@@ -21,7 +21,7 @@ RUN=(-m torch.distributed.run --standalone --local-addr 127.0.0.1)
 rc=0
 tmo 45 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
-	tmo 130 $PY "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile \
+	tmo 130 $PY "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile --alloc-trace \
 		--gpu "$gpu" --steps 8 --warmup 2 \
 		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
 	[ "$n" = 1 ] && break
@@ -29,12 +29,12 @@ done
 # the base policy again with expandable segments (PYTORCH_CUDA_ALLOC_CONF is read once per process):
 # reserved against the run above without them, which ./sim models (policy.expandable_segments)
 tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
-	--expandable-segments --gpu "$gpu" --steps 8 --warmup 2 \
+	--expandable-segments --alloc-trace --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile):
 # compiling takes a minute of the hook's time
 tmo 100 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
-	--compile model+loss --gpu "$gpu" --steps 5 --warmup 2 \
+	--compile model+loss --alloc-trace --gpu "$gpu" --steps 5 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # FSDP2's copies at world size 1 (no collective) against ./sim's schedule, on the GPU with NCCL: seconds;
 # its table opens saved.log (the files that come back are few)
