@@ -135,18 +135,21 @@ static hid_t mem_row_type(struct h5file_session *s)
 	return t;
 }
 
-/* The kernels row compound (a PyTorch run's, written by fsdp_bench.py), or -1. Caller closes. */
-/* A PyTorch run's alloc_trace rows: action, stream (uint8), bytes, addr (uint64) as core/alloc.h has them. */
-static hid_t alloc_event_type(struct h5file_session *s)
+/* A compound of n fields of native types (name, offset, type), or -1. Caller closes. */
+struct field {
+	const char *name;
+	size_t off;
+	hid_t type;
+};
+
+static hid_t compound_type(struct h5file_session *s, size_t size, const struct field *f, int n)
 {
-	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct alloc_event));
+	hid_t t = H5Tcreate(H5T_COMPOUND, size);
 
 	if (h5file_check(s, t, "H5Tcreate") < 0)
 		return -1;
-	h5file_check(s, H5Tinsert(t, "action", HOFFSET(struct alloc_event, action), H5T_NATIVE_UINT8), "H5Tinsert(action)");
-	h5file_check(s, H5Tinsert(t, "stream", HOFFSET(struct alloc_event, stream), H5T_NATIVE_UINT8), "H5Tinsert(stream)");
-	h5file_check(s, H5Tinsert(t, "bytes", HOFFSET(struct alloc_event, bytes), H5T_NATIVE_UINT64), "H5Tinsert(bytes)");
-	h5file_check(s, H5Tinsert(t, "addr", HOFFSET(struct alloc_event, addr), H5T_NATIVE_UINT64), "H5Tinsert(addr)");
+	for (int i = 0; i < n; i++)
+		h5file_check(s, H5Tinsert(t, f[i].name, f[i].off, f[i].type), "H5Tinsert");
 	if (s->failed) {
 		H5Tclose(t);
 		return -1;
@@ -154,6 +157,20 @@ static hid_t alloc_event_type(struct h5file_session *s)
 	return t;
 }
 
+/* A PyTorch run's alloc_trace rows: action, stream (uint8), bytes, addr (uint64) as core/alloc.h has them. */
+static hid_t alloc_event_type(struct h5file_session *s)
+{
+	const struct field f[] = {
+		{ "action", HOFFSET(struct alloc_event, action), H5T_NATIVE_UINT8 },
+		{ "stream", HOFFSET(struct alloc_event, stream), H5T_NATIVE_UINT8 },
+		{ "bytes", HOFFSET(struct alloc_event, bytes), H5T_NATIVE_UINT64 },
+		{ "addr", HOFFSET(struct alloc_event, addr), H5T_NATIVE_UINT64 },
+	};
+
+	return compound_type(s, sizeof(struct alloc_event), f, 4);
+}
+
+/* The kernels row compound (a PyTorch run's, written by fsdp_bench.py), or -1. Caller closes. */
 static hid_t kernel_row_type(struct h5file_session *s)
 {
 	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct run_kernel)), str = H5Tcopy(H5T_C_S1);
@@ -221,21 +238,14 @@ struct rank_row {
 /* The ops_by_rank row compound, or -1. Caller closes. */
 static hid_t rank_row_type(struct h5file_session *s)
 {
-	hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct rank_row));
+	const struct field f[] = {
+		{ "rank", HOFFSET(struct rank_row, rank), H5T_NATIVE_INT32 },
+		{ "op", HOFFSET(struct rank_row, op), H5T_NATIVE_UINT32 },
+		{ "start_ns", HOFFSET(struct rank_row, start_ns), H5T_NATIVE_UINT64 },
+		{ "end_ns", HOFFSET(struct rank_row, end_ns), H5T_NATIVE_UINT64 },
+	};
 
-	if (h5file_check(s, t, "H5Tcreate") < 0)
-		return -1;
-	h5file_check(s, H5Tinsert(t, "rank", HOFFSET(struct rank_row, rank), H5T_NATIVE_INT32), "H5Tinsert(rank)");
-	h5file_check(s, H5Tinsert(t, "op", HOFFSET(struct rank_row, op), H5T_NATIVE_UINT32), "H5Tinsert(op)");
-	h5file_check(s, H5Tinsert(t, "start_ns", HOFFSET(struct rank_row, start_ns), H5T_NATIVE_UINT64),
-		     "H5Tinsert(start_ns)");
-	h5file_check(s, H5Tinsert(t, "end_ns", HOFFSET(struct rank_row, end_ns), H5T_NATIVE_UINT64),
-		     "H5Tinsert(end_ns)");
-	if (s->failed) {
-		H5Tclose(t);
-		return -1;
-	}
-	return t;
+	return compound_type(s, sizeof(struct rank_row), f, 4);
 }
 
 /* Every rank's timings of the recorded step: where ranks drift apart, and which one a collective waited for. */
