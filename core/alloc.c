@@ -2052,9 +2052,16 @@ struct addr_map {
 	size_t cap;
 };
 
+/* The slot an address hashes to (blocks are 512-byte aligned: the bits above those, multiplied by 2^64 / phi). */
+static size_t addr_home(const struct addr_map *m, uint64_t addr)
+{
+	return (size_t)((addr >> 9) * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+}
+
+/* The slot of addr, or the empty slot where it would go. */
 static size_t addr_slot(const struct addr_map *m, uint64_t addr)
 {
-	size_t i = (size_t)((addr >> 9) * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+	size_t i = addr_home(m, addr);
 
 	while (m->key[i] && m->key[i] != addr + 1)
 		i = (i + 1) & (m->cap - 1);
@@ -2072,7 +2079,7 @@ static void addr_remove(struct addr_map *m, size_t i)
 		j = (j + 1) & (m->cap - 1);
 		if (!m->key[j])
 			return;
-		home = (size_t)(((m->key[j] - 1) >> 9) * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+		home = addr_home(m, m->key[j] - 1);
 		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
 			m->key[i] = m->key[j];
 			m->buf[i] = m->buf[j];
