@@ -25,9 +25,15 @@
  */
 #define WAIT_AGE_OPS 8
 
+/* PyTorch's caching allocator with expandable segments (core/alloc.h) */
+static int expandable_in(const struct experiment *e)
+{
+	return e->runtime.caching_allocator && e->policy.expandable_segments;
+}
+
 static int expandable(const struct schedule *s)
 {
-	return s->exp->runtime.caching_allocator && s->exp->policy.expandable_segments;
+	return expandable_in(s->exp);
 }
 
 const char *memory_unbacked(const struct schedule *s)
@@ -48,7 +54,7 @@ void memory_alloc_cfg(const struct experiment *e, struct alloc_cfg *cfg)
 		.segment = rt->segment_bytes > 0 ? (uint64_t)rt->segment_bytes : 2ull << 20,
 		.wait_age = WAIT_AGE_OPS,
 		.capacity = rt->caching_allocator ? gpu_spec_bytes(&e->cluster.gpu) : 0,
-		.expandable = rt->caching_allocator && e->policy.expandable_segments,
+		.expandable = expandable_in(e),
 	};
 }
 

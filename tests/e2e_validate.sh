@@ -571,32 +571,29 @@ if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
-# a reserved_by_pool word of another shape: that run is not compared, and the message names the word
-if /usr/bin/python3 - "$pt" "$tmp/ptbad.h5" <<'EOF' && "$SIM" --compare "$tmp/ptbad.h5" >"$tmp/ptbad.txt" 2>&1;
-import shutil, sys, h5py
+# A copy of the PyTorch run's file with one thing broken (PYTHON, given f, the copy open for writing): that
+# run is not compared (the others are; --compare's status says one was not), and the message names what is wrong
+nbroken=0
+broken_run() { # WHAT EXPECT PYTHON
+	local out="$tmp/ptbad$((++nbroken))"
+	if /usr/bin/python3 -c "import shutil, sys, h5py, numpy as np
 shutil.copy(sys.argv[1], sys.argv[2])
-with h5py.File(sys.argv[2], "r+") as f:
-    f["runs/000000/summary"].attrs["reserved_by_pool"] = "compute/large=6291456 compute/medium=4096"
-EOF
-	[ -s "$tmp/ptbad.txt" ] && grep -q "run 000000: summary reserved_by_pool: 'compute/medium=4096' (allowed: STREAM/large or STREAM/small = a number of bytes)" "$tmp/ptbad.txt"; then
-	ok "pytorch run: a malformed reserved_by_pool is the run's error, named"
-else
-	bad "pytorch run: malformed reserved_by_pool" "$(head -5 "$tmp/ptbad.txt")"
-fi
-# an allocator event on a stream ./sim has no pool for: that run is not compared, and the message says why
-if /usr/bin/python3 - "$pt" "$tmp/ptbad2.h5" <<'EOF' && "$SIM" --compare "$tmp/ptbad2.h5" >"$tmp/ptbad2.txt" 2>&1;
-import shutil, sys, h5py, numpy as np
-shutil.copy(sys.argv[1], sys.argv[2])
-with h5py.File(sys.argv[2], "r+") as f:
-    del f["runs/000000/alloc_trace"]
+with h5py.File(sys.argv[2], 'r+') as f:
+$3" "$pt" "$out.h5" && { "$SIM" --compare "$out.h5" >"$out.txt" 2>&1; grep -qF -- "$2" "$out.txt"; }; then
+		ok "pytorch run: $1 is the run's error, named"
+	else
+		bad "pytorch run: $1" "$(head -5 "$out.txt")"
+	fi
+}
+# a reserved_by_pool word of another shape
+broken_run "a malformed reserved_by_pool" \
+	"run 000000: summary reserved_by_pool: 'compute/medium=4096' (allowed: STREAM/large or STREAM/small = a number of bytes)" \
+	'    f["runs/000000/summary"].attrs["reserved_by_pool"] = "compute/large=6291456 compute/medium=4096"'
+# an allocator event on a stream ./sim has no pool for
+broken_run "an alloc_trace event of no stream ./sim knows" \
+	"run 000000: its alloc_trace: event 0: stream 7 (allowed: a stream below 6)" '    del f["runs/000000/alloc_trace"]
     f["runs/000000"].create_dataset("alloc_trace", data=np.array([(0, 7, 1024, 4096)], dtype=[
-        ("action", "u1"), ("stream", "u1"), ("bytes", "<u8"), ("addr", "<u8")]))
-EOF
-	grep -q "run 000000: its alloc_trace: event 0: stream 7 (allowed: a stream below 6)" "$tmp/ptbad2.txt"; then
-	ok "pytorch run: an alloc_trace event of no stream ./sim knows is the run's error, named"
-else
-	bad "pytorch run: malformed alloc_trace" "$(head -5 "$tmp/ptbad2.txt")"
-fi
+        ("action", "u1"), ("stream", "u1"), ("bytes", "<u8"), ("addr", "<u8")]))'
 # its figures: predicted against measured, no timeline or memory (it has neither)
 if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&
 	[ -s "$tmp/ptfig/pytorch_predicted_vs_measured.png" ] && ! ls "$tmp/ptfig" | grep -q "memory\|timeline"; then
