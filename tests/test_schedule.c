@@ -701,10 +701,15 @@ static void test_loss_backward(void)
 		CU_ASSERT_FATAL(grad >= 0);
 		if (m == 0)
 			CU_ASSERT_EQUAL(s->bufs[grad].alloc_op, b);
-		/* the head's unit (norm and output, resharded after forward) is unsharded after the loss's backward */
-		for (int i = fwd + 1; i < a; i++)
-			CU_ASSERT(s->ops[i].unit != u || (s->ops[i].kind != OP_ALLGATHER && s->ops[i].kind != OP_COPY_OUT));
-		CU_ASSERT(first_op(s, OP_ALLGATHER, -1) >= 0);
+		/* the head's unit (norm and output, resharded after forward) is gathered again after the loss's backward */
+		{
+			int gathered = 0;
+			for (int i = fwd + 1; i < a; i++)
+				CU_ASSERT(s->ops[i].unit != u || (s->ops[i].kind != OP_ALLGATHER && s->ops[i].kind != OP_COPY_OUT));
+			for (int i = a + 1; i < b; i++)
+				gathered += s->ops[i].unit == u && s->ops[i].kind == OP_ALLGATHER;
+			CU_ASSERT_EQUAL(gathered, 1);
+		}
 	}
 	CU_ASSERT_EQUAL(schedule_check(s, NULL, 0), 0);
 	done(s, &e);
