@@ -441,6 +441,22 @@ static void replay_rest(struct memory *m, const struct marks *cur, const struct 
 	m->replayed = 1;
 }
 
+/*
+ * Step k (from 0) has ended: after[k + 1] holds what is allocated and
+ * reserved once its buffers are freed, the bytes it began with (every
+ * buffer of a step is freed by its end); a step that met the one before
+ * ends in its state.
+ */
+static void after_step(struct memory *m, int k, int met)
+{
+	struct mem_peaks *p = &m->peaks;
+
+	if (k + 1 >= MEM_AFTER_MAX || k + 1 != p->nafter)
+		return;
+	p->after[k + 1] = met ? p->after[k] : (struct mem_after){ m->begin_total, m->counts->reserved };
+	p->nafter = k + 2;
+}
+
 void memory_predict(struct memory *m, const uint64_t *issue_ns)
 {
 	const struct run_settings *run = &m->s->exp->run;
@@ -452,7 +468,11 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	struct mem_sample *kept = NULL; /* the timeline of the step before */
 	int nkept = 0, capkept = 0;
 
+	int runs = steps < 1 ? 1 : steps, period = 0; /* the run's steps; steps: those to simulate */
+
 	memory_persistent(m);
+	m->peaks.after[0] = (struct mem_after){ m->total, m->counts->reserved };
+	m->peaks.nafter = 1;
 	if (alloc_steps_repeat(m->a) || steps < 1)
 		steps = 1;
 	h = xcalloc((size_t)steps + 1, sizeof(*h));
@@ -495,6 +515,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 			 * one began in, and every later step is this one.
 			 */
 			replay_rest(m, cur, prev, met, kept, nkept);
+			after_step(m, k, 1);
 			retries[k] = m->peaks.step_retries;
 			more = (uint64_t)(steps - 1 - k) * retries[k];
 			k++;
@@ -503,6 +524,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 		cur->end_retries = m->peaks.step_retries;
 		cur->end_ooms = m->step_ooms;
 		retries[k] = m->peaks.step_retries;
+		after_step(m, k, 0);
 		if (stop < steps)
 			continue; /* in a cycle: the steps up to the phase of the run's last */
 		layout_of(m, &h[k + 1]);
@@ -524,9 +546,19 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 					cycle += retries[i];
 				more = (uint64_t)((left - phase) / period) * cycle;
 				stop = k + 1 + phase;
+				period = k + 1 - j;
 				break;
 			}
 	}
+	/*
+	 * the steps not simulated end as one simulated did: one step for
+	 * all when each repeats the first, the step before when this one
+	 * met it, the step a period before in a cycle
+	 */
+	for (int i = m->peaks.nafter; i < MEM_AFTER_MAX && i <= runs; i++)
+		m->peaks.after[i] = m->peaks.after[i - (period ? period : 1)];
+	if (m->peaks.nafter < MEM_AFTER_MAX)
+		m->peaks.nafter = runs + 1 < MEM_AFTER_MAX ? runs + 1 : MEM_AFTER_MAX;
 	m->peaks.retries += (uint32_t)more;
 	memset(m->peaks.end_by_pool, 0, sizeof(m->peaks.end_by_pool));
 	if (m->s->exp->runtime.caching_allocator) /* an arena's pools are lifetime classes, not streams */

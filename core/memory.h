@@ -48,6 +48,15 @@ struct mem_peaks {
 	 * peak, but for flushes)
 	 */
 	uint64_t end_by_pool[2 * ST_COUNT];
+	/*
+	 * memory_predict: bytes allocated and reserved once the persistent
+	 * buffers are (after[0]: the build, before a step) and at the end of
+	 * each of the first nafter - 1 steps (after[k]: step k's), what
+	 * torch.cuda.memory_allocated() and memory_reserved() give there: a
+	 * PyTorch run's memory_by_step
+	 */
+	struct mem_after after[MEM_AFTER_MAX];
+	int nafter;
 };
 
 /*

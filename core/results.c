@@ -170,6 +170,17 @@ static hid_t alloc_event_type(struct h5file_session *s)
 	return compound_type(s, sizeof(struct alloc_event), f, 4);
 }
 
+/* A PyTorch run's memory_by_step rows: allocated_bytes, reserved_bytes (uint64). */
+static hid_t mem_after_type(struct h5file_session *s)
+{
+	const struct field f[] = {
+		{ "allocated_bytes", HOFFSET(struct mem_after, alloc), H5T_NATIVE_UINT64 },
+		{ "reserved_bytes", HOFFSET(struct mem_after, reserved), H5T_NATIVE_UINT64 },
+	};
+
+	return compound_type(s, sizeof(struct mem_after), f, 2);
+}
+
 /* The kernels row compound (a PyTorch run's, written by fsdp_bench.py), or -1. Caller closes. */
 static hid_t kernel_row_type(struct h5file_session *s)
 {
@@ -684,6 +695,10 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		h5file_read_str(s, run, "compares", r->compares, sizeof r->compares);
 	if (h5file_has_attr(run, "collectives_check"))
 		h5file_read_str(s, run, "collectives_check", r->collectives_check, sizeof r->collectives_check);
+	if (h5file_has_attr(run, "build"))
+		h5file_read_str(s, run, "build", r->build, sizeof r->build);
+	if (r->build[0] && strcmp(r->build, "device") && strcmp(r->build, "meta") && !r->error[0])
+		snprintf(r->error, sizeof r->error, "attribute build = '%.32s' (allowed: device, meta)", r->build);
 
 	/* the configuration, through the parser; its messages become the run's error */
 	rb.err = open_memstream(&msg, &msglen);
@@ -750,6 +765,17 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		r->alloc_trace = h5file_read_dataset(s, run, "alloc_trace", t, &n);
 		r->nalloc_trace = r->alloc_trace ? (int)n : 0;
 		H5Tclose(t);
+	}
+	if (H5Lexists(run, "memory_by_step", H5P_DEFAULT) > 0 && (t = mem_after_type(s)) >= 0) {
+		r->by_step = h5file_read_dataset(s, run, "memory_by_step", t, &n);
+		r->nby_step = r->by_step ? (int)n : 0;
+		H5Tclose(t);
+		for (int i = 0; i < r->nby_step && !r->error[0]; i++)
+			if (r->by_step[i].reserved < r->by_step[i].alloc)
+				snprintf(r->error, sizeof r->error,
+					 "memory_by_step row %d: reserved_bytes %llu below allocated_bytes %llu (a caching "
+					 "allocator holds at least what it gave out)", i, (unsigned long long)r->by_step[i].reserved,
+					 (unsigned long long)r->by_step[i].alloc);
 	}
 	if (H5Lexists(run, "summary", H5P_DEFAULT) > 0)
 		read_summary(s, run, &r->sum);
@@ -856,6 +882,7 @@ void results_read_free(struct run_read *runs, int n)
 		free(runs[i].mem);
 		free(runs[i].kernels);
 		free(runs[i].alloc_trace);
+		free(runs[i].by_step);
 	}
 	free(runs);
 }

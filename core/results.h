@@ -30,6 +30,14 @@ struct mem_sample {
 	uint64_t reserved;             /* bytes the allocator holds */
 };
 
+/* Memory at a step boundary: after the build (the first), after a step (the rest). */
+struct mem_after {
+	uint64_t alloc;    /* bytes allocated */
+	uint64_t reserved; /* bytes the allocator holds */
+};
+
+#define MEM_AFTER_MAX 9 /* the build and 8 steps */
+
 struct summary {
 	double step_time_s;        /* measured runs: the median of the measured steps */
 	double step_time_p10_s;    /* measured runs: the 10th and 90th percentiles of the steps (a prediction: = step_time_s) */
@@ -132,6 +140,7 @@ struct run_read {
 	char hardware[64];
 	char compares[16];
 	char collectives_check[256]; /* PyTorch runs: its collectives against the schedule's (attach_schedule.py), "" */
+	char build[16];            /* PyTorch runs: where the model was made, "device" or "meta" (attribute build), "" */
 	char error[256];           /* why it could not be rebuilt ("" when it could) */
 	int foreign;               /* error says why it is not of this schema (a source or schema_version
 				      this build does not know): results_read refuses the file */
@@ -147,6 +156,9 @@ struct run_read {
 	int nkernels;
 	struct alloc_event *alloc_trace; /* PyTorch runs: its caching allocator's events (core/alloc.h; NULL: none) */
 	int nalloc_trace;
+	/* PyTorch runs: memory after the build and after each warm-up step (memory_by_step; NULL: none) */
+	struct mem_after *by_step;
+	int nby_step;
 	struct summary sum;
 	struct fabric_record fabric; /* gpu_run's fabric.* attributes (core/fabric.h) */
 };

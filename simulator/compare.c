@@ -141,6 +141,49 @@ static double rel(double pred, double meas)
 	return meas != 0 ? (pred - meas) / meas : (pred == 0 ? 0 : INFINITY);
 }
 
+/* "the build", "step 1 (warm-up)", "step 3": what row k of memory_by_step follows */
+static const char *after_name(int k, int warmup, char *buf, size_t n)
+{
+	if (!k)
+		snprintf(buf, n, "the build");
+	else
+		snprintf(buf, n, "step %d%s", k, k <= warmup ? " (warm-up)" : "");
+	return buf;
+}
+
+/*
+ * A PyTorch run's memory after the build and after each warm-up step
+ * (memory_by_step) beside the prediction's at the same points: where the
+ * reserved bytes part, which phase of the run the allocator's model or the
+ * requests it is given miss (the build, the first step's lazily created
+ * optimizer state, the steps after).
+ */
+static void print_by_step(FILE *out, const struct cmp *c)
+{
+	const struct run_read *m = c->m;
+	const struct mem_peaks *p = &c->r.peaks;
+	char b1[32], b2[32], b3[32], b4[32], name[32];
+
+	fprintf(out, "    %-24s %11s %11s %11s %11s %9s\n", "memory after", "alloc meas.", "predicted", "reserv. meas.",
+		"predicted", "error");
+	for (int k = 0; k < m->nby_step && k < MEM_AFTER_MAX; k++) {
+		char e[16] = "-";
+		if (k < p->nafter)
+			snprintf(e, sizeof e, "%+.2f%%", 100 * rel((double)p->after[k].reserved, (double)m->by_step[k].reserved));
+		fprintf(out, "    %-24s %11s %11s %11s %11s %9s\n", after_name(k, m->exp.run.warmup, name, sizeof name),
+			report_bytes(m->by_step[k].alloc, b1, sizeof b1),
+			k < p->nafter ? report_bytes(p->after[k].alloc, b2, sizeof b2) : "-",
+			report_bytes(m->by_step[k].reserved, b3, sizeof b3),
+			k < p->nafter ? report_bytes(p->after[k].reserved, b4, sizeof b4) : "-", e);
+	}
+	if (m->nby_step > MEM_AFTER_MAX)
+		fprintf(out, "    (%d more rows, not compared)\n", m->nby_step - MEM_AFTER_MAX);
+	if (!strcmp(m->build, "device"))
+		fprintf(out, "    built on the device: the model made on the GPU, then each fully_shard copied its "
+			     "parameters into their shards and freed the originals, which the cache keeps; ./sim's build "
+			     "allocates the shards alone, as a build on the meta device (to_empty) does\n");
+}
+
 /* The calibration that prices a measured run: the one given, else its hardware's if there is one, else none. */
 static void pick_calibration(const char *given, const struct run_read *m, char *out, int len)
 {
@@ -577,6 +620,8 @@ static void print_text(FILE *out, const struct cmp *c)
 			report_bytes(c->rep.traced_alloc, b2, sizeof b2), report_bytes(c->rep.replayed_reserved, b3, sizeof b3),
 			report_bytes(c->rep.traced_reserved, b4, sizeof b4),
 			100 * rel((double)c->rep.replayed_reserved, (double)c->rep.traced_reserved));
+	if (m->nby_step)
+		print_by_step(out, c);
 	if (m->sum.has_reserved_by_pool) {
 		const uint64_t *pred = c->r.peaks.end_by_pool;
 		fprintf(out, "    %-28s %11s %11s\n", "reserved at the end, by pool", "measured", "predicted");
@@ -697,6 +742,22 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 			(unsigned long long)c->rep.replayed_reserved, c->rep.retries);
 		json_key_num(out, "reserved_err", rel((double)c->rep.replayed_reserved, (double)c->rep.traced_reserved));
 		fputc('}', out);
+	}
+	if (m->nby_step) { /* memory after the build and each warm-up step */
+		fputs(", \"memory_by_step\": [", out);
+		for (int k = 0; k < m->nby_step && k < MEM_AFTER_MAX; k++) {
+			const struct mem_peaks *pk = &c->r.peaks;
+			fprintf(out, "%s{\"after_step\": %d, \"measured_alloc_bytes\": %llu, \"measured_reserved_bytes\": %llu, "
+				     "\"predicted_alloc_bytes\": ", k ? ", " : "", k, (unsigned long long)m->by_step[k].alloc,
+				(unsigned long long)m->by_step[k].reserved);
+			if (k < pk->nafter) /* bytes as integers: a double's 9 digits would round them */
+				fprintf(out, "%llu, \"predicted_reserved_bytes\": %llu}", (unsigned long long)pk->after[k].alloc,
+					(unsigned long long)pk->after[k].reserved);
+			else
+				fputs("null, \"predicted_reserved_bytes\": null}", out);
+		}
+		fputs("], \"build\": ", out); /* where the model was made: device, meta, or null (not recorded) */
+		fprintf(out, m->build[0] ? "\"%s\"" : "null", m->build);
 	}
 	if (m->sum.has_reserved_by_pool) { /* the segments at the run's end, by stream and pool */
 		int n = 0;

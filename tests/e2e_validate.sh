@@ -500,6 +500,10 @@ with h5py.File(sys.argv[1], "w") as f:
                   (0, 0, 14 * M, 0x10400000), (0, 0, 3 * M, 0x10000000), (1, 0, M, 0x90000000)]
             g.create_dataset("alloc_trace", data=np.array(ev, dtype=[("action", "u1"), ("stream", "u1"),
                                                                       ("bytes", "<u8"), ("addr", "<u8")]))
+        if name == "000000":  # memory after the build and the warm-up step (fsdp_bench.py on a GPU), built there
+            g.create_dataset("memory_by_step", data=np.array([(1 << 20, 2 << 20), (1 << 20, 8 << 20)], dtype=[
+                ("allocated_bytes", "<u8"), ("reserved_bytes", "<u8")]))
+            g.attrs["build"] = "device"
         if name == "000000":  # the device memory outside the caching allocator (fsdp_bench.py on a GPU)
             s.attrs["outside_bytes"] = np.uint64(600 << 20)
             # and its segments at the end by stream and pool (a stream FSDP2 does not name: other)
@@ -516,7 +520,10 @@ EOF
 ) && /usr/bin/python3 experiments/pytorch/attach_schedule.py "$pt" --sim "$SIM" >"$tmp/attach.log" &&
 	grep -q "run 000000: collectives: the schedule's 8 collectives, in its order" "$tmp/attach.log" &&
 	grep -q "run 000001: collectives: differs from the schedule (7 collectives against 8): PyTorch's alone: none; the schedule's alone: reduce_scatter 131328" "$tmp/attach.log" &&
-	"$SIM" --compare "$pt" --json >"$tmp/pt.json" 2>"$tmp/pt.err" && out=$(/usr/bin/python3 - "$tmp/pt.json" "$tmp/pt.err" <<'EOF'
+	persist=$("$SIM" --model custom --layers 2 --hidden 64 --ffn 192 --heads 4 --kv-heads 2 --vocab 256 --seq 32 \
+		--nodes 1 --gpus-per-node 2 --runtime pytorch --steps 3 --warmup 1 --json | /usr/bin/python3 -c \
+		'import json, sys; c = json.load(sys.stdin)["peak_by_category"]; print(c["sharded_params"] + c["optim_state"])') &&
+	"$SIM" --compare "$pt" --json >"$tmp/pt.json" 2>"$tmp/pt.err" && out=$(/usr/bin/python3 - "$tmp/pt.json" "$tmp/pt.err" "$persist" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert open(sys.argv[2]).read() == "", open(sys.argv[2]).read()  # no message for what a PyTorch run lacks
@@ -552,6 +559,15 @@ assert pools["compute/small"]["predicted_bytes"] > 0 and "reserved_by_pool" not 
 assert abs(a["peak_reserved_err"] - (a["predicted_peak_reserved_bytes"] / (8 << 20) - 1)) < 1e-9, a
 assert b["memory_measured"] is False and b["measured_peak_alloc_bytes"] is None and b["peak_alloc_err"] is None
 assert b["by_kind"]["compute"]["measured_s"] is None and b["by_kind"]["compute"]["err"] is None
+# memory after the build and after the warm-up step: measured as written; predicted, the persistent buffers
+# allocated at both (the optimizer's state with them), reserved growing in the step up to its peak
+mb, persist = a["memory_by_step"], int(sys.argv[3])
+assert [(r["after_step"], r["measured_alloc_bytes"], r["measured_reserved_bytes"]) for r in mb] == \
+    [(0, 1 << 20, 2 << 20), (1, 1 << 20, 8 << 20)], mb
+assert mb[0]["predicted_alloc_bytes"] == mb[1]["predicted_alloc_bytes"] == persist, (mb, persist)
+assert persist <= mb[0]["predicted_reserved_bytes"] < mb[1]["predicted_reserved_bytes"] <= \
+    a["predicted_peak_reserved_bytes"], (mb, a["predicted_peak_reserved_bytes"])
+assert a["build"] == "device" and "memory_by_step" not in b and "build" not in b, (a["build"], b)
 assert a["collectives_check"] == "the schedule's 8 collectives, in its order", a["collectives_check"]
 assert b["collectives_check"].startswith("differs from the schedule"), b["collectives_check"]
 print("kernels by kind of work: compute %.0f us measured / %.0f predicted; memory not measured: null" % (
@@ -566,8 +582,11 @@ if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)"
 	grep -q "^    allgather/large  *20.0 MiB  *0$" "$tmp/pt.txt" && grep -q "^    streams of no op  *2.0 MiB  *-$" "$tmp/pt.txt" &&
 	[ "$(grep -c "^    compute by class (alone)  *kernels  *measured ms  *predicted ms  *error" "$tmp/pt.txt")" = 1 ] &&
 	grep -q "^    gemm  *40  *0.300 " "$tmp/pt.txt" &&
+	[ "$(grep -c "^    memory after  *alloc meas.  *predicted  *reserv. meas.  *predicted  *error$" "$tmp/pt.txt")" = 1 ] &&
+	grep -q "^    the build  *1.0 MiB  *[0-9.]* [KM]iB  *2.0 MiB  *[0-9.]* [KM]iB  *[-+][0-9.]*%$" "$tmp/pt.txt" &&
+	grep -q "^    step 1 (warm-up)  *1.0 MiB .* 8.0 MiB " "$tmp/pt.txt" && grep -q "^    built on the device: " "$tmp/pt.txt" &&
 	grep -q "^  allocator   PyTorch's 5 requests (alloc_trace) replayed: peak allocated 18.5 MiB (requested 18.5 MiB), reserved 22.0 MiB (traced 22.0 MiB, error +0.00%)$" "$tmp/pt.txt"; then
-	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool, its allocator's requests replayed"
+	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool, memory after the build and each warm-up step, its allocator's requests replayed"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
@@ -594,6 +613,13 @@ broken_run "an alloc_trace event of no stream ./sim knows" \
 	"run 000000: its alloc_trace: event 0: stream 7 (allowed: a stream below 6)" '    del f["runs/000000/alloc_trace"]
     f["runs/000000"].create_dataset("alloc_trace", data=np.array([(0, 7, 1024, 4096)], dtype=[
         ("action", "u1"), ("stream", "u1"), ("bytes", "<u8"), ("addr", "<u8")]))'
+# a memory_by_step row reserving less than it allocates, and a build of no known kind
+broken_run "a memory_by_step row reserving less than it allocates" \
+	"run 000000: memory_by_step row 1: reserved_bytes 4096 below allocated_bytes 1048576" '    del f["runs/000000/memory_by_step"]
+    f["runs/000000"].create_dataset("memory_by_step", data=np.array([(1 << 20, 2 << 20), (1 << 20, 4096)], dtype=[
+        ("allocated_bytes", "<u8"), ("reserved_bytes", "<u8")]))'
+broken_run "a build of no known kind" "run 000000: attribute build = 'cpu' (allowed: device, meta)" \
+	'    f["runs/000000"].attrs["build"] = "cpu"'
 # its figures: predicted against measured, no timeline or memory (it has neither)
 if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&
 	[ -s "$tmp/ptfig/pytorch_predicted_vs_measured.png" ] && ! ls "$tmp/ptfig" | grep -q "memory\|timeline"; then

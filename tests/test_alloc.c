@@ -500,6 +500,10 @@ static void test_memory_of_a_step(void)
 	CU_ASSERT_EQUAL(m->peaks.alloc, peak);
 	CU_ASSERT(m->peaks.reserved >= m->peaks.alloc);
 	CU_ASSERT(m->nsamples > 2);
+	/* after the build, the persistent buffers alone; after a step, the same (it frees all it grants) */
+	CU_ASSERT_EQUAL(m->peaks.after[0].alloc, persistent);
+	CU_ASSERT_EQUAL(m->peaks.after[1].alloc, persistent);
+	CU_ASSERT(m->peaks.after[1].reserved >= peak && m->peaks.after[1].reserved <= m->peaks.reserved);
 	/* a second step from the first step's end reserves nothing new */
 	again = memory_new(s, 0, NULL, NULL);
 	CU_ASSERT_EQUAL(memory_persistent(again), 0);
@@ -533,21 +537,32 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 	int steps = e.run.warmup + e.run.steps;
 	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t)), end = 1000 * (uint64_t)s->nops;
 	struct memory *m = memory_new(s, 1, NULL, NULL), *full = memory_new(s, 1, NULL, NULL);
+	struct mem_after after[MEM_AFTER_MAX];
 
+	memset(after, 0, sizeof(after));
 	for (int i = 0; i < s->nops; i++)
 		issue[i] = 1000 * (uint64_t)(i / 3); /* ops issued at the same time share a sample */
 	memory_predict(m, issue);
 	CU_ASSERT_EQUAL(m->replayed, replays); /* the case takes the checkpoints' shortcut, or ends at a step's end */
 	memory_step_end(m, end);
 	CU_ASSERT_EQUAL_FATAL(memory_persistent(full), 0);
+	after[0] = (struct mem_after){ full->total, full->counts->reserved };
 	for (int k = 0; k < steps; k++) {
 		if (k)
 			memory_step_end(full, 0);
+		if (k && k < MEM_AFTER_MAX) /* step k - 1 ended: its buffers freed */
+			after[k] = (struct mem_after){ full->total, full->counts->reserved };
 		memory_step_begin(full);
 		for (int i = 0; i < s->nops; i++)
 			CU_ASSERT_EQUAL(memory_issue(full, i, issue[i]), 0);
 	}
 	memory_step_end(full, end);
+	if (steps < MEM_AFTER_MAX)
+		after[steps] = (struct mem_after){ full->total, full->counts->reserved };
+	/* memory after the build and each step: the steps not simulated end as the step they repeat did */
+	CU_ASSERT_EQUAL(m->peaks.nafter, steps + 1 < MEM_AFTER_MAX ? steps + 1 : MEM_AFTER_MAX);
+	CU_ASSERT(!memcmp(m->peaks.after, after, sizeof(after[0]) * (size_t)m->peaks.nafter));
+	CU_ASSERT(after[2].reserved > after[0].reserved);
 	CU_ASSERT_EQUAL(m->peaks.alloc, full->peaks.alloc);
 	CU_ASSERT_EQUAL(m->peaks.reserved, full->peaks.reserved);
 	CU_ASSERT(!memcmp(m->peaks.by_cat, full->peaks.by_cat, sizeof(m->peaks.by_cat)));

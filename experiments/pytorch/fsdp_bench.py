@@ -115,7 +115,12 @@ def op_sac_policy(every_mm=False):
 
 
 def build(cfg, device, mesh):
-    with torch.device(device):  # made where it runs: initialised on the GPU in milliseconds, never copied
+    """The model, wrapped and sharded as cfg asks. build = "device": made on the device (initialised in
+    milliseconds), then each fully_shard copies its parameters into their shards and frees the originals when it
+    returns, which the caching allocator keeps; "meta": made on the meta device, sharded, then each shard
+    allocated alone (to_empty) and initialised there, as torchtitan builds."""
+    meta = cfg.get("build", "device") == "meta"
+    with torch.device("meta" if meta else device):
         m = Llama(cfg["layers"], cfg["hidden"], cfg["ffn"], cfg["heads"], cfg["kv_heads"], cfg["vocab"], cfg["seq"])
     ac = cfg["ac"]
     for i, blk in enumerate(m.layers):
@@ -137,6 +142,13 @@ def build(cfg, device, mesh):
         fully_shard(m.tok_embeddings, mesh=mesh, mp_policy=mp)
         fully_shard([m.norm, m.output], mesh=mesh, mp_policy=mp)
     fully_shard(m, mesh=mesh, mp_policy=mp, reshard_after_forward=False)
+    if meta:
+        m.to_empty(device=device)  # the shards, each allocated once
+        with torch.no_grad():
+            for mod in m.modules():  # the initialisation the device build's constructors did, on the shards
+                if isinstance(mod, (nn.Linear, nn.Embedding, nn.RMSNorm)):
+                    mod.reset_parameters()
+            m.freqs.copy_(rope_freqs(cfg["hidden"] // cfg["heads"], cfg["seq"]))
     return m
 
 
@@ -254,7 +266,18 @@ def cross_entropy(logits, labels):
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
 
 
+def memory_now(device):
+    """(allocated, reserved) bytes of the caching allocator now, once the device has drained; None on a CPU."""
+    if device.type != "cuda":
+        return None
+    sync(device)
+    return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+
+
 def run_steps(model, opt, cfg, args, device, tracing=False):
+    """The warm-up and measured steps: their times, the peaks, the profile, the last step's collectives, the
+    allocator's trace, and the memory after the build and after each warm-up step (memory_by_step)."""
+    by_step = [memory_now(device)]  # the model and its optimizer built; the optimizer's state comes at its first step
     M, B, T, V = cfg["microbatches"], cfg["batch"], cfg["seq"], cfg["vocab"]
     tokens = torch.randint(0, V, (M, B, T + 1), device=device)
     loss_fn = torch.compile(cross_entropy) if cfg["compile"] == "model+loss" else cross_entropy
@@ -279,6 +302,7 @@ def run_steps(model, opt, cfg, args, device, tracing=False):
 
     for _ in range(args.warmup):
         step()
+        by_step.append(memory_now(device))  # step() returned: its logits and gradients are freed
     sync(device)
     trace = alloc_trace_stop(model, device) if tracing else []
     if device.type == "cuda":
@@ -314,7 +338,7 @@ def run_steps(model, opt, cfg, args, device, tracing=False):
         free, total = torch.cuda.mem_get_info(device)
         peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(),
                  total - free - torch.cuda.memory_reserved(device), reserved_by_pool(model, device))
-    return times, peaks, prof_rows, collectives.seen, trace
+    return times, peaks, prof_rows, collectives.seen, trace, [b for b in by_step if b is not None]
 
 
 def stream_names(model, device):
@@ -407,7 +431,7 @@ def config_attrs(cfg, world, hardware):
     }
 
 
-def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace=()):
+def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace=(), by_step=()):
     with h5py.File(path, "a") as f:
         runs = f.require_group("runs")
         name = "%06d" % (max([int(k) for k in runs.keys()] + [-1]) + 1)
@@ -419,6 +443,7 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
         g.attrs["hostname"] = socket.gethostname()
         g.attrs["experiment"] = ""
         g.attrs["torch"] = str(torch.__version__)
+        g.attrs["build"] = cfg["build"]  # where the model was made (./sim --compare says what that leaves cached)
         for k, v in config_attrs(cfg, world, hardware).items():
             g.attrs[k] = str(v)
         s = g.create_group("summary")
@@ -444,6 +469,9 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
             # sums them by kind of work (NCCL's collectives, the optimizer's, FSDP2's copies, compute)
             kt = np.dtype([("name", "S64"), ("calls", "<i4"), ("device_us", "<f8")])
             g.create_dataset("kernels", data=np.array([(n.encode(), c, b) for n, c, _, b, k in prof if k], dtype=kt))
+        if by_step:  # allocated and reserved after the build and after each warm-up step (./sim --compare's by step)
+            mt = np.dtype([("allocated_bytes", "<u8"), ("reserved_bytes", "<u8")])
+            g.create_dataset("memory_by_step", data=np.array(by_step, dtype=mt))
         if trace:  # the allocator's events from the build through the warm-up (./sim --compare replays them)
             at = np.dtype([("action", "u1"), ("stream", "u1"), ("bytes", "<u8"), ("addr", "<u8")])
             g.create_dataset("alloc_trace", data=np.array(trace, dtype=at), compression="gzip", shuffle=True)
@@ -500,6 +528,9 @@ def main():
     ap.add_argument("--shard-group", type=int, default=0, help="hsdp: ranks per shard group (default: half the world)")
     ap.add_argument("--compile", default="none", choices=["none", "model", "model+loss"],
                     help="torch.compile each block (model), and the loss (model+loss): policy.compile")
+    ap.add_argument("--build", default="device", choices=["device", "meta"],
+                    help="where the model is made: on the device, then sharded (each fully_shard copies and frees "
+                         "its parameters), or on the meta device, sharded, then allocated shard by shard (torchtitan)")
     ap.add_argument("--expandable-segments", action="store_true",
                     help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (policy.expandable_segments)")
     args = ap.parse_args()
@@ -529,7 +560,7 @@ def main():
                 steps=args.steps, warmup=args.warmup, gpu=args.gpu, precision=args.precision, reshard="yes",
                 ac="none", optim="foreach", optim_in_backward="false", accum="sync-each", wrap="block",
                 expandable_segments=expandable, compile=args.compile, sharding=args.sharding, shard_group=shard,
-                sdpa=sdpa_backend(args, device), hold_logits="true")
+                sdpa=sdpa_backend(args, device), hold_logits="true", build=args.build)
     cfgs = [base] if args.grid == "one" else list(grid(args.grid, base))
     failed = 0
     for cfg in cfgs:
@@ -537,7 +568,7 @@ def main():
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         try:
-            times, peaks, prof, collectives, trace = measure(cfg, args, device, mesh, rank)
+            times, peaks, prof, collectives, trace, by_step = measure(cfg, args, device, mesh, rank)
         except Exception as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
             if isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower():
                 if rank == 0:
@@ -551,7 +582,7 @@ def main():
             failed += 1
             continue
         if rank == 0:
-            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace)
+            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace, by_step)
             print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile", "hold_logits")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)

@@ -31,6 +31,11 @@ done
 tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--expandable-segments --alloc-trace --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
+# the base policy built as torchtitan builds (on the meta device, then each shard allocated alone): its
+# memory_by_step against the device build's above says what the build leaves in the cache
+tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one --build meta \
+	--alloc-trace --gpu "$gpu" --steps 8 --warmup 2 \
+	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile):
 # compiling takes a minute of the hook's time
 tmo 100 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
