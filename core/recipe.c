@@ -632,6 +632,20 @@ static int set_tensors(tset s, const struct model_dims *d, int a, uint64_t *out,
 	return n;
 }
 
+int recipe_saved_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
+			 enum ac_mode ac, enum loss_mode loss, int act_bytes, uint64_t out[RECIPE_TRANSIENT_MAX])
+{
+	struct model_dims d = model_dims_of(m, batch);
+	struct table t;
+
+	if (r == KR_TESTBED || s != SEG_BLOCK) {
+		out[0] = recipe_saved_bytes(r, m, batch, s, ac, loss, act_bytes);
+		return out[0] > 0;
+	}
+	t = table_of(r);
+	return set_tensors(kept(&t, ac), &d, act_bytes, out, 0);
+}
+
 int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
 			     enum phase ph, enum ac_mode ac, enum loss_mode loss, int act_bytes,
 			     uint64_t out[RECIPE_TRANSIENT_MAX])

@@ -78,6 +78,8 @@ uint64_t recipe_saved_bytes(enum kernel_recipe r, const struct model_shape *m, i
 int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
 			     enum phase ph, enum ac_mode ac, enum loss_mode loss, int act_bytes,
 			     uint64_t out[RECIPE_TRANSIENT_MAX]);
+int recipe_saved_tensors(enum kernel_recipe r, const struct model_shape *m, int batch, enum segment_kind s,
+			 enum ac_mode ac, enum loss_mode loss, int act_bytes, uint64_t out[RECIPE_TRANSIENT_MAX]);
 /* The sum of recipe_transient_tensors(). */
 uint64_t recipe_transient_bytes(enum kernel_recipe r, const struct model_shape *m, int batch,
 				enum segment_kind s, enum phase ph, enum ac_mode ac, enum loss_mode loss,

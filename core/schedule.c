@@ -51,8 +51,13 @@ struct builder {
 	int *last_use;        /* last compute op that used the unit's params */
 	int *d2h_op;          /* offload: last device-to-host copy of the unit's gradient */
 	int *copy_out_pending;/* gathered into the flat buffer, not yet copied out */
-	int *acts;            /* per segment: saved activations of this microbatch */
-	int *recomputed;      /* per segment: recomputed activations */
+	/*
+	 * per segment: saved activations of this microbatch and the ones its
+	 * recomputation makes, the first of nacts (nrecomputed) buffers in a
+	 * row, a tensor each where the runtime allocates them apart
+	 */
+	int *acts, *nacts;
+	int *recomputed, *nrecomputed;
 	int resid, dresid;    /* this microbatch's residual stream and its gradient, -1 */
 	int rs_held, rs_held_op; /* FSDP2: the last reduce-scatter input, kept until the next reduce, and its reduce-scatter; -1 */
 	int held_logits;      /* policy.hold_logits: the last microbatch's logits, which the training loop holds; -1 */
@@ -73,6 +78,8 @@ struct builder {
 	 */
 	int loss_kernels;
 	struct transient loss_tr;
+	/* the tensors a block keeps from forward to backward (recipe_saved_tensors), per checkpointing mode */
+	struct transient saved_t[AC_MODES];
 	int loss_ktab[2];
 	/*
 	 * One op under construction, built in place at the end of
@@ -581,6 +588,41 @@ static void scratch_tensors(struct builder *b, const struct transient *tr, int u
 		scratch(b, tr->bytes[i], unit, seg, micro);
 }
 
+/*
+ * Activations kept past the op under construction, a buffer per tensor of
+ * tr (kind BUF_ACTS or BUF_RECOMPUTED), allocated by it in a row; returns
+ * the first (-1 when none) and their count in *n. A runtime that allocates
+ * each tensor apart (PyTorch) has a tensor each; the testbed's one region
+ * is one.
+ */
+static int acts_tensors(struct builder *b, const struct transient *tr, enum buf_kind kind, int unit, int seg,
+			int micro, int *n)
+{
+	int first = -1;
+
+	*n = 0;
+	for (int i = 0; i < tr->n; i++) {
+		int a;
+		if (!tr->bytes[i])
+			continue;
+		a = buf_new(b, tr->bytes[i], MEM_ACTIVATIONS, kind, ST_COMPUTE, unit, seg, micro, b->s->act_elem);
+		assert(first < 0 || a == first + *n);
+		if (first < 0)
+			first = a;
+		alloc_buf(b, a);
+		opd(b, a, OPD_OUT);
+		(*n)++;
+	}
+	return first;
+}
+
+/* Operands of the op under construction: n buffers in a row from first (none when first < 0). */
+static void opd_run(struct builder *b, int first, int n, enum opd_role role)
+{
+	for (int k = 0; first >= 0 && k < n; k++)
+		opd(b, first + k, role);
+}
+
 static int offload_params(const struct builder *b)
 {
 	return b->p->offload == OFF_PARAMS;
@@ -733,11 +775,18 @@ static void forward(struct builder *b, int micro)
 			a = buf_new(b, saved, MEM_ACTIVATIONS, BUF_TOKENS, ST_COMPUTE, u, g, micro, ELEM_I32);
 		} else {
 			opd(b, b->resid, sk == SEG_HEAD ? OPD_IN : OPD_INOUT);
-			a = buf_new(b, saved, sk == SEG_HEAD ? MEM_LOGITS : MEM_ACTIVATIONS, BUF_ACTS, ST_COMPUTE,
-				    u, g, micro, s->act_elem);
+			a = -1;
+			if (sk == SEG_BLOCK) /* a tensor each, in the order forward makes them */
+				a = acts_tensors(b, &b->saved_t[seg_ac(s, g)], BUF_ACTS, u, g, micro, &b->nacts[g]);
+			else
+				a = buf_new(b, saved, sk == SEG_HEAD ? MEM_LOGITS : MEM_ACTIVATIONS, BUF_ACTS,
+					    ST_COMPUTE, u, g, micro, s->act_elem);
 		}
-		alloc_buf(b, a);
-		opd(b, a, OPD_OUT);
+		if (sk != SEG_BLOCK) {
+			alloc_buf(b, a);
+			opd(b, a, OPD_OUT);
+			b->nacts[g] = 1;
+		}
 		b->acts[g] = a;
 		if (sk == SEG_HEAD && b->logits_bytes) {
 			/* the logits the training loop holds: past the step's end for the last microbatch */
@@ -1123,7 +1172,7 @@ static void backward(struct builder *b, int micro)
 			begin(b, OP_LOSS_BACKWARD, ST_COMPUTE, u, g, micro);
 			set_kernels(b, g, PH_BWD);
 			use_ktab(b, head_bwd_part(b, b->cur->ktab, 0));
-			opd(b, b->acts[g], OPD_IN);
+			opd_run(b, b->acts[g], b->nacts[g], OPD_IN);
 			scratch_tensors(b, &b->loss_tr, u, g, micro);
 			commit(b);
 		}
@@ -1146,16 +1195,13 @@ static void backward(struct builder *b, int micro)
 		b->recomputed[g] = -1;
 		params_ready(b, u, micro);
 		if (seg_ac(s, g) != AC_NONE && sk == SEG_BLOCK) {
-			uint64_t tr = b->transient[sk][PH_RECOMPUTE][seg_ac(s, g)].sum;
 			begin(b, OP_RECOMPUTE, ST_COMPUTE, u, g, micro);
 			set_kernels(b, g, PH_RECOMPUTE);
 			dep(b, b->ready_op[u]);
 			opd(b, b->full_buf[u], OPD_IN);
-			opd(b, b->acts[g], OPD_IN);
-			b->recomputed[g] = buf_new(b, tr, MEM_ACTIVATIONS, BUF_RECOMPUTED, ST_COMPUTE, u, g, micro,
-						   s->act_elem);
-			alloc_buf(b, b->recomputed[g]);
-			opd(b, b->recomputed[g], OPD_OUT);
+			opd_run(b, b->acts[g], b->nacts[g], OPD_IN);
+			b->recomputed[g] = acts_tensors(b, &b->transient[sk][PH_RECOMPUTE][seg_ac(s, g)], BUF_RECOMPUTED,
+							u, g, micro, &b->nrecomputed[g]);
 			commit(b);
 		}
 		begin(b, OP_BACKWARD, ST_COMPUTE, u, g, micro);
@@ -1167,8 +1213,8 @@ static void backward(struct builder *b, int micro)
 		if (p->sharding == SHARD_DDP)
 			dep(b, b->last_reduce[u]);
 		opd(b, b->full_buf[u], OPD_IN);
-		opd(b, b->acts[g], OPD_IN);
-		opd(b, b->recomputed[g], OPD_IN);
+		opd_run(b, b->acts[g], b->nacts[g], OPD_IN);
+		opd_run(b, b->recomputed[g], b->nrecomputed[g], OPD_IN);
 		if (b->full_grad[u] < 0) {
 			b->full_grad[u] = buf_new(b, x->full_grad_bytes, MEM_FULL_GRADS, BUF_FULL_GRAD, ST_COMPUTE,
 						  u, -1, micro, x->full_grad_elem);
@@ -1186,8 +1232,10 @@ static void backward(struct builder *b, int micro)
 			opd(b, b->dresid, sk == SEG_EMBED ? OPD_IN : OPD_INOUT);
 		}
 		scratch_tensors(b, &b->transient[sk][PH_BWD][seg_ac(s, g)], u, g, micro);
-		free_buf(b, b->acts[g]);
-		free_buf(b, b->recomputed[g]);
+		for (int k = 0; k < b->nacts[g]; k++)
+			free_buf(b, b->acts[g] + k);
+		for (int k = 0; b->recomputed[g] >= 0 && k < b->nrecomputed[g]; k++)
+			free_buf(b, b->recomputed[g] + k);
 		if (sk == SEG_EMBED) {
 			free_buf(b, b->dresid);
 			b->dresid = -1;
@@ -1333,7 +1381,9 @@ static void builder_release(struct builder *b)
 	free(b->d2h_op);
 	free(b->copy_out_pending);
 	free(b->acts);
+	free(b->nacts);
 	free(b->recomputed);
+	free(b->nrecomputed);
 	free(b->frees);
 	free(b->opd_at);
 }
@@ -1489,7 +1539,9 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.d2h_op = ints(s->nunits, -1);
 	b.copy_out_pending = ints(s->nunits, 0);
 	b.acts = ints(s->nsegs, -1);
+	b.nacts = ints(s->nsegs, 0);
 	b.recomputed = ints(s->nsegs, -1);
+	b.nrecomputed = ints(s->nsegs, 0);
 	/* about 12 ops per unit per microbatch: size the arrays once */
 	{
 		int ops = b.M * (3 * s->nsegs + 12 * s->nunits) + 4 * s->nunits + 64;
@@ -1503,7 +1555,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	 * one op names at most three buffers of every unit and a temporary of
 	 * every tensor (the optimizer after backward, foreach: optim_temporaries)
 	 */
-	b.cap = 4 * s->nunits + 64;
+	b.cap = 4 * s->nunits + 64 + 3 * RECIPE_TRANSIENT_MAX; /* a block's backward: its saved, recomputed and scratch tensors */
 	for (int u = 0; u < s->nunits; u++)
 		b.cap += s->units[u].ntensors;
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
@@ -1523,6 +1575,12 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 			if (!used)
 				continue;
 			b.saved[i][ac] = recipe_saved_bytes(b.recipe[i], &e->model, s->batch, i, ac, s->loss, b.act_bytes);
+			if (i == SEG_BLOCK) {
+				struct transient *st = &b.saved_t[ac];
+				st->n = recipe_saved_tensors(b.recipe[i], &e->model, s->batch, i, ac, s->loss,
+							     b.act_bytes, st->bytes);
+				st->sum = b.saved[i][ac];
+			}
 			for (int j = 0; j < PH_COUNT; j++) {
 				struct transient *tr = &b.transient[i][j][ac];
 
@@ -1787,7 +1845,7 @@ int op_operand(const struct schedule *s, int op, enum buf_kind k, int role)
 	return -1;
 }
 
-uint64_t op_transient_bytes(const struct schedule *s, int op, int *n)
+uint64_t op_made_bytes(const struct schedule *s, int op, enum buf_kind kind, int *n)
 {
 	const struct op *o = &s->ops[op];
 	uint64_t bytes = 0;
@@ -1795,7 +1853,8 @@ uint64_t op_transient_bytes(const struct schedule *s, int op, int *n)
 
 	for (uint32_t i = 0; i < o->nopd; i++) {
 		const struct buffer *b = &s->bufs[s->opds[o->opd_first + i].buf];
-		if (b->kind == BUF_TRANSIENT) {
+		/* activations: the op's own (backward lists the ones forward made too) */
+		if (b->kind == kind && (kind == BUF_TRANSIENT || b->alloc_op == op)) {
 			bytes += b->bytes;
 			k++;
 		}
@@ -1805,11 +1864,18 @@ uint64_t op_transient_bytes(const struct schedule *s, int op, int *n)
 	return bytes;
 }
 
+uint64_t op_transient_bytes(const struct schedule *s, int op, int *n)
+{
+	return op_made_bytes(s, op, BUF_TRANSIENT, n);
+}
+
 uint64_t buf_kernel_bytes(const struct schedule *s, int buf)
 {
 	const struct buffer *b = &s->bufs[buf];
 
-	return b->kind == BUF_TRANSIENT ? op_transient_bytes(s, b->alloc_op, NULL) : b->bytes;
+	if (b->alloc_op >= 0 && (b->kind == BUF_TRANSIENT || b->kind == BUF_ACTS || b->kind == BUF_RECOMPUTED))
+		return op_made_bytes(s, b->alloc_op, b->kind, NULL);
+	return b->bytes;
 }
 
 int elem_bytes(enum elem e)

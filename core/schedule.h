@@ -352,9 +352,17 @@ int op_operand(const struct schedule *s, int op, enum buf_kind k, int role);
  */
 uint64_t op_transient_bytes(const struct schedule *s, int op, int *n);
 /*
+ * The bytes of the buffers of kind `kind` op allocates (its transient
+ * operands, for BUF_TRANSIENT); *n (when not NULL) gets how many: a
+ * block's saved and recomputed activations are a buffer per tensor where
+ * the runtime allocates them apart (PyTorch's), one region for the testbed.
+ */
+uint64_t op_made_bytes(const struct schedule *s, int op, enum buf_kind kind, int *n);
+/*
  * The bytes the kernels may use of buffer buf: its own, or for a
- * transient buffer, its op's transient buffers together (the kernels take
- * an op's transient tensors as one scratch region, gpu/run/exec.c).
+ * transient buffer or a block's activations, the ones of its kind its op
+ * made together (the kernels take an op's tensors as one region,
+ * gpu/run/exec.c).
  */
 uint64_t buf_kernel_bytes(const struct schedule *s, int buf);
 

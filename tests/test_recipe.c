@@ -164,6 +164,44 @@ static void test_eager_saved_bytes(void)
 }
 
 /*
+ * What a block keeps is a tensor each where PyTorch allocates them apart,
+ * in the order forward makes them, and they sum to recipe_saved_bytes;
+ * the testbed keeps one region.
+ */
+static void test_saved_tensors(void)
+{
+	const enum ac_mode modes[] = { AC_NONE, AC_FULL, AC_PER_OP, AC_SELECTIVE };
+	uint64_t t[RECIPE_TRANSIENT_MAX], N = 8192, D = 4096, HQ = 4096, F = 14336, a = 2, lse = 4ull * 32 * 8192;
+	int n;
+
+	for (int r = 0; r < KR_COUNT; r++)
+		for (int m = 0; m < 4; m++) {
+			uint64_t sum = 0;
+			n = recipe_saved_tensors(r, &l8b, 1, SEG_BLOCK, modes[m], LOSS_FULL, 2, t);
+			for (int i = 0; i < n; i++)
+				sum += t[i];
+			CU_ASSERT_EQUAL(sum, recipe_saved_bytes(r, &l8b, 1, SEG_BLOCK, modes[m], LOSS_FULL, 2));
+			CU_ASSERT(r == KR_TESTBED ? n == 1 : n >= 1);
+		}
+	/* eager without checkpointing: x, rstd, xn1, roped q, expanded k and v, SDPA's output and logsumexp,
+	 * h, rstd, xn2, g, u, silu(g), the product: 15 tensors, the first the block's input */
+	n = recipe_saved_tensors(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_NONE, LOSS_FULL, 2, t);
+	CU_ASSERT_EQUAL(n, 15);
+	CU_ASSERT_EQUAL(t[0], a * N * D);
+	CU_ASSERT_EQUAL(t[1], 4 * N);
+	CU_ASSERT_EQUAL(t[3], a * N * HQ); /* roped q: the tensors in the order forward makes them */
+	CU_ASSERT_EQUAL(t[7], lse);
+	CU_ASSERT_EQUAL(t[n - 1], a * N * F);
+	/* full: the input alone */
+	CU_ASSERT_EQUAL(recipe_saved_tensors(KR_EAGER, &l8b, 1, SEG_BLOCK, AC_FULL, LOSS_FULL, 2, t), 1);
+	CU_ASSERT_EQUAL(t[0], a * N * D);
+	/* the head keeps one region here (its largest part, the fp32 log-probabilities, dominates) */
+	CU_ASSERT_EQUAL(recipe_saved_tensors(KR_EAGER, &l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2, t), 1);
+	CU_ASSERT_EQUAL(t[0], recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2));
+	(void)D;
+}
+
+/*
  * What PyTorch 2.11's compiled forward returns for its backward
  * (experiments/pytorch/saved.py lists it): the partitioner saves a policy's
  * output only where the backward reads it or recomputes from it, so the
@@ -315,6 +353,7 @@ static void test_optimizer_extras(void)
 void suite_recipe(void)
 {
 	CU_pSuite s = CU_add_suite("recipe", NULL, NULL);
+	CU_add_test(s, "a block's saved tensors: one each, summing to its saved bytes", test_saved_tensors);
 	CU_add_test(s, "eager block: kernels and bytes", test_eager_block);
 	CU_add_test(s, "the eager loss's softmax passes over the logits", test_eager_loss_softmax);
 	CU_add_test(s, "compiled block: fused kernels", test_compiled_block);

@@ -647,6 +647,58 @@ static void test_transient_tensors(void)
 	}
 }
 
+/*
+ * A block's saved activations, and what its recompute rebuilds, are a
+ * buffer per tensor under PyTorch's runtimes (each its own allocation, in
+ * forward's order), one region under the testbed's; backward reads and
+ * frees all of them.
+ */
+static void test_saved_tensor_buffers(void)
+{
+	for (int rt = 0; rt < 2; rt++)
+		for (int ac = 0; ac < 2; ac++) {
+			struct experiment e;
+			struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+							   rt ? "policy.runtime=pytorch" : "policy.runtime=testbed",
+							   ac ? "policy.ac=full" : "policy.ac=none", NULL);
+			uint64_t want[RECIPE_TRANSIENT_MAX], rebuilt[RECIPE_TRANSIENT_MAX];
+			int nwant = recipe_saved_tensors(rt ? KR_EAGER : KR_TESTBED, &e.model, s->batch, SEG_BLOCK,
+							 ac ? AC_FULL : AC_NONE, s->loss, elem_bytes(s->act_elem), want);
+			int nre = recipe_transient_tensors(rt ? KR_EAGER : KR_TESTBED, &e.model, s->batch, SEG_BLOCK,
+							   PH_RECOMPUTE, AC_FULL, s->loss, elem_bytes(s->act_elem), rebuilt);
+			int blocks = 0;
+
+			for (int i = 0; i < s->nops; i++) {
+				const struct op *o = &s->ops[i];
+				int n = 0, r = 0, freed = 0;
+				if (o->seg < 0 || s->segs[o->seg].kind != SEG_BLOCK || o->micro != 0)
+					continue;
+				if (o->kind == OP_FORWARD) {
+					for (uint32_t k = 0; k < o->nalloc; k++) {
+						const struct buffer *x = &s->bufs[s->bufrefs[o->buf_first + k]];
+						if (x->kind == BUF_ACTS && n < RECIPE_TRANSIENT_MAX)
+							CU_ASSERT_EQUAL(x->bytes, want[n++]);
+					}
+					CU_ASSERT_EQUAL(n, nwant);
+					CU_ASSERT_EQUAL(op_made_bytes(s, i, BUF_ACTS, &n), buf_kernel_bytes(s, op_operand(s, i, BUF_ACTS, OPD_OUT)));
+					blocks++;
+				} else if (o->kind == OP_RECOMPUTE) {
+					op_made_bytes(s, i, BUF_RECOMPUTED, &r);
+					CU_ASSERT_EQUAL(r, rt ? nre : 1);
+				} else if (o->kind == OP_BACKWARD) {
+					for (uint32_t k = 0; k < o->nfree; k++) {
+						enum buf_kind bk = s->bufs[s->bufrefs[o->buf_first + o->nalloc + k]].kind;
+						freed += bk == BUF_ACTS || bk == BUF_RECOMPUTED;
+					}
+					CU_ASSERT_EQUAL(freed, nwant + (ac ? (rt ? nre : 1) : 0));
+				}
+			}
+			CU_ASSERT(blocks > 0);
+			CU_ASSERT(rt ? nwant > 1 || ac : nwant == 1);
+			done(s, &e);
+		}
+}
+
 /* The op of micro m, kind k, on a segment of kind sk (-1: any), or -1. */
 static int op_of(const struct schedule *s, enum op_kind k, int sk, int m)
 {
@@ -916,6 +968,7 @@ void suite_schedule(void)
 	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
 	CU_add_test(s, "FSDP2 keeps the reduce-scatter input on the compute stream", test_reduce_scatter_input_lifetime);
 	CU_add_test(s, "a PyTorch phase's transient tensors", test_transient_tensors);
+	CU_add_test(s, "a block's saved and recomputed activations: a buffer per tensor under PyTorch", test_saved_tensor_buffers);
 	CU_add_test(s, "eager PyTorch's loss backward before the head's", test_loss_backward);
 	CU_add_test(s, "a training loop that holds the logits", test_hold_logits);
 	CU_add_test(s, "FSDP2 at a shard group of one: copies, no collective", test_local_shards);

@@ -54,6 +54,14 @@ struct exec {
 	 * and held as the model says, this region is outside the allocator.
 	 */
 	void *workspace;
+	/*
+	 * side[b]: where the kernels keep the activations whose first tensor
+	 * is buffer b, when the schedule has them as several tensors (PyTorch's
+	 * runtimes): the reference kernels keep their own layout in one region,
+	 * which the allocator's tensors cannot be (they are not contiguous);
+	 * NULL elsewhere
+	 */
+	void **side;
 };
 
 static const struct backend_ops *ops_of(const struct exec *x)
@@ -300,6 +308,21 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 			x->master[bf->unit] = i;
 	}
 	fill_persistent(x);
+	x->side = xcalloc((size_t)s->nbufs, sizeof(void *));
+	for (int i = 0; i < s->nops; i++)
+		for (int j = 0; j < 2; j++) {
+			enum buf_kind k = j ? BUF_RECOMPUTED : BUF_ACTS;
+			int n, first = op_operand(s, i, k, OPD_OUT);
+			uint64_t bytes = op_made_bytes(s, i, k, &n);
+			if (n < 2 || first < 0)
+				continue;
+			if (!(x->side[first] = ops_of(x)->dev_alloc(b, bytes))) {
+				snprintf(err, errlen, "out of device memory for the kernels' activations (%.2f GiB)",
+					 (double)bytes / (double)(1ull << 30));
+				exec_free(x);
+				return NULL;
+			}
+		}
 	ws = workspace_bytes(s);
 	if (ws && !(x->workspace = ops_of(x)->dev_alloc(b, ws))) {
 		snprintf(err, errlen, "out of device memory for the kernels' scratch (%.2f GiB)",
@@ -322,6 +345,10 @@ void exec_free(struct exec *x)
 			ops_of(x)->dev_free(x->be, x->seg_base[i]);
 	if (x->workspace)
 		ops_of(x)->dev_free(x->be, x->workspace);
+	for (int i = 0; x->side && i < x->s->nbufs; i++)
+		if (x->side[i])
+			ops_of(x)->dev_free(x->be, x->side[i]);
+	free(x->side);
 	memory_free(x->mem);
 	free(x->planned);
 	free(x->seg_base);
@@ -347,6 +374,16 @@ const struct memory *exec_memory(const struct exec *x)
 
 /* ---- ops ------------------------------------------------------------------------- */
 
+/* Op i's activations of kind k (BUF_ACTS, BUF_RECOMPUTED): their region (a side one for several tensors), or NULL. */
+static void *acts_ptr(const struct exec *x, int i, enum buf_kind k)
+{
+	int b = op_operand(x->s, i, k, OPD_INOUT);
+
+	if (b < 0)
+		return NULL;
+	return x->side[b] ? x->side[b] : ptr_of(x, b);
+}
+
 /* A compute op's arguments: its segment's slice of the unit's parameters and gradient, its activations. */
 static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 {
@@ -367,10 +404,10 @@ static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 	a->out_params = at(params, sp->out_off, pe);
 	a->grads = at(grads, sp->off, ge);
 	a->out_grads = at(grads, sp->out_off, ge);
-	a->saved = opd_ptr(x, i, BUF_ACTS, OPD_INOUT);
+	a->saved = acts_ptr(x, i, BUF_ACTS);
 	if (!a->saved)
 		a->saved = opd_ptr(x, i, BUF_TOKENS, OPD_INOUT);
-	a->recomputed = opd_ptr(x, i, BUF_RECOMPUTED, OPD_INOUT);
+	a->recomputed = acts_ptr(x, i, BUF_RECOMPUTED);
 	op_transient_bytes(s, i, &n);
 	a->scratch = n > 1 ? x->workspace : opd_ptr(x, i, BUF_TRANSIENT, OPD_INOUT);
 	a->resid = opd_ptr(x, i, o->kind == OP_FORWARD ? BUF_RESIDUAL : BUF_RESIDUAL_GRAD, OPD_INOUT);
