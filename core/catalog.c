@@ -143,10 +143,11 @@ static struct kind kinds[] = {
 		  RT_FIELD(clip_grad_norm, F_INT, 0, 1),
 		  RT_FIELD(dtensor_us, F_DOUBLE, 0, 1e6),
 		  RT_FIELD(launch_queue, F_INT, 0, 1 << 20),
+		  RT_FIELD(lazy_optim_state, F_INT, 0, 1),
 		  { "source", F_TEXT, offsetof(struct runtime_spec, source),
 		    sizeof(((struct runtime_spec *)0)->source), 0, 0 },
 	  },
-	  .nfields = 18 },
+	  .nfields = 19 },
 };
 
 enum { KIND_GPU, KIND_MODEL, KIND_RUNTIME, KIND_COUNT };

@@ -84,6 +84,7 @@ struct runtime_spec {
 	int clip_grad_norm;          /* 1: the gradient norm is clipped before the optimizer step */
 	double dtensor_us;           /* host time per tensor of each multi-tensor optimizer op (DTensor dispatch) */
 	int launch_queue;            /* kernels a stream holds launched and not yet finished before a launch blocks; 0: no bound */
+	int lazy_optim_state;        /* 1: the optimizer makes its state, a tensor per moment and parameter, in its first step */
 	char source[160];
 };
 

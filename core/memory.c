@@ -192,6 +192,7 @@ void memory_step_begin(struct memory *m)
 	assert(!m->replayed && "a step after one whose end memory_predict took from the step before");
 	alloc_settle(m->a);
 	m->peaks.step_retries = m->step_ooms = 0;
+	m->steps++;
 	m->nsamples = 0;
 	sample(m, 0);
 }
@@ -214,8 +215,18 @@ static inline __attribute__((always_inline)) int grant_op(struct memory *m, int 
 	ooms = m->counts->ooms;
 	for (int i = 0; i < o->nalloc; i++) {
 		int b = (int)s->bufrefs[o->buf_first + i];
-		if (on_device(&s->bufs[b]) && grant(m, b, o->stream, clock, wait) != 0)
+		if (!on_device(&s->bufs[b]))
+			continue;
+		if (s->bufs[b].once) { /* made in the first step, kept */
+			uint64_t before = m->total;
+			if (m->steps > 1)
+				continue;
+			if (grant(m, b, o->stream, clock, wait) != 0)
+				return -1;
+			m->once_total += m->total - before;
+		} else if (grant(m, b, o->stream, clock, wait) != 0) {
 			return -1;
+		}
 	}
 	/* flushes of the cache: the device is synchronized before the op issues */
 	now = m->counts->retries;
@@ -286,14 +297,14 @@ void memory_step_end(struct memory *m, uint64_t t_ns)
 		memcpy(m->cur, m->begin_cur, sizeof(m->cur));
 		m->total = m->begin_total;
 		for (int i = 0; i < s->nbufs && !any; i++)
-			any = s->bufs[i].alloc_op >= 0 && s->bufs[i].free_op < 0 && on_device(&s->bufs[i]);
+			any = s->bufs[i].alloc_op >= 0 && s->bufs[i].free_op < 0 && !s->bufs[i].once && on_device(&s->bufs[i]);
 		if (any && m->record)
 			sample_record(m, t_ns, m->begin_reserved);
 		return;
 	}
 	for (int i = 0; i < s->nbufs; i++) {
 		const struct buffer *b = &s->bufs[i];
-		if (b->alloc_op >= 0 && b->free_op < 0 && on_device(b)) {
+		if (b->alloc_op >= 0 && b->free_op < 0 && !b->once && on_device(b)) {
 			release(m, i, b->stream, 0, 0);
 			any = 1;
 		}
@@ -444,8 +455,8 @@ static void replay_rest(struct memory *m, const struct marks *cur, const struct 
 /*
  * Step k (from 0) has ended: after[k + 1] holds what is allocated and
  * reserved once its buffers are freed, the bytes it began with (every
- * buffer of a step is freed by its end); a step that met the one before
- * ends in its state.
+ * buffer of a step is freed by its end) and what the first step made to
+ * keep; a step that met the one before ends in its state.
  */
 static void after_step(struct memory *m, int k, int met)
 {
@@ -453,7 +464,9 @@ static void after_step(struct memory *m, int k, int met)
 
 	if (k + 1 >= MEM_AFTER_MAX || k + 1 != p->nafter)
 		return;
-	p->after[k + 1] = met ? p->after[k] : (struct mem_after){ m->begin_total, m->counts->reserved };
+	/* the state the first step made stays (buffer.once) */
+	p->after[k + 1] = met ? p->after[k] :
+				(struct mem_after){ m->begin_total + (k ? 0 : m->once_total), m->counts->reserved };
 	p->nafter = k + 2;
 }
 

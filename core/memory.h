@@ -96,6 +96,8 @@ struct memory {
 	 */
 	uint64_t begin_cur[MEM_CAT_COUNT], begin_total, begin_reserved;
 	int replayed;
+	int steps;                           /* steps begun (memory_step_begin) */
+	uint64_t once_total;                 /* bytes granted to buffers made once, in the first step (buffer.once) */
 };
 
 /*

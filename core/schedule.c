@@ -39,7 +39,15 @@ struct builder {
 	enum elem master_elem, param_elem, grad_elem, accum_elem, state_elem;
 	/* per unit state */
 	int *shard_param;     /* device shard (persistent), -1 when it lives on the host */
-	int *optim_state;     /* device Adam moments (persistent), -1 under offload */
+	int *optim_state;     /* device Adam moments (persistent), -1 under offload or made at the first step */
+	/*
+	 * lazy_state: the optimizer makes its state at its first step
+	 * (runtime.lazy_optim_state): state[u] holds unit u's nstate[u]
+	 * buffers, each moment of each of its tensors (of the unit, when its
+	 * shard is one flat buffer), m then v, made by its optimizer's op
+	 */
+	int lazy_state;
+	int **state, *nstate;
 	int *host_master;     /* offload: host master shard, host gradient, host moments; -1 */
 	int *host_grad;
 	int *host_state;
@@ -623,6 +631,13 @@ static void opd_run(struct builder *b, int first, int n, enum opd_role role)
 		opd(b, first + k, role);
 }
 
+/* Operands of the op under construction: the n buffers of list. */
+static void opd_list(struct builder *b, const int *list, int n, enum opd_role role)
+{
+	for (int k = 0; k < n; k++)
+		opd(b, list[k], role);
+}
+
 static int offload_params(const struct builder *b)
 {
 	return b->p->offload == OFF_PARAMS;
@@ -1083,9 +1098,69 @@ static void device_optim_operands(struct builder *b, int u)
 
 	opd(b, *g, OPD_INOUT); /* scaled by 1/M in place, then read */
 	opd(b, b->shard_param[u], OPD_INOUT);
-	opd(b, b->optim_state[u], OPD_INOUT);
+	if (b->lazy_state)
+		opd_list(b, b->state[u], b->nstate[u], OPD_INOUT);
+	else
+		opd(b, b->optim_state[u], OPD_INOUT);
 	free_buf(b, *g);
 	*g = -1;
+}
+
+/*
+ * The optimizer's state of tensors [from, from + n) of unit u, made by the
+ * op under construction at the run's first step (lazy_state): each
+ * moment a tensor of its own, zero-filled (torch.zeros_like), exp_avg then
+ * exp_avg_sq per tensor, as torch.optim's _init_group makes them; a unit
+ * whose shard is one flat buffer has one of each.
+ */
+static void make_state(struct builder *b, int u, int from, int n)
+{
+	struct schedule *s = b->s;
+	const struct unit *x = &s->units[u];
+	int flat = !s->per_tensor_shards || b->p->sharding == SHARD_DDP;
+	uint64_t half = (uint64_t)precision_optstate_bytes(b->p->precision) / 2;
+
+	if (!b->lazy_state)
+		return;
+	if (!b->state[u])
+		b->state[u] = xmalloc(sizeof(int) * (size_t)(2 * x->ntensors));
+	for (int i = from; i < from + n && !(flat && i > 0); i++) {
+		uint64_t elems = flat ? unit_opt_elems(b, x) : (uint64_t)x->tensor_shard[i];
+		for (int k = 0; k < 2; k++) {
+			int id = buf_new(b, elems * half, MEM_OPTIM_STATE, BUF_OPTIM_STATE, b->cur->stream, u, -1, -1,
+					 b->state_elem);
+			s->bufs[id].zero = 1;
+			s->bufs[id].once = 1;
+			alloc_buf(b, id);
+			b->state[u][b->nstate[u]++] = id;
+		}
+	}
+}
+
+/*
+ * Every unit's state, made by the op under construction in the order of
+ * the model's parameters (embedding, blocks, final norm, output), which an
+ * optimizer over model.parameters() follows: segment by segment, each
+ * segment's tensors the next ones of its unit.
+ */
+static void make_all_state(struct builder *b)
+{
+	struct schedule *s = b->s;
+	int *next = ints(s->nunits, 0);
+
+	for (int g = 0; g < s->nsegs; g++) {
+		int u = s->segs[g].unit, n;
+		switch (s->segs[g].kind) {
+		case SEG_EMBED: n = 1; break;
+		case SEG_HEAD: n = 2; break; /* the final norm, the output */
+		default: n = BT_COUNT; break;
+		}
+		make_state(b, u, next[u], n);
+		next[u] += n;
+	}
+	for (int u = 0; u < s->nunits; u++)
+		assert(!b->lazy_state || next[u] == s->units[u].ntensors);
+	free(next);
 }
 
 /* optim offload: the updated master goes back to the device shard (compute dtype). */
@@ -1119,6 +1194,7 @@ static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int afte
 	b->cur->bytes = unit_opt_elems(b, x) * optim_bytes_per_elem(b);
 	b->cur->launches = optim_launches(b, x->ntensors);
 	dep(b, after);
+	make_state(b, u, 0, x->ntensors);
 	device_optim_operands(b, u);
 	/* a step per unit (in backward, or per-parameter after it) cannot clip: the norm needs every gradient */
 	optim_extras(b, unit_opt_elems(b, x), x->ntensors, 0);
@@ -1314,6 +1390,7 @@ static void optimizer_after_backward(struct builder *b)
 		uint64_t elems = 0;
 		int tensors = 0;
 		begin(b, OP_OPTIM, ST_COMPUTE, -1, -1, last);
+		make_all_state(b);
 		for (int u = 0; u < s->nunits; u++) {
 			elems += unit_opt_elems(b, &s->units[u]);
 			tensors += s->units[u].ntensors;
@@ -1351,7 +1428,7 @@ static void static_buffers(struct builder *b)
 					     : precision_master_bytes(p->precision);
 		b->shard_param[u] = buf_new(b, elems * (uint64_t)pb, MEM_SHARDED_PARAMS, BUF_SHARD_PARAM, ST_COMPUTE,
 					    u, -1, -1, elem_of(pb));
-		if (p->offload == OFF_NONE)
+		if (p->offload == OFF_NONE && !b->lazy_state)
 			b->optim_state[u] = buf_new(b, elems * (uint64_t)precision_optstate_bytes(p->precision),
 						    MEM_OPTIM_STATE, BUF_OPTIM_STATE, ST_COMPUTE, u, -1, -1,
 						    b->state_elem);
@@ -1369,6 +1446,10 @@ static void builder_release(struct builder *b)
 {
 	free(b->shard_param);
 	free(b->optim_state);
+	for (int u = 0; b->state && u < b->s->nunits; u++)
+		free(b->state[u]);
+	free(b->state);
+	free(b->nstate);
 	free(b->host_master);
 	free(b->host_grad);
 	free(b->host_state);
@@ -1527,6 +1608,10 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	plan_units(&b);
 	b.shard_param = ints(s->nunits, -1);
 	b.optim_state = ints(s->nunits, -1);
+	/* torch.optim's state comes at its first step; the caching allocator serves it then */
+	b.lazy_state = e->runtime.lazy_optim_state && e->runtime.caching_allocator && p->offload == OFF_NONE;
+	b.state = xcalloc((size_t)s->nunits, sizeof(*b.state));
+	b.nstate = ints(s->nunits, 0);
 	b.host_master = ints(s->nunits, -1);
 	b.host_grad = ints(s->nunits, -1);
 	b.host_state = ints(s->nunits, -1);
@@ -1555,7 +1640,18 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	 * one op names at most three buffers of every unit and a temporary of
 	 * every tensor (the optimizer after backward, foreach: optim_temporaries)
 	 */
-	b.cap = 4 * s->nunits + 64 + 3 * RECIPE_TRANSIENT_MAX; /* a block's backward: its saved, recomputed and scratch tensors */
+	{
+		/*
+		 * the most operands an op has: a block's backward, its saved,
+		 * recomputed and scratch tensors; the optimizer's step over every
+		 * unit, per tensor its moments (made at the first step) and a
+		 * temporary, per unit its gradient and shard
+		 */
+		int tensors = 0;
+		for (int u = 0; u < s->nunits; u++)
+			tensors += s->units[u].ntensors;
+		b.cap = 4 * s->nunits + 3 * tensors + 64 + 3 * RECIPE_TRANSIENT_MAX;
+	}
 	for (int u = 0; u < s->nunits; u++)
 		b.cap += s->units[u].ntensors;
 	b.frees = xmalloc(sizeof(uint32_t) * b.cap);
@@ -1822,7 +1918,7 @@ void schedule_static_bytes(const struct schedule *s, uint64_t out[MEM_CAT_COUNT]
 {
 	memset(out, 0, sizeof(uint64_t) * MEM_CAT_COUNT);
 	for (int i = 0; i < s->nbufs; i++)
-		if (s->bufs[i].alloc_op < 0 && !s->bufs[i].host)
+		if ((s->bufs[i].alloc_op < 0 || s->bufs[i].once) && !s->bufs[i].host)
 			out[s->bufs[i].cat] += s->bufs[i].bytes;
 }
 

@@ -128,6 +128,12 @@ struct buffer {
 	uint8_t elem;     /* enum elem */
 	uint8_t host;     /* 1: host memory (offload); not device memory */
 	uint8_t zero;     /* 1: zero-filled by its allocating op before use (gradients accumulate into it) */
+	/*
+	 * 1: allocated by alloc_op in a run's first step only, and kept from
+	 * then on (free_op -1): the optimizer's state where the runtime makes
+	 * it at its first step (runtime.lazy_optim_state)
+	 */
+	uint8_t once;
 	int32_t alias_of; /* the buffer whose memory this one is (ddp's full params are its shard), -1 */
 	int32_t unit;     /* -1 when none */
 	int32_t seg;      /* -1 when none */
@@ -388,7 +394,7 @@ uint64_t collective_wire_bytes(enum op_kind k, uint64_t S, int n);
 uint64_t schedule_bytes_of(const struct schedule *s, enum op_kind k);
 int schedule_count_of(const struct schedule *s, enum op_kind k);
 
-/* Bytes alive at the start of the step, by category (persistent state). */
+/* Bytes alive at the start of a step after the first, by category: the persistent state and what the first step made to keep. */
 void schedule_static_bytes(const struct schedule *s, uint64_t out[MEM_CAT_COUNT]);
 
 #endif

@@ -583,6 +583,38 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 	config_release(&e);
 }
 
+/*
+ * The optimizer's state made at the first step (PyTorch): granted once,
+ * at the first step's optimizer op, and kept; after the build only the
+ * persistent buffers are allocated, after the first step those and the
+ * state, as after every later step.
+ */
+static void test_memory_lazy_state(void)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+					   "policy.runtime=pytorch", NULL);
+	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t)), state = 0;
+	struct memory *m = memory_new(s, 0, NULL, NULL);
+
+	for (int b = 0; b < s->nbufs; b++)
+		if (s->bufs[b].once)
+			state += (s->bufs[b].bytes + 511) / 512 * 512;
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = 1000 * (uint64_t)i;
+	CU_ASSERT(state > 0);
+	memory_predict(m, issue);
+	CU_ASSERT_EQUAL(m->once_total, state);
+	CU_ASSERT(m->peaks.nafter >= 3);
+	CU_ASSERT_EQUAL(m->peaks.after[1].alloc, m->peaks.after[0].alloc + state);
+	CU_ASSERT_EQUAL(m->peaks.after[2].alloc, m->peaks.after[1].alloc);
+	CU_ASSERT_EQUAL(m->peaks.by_cat[MEM_OPTIM_STATE], state);
+	memory_free(m);
+	free(issue);
+	schedule_free(s);
+	config_release(&e);
+}
+
 static void test_memory_steps_met(void)
 {
 	/* fits: the second step begins as the first ended, reserving nothing new (no checkpoint met) */
@@ -646,5 +678,6 @@ void suite_alloc(void)
 	CU_add_test(s, "expandable segments at the capacity: free pages unmapped", test_expandable_flush);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
+	CU_add_test(s, "the optimizer's state made once, at the first step", test_memory_lazy_state);
 	CU_add_test(s, "expandable segments reserve less for a step that fragments", test_expandable_step);
 }

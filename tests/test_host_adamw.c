@@ -22,7 +22,7 @@ static void fill(float *x, size_t n, uint32_t seed, int nonneg)
 	}
 }
 
-/* fp32 tensors: p, g, moments (m then v), one block each, filled the same for every copy. */
+/* fp32 tensors: p, g, m, v, one block each, filled the same for every copy. */
 static float *make(struct optim_tensor *t)
 {
 	size_t total = 0, at = 0;
@@ -32,12 +32,12 @@ static float *make(struct optim_tensor *t)
 	buf = malloc(sizeof(float) * total);
 	for (int i = 0; i < NT; i++) {
 		size_t n = sizes[i];
-		t[i] = (struct optim_tensor){ buf + at, buf + at + n, buf + at + 2 * n, n, ELEM_FP32, ELEM_FP32,
-					      ELEM_FP32, i };
+		t[i] = (struct optim_tensor){ buf + at, buf + at + n, buf + at + 2 * n, buf + at + 3 * n, n, ELEM_FP32,
+					      ELEM_FP32, ELEM_FP32, i };
 		fill(t[i].p, n, 11u + (uint32_t)i, 0);
 		fill(t[i].g, n, 23u + (uint32_t)i, 0);
-		fill(t[i].moments, n, 37u + (uint32_t)i, 0);
-		fill((float *)t[i].moments + n, n, 41u + (uint32_t)i, 1);
+		fill(t[i].m, n, 37u + (uint32_t)i, 0);
+		fill(t[i].v, n, 41u + (uint32_t)i, 1);
 		at += 4 * n;
 	}
 	return buf;
@@ -77,10 +77,10 @@ static void test_ref_arithmetic(void)
 
 	host_adamw(a, NT, &hp, 2, 0.25f, 4);
 	for (int i = 0; i < NT; i++) { /* by hand: the gradient scaled, then ref_adamw */
-		float *g = b[i].g, *m = b[i].moments;
+		float *g = b[i].g;
 		for (size_t j = 0; j < b[i].n; j++)
 			g[j] *= 0.25f;
-		ref_adamw(b[i].p, g, m, m + b[i].n, b[i].n, &hp, 2);
+		ref_adamw(b[i].p, g, b[i].m, b[i].v, b[i].n, &hp, 2);
 	}
 	CU_ASSERT_EQUAL(memcmp(x, y, bytes_all()), 0);
 	/* and the parameters moved */
@@ -116,7 +116,7 @@ static void test_bf16_threads_agree(void)
 		}
 		fill(mom[k], n, 7u, 0);
 		fill(mom[k] + n, n, 9u, 1);
-		t[k] = (struct optim_tensor){ p[k], g[k], mom[k], n, ELEM_BF16, ELEM_BF16, ELEM_FP32, 0 };
+		t[k] = (struct optim_tensor){ p[k], g[k], mom[k], mom[k] + n, n, ELEM_BF16, ELEM_BF16, ELEM_FP32, 0 };
 	}
 	host_adamw(&t[0], 1, &hp, 1, 1.0f, 1);
 	host_adamw(&t[1], 1, &hp, 1, 1.0f, 6);

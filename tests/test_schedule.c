@@ -44,8 +44,10 @@ static void check_invariants(const struct schedule *s)
 	}
 	for (int b = 0; b < s->nbufs; b++) {
 		const struct buffer *x = &s->bufs[b];
-		/* what the step allocates, it frees, after allocating it */
-		if (x->alloc_op >= 0) {
+		/* what the step allocates, it frees, after allocating it; but what the first step makes once */
+		if (x->once) {
+			CU_ASSERT(x->alloc_op >= 0 && x->free_op == -1 && x->kind == BUF_OPTIM_STATE);
+		} else if (x->alloc_op >= 0) {
 			CU_ASSERT(x->free_op >= x->alloc_op);
 		} else {
 			CU_ASSERT_EQUAL(x->free_op, -1);
@@ -699,6 +701,71 @@ static void test_saved_tensor_buffers(void)
 		}
 }
 
+/*
+ * PyTorch's optimizer makes its state at its first step (lazy_optim_state):
+ * no moment exists before the step; the optimizer's op makes an exp_avg
+ * and an exp_avg_sq per tensor, each zero-filled and made once, in the
+ * order of the model's parameters (the embedding's first, the output's
+ * last); with the optimizer in backward, each unit's op makes its own.
+ * The testbed's state exists from the start.
+ */
+static void test_lazy_optim_state(void)
+{
+	for (int c = 0; c < 3; c++) {
+		struct experiment e;
+		struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+						   c == 2 ? "policy.runtime=testbed" : "policy.runtime=pytorch",
+						   c == 1 ? "policy.optim_in_backward=true" : "policy.optim_in_backward=false",
+						   NULL);
+		int tensors = 0, made = 0, optims = 0, before = 0;
+		uint64_t bytes = 0, want = 0;
+
+		for (int u = 0; u < s->nunits; u++) {
+			tensors += s->units[u].ntensors;
+			want += 8 * (uint64_t)s->units[u].shard_elems; /* fp32 m and v */
+		}
+		for (int b = 0; b < s->nbufs; b++)
+			if (s->bufs[b].kind == BUF_OPTIM_STATE && s->bufs[b].alloc_op < 0)
+				before++;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			int first = -1, last = -1;
+			if (o->kind != OP_OPTIM)
+				continue;
+			optims++;
+			for (uint32_t k = 0; k < o->nalloc; k++) {
+				int id = (int)s->bufrefs[o->buf_first + k];
+				const struct buffer *x = &s->bufs[id];
+				if (x->kind != BUF_OPTIM_STATE)
+					continue;
+				CU_ASSERT(x->once && x->zero && x->free_op < 0);
+				CU_ASSERT(c == 1 ? x->unit == o->unit : 1);
+				bytes += x->bytes;
+				if (first < 0)
+					first = id;
+				last = id;
+				made++;
+			}
+			if (c == 0) { /* model order: the embedding's exp_avg first, the output's exp_avg_sq last */
+				CU_ASSERT_EQUAL(s->bufs[first].bytes, 4 * (uint64_t)s->units[s->segs[0].unit].tensor_shard[0]);
+				CU_ASSERT_EQUAL(s->bufs[last].unit, s->segs[s->nsegs - 1].unit);
+				CU_ASSERT_EQUAL(s->bufs[last].bytes, 4 * (uint64_t)s->units[s->bufs[last].unit].tensor_shard[
+									     s->units[s->bufs[last].unit].ntensors - 1]);
+			}
+		}
+		if (c == 2) {
+			CU_ASSERT_EQUAL(made, 0);
+			CU_ASSERT_EQUAL(before, s->nunits);
+		} else {
+			CU_ASSERT_EQUAL(made, 2 * tensors);
+			CU_ASSERT_EQUAL(bytes, want);
+			CU_ASSERT_EQUAL(before, 0);
+			CU_ASSERT_EQUAL(optims, c == 1 ? s->nunits : 1);
+		}
+		done(s, &e);
+	}
+}
+
 /* The op of micro m, kind k, on a segment of kind sk (-1: any), or -1. */
 static int op_of(const struct schedule *s, enum op_kind k, int sk, int m)
 {
@@ -969,6 +1036,7 @@ void suite_schedule(void)
 	CU_add_test(s, "FSDP2 keeps the reduce-scatter input on the compute stream", test_reduce_scatter_input_lifetime);
 	CU_add_test(s, "a PyTorch phase's transient tensors", test_transient_tensors);
 	CU_add_test(s, "a block's saved and recomputed activations: a buffer per tensor under PyTorch", test_saved_tensor_buffers);
+	CU_add_test(s, "PyTorch's optimizer state: a tensor per moment, made at the first step", test_lazy_optim_state);
 	CU_add_test(s, "eager PyTorch's loss backward before the head's", test_loss_backward);
 	CU_add_test(s, "a training loop that holds the logits", test_hold_logits);
 	CU_add_test(s, "FSDP2 at a shard group of one: copies, no collective", test_local_shards);

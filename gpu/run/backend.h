@@ -59,14 +59,14 @@ struct seg_args {
 	enum elem grad_elem;    /* of grads and out_grads */
 };
 
-/* One tensor of an optimizer step: parameters, gradient, both moments (m then v). */
+/* One tensor of an optimizer step: parameters, gradient, its two moments (each n elements). */
 struct optim_tensor {
 	void *p;
 	void *g;
-	void *moments;
+	void *m, *v;
 	size_t n;               /* elements */
 	enum elem p_elem, g_elem, state_elem;
-	int unit;               /* whose shard: the model tensors inside it are layout.h's */
+	int unit;               /* whose shard: the model tensors inside it are layout.h's; -1: one tensor */
 };
 
 struct optim_args {

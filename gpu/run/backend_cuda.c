@@ -309,8 +309,8 @@ static void *host_main(void *arg)
 					c->host_bench[j] = (float)((j * 2654435761u) % 1000) * 1e-3f;
 			}
 			{ /* the optimizer the runs take: the scaling pass, then the step, over the same threads */
-				struct optim_tensor t = { c->host_bench, c->host_bench + n, c->host_bench + 2 * n, n,
-							  ELEM_FP32, ELEM_FP32, ELEM_FP32, -1 };
+				struct optim_tensor t = { c->host_bench, c->host_bench + n, c->host_bench + 2 * n,
+							  c->host_bench + 3 * n, n, ELEM_FP32, ELEM_FP32, ELEM_FP32, -1 };
 				host_adamw(&t, 1, &hp, 1, 1.0f, c->host_threads);
 			}
 			break;
@@ -1013,20 +1013,29 @@ static void device_optimizer(struct cu *c, cudaStream_t st, const struct optim_a
 
 	for (int i = 0; i < a->count; i++) {
 		const struct optim_tensor *t = &a->t[i];
-		float *p = t->p, *g = t->g, *m = t->moments, *v = m + t->n;
+		float *p = t->p, *g = t->g, *m = t->m, *v = t->v;
 		if (t->p_elem != ELEM_FP32 || t->g_elem != ELEM_FP32 || t->state_elem != ELEM_FP32) {
 			/* bf16 somewhere: one mixed-type launch over the shard, the 1/M folded in */
 			struct bcu_adam k = { a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
 					      1.0f - powf(a->beta1, (float)a->step), 1.0f - powf(a->beta2, (float)a->step),
 					      a->grad_scale };
-			bcu_adamw(t->p, t->p_elem, t->g, t->g_elem, t->moments,
-				  (char *)t->moments + t->n * ebytes(t->state_elem), t->state_elem, t->n, &k, st);
+			bcu_adamw(t->p, t->p_elem, t->g, t->g_elem, t->m, t->v, t->state_elem, t->n, &k, st);
 			continue;
 		}
 		if (a->grad_scale != 1.0f)
 			bcu_scale(g, t->n, ELEM_FP32, a->grad_scale, st);
 		if (form == OPT_FUSED) {
 			cuda_adamw_fused(p, NULL, g, m, v, t->n, &hp, a->step, 0, st);
+		} else if (t->unit < 0) { /* one tensor: a launch of its own, or its place in the list */
+			if (form == OPT_PER_PARAM) {
+				cuda_adamw(p, g, m, v, t->n, &hp, a->step, st);
+				continue;
+			}
+			if (nlist == cap) {
+				cap = cap ? 2 * cap : 64;
+				list = xrealloc(list, sizeof(*list) * (size_t)cap);
+			}
+			list[nlist++] = (struct cuda_adamw_tensor){ p, g, m, v, t->n };
 		} else {
 			const struct unit_layout *u = &c->lay->units[t->unit];
 			size_t *off = xmalloc(sizeof(size_t) * (size_t)(u->ntensors + 1));

@@ -62,6 +62,7 @@ struct exec {
 	 * NULL elsewhere
 	 */
 	void **side;
+	int *state_ids;       /* optim_tensors: one unit's moment buffers */
 };
 
 static const struct backend_ops *ops_of(const struct exec *x)
@@ -285,7 +286,15 @@ struct exec *exec_new(const struct schedule *s, struct comm *c, struct backend *
 	x->master = xmalloc(sizeof(int) * (size_t)s->nunits);
 	x->tokens = xcalloc((size_t)x->N, sizeof(int));
 	x->targets = xcalloc((size_t)x->N, sizeof(int));
-	x->ot = xcalloc((size_t)s->nunits, sizeof(*x->ot));
+	{ /* an optimizer entry per unit, or per tensor (state made at the first step), and their moments' ids */
+		int most = 0, all = 0;
+		for (int u = 0; u < s->nunits; u++) {
+			all += s->units[u].ntensors > 1 ? s->units[u].ntensors : 1;
+			most = s->units[u].ntensors > most ? s->units[u].ntensors : most;
+		}
+		x->ot = xcalloc((size_t)all, sizeof(*x->ot));
+		x->state_ids = xcalloc((size_t)(2 * most + 2), sizeof(int));
+	}
 	if (memory_persistent(x->mem) != 0) {
 		snprintf(err, errlen, "the device has too little memory for the parameter shards and optimizer state");
 		exec_free(x);
@@ -359,6 +368,7 @@ void exec_free(struct exec *x)
 	free(x->tokens);
 	free(x->targets);
 	free(x->ot);
+	free(x->state_ids);
 	free(x);
 }
 
@@ -413,7 +423,13 @@ static void seg_args_of(const struct exec *x, int i, struct seg_args *a)
 	a->resid = opd_ptr(x, i, o->kind == OP_FORWARD ? BUF_RESIDUAL : BUF_RESIDUAL_GRAD, OPD_INOUT);
 }
 
-/* The tensors of an optimizer op: per unit, its parameters, gradient and moments. */
+/*
+ * The tensors of an optimizer op: per unit, its parameters, gradient and
+ * moments. The moments are one buffer, m then v, or, where the optimizer
+ * makes its state at its first step (buffer.once), a buffer per moment: of
+ * the unit, or of each of its tensors, whose ranges of the shard the
+ * layout gives (an entry per tensor).
+ */
 static int optim_tensors(struct exec *x, int i)
 {
 	const struct schedule *s = x->s;
@@ -421,8 +437,10 @@ static int optim_tensors(struct exec *x, int i)
 	int n = 0;
 
 	for (int k = 0; k < o->nopd; k++) {
-		int p = (int)s->opds[o->opd_first + k].buf, u = s->bufs[p].unit, g = -1, st = -1;
-		if (s->bufs[p].kind != BUF_SHARD_PARAM && s->bufs[p].kind != BUF_HOST_MASTER)
+		int p = (int)s->opds[o->opd_first + k].buf, u = s->bufs[p].unit, g = -1, ns = 0;
+		int *st = x->state_ids;
+		const struct buffer *pb = &s->bufs[p];
+		if (pb->kind != BUF_SHARD_PARAM && pb->kind != BUF_HOST_MASTER)
 			continue;
 		for (int j = 0; j < o->nopd; j++) {
 			int b = (int)s->opds[o->opd_first + j].buf;
@@ -432,14 +450,32 @@ static int optim_tensors(struct exec *x, int i)
 			if (bk == BUF_SHARD_GRAD || bk == BUF_FULL_GRAD || bk == BUF_HOST_GRAD)
 				g = b;
 			else if (bk == BUF_OPTIM_STATE || bk == BUF_HOST_OPTIM_STATE)
-				st = b;
+				st[ns++] = b;
 		}
-		assert(g >= 0 && st >= 0);
-		x->ot[n++] = (struct optim_tensor){
-			.p = ptr_of(x, p), .g = ptr_of(x, g), .moments = ptr_of(x, st), .n = elems_of(&s->bufs[p]),
-			.p_elem = s->bufs[p].elem, .g_elem = s->bufs[g].elem, .state_elem = s->bufs[st].elem,
-			.unit = u,
-		};
+		assert(g >= 0 && ns >= 1);
+		if (ns <= 2) { /* the unit's moments: one buffer, m then v, or one each */
+			size_t e = elems_of(pb);
+			x->ot[n++] = (struct optim_tensor){
+				.p = ptr_of(x, p), .g = ptr_of(x, g), .m = ptr_of(x, st[0]),
+				.v = ns == 2 ? ptr_of(x, st[1]) : at(ptr_of(x, st[0]), e, s->bufs[st[0]].elem), .n = e,
+				.p_elem = pb->elem, .g_elem = s->bufs[g].elem, .state_elem = s->bufs[st[0]].elem, .unit = u,
+			};
+			continue;
+		}
+		{ /* each tensor's moments: its range of the shard and of the gradient */
+			const struct unit_layout *l = &x->lay->units[u];
+			assert(ns == 2 * l->ntensors && l->per_tensor);
+			for (int t = 0; t < l->ntensors; t++) {
+				size_t off = l->t[t].shard_off, len = (size_t)(l->t[t].rows_per_rank * l->t[t].cols);
+				assert((int64_t)len == s->units[u].tensor_shard[t]);
+				x->ot[n++] = (struct optim_tensor){
+					.p = at(ptr_of(x, p), off, pb->elem), .g = at(ptr_of(x, g), off, s->bufs[g].elem),
+					.m = ptr_of(x, st[2 * t]), .v = ptr_of(x, st[2 * t + 1]), .n = len,
+					.p_elem = pb->elem, .g_elem = s->bufs[g].elem, .state_elem = s->bufs[st[2 * t]].elem,
+					.unit = -1,
+				};
+			}
+		}
 	}
 	return n;
 }
@@ -634,7 +670,8 @@ double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *
 		b->record(x->be, o->stream, event_start(i));
 		for (int k = 0; k < o->nalloc; k++) {
 			int id = (int)s->bufrefs[o->buf_first + k];
-			if (s->bufs[id].zero)
+			/* zero-filled when made: the state made at the first step, then, is not made again */
+			if (s->bufs[id].zero && !(s->bufs[id].once && x->mem->steps > 1))
 				b->zero(x->be, o->stream, ptr_of(x, id), s->bufs[id].bytes);
 		}
 		launch_op(x, i, step);

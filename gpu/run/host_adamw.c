@@ -61,21 +61,21 @@ static void step_range(const struct optim_tensor *t, size_t lo, size_t hi, const
 	float c1 = 1.0f - powf(hp->beta1, (float)step), c2 = 1.0f - powf(hp->beta2, (float)step);
 
 	if (t->p_elem == ELEM_FP32 && t->g_elem == ELEM_FP32 && t->state_elem == ELEM_FP32) {
-		float *p = t->p, *g = t->g, *m = t->moments;
+		float *p = t->p, *g = t->g, *m = t->m, *v = t->v;
 		for (size_t j = lo; j < hi; j++)
 			g[j] *= scale;
-		ref_adamw(p + lo, g + lo, m + lo, m + t->n + lo, hi - lo, hp, step);
+		ref_adamw(p + lo, g + lo, m + lo, v + lo, hi - lo, hp, step);
 		return;
 	}
 	for (size_t j = lo; j < hi; j++) {
 		float g = get(t->g, j, t->g_elem) * scale, p = get(t->p, j, t->p_elem);
-		float m = get(t->moments, j, t->state_elem), v = get(t->moments, t->n + j, t->state_elem);
+		float m = get(t->m, j, t->state_elem), v = get(t->v, j, t->state_elem);
 		m = hp->beta1 * m + (1.0f - hp->beta1) * g;
 		v = hp->beta2 * v + (1.0f - hp->beta2) * g * g;
 		p -= hp->lr * ((m / c1) / (sqrtf(v / c2) + hp->eps) + hp->weight_decay * p);
 		set(t->p, j, t->p_elem, p);
-		set(t->moments, j, t->state_elem, m);
-		set(t->moments, t->n + j, t->state_elem, v);
+		set(t->m, j, t->state_elem, m);
+		set(t->v, j, t->state_elem, v);
 	}
 }
 
