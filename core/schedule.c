@@ -1126,6 +1126,7 @@ static void make_state(struct builder *b, int u, int from, int n)
 		b->state[u] = xmalloc(sizeof(int) * (size_t)(2 * x->ntensors));
 	for (int i = from; i < from + n && !(flat && i > 0); i++) {
 		uint64_t elems = flat ? unit_opt_elems(b, x) : (uint64_t)x->tensor_shard[i];
+		assert(b->nstate[u] + 2 <= 2 * x->ntensors); /* a unit's state is made once a step */
 		for (int k = 0; k < 2; k++) {
 			int id = buf_new(b, elems * half, MEM_OPTIM_STATE, BUF_OPTIM_STATE, b->cur->stream, u, -1, -1,
 					 b->state_elem);
