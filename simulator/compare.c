@@ -155,8 +155,8 @@ static const char *after_name(int k, int warmup, char *buf, size_t n)
  * A PyTorch run's memory after the build and after each warm-up step
  * (memory_by_step) beside the prediction's at the same points: where the
  * reserved bytes part, which phase of the run the allocator's model or the
- * requests it is given miss (the build, the first step's lazily created
- * optimizer state, the steps after).
+ * requests it is given miss (the build, the first step, which makes the
+ * optimizer's state, the steps after).
  */
 static void print_by_step(FILE *out, const struct cmp *c)
 {
