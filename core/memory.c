@@ -217,10 +217,10 @@ static inline __attribute__((always_inline)) int grant_op(struct memory *m, int 
 		int b = (int)s->bufrefs[o->buf_first + i];
 		if (!on_device(&s->bufs[b]))
 			continue;
+		if (!memory_makes(m, b))
+			continue;
 		if (s->bufs[b].once) { /* made in the first step, kept */
 			uint64_t before = m->total;
-			if (m->steps > 1)
-				continue;
 			if (grant(m, b, o->stream, clock, wait) != 0)
 				return -1;
 			m->once_total += m->total - before;

@@ -128,6 +128,15 @@ void memory_step_begin(struct memory *m);
  * memory between the two.
  */
 int memory_grant(struct memory *m, int op, uint64_t t_ns);
+/*
+ * Whether buffer buf, allocated by an op, is made in the step begun: every
+ * step, but the first only for what the first step makes to keep
+ * (buffer.once, the optimizer's state of PyTorch's runtimes).
+ */
+static inline int memory_makes(const struct memory *m, int buf)
+{
+	return !m->s->bufs[buf].once || m->steps <= 1;
+}
 void memory_release(struct memory *m, int op, uint64_t t_ns);
 int memory_issue(struct memory *m, int op, uint64_t t_ns);
 /* The step ends at t_ns: buffers the schedule leaves alive die with it. */

@@ -1676,7 +1676,6 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 				struct transient *st = &b.saved_t[ac];
 				st->n = recipe_saved_tensors(b.recipe[i], &e->model, s->batch, i, ac, s->loss,
 							     b.act_bytes, st->bytes);
-				st->sum = b.saved[i][ac];
 			}
 			for (int j = 0; j < PH_COUNT; j++) {
 				struct transient *tr = &b.transient[i][j][ac];

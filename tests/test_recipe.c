@@ -198,7 +198,6 @@ static void test_saved_tensors(void)
 	/* the head keeps one region here (its largest part, the fp32 log-probabilities, dominates) */
 	CU_ASSERT_EQUAL(recipe_saved_tensors(KR_EAGER, &l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2, t), 1);
 	CU_ASSERT_EQUAL(t[0], recipe_saved_bytes(KR_EAGER, &l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2));
-	(void)D;
 }
 
 /*

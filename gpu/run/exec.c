@@ -670,8 +670,8 @@ double exec_step(struct exec *x, int step, struct op_timing *timings, uint64_t *
 		b->record(x->be, o->stream, event_start(i));
 		for (int k = 0; k < o->nalloc; k++) {
 			int id = (int)s->bufrefs[o->buf_first + k];
-			/* zero-filled when made: the state made at the first step, then, is not made again */
-			if (s->bufs[id].zero && !(s->bufs[id].once && x->mem->steps > 1))
+			/* zero-filled when made (the state made at the first step is not made again) */
+			if (s->bufs[id].zero && memory_makes(x->mem, id))
 				b->zero(x->be, o->stream, ptr_of(x, id), s->bufs[id].bytes);
 		}
 		launch_op(x, i, step);
