@@ -118,6 +118,8 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_f64(s, g, "issue_ns", c->issue_ns);
 	h5file_attr_f64(s, g, "adamw_ns_per_elem", c->adamw_ns_per_elem);
 	h5file_attr_f64(s, g, "host_adamw_ns_per_elem", c->host_adamw_ns_per_elem);
+	if (c->adamw_fused_ns_per_elem > 0)
+		h5file_attr_f64(s, g, "adamw_fused_ns_per_elem", c->adamw_fused_ns_per_elem);
 	if (c->launch_queue >= 0)
 		h5file_attr_i32(s, g, "launch_queue", c->launch_queue);
 	kt = kernel_type();
@@ -162,20 +164,29 @@ const char *calibration_refusal(const char *path)
 #define CAL_BYTES_MAX (1ull << 50) /* a pebibyte */
 #define CAL_RANKS_MAX (1 << 24)
 
-enum { S_DISPATCH, S_ISSUE, S_WAKE, S_ADAMW, S_HOST_ADAMW, NSCALARS };
+enum { S_DISPATCH, S_ISSUE, S_WAKE, S_ADAMW, S_HOST_ADAMW, S_ADAMW_FUSED, NSCALARS };
 
-/* The float64 attributes of a session: whether 0 is allowed (an overhead too small to see), the most allowed. */
+/*
+ * The float64 attributes of a session: whether 0 is allowed (an overhead
+ * too small to see), the most allowed, and whether a session may leave it
+ * out (then NAN: not measured).
+ */
 static const struct {
 	const char *name;
 	int zero_ok;
 	double max;
+	int optional;
 } scalars[NSCALARS] = {
-	{ "dispatch_ns", 1, CAL_NS_MAX },
-	{ "issue_ns", 1, CAL_NS_MAX },
-	{ "wake_ns", 1, CAL_NS_MAX },
-	{ "adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX },
-	{ "host_adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX },
+	{ "dispatch_ns", 1, CAL_NS_MAX, 0 },
+	{ "issue_ns", 1, CAL_NS_MAX, 0 },
+	{ "wake_ns", 1, CAL_NS_MAX, 0 },
+	{ "adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX, 0 },
+	{ "host_adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX, 0 },
+	{ "adamw_fused_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX, 1 }, /* microbench.py: torch.optim.AdamW(fused=True) */
 };
+
+/* A session's pass_traffic: what a pass's label may count as traffic, per byte */
+#define PASS_TRAFFIC_MAX 8.0
 
 enum { T_KERNELS, T_GEMM, T_PASSES, T_COLLS, T_COPIES, NTABLES };
 
@@ -570,6 +581,7 @@ static int read_session(struct reader *r, hid_t g, const char *name)
 	struct session x;
 	int32_t queue;
 	int known = 0, rc = 0;
+	double traffic = PASS_TRAFFIC;
 
 	memset(&x, 0, sizeof x);
 	snprintf(x.name, sizeof x.name, "%s", name);
@@ -596,6 +608,10 @@ static int read_session(struct reader *r, hid_t g, const char *name)
 			      close ? close : "", close ? "'?" : "");
 	}
 	for (int k = 0; k < NSCALARS; k++) {
+		if (scalars[k].optional && !h5file_has_attr(g, scalars[k].name)) {
+			x.scalar[k] = NAN;
+			continue;
+		}
 		if (read_f64(r, name, g, scalars[k].name, &x.scalar[k]) < 0)
 			return -1;
 		if (!time_ok(x.scalar[k], scalars[k].zero_ok, scalars[k].max))
@@ -609,8 +625,23 @@ static int read_session(struct reader *r, hid_t g, const char *name)
 			return refuse(r, name, "attribute launch_queue = %d (allowed: >= 0 kernels, 0 for no bound)",
 				      (int)queue);
 	}
+	if (h5file_has_attr(g, "pass_traffic")) {
+		if (read_f64(r, name, g, "pass_traffic", &traffic) < 0)
+			return -1;
+		if (!(isfinite(traffic) && traffic > 0 && traffic <= PASS_TRAFFIC_MAX))
+			return refuse(r, name, "attribute pass_traffic = %g (allowed: above 0 and at most %g, the bytes "
+					       "of traffic per byte of a pass's label; without it %g, data/README.md)",
+				      traffic, PASS_TRAFFIC_MAX, PASS_TRAFFIC);
+	}
 	for (int k = 0; k < NTABLES && rc == 0; k++)
 		rc = read_table(r, g, &x, k);
+	/* a session whose passes count their traffic otherwise: their labels as the schema's */
+	for (size_t i = 0; rc == 0 && traffic != PASS_TRAFFIC && i < x.nrows[T_PASSES]; i++) {
+		struct cal_pass *p = &((struct cal_pass *)x.rows[T_PASSES])[i];
+		p->bytes = (uint64_t)llround((double)p->bytes * traffic / PASS_TRAFFIC);
+		if (!p->bytes)
+			p->bytes = 1;
+	}
 	if (rc || r->ranks < 0 || (r->ranks != 0 && x.ranks != r->ranks)) {
 		session_release(&x);
 		return rc;
@@ -762,16 +793,17 @@ static void *merge_table(const struct reader *r, int k, int *nout)
 	return out;
 }
 
-/* A scalar of the newest session, or the median over its series. */
+/* A scalar of the newest session, or the median over its series (an optional one: of those that have it; NAN, none). */
 static double series_scalar(const struct reader *r, int k)
 {
 	double *v = xmalloc(sizeof(double) * (size_t)r->n), x;
 	int m = 0;
 
 	for (int i = 0; i < r->n; i++)
-		if (i == 0 || (r->sess[0].series[0] && !strcmp(r->sess[i].series, r->sess[0].series)))
+		if ((i == 0 || (r->sess[0].series[0] && !strcmp(r->sess[i].series, r->sess[0].series))) &&
+		    !isnan(r->sess[i].scalar[k]))
 			v[m++] = r->sess[i].scalar[k];
-	x = median_of(v, m);
+	x = m ? median_of(v, m) : NAN;
 	free(v);
 	return x;
 }
@@ -805,6 +837,9 @@ static int merge(struct reader *r, hid_t cal, struct calibration *c)
 	c->issue_ns = series_scalar(r, S_ISSUE);
 	c->adamw_ns_per_elem = series_scalar(r, S_ADAMW);
 	c->host_adamw_ns_per_elem = series_scalar(r, S_HOST_ADAMW);
+	c->adamw_fused_ns_per_elem = series_scalar(r, S_ADAMW_FUSED);
+	if (isnan(c->adamw_fused_ns_per_elem))
+		c->adamw_fused_ns_per_elem = 0;
 	/* sessions written before it was measured: gpu_run's CPU backend never bounds its queues */
 	c->launch_queue = !strcmp(c->backend, "cpu") ? 0 : -1;
 	g = H5Gopen2(cal, r->sess[0].name, H5P_DEFAULT);

@@ -92,6 +92,7 @@ struct calibration {
 	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
 	double adamw_ns_per_elem;  /* the optimizer, per parameter element */
 	double host_adamw_ns_per_elem; /* the host optimizer (offload), per element */
+	double adamw_fused_ns_per_elem; /* PyTorch's fused AdamW, per element; 0: not measured (adamw_ns_per_elem) */
 	int launch_queue;          /* kernels a stream holds before a launch blocks; 0: no bound; -1: not measured */
 };
 

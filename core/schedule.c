@@ -1032,6 +1032,12 @@ static void optim_temporaries(struct builder *b, int unit, double per_elem)
  * parameter (after backward), a read of every gradient for the norm and a
  * read and write to scale it, in two more multi-tensor kernels per chunk.
  */
+/* The traffic of clipping the gradient norm over `elems` parameter elements: a read for the norm, a read and write to scale */
+static uint64_t clip_bytes(const struct policy *p, uint64_t elems)
+{
+	return 3 * elems * (uint64_t)policy_grad_bytes(p);
+}
+
 static void optim_extras(struct builder *b, uint64_t elems, int tensors, int clips)
 {
 	const struct runtime_spec *r = &b->e->runtime;
@@ -1043,7 +1049,7 @@ static void optim_extras(struct builder *b, uint64_t elems, int tensors, int cli
 	if (b->p->optim == OPT_FOREACH && r->optim_temp_bytes > 0)
 		optim_temporaries(b, b->cur->unit, r->optim_temp_bytes);
 	if (clips && r->clip_grad_norm) {
-		b->cur->bytes += 3 * elems * (uint64_t)policy_grad_bytes(b->p);
+		b->cur->bytes += clip_bytes(b->p, elems);
 		b->cur->launches += (uint32_t)(2 * chunks);
 		b->cur->host_ns += (uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5);
 	}
@@ -1072,9 +1078,28 @@ static uint32_t optim_launches(const struct builder *b, int ntensors)
 	}
 }
 
+static uint64_t opt_elems(const struct policy *p, const struct unit *x)
+{
+	return p->sharding == SHARD_DDP ? (uint64_t)x->params : x->shard_elems;
+}
+
 static uint64_t unit_opt_elems(const struct builder *b, const struct unit *x)
 {
-	return b->p->sharding == SHARD_DDP ? (uint64_t)x->params : x->shard_elems;
+	return opt_elems(b->p, x);
+}
+
+uint64_t schedule_clip_bytes(const struct schedule *s, int op)
+{
+	const struct op *o = &s->ops[op];
+	const struct policy *p = &s->exp->policy;
+	uint64_t elems = 0;
+
+	/* the step over every parameter clips (optim_extras); a unit's own step cannot */
+	if (o->kind != OP_OPTIM || o->unit >= 0 || !s->exp->runtime.clip_grad_norm)
+		return 0;
+	for (int u = 0; u < s->nunits; u++)
+		elems += opt_elems(p, &s->units[u]);
+	return clip_bytes(p, elems);
 }
 
 /* The operands of unit u's host optimizer step: its host gradient, master and moments. */

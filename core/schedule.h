@@ -392,6 +392,8 @@ uint64_t collective_wire_bytes(enum op_kind k, uint64_t S, int n);
 
 /* Bytes of one kind summed over the step (tests and reports). */
 uint64_t schedule_bytes_of(const struct schedule *s, enum op_kind k);
+/* The part of optimizer op `op`'s bytes that clips the gradient norm before it (0 when it does not clip) */
+uint64_t schedule_clip_bytes(const struct schedule *s, int op);
 int schedule_count_of(const struct schedule *s, enum op_kind k);
 
 /* Bytes alive at the start of a step after the first, by category: the persistent state and what the first step made to keep. */

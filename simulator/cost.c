@@ -303,16 +303,25 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 			ns += calibration_kernel_ns(c->cal, &s->kernels[t->first + i], beside, &exact);
 		}
 	} else if (o->kind == OP_OPTIM) {
-		ns = c->cal->adamw_ns_per_elem * optim_elems(s, o);
+		/* the update as measured (PyTorch's fused AdamW apart, where measured), the clipping as a pass */
+		double per_elem = s->exp->policy.optim == OPT_FUSED && c->cal->adamw_fused_ns_per_elem > 0
+					  ? c->cal->adamw_fused_ns_per_elem
+					  : c->cal->adamw_ns_per_elem;
+		uint64_t clip = schedule_clip_bytes(s, op);
+		ns = per_elem * optim_elems(s, o) + (clip ? calibration_pass_ns(c->cal, clip) : 0);
 	} else if (o->kind == OP_CPU_OPTIM) {
 		ns = c->cal->host_adamw_ns_per_elem * optim_elems(s, o);
 	} else if (o->bytes) {
 		ns = calibration_pass_ns(c->cal, o->bytes);
 	}
-	/* the runtime zero-fills the buffers the op accumulates into before it runs */
+	/*
+	 * the runtime zero-fills the buffers the op accumulates into before it
+	 * runs; not the ones made once, at the run's first step (the lazy
+	 * optimizer state): the step priced is a later one
+	 */
 	for (int i = 0; i < o->nalloc; i++) {
 		const struct buffer *b = &s->bufs[s->bufrefs[o->buf_first + i]];
-		if (b->zero)
+		if (b->zero && !b->once)
 			ns += calibration_pass_ns(c->cal, b->bytes);
 	}
 	return *memo = ns;

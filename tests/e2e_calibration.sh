@@ -5,7 +5,7 @@
 # 000007):
 #
 #   1. each damage (a time that is NaN, infinite, negative, 0 or over an
-#      hour, a size of 0, a table without a field, an attribute of many
+#      hour, a size of 0, a pass traffic of 0 or NaN, a table without a field, an attribute of many
 #      values, a session without attributes, sessions of two machines that
 #      would merge, no collective the schedule needs, a backend no runtime
 #      has, quoted escaped) exits 2 with one line
@@ -107,6 +107,9 @@ make("issue_nan", attr("000007", "issue_ns", float("nan")))
 make("wake_inf", attr("000007", "wake_ns", float("inf")))
 make("issue_huge", attr("000007", "issue_ns", 1e300))
 make("dispatch_nan", attr("000006", "dispatch_ns", float("nan")))
+make("fused_neg", attr("000007", "adamw_fused_ns_per_elem", -0.5))
+make("traffic_zero", attr("000007", "pass_traffic", 0.0))
+make("traffic_nan", attr("000006", "pass_traffic", float("nan")))
 make("kernel_nan", row("000007", "kernels", 3, "ns", float("nan")))
 make("gemm_neg", row("000007", "gemm", 5, "ns", -3.0))
 make("pass_zero", row("000007", "passes", 2, "ns", 0.0))
@@ -140,6 +143,9 @@ cases=(
 	"wake_inf|/calibration/000007: attribute wake_ns = inf"
 	"issue_huge|/calibration/000007: attribute issue_ns = 1e+300"
 	"dispatch_nan|/calibration/000006: attribute dispatch_ns = nan"
+	"fused_neg|/calibration/000007: attribute adamw_fused_ns_per_elem = -0.5 (allowed: finite, > 0 and at most 1e+06 ns per element)"
+	"traffic_zero|/calibration/000007: attribute pass_traffic = 0 (allowed: above 0 and at most 8, the bytes of traffic per byte of a pass's label; without it 1.5, data/README.md)"
+	"traffic_nan|/calibration/000006: attribute pass_traffic = nan (allowed: above 0"
 	"kernel_nan|/calibration/000007: kernels row 3: ns = nan (allowed: finite, > 0 and at most 3.6e+12 ns, an hour)"
 	"gemm_neg|/calibration/000007: gemm row 5: ns = -3 (allowed: finite, > 0"
 	"pass_zero|/calibration/000007: passes row 2: ns = 0 (allowed: finite, > 0"

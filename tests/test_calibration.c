@@ -181,6 +181,81 @@ static void test_pass_traffic(void)
 	CU_ASSERT_EQUAL(exact, 0);
 }
 
+/* Attribute key of group /calibration/<session> of file f set to v (what a session written elsewhere may carry). */
+static void set_attr(const char *f, const char *session, const char *key, double v)
+{
+	char g[64];
+	hid_t file = H5Fopen(f, H5F_ACC_RDWR, H5P_DEFAULT), grp, sp, at;
+
+	CU_ASSERT_FATAL(file >= 0);
+	snprintf(g, sizeof g, "/calibration/%s", session);
+	grp = H5Gopen2(file, g, H5P_DEFAULT);
+	sp = H5Screate(H5S_SCALAR);
+	at = H5Acreate2(grp, key, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+	CU_ASSERT_FATAL(at >= 0);
+	H5Awrite(at, H5T_NATIVE_DOUBLE, &v);
+	H5Aclose(at);
+	H5Sclose(sp);
+	H5Gclose(grp);
+	H5Fclose(file);
+}
+
+static void good_session(struct calibration *c, int ranks, struct cal_pass *pass, struct cal_coll *coll);
+static void assert_refused(const char *f, int ranks, const char *const *want);
+
+/*
+ * A session whose passes count their traffic otherwise (pass_traffic:
+ * experiments/pytorch/microbench.py's of 2026-11-27 labelled an in-place
+ * multiply by the bytes it read and wrote, 1.0) reads as the schema's
+ * passes: an op of b bytes of traffic costs the pass that moved b. Merged
+ * with a session of the schema's passes, each keeps its own meaning.
+ * PyTorch's fused AdamW per element (adamw_fused_ns_per_elem) is read
+ * where a session has it, 0 where none does.
+ */
+static void test_pass_traffic_attr(void)
+{
+	struct calibration c, r;
+	struct cal_pass pass, two[2] = { { 3000, 1e3 }, { 30000, 10e3 } };
+	struct cal_coll coll;
+	char f[160], err[512];
+
+	snprintf(f, sizeof f, "%s/traffic.h5", dir);
+	good_session(&c, 2, &pass, &coll);
+	c.passes = two;
+	c.npasses = 2;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&r, 4500), 1e3, 1e-6); /* 1.5 x 3000 */
+	CU_ASSERT_EQUAL(r.adamw_fused_ns_per_elem, 0);                    /* not measured */
+	calibration_release(&r);
+	set_attr(f, "000000", "pass_traffic", 1.0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL_FATAL(r.npasses, 2);
+	CU_ASSERT_EQUAL(r.passes[0].bytes, 2000); /* labelled as the schema's pass of 3000 bytes of traffic */
+	CU_ASSERT_EQUAL(r.passes[1].bytes, 20000);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&r, 3000), 1e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&r, 30000), 10e3, 1e-6);
+	calibration_release(&r);
+
+	/* a newer session of the schema's passes, and fused AdamW measured */
+	good_session(&c, 2, &pass, &coll);
+	pass = (struct cal_pass){ 60000, 20e3 };
+	c.adamw_fused_ns_per_elem = 0.5;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL_FATAL(r.npasses, 3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&r, 90000), 20e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_pass_ns(&r, 3000), 1e3, 1e-6);
+	CU_ASSERT_EQUAL(r.adamw_fused_ns_per_elem, 0.5);
+	CU_ASSERT_EQUAL(r.adamw_ns_per_elem, 2.0);
+	calibration_release(&r);
+
+	set_attr(f, "000001", "pass_traffic", 9.0);
+	assert_refused(f, 2, (const char *const[]){ "/calibration/000001: attribute pass_traffic = 9 (allowed: above 0 "
+						     "and at most 8", NULL });
+	unlink(f);
+}
+
 /*
  * Host-device copies are priced by direction from their own table, which a
  * series gives as its medians; a calibration without them (files from
@@ -488,6 +563,7 @@ void suite_calibration(void)
 	CU_add_test(s, "a series gives its medians", test_series_median);
 	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
 	CU_add_test(s, "host-device copies by direction", test_copies);
+	CU_add_test(s, "a session's pass_traffic, fused AdamW", test_pass_traffic_attr);
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
 	CU_add_test(s, "every value read is checked", test_values_checked);
 	CU_add_test(s, "sessions that merge are one machine", test_one_machine);

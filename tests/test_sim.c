@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "calibration.h"
 #include "config.h"
 #include "cost.h"
 #include "engine.h"
@@ -409,6 +412,76 @@ static void test_launch_queue(void)
 	config_release(&e);
 }
 
+/*
+ * A calibrated optimizer step over every parameter: the update at the
+ * measured ns per element of the optimizer the policy names (PyTorch's
+ * fused AdamW apart, where measured), plus the gradient-norm clipping the
+ * pytorch runtime does before it, priced as the pass of its traffic (a
+ * read for the norm, a read and write to scale: 3 x the gradient's bytes).
+ * The testbed runtime does not clip.
+ */
+static void test_calibrated_optimizer(void)
+{
+	char dir[] = "/tmp/test_sim_cal.XXXXXX", path[96], set[160], err[256];
+	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
+	struct calibration c;
+	double got[2] = { 0, 0 }, update = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/cal.h5", dir);
+	memset(&c, 0, sizeof c);
+	snprintf(c.hardware, sizeof c.hardware, "test");
+	snprintf(c.backend, sizeof c.backend, "pytorch");
+	c.ranks = 1;
+	c.passes = pass;
+	c.npasses = 2;
+	c.adamw_ns_per_elem = c.host_adamw_ns_per_elem = 1.0;
+	c.adamw_fused_ns_per_elem = 0.25;
+	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
+	snprintf(set, sizeof set, "cluster.calibration=%s", path);
+	for (int run = 0; run < 3; run++) {
+		const char *optim = run == 1 ? "policy.optim=fused" : "policy.optim=foreach";
+		struct experiment e;
+		struct schedule *sc;
+		struct cost cost;
+		double elems = 0, want;
+		uint64_t clip;
+		int op = -1;
+
+		config_init(&e);
+		config_set(&e, "model.name=tiny", "t");
+		config_set(&e, "cluster.nodes=1", "t");
+		config_set(&e, "cluster.gpus_per_node=1", "t");
+		config_set(&e, run == 2 ? "policy.runtime=testbed" : "policy.runtime=pytorch", "t");
+		config_set(&e, optim, "t");
+		config_set(&e, set, "t");
+		CU_ASSERT_FATAL(config_resolve(&e) == 0);
+		sc = schedule_new(&e, err, sizeof err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+		CU_ASSERT_FATAL(cost_init(&cost, sc, err, sizeof err) == 0);
+		for (int i = 0; i < sc->nops; i++)
+			if (sc->ops[i].kind == OP_OPTIM && sc->ops[i].unit < 0)
+				op = i;
+		CU_ASSERT_FATAL(op >= 0);
+		for (int u = 0; u < sc->nunits; u++)
+			elems += (double)sc->units[u].shard_elems;
+		clip = schedule_clip_bytes(sc, op);
+		CU_ASSERT_EQUAL(clip, run == 2 ? 0 : 3 * (uint64_t)elems * (uint64_t)policy_grad_bytes(&e.policy));
+		want = (run == 1 ? 0.25 : 1.0) * elems + (clip ? calibration_pass_ns(cost.cal, clip) : 0);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_op_ns(&cost, op, 0), want, 1e-9 * want);
+		if (run < 2)
+			got[run] = cost_cal_op_ns(&cost, op, 0);
+		update = elems;
+		cost_release(&cost);
+		schedule_free(sc);
+		config_release(&e);
+	}
+	CU_ASSERT(update > 0);
+	CU_ASSERT_DOUBLE_EQUAL(got[0] - got[1], 0.75 * update, 1e-6 * update); /* fused: a quarter of the update */
+	unlink(path);
+	rmdir(dir);
+}
+
 #define L8 "model.name=llama3-8b", "cluster.gpu=h100-sxm"
 
 static void test_accumulation_tradeoff(void)
@@ -623,4 +696,5 @@ void suite_sim(void)
 	CU_add_test(s, "offload and checkpointing", test_offload_and_checkpointing);
 	CU_add_test(s, "not fitting is reported", test_not_fitting_is_reported);
 	CU_add_test(s, "the caching allocator at the GPU's capacity", test_caching_allocator_at_capacity);
+	CU_add_test(s, "a calibrated optimizer step", test_calibrated_optimizer);
 }
