@@ -133,11 +133,32 @@ struct skey {
 	int b;
 };
 
-/* Free blocks ascending by key. */
-struct order {
-	struct skey *v;
-	int n, cap;
+/*
+ * Free blocks ascending by key, in chunks of at most OCHUNK keys, the
+ * chunks in order (none empty): an insertion or a removal moves the keys
+ * of one chunk, not of the whole order (a caching pool holds 100 to 350
+ * free blocks). A place in an order is an int, chunk << OCHUNK_SHIFT |
+ * index, valid until the order changes; past the last key it is the
+ * number of chunks << OCHUNK_SHIFT.
+ */
+#define OCHUNK_SHIFT 5
+#define OCHUNK (1 << OCHUNK_SHIFT)
+#define OCHUNK_FILL (3 * OCHUNK / 4) /* keys per chunk when an order is loaded whole */
+
+struct ochunk {
+	int n;
+	struct skey v[OCHUNK];
 };
+
+struct order {
+	struct ochunk **c;
+	int nc, capc;
+	int n;                 /* keys in all */
+	struct ochunk **spare; /* emptied chunks, for the next ones */
+	int nspare, capspare;
+};
+
+static void order_release(struct order *o);
 
 /* A free block below a level, waiting for position `at` of a stream (or issue index `at`). */
 struct watch {
@@ -248,8 +269,8 @@ void alloc_free(struct allocator *a)
 	for (int p = 0; p < NPOOLS; p++) {
 		free(a->pools[p].free);
 		free(a->pools[p].linked);
-		free(a->pools[p].ready.v);
-		free(a->pools[p].old.v);
+		order_release(&a->pools[p].ready);
+		order_release(&a->pools[p].old);
 		for (int t = 0; t < ST_COUNT; t++)
 			free(a->pools[p].watch[t].v);
 		free(a->pools[p].aging.v);
@@ -338,43 +359,173 @@ static int keys_lower(const struct skey *v, int n, const struct skey *k)
 	return lo;
 }
 
+/* The key at place i of o (a place holding one). */
+static inline struct skey *order_key(const struct order *o, int i)
+{
+	return &o->c[i >> OCHUNK_SHIFT]->v[i & (OCHUNK - 1)];
+}
+
+/* Whether place i of o holds a key (else it is past the last). */
+static inline int order_valid(const struct order *o, int i)
+{
+	return (i >> OCHUNK_SHIFT) < o->nc;
+}
+
+/* The place after i. */
+static inline int order_next(const struct order *o, int i)
+{
+	int c = i >> OCHUNK_SHIFT, j = (i & (OCHUNK - 1)) + 1;
+
+	return j < o->c[c]->n ? i + 1 : (c + 1) << OCHUNK_SHIFT;
+}
+
+/* The first chunk of o whose last key is not below k (o->nc when none). */
+static int chunk_lower(const struct order *o, const struct skey *k)
+{
+	int lo = 0, hi = o->nc;
+
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		const struct ochunk *x = o->c[mid];
+		if (key_less(&x->v[x->n - 1], k))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The first place of o whose key is not below k. */
+static int order_lower(const struct order *o, const struct skey *k)
+{
+	int c = chunk_lower(o, k);
+
+	if (c == o->nc)
+		return c << OCHUNK_SHIFT;
+	return c << OCHUNK_SHIFT | keys_lower(o->c[c]->v, o->c[c]->n, k);
+}
+
+/* A chunk enters o at position c of its chunks, empty. */
+static struct ochunk *chunk_add(struct order *o, int c)
+{
+	struct ochunk *x = o->nspare ? o->spare[--o->nspare] : xmalloc(sizeof(*x));
+
+	if (o->nc == o->capc) {
+		o->capc = o->capc ? 2 * o->capc : 8;
+		o->c = xrealloc(o->c, sizeof(*o->c) * (size_t)o->capc);
+	}
+	memmove(o->c + c + 1, o->c + c, sizeof(*o->c) * (size_t)(o->nc - c));
+	o->c[c] = x;
+	o->nc++;
+	x->n = 0;
+	return x;
+}
+
+/* Chunk c leaves o (kept for the next). */
+static void chunk_drop(struct order *o, int c)
+{
+	if (o->nspare == o->capspare) {
+		o->capspare = o->capspare ? 2 * o->capspare : 8;
+		o->spare = xrealloc(o->spare, sizeof(*o->spare) * (size_t)o->capspare);
+	}
+	o->spare[o->nspare++] = o->c[c];
+	memmove(o->c + c, o->c + c + 1, sizeof(*o->c) * (size_t)(o->nc - c - 1));
+	o->nc--;
+}
+
+/* o empty, its chunks kept. */
+static void order_clear(struct order *o)
+{
+	while (o->nc)
+		chunk_drop(o, o->nc - 1);
+	o->n = 0;
+}
+
+static void order_release(struct order *o)
+{
+	for (int c = 0; c < o->nc; c++)
+		free(o->c[c]);
+	for (int c = 0; c < o->nspare; c++)
+		free(o->spare[c]);
+	free(o->c);
+	free(o->spare);
+}
+
+/* o holds the n ascending keys v, and nothing else. */
+static void order_load(struct order *o, const struct skey *v, int n)
+{
+	order_clear(o);
+	for (int at = 0; at < n;) {
+		int m = n - at < OCHUNK ? n - at : OCHUNK_FILL;
+		struct ochunk *x = chunk_add(o, o->nc);
+		memcpy(x->v, v + at, sizeof(*v) * (size_t)m);
+		x->n = m;
+		at += m;
+	}
+	o->n = n;
+}
+
 /* Block b enters o with key k (the caller sets the block's level); its key must not change while there. */
 static void order_insert(struct order *o, struct skey k)
 {
-	int i;
+	int c = chunk_lower(o, &k), i;
+	struct ochunk *x;
 
-	if (o->n == o->cap) {
-		o->cap = o->cap ? 2 * o->cap : 16;
-		o->v = xrealloc(o->v, sizeof(*o->v) * (size_t)o->cap);
+	if (c == o->nc) /* above every key: the last chunk's end */
+		c = o->nc ? o->nc - 1 : 0;
+	x = c < o->nc ? o->c[c] : chunk_add(o, c);
+	i = keys_lower(x->v, x->n, &k);
+	if (x->n == OCHUNK) { /* full: its upper half becomes a chunk after it */
+		struct ochunk *y = chunk_add(o, c + 1);
+		y->n = OCHUNK / 2;
+		memcpy(y->v, x->v + OCHUNK / 2, sizeof(*x->v) * (OCHUNK / 2));
+		x->n = OCHUNK / 2;
+		if (i > OCHUNK / 2) {
+			x = y;
+			i -= OCHUNK / 2;
+		}
 	}
-	i = keys_lower(o->v, o->n, &k);
-	memmove(o->v + i + 1, o->v + i, sizeof(*o->v) * (size_t)(o->n - i));
-	o->v[i] = k;
+	memmove(x->v + i + 1, x->v + i, sizeof(*x->v) * (size_t)(x->n - i));
+	x->v[i] = k;
+	x->n++;
 	o->n++;
 }
 
 /*
  * Block b leaves o. The search that chose the block to give out knows its
- * place (a->at_b, a->at_i): a guess, right when o->v[at_i] is b's entry;
- * else the binary search finds it.
+ * place (a->at_b, a->at_i): a guess, right when the key at at_i is b's;
+ * else the search finds it.
  */
 static int order_find(const struct allocator *a, const struct order *o, int b)
 {
 	int i = a->at_i;
 
-	if (a->at_b != b || i >= o->n || o->v[i].b != b) {
+	if (a->at_b != b || !order_valid(o, i) || (i & (OCHUNK - 1)) >= o->c[i >> OCHUNK_SHIFT]->n ||
+	    order_key(o, i)->b != b) {
 		struct skey k = key_of(a, b);
-		i = keys_lower(o->v, o->n, &k);
+		i = order_lower(o, &k);
 	}
-	assert(i < o->n && o->v[i].b == b);
+	assert(order_valid(o, i) && order_key(o, i)->b == b);
 	return i;
 }
 
-/* The entry at i leaves o. */
+/* The key at place i leaves o; a chunk left empty goes, one left small joins the next when both fit in half of one. */
 static void order_drop(struct order *o, int i)
 {
-	memmove(o->v + i, o->v + i + 1, sizeof(*o->v) * (size_t)(o->n - i - 1));
+	int c = i >> OCHUNK_SHIFT, j = i & (OCHUNK - 1);
+	struct ochunk *x = o->c[c];
+
+	memmove(x->v + j, x->v + j + 1, sizeof(*x->v) * (size_t)(x->n - j - 1));
+	x->n--;
 	o->n--;
+	if (!x->n) {
+		chunk_drop(o, c);
+	} else if (c + 1 < o->nc && x->n + o->c[c + 1]->n <= OCHUNK / 2) {
+		struct ochunk *y = o->c[c + 1];
+		memcpy(x->v + x->n, y->v, sizeof(*y->v) * (size_t)y->n);
+		x->n += y->n;
+		chunk_drop(o, c + 1);
+	}
 }
 
 static void order_remove(struct allocator *a, struct order *o, int b)
@@ -382,17 +533,11 @@ static void order_remove(struct allocator *a, struct order *o, int b)
 	order_drop(o, order_find(a, o, b));
 }
 
-/*
- * The entry at i takes key k, above its own (a merged block, larger), and
- * moves up past the entries now below it: one search and one move instead
- * of a removal's and an insertion's.
- */
+/* The key at place i takes key k, above its own (a merged block, larger), and moves to its place. */
 static void order_grow(struct order *o, int i, struct skey k)
 {
-	int j = i + 1 + keys_lower(o->v + i + 1, o->n - i - 1, &k);
-
-	memmove(o->v + i, o->v + i + 1, sizeof(*o->v) * (size_t)(j - i - 1));
-	o->v[j - 1] = k;
+	order_drop(o, i);
+	order_insert(o, k);
 }
 
 /* ---- the levels of a caching pool's free blocks ----------------------------------- */
@@ -501,12 +646,16 @@ static int key_cmp(const void *x, const void *y)
  */
 static void level_rebuild(struct allocator *a, struct pool *p)
 {
-	p->ready.n = p->old.n = p->aging.n = 0;
+	int nb = 0;
+
+	order_clear(&p->ready);
+	order_clear(&p->old);
+	p->aging.n = 0;
 	for (int t = 0; t < ST_COUNT; t++)
 		p->watch[t].n = 0;
-	if (p->ready.cap < p->n) {
-		p->ready.cap = p->n;
-		p->ready.v = xrealloc(p->ready.v, sizeof(*p->ready.v) * (size_t)p->ready.cap);
+	if (a->capkeys < p->n) {
+		a->capkeys = p->n;
+		a->keys = xrealloc(a->keys, sizeof(*a->keys) * (size_t)a->capkeys);
 	}
 	for (int i = 0; i < p->n; i++) {
 		int b = p->free[i];
@@ -514,13 +663,14 @@ static void level_rebuild(struct allocator *a, struct pool *p)
 		k->level = 0;
 		k->gen++;
 		if (ready_for(k, p->clk)) {
-			p->ready.v[p->ready.n++] = key_of(a, b);
+			a->keys[nb++] = key_of(a, b);
 			k->level = 2;
 		} else {
 			level_enter(a, b, 1); /* never into ready[]: it waits for some stream */
 		}
 	}
-	qsort(p->ready.v, (size_t)p->ready.n, sizeof(*p->ready.v), key_cmp);
+	qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
+	order_load(&p->ready, a->keys, nb);
 }
 
 /*
@@ -1039,8 +1189,8 @@ static uint64_t expandable_size(const struct allocator *a, int b)
 static int expandable_walk(struct allocator *a, const struct order *o, int i, int b, int *at)
 {
 	*at = i;
-	for (int j = i + 1; j < o->n; j++) {
-		int x = o->v[j].b;
+	for (int j = order_next(o, i); order_valid(o, j); j = order_next(o, j)) {
+		int x = order_key(o, j)->b;
 		if (usable(a, a->blocks[x].prev, 2) || usable(a, a->blocks[x].next, 2))
 			continue;
 		if (expandable_size(a, x) >= expandable_size(a, b))
@@ -1078,8 +1228,9 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 		best_run[2] = bk.size;
 	} else {
 		/* the first lone block at level 2 by size */
-		for (int i = keys_lower(p->ready.v, p->ready.n, &key); i < p->ready.n && best[2] < 0; i++) {
-			int b = p->ready.v[i].b;
+		for (int i = order_lower(&p->ready, &key); order_valid(&p->ready, i) && best[2] < 0;
+		     i = order_next(&p->ready, i)) {
+			int b = order_key(&p->ready, i)->b;
 			assert(usable(a, b, 2));
 			if (!usable(a, a->blocks[b].prev, 2) && !usable(a, a->blocks[b].next, 2)) {
 				int at = i;
@@ -1114,12 +1265,17 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 		if (need == 2 && a->rq->clock) {
 			/* none at level 2: the first lone block at level 1 or 2 by size, in the two orders */
 			const struct order *x = &p->ready, *y = &p->old;
-			int i = keys_lower(x->v, x->n, &key), j = keys_lower(y->v, y->n, &key);
-			while (best[1] < 0 && (i < x->n || j < y->n)) {
-				int in_x = j >= y->n || (i < x->n && key_less(&x->v[i], &y->v[j]));
-				int b = in_x ? x->v[i++].b : y->v[j++].b;
+			int i = order_lower(x, &key), j = order_lower(y, &key);
+			while (best[1] < 0 && (order_valid(x, i) || order_valid(y, j))) {
+				int in_x = !order_valid(y, j) ||
+					   (order_valid(x, i) && key_less(order_key(x, i), order_key(y, j)));
+				int b = in_x ? order_key(x, i)->b : order_key(y, j)->b;
 				a->at_b = b;
-				a->at_i = in_x ? i - 1 : j - 1;
+				a->at_i = in_x ? i : j;
+				if (in_x)
+					i = order_next(x, i);
+				else
+					j = order_next(y, j);
 				assert(usable(a, b, 1));
 				if (!usable(a, a->blocks[b].prev, 1) && !usable(a, a->blocks[b].next, 1)) {
 					best[1] = b;
@@ -1562,13 +1718,14 @@ static void unmap_block(struct allocator *a, int b)
 static void drained(struct allocator *a, struct pool *p)
 {
 	struct order *o = &p->ready;
-	int nb = 0, i, j, w;
+	int nb = 0, i, j;
 
-	p->old.n = p->aging.n = 0;
+	order_clear(&p->old);
+	p->aging.n = 0;
 	for (int t = 0; t < ST_COUNT; t++)
 		p->watch[t].n = 0;
-	if (a->capkeys < p->n) {
-		a->capkeys = p->n;
+	if (a->capkeys < 2 * p->n) { /* the keys entering, then the whole order */
+		a->capkeys = 2 * p->n;
 		a->keys = xrealloc(a->keys, sizeof(*a->keys) * (size_t)a->capkeys);
 	}
 	if (a->capwhole < a->nwhole + p->n) {
@@ -1596,14 +1753,19 @@ static void drained(struct allocator *a, struct pool *p)
 		return;
 	}
 	qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
-	if (o->cap < p->n) {
-		o->cap = p->n;
-		o->v = xrealloc(o->v, sizeof(*o->v) * (size_t)o->cap);
+	{
+		/* merged with the order's keys into keys[nb..], then loaded whole */
+		struct skey *m = a->keys + nb;
+		int k = 0; /* the order's first place (its end when empty) */
+		for (i = 0, j = 0; i < p->n; i++)
+			if (j < nb && (!order_valid(o, k) || key_less(&a->keys[j], order_key(o, k)))) {
+				m[i] = a->keys[j++];
+			} else {
+				m[i] = *order_key(o, k);
+				k = order_next(o, k);
+			}
+		order_load(o, m, p->n);
 	}
-	/* merge from the back, in place */
-	for (i = o->n - 1, j = nb - 1, w = p->n - 1; j >= 0; w--)
-		o->v[w] = i >= 0 && key_less(&a->keys[j], &o->v[i]) ? o->v[i--] : a->keys[j--];
-	o->n = p->n;
 }
 
 /*

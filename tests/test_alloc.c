@@ -297,6 +297,84 @@ static void test_caching_levels(void)
 	alloc_free(a);
 }
 
+/*
+ * A caching pool with hundreds of free blocks (a PyTorch step's pools
+ * hold 100 to 350), freed and taken again in a shuffled order, across a
+ * step's end: each request gets the block a scan of every free block
+ * would give, the smallest that holds it and among equal ones the lowest
+ * segment, and no new memory. (The pool's order of free blocks is kept in
+ * chunks that split and join as it grows and shrinks.)
+ */
+#define NMANY 300
+
+static void test_caching_many_free_blocks(void)
+{
+	struct allocator *a = alloc_new(&caching, NMANY, fake_reserve, NULL);
+	uint64_t size[NMANY], reserved;
+	int seg_free[NMANY], buf_seg[NMANY]; /* segment x free; the segment buffer b holds, -1 */
+	uint32_t clock[ST_COUNT] = { 0 }, now = 0, lcg = 12345;
+	int checked = 0, wrong = 0;
+
+	/* segment i, buffer i's at first: 10 MiB and up in steps of 2 MiB, each size twice */
+	for (int i = 0; i < NMANY; i++) {
+		size[i] = (10 + 2 * (uint64_t)((i * 37) % (NMANY / 2))) * MIB;
+		CU_ASSERT_EQUAL_FATAL(get(a, i, size[i], ST_COMPUTE, 0, NULL), 0);
+		CU_ASSERT_EQUAL_FATAL(addr(a, i), (uintptr_t)(i + 1) << 40);
+	}
+	reserved = alloc_reserved(a);
+	for (int i = 0; i < NMANY; i++) {
+		alloc_put(a, i, ST_COMPUTE, now, now);
+		now++;
+		seg_free[i] = 1;
+		buf_seg[i] = -1;
+	}
+	for (int round = 0; round < 6000; round++) {
+		int b, nfree = 0;
+		lcg = lcg * 1103515245u + 12345u;
+		if (round == 3000) { /* a step's end: every free block ready for the next step's clocks, from 0 */
+			alloc_settle(a);
+			now = 0;
+		}
+		for (int x = 0; x < NMANY; x++)
+			nfree += seg_free[x];
+		b = (int)((lcg >> 8) % NMANY);
+		if (buf_seg[b] >= 0) {
+			if (nfree < 40 || (lcg >> 4) % 3) { /* freed */
+				alloc_put(a, b, ST_COMPUTE, now, now);
+				now++;
+				seg_free[buf_seg[b]] = 1;
+				buf_seg[b] = -1;
+			}
+			continue;
+		}
+		{
+			/* a request for a free block's size, less up to a MiB (too little to split off) */
+			int pick = (int)((lcg >> 12) % (uint32_t)nfree), n = 0, want = -1;
+			uint64_t r;
+			for (int x = 0; x < NMANY && want < 0; x++)
+				if (seg_free[x] && n++ == pick)
+					want = x;
+			r = size[want] - 512 * ((lcg >> 3) % 2048);
+			for (int x = 0; x < want; x++) /* the lowest free segment of that size */
+				if (seg_free[x] && size[x] == size[want]) {
+					want = x;
+					break;
+				}
+			clock[ST_COMPUTE] = now;
+			CU_ASSERT_EQUAL_FATAL(get(a, b, r, ST_COMPUTE, now, clock), 0);
+			now++;
+			checked++;
+			wrong += addr(a, b) != (uintptr_t)(want + 1) << 40;
+			seg_free[want] = 0;
+			buf_seg[b] = want;
+		}
+	}
+	CU_ASSERT(checked > 1000);
+	CU_ASSERT_EQUAL(wrong, 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), reserved);
+	alloc_free(a);
+}
+
 /* The segments a flush released, in order. */
 static int released[8], nreleased;
 
@@ -674,6 +752,7 @@ void suite_alloc(void)
 	CU_add_test(s, "caching pools", test_caching_pools);
 	CU_add_test(s, "caching pools: blocks by how they serve the stream", test_caching_levels);
 	CU_add_test(s, "caching pools at the device's capacity: flush, retry, OOM", test_caching_capacity);
+	CU_add_test(s, "a caching pool of hundreds of free blocks: best fit", test_caching_many_free_blocks);
 	CU_add_test(s, "expandable segments: pages, one range per pool, split at 512", test_expandable_pages);
 	CU_add_test(s, "expandable segments at the capacity: free pages unmapped", test_expandable_flush);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
