@@ -341,7 +341,7 @@ static struct skey key_of(const struct allocator *a, int b)
 
 static inline int key_less(const struct skey *x, const struct skey *y)
 {
-	return x->size != y->size ? x->size < y->size : x->at < y->at;
+	return ((unsigned __int128)x->size << 64 | x->at) < ((unsigned __int128)y->size << 64 | y->at);
 }
 
 /* The first position of the n ascending keys v whose key is not below k. */
