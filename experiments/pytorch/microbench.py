@@ -97,22 +97,28 @@ def launch_queue_depth():
     return 0  # never blocked within 4096 launches
 
 
-def sim_elementwise(sim, a):
-    """The element-wise kernels of the eager recipe (core/recipe.c) at the shape, as `sim --kernels` lists them for
-    one block and the loss: [(name, flops, bytes)], each (name, bytes) once; None without a ./sim."""
+def sim_kernels(sim, a):
+    """The kernels of the eager recipe (core/recipe.c) at the shape, as `sim --kernels` lists them for one block and
+    the loss: element-wise [(name, flops, bytes)], GEMMs and attention [(name, m, n, k, flops, bytes)], each once;
+    None without a ./sim."""
     if not sim or not os.access(sim, os.X_OK):
         return None
     cmd = [sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(a.hidden), "--ffn", str(a.ffn),
            "--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--vocab", str(a.vocab), "--seq", str(a.tokens),
            "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch", "--kernels"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    seen, rows = set(), []
+    seen, rows, gemms = set(), [], []
     for line in out.splitlines():
         m = re.match(r"^ {10}(\S+)\s+elementwise\s+(\d+)\s+(\d+)", line)
         if m and (m.group(1), int(m.group(2))) not in seen:
             seen.add((m.group(1), int(m.group(2))))
             rows.append((m.group(1), int(m.group(3)), int(m.group(2))))
-    return rows
+        m = re.match(r"^ {10}(\S+)\s+(?:gemm|attention)\s+(\d+)\s+(\d+)\s+(\d+)x(\d+) [kd]=(\d+)", line)
+        if m and m.group(0) not in seen:
+            seen.add(m.group(0))
+            gemms.append((m.group(1), int(m.group(4)), int(m.group(5)), int(m.group(6)), int(m.group(3)),
+                          int(m.group(2))))
+    return rows, gemms
 
 
 def eager_ops(dev, dt, N, D, H, KV, Q, F_, V):
@@ -307,13 +313,33 @@ def main():
                t(fn, reps), 0.0)
         (kernels if name else gemms).append(row)
 
-    for name, n_out, k_in in (("wq", H * Q, D), ("wk", KV * Q, D), ("wv", KV * Q, D), ("wo", D, H * Q),
-                              ("w1", F_, D), ("w3", F_, D), ("w2", D, F_)):
-        mm(N, n_out, k_in, name)
+    recipe = sim_kernels(a.sim, a)
+    listed = recipe[0] if recipe else None
+    if recipe:
+        # every GEMM of a block and the head, forward and backward, as the recipe names and counts it: a
+        # projection's x @ w.t(), its input's gradient dy @ w, its weight's dy.t() @ x
+        for name, m, n, kk, flops, nbytes in recipe[1]:
+            if name.startswith("attention"):
+                continue  # SDPA's, below
+            if name.endswith("_wgrad"):
+                x, y = torch.randn(kk, m, device=dev, dtype=dt), torch.randn(kk, n, device=dev, dtype=dt)
+                fn = lambda x=x, y=y: x.t() @ y
+            elif name.endswith("_dgrad"):
+                x, y = torch.randn(m, kk, device=dev, dtype=dt), torch.randn(kk, n, device=dev, dtype=dt)
+                fn = lambda x=x, y=y: x @ y
+            else:
+                x, y = torch.randn(m, kk, device=dev, dtype=dt), torch.randn(n, kk, device=dev, dtype=dt)
+                fn = lambda x=x, y=y: x @ y.t()
+            fn()
+            kernels.append((name.encode()[:23], K_GEMM, m, n, kk, flops, nbytes, t(fn, reps), 0.0))
+            del x, y, fn
+    else:
+        for name, n_out, k_in in (("wq", H * Q, D), ("wk", KV * Q, D), ("wv", KV * Q, D), ("wo", D, H * Q),
+                                  ("w1", F_, D), ("w3", F_, D), ("w2", D, F_)):
+            mm(N, n_out, k_in, name)
     for m in ([1024, 4096] if a.quick else [512, 1024, 2048, 4096, 8192, 8320]):
         for n in ([1024, 4096] if a.quick else [1024, 2048, 4096, 4224, 14336]):
             mm(m, n, D)
-    listed = sim_elementwise(a.sim, a)
     if listed is None:
         print("microbench: no ./sim at %s: the forward's element-wise kernels only, labelled here" % a.sim)
         hand_elementwise(k, dev, dt, el, N, D, H, KV, Q, F_)
@@ -344,12 +370,14 @@ def main():
     ka = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
     va = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
     fl = 2 * H * T * T * Q
-    k("attention", K_ATTN, H, T, Q, fl, 4 * H * T * Q * el,
+    # labelled as the recipe has them where ./sim says (its FLOPs and bytes), else as written here
+    label = {x[0]: x[4:] for x in recipe[1] if x[0].startswith("attention") and x[1:4] == (H, T, Q)} if recipe else {}
+    k("attention", K_ATTN, H, T, Q, *label.get("attention", (fl, 4 * H * T * Q * el)),
       lambda: F.scaled_dot_product_attention(qa, ka, va, is_causal=True))
     out = F.scaled_dot_product_attention(qa, ka, va, is_causal=True)
     go = torch.randn_like(out)
     bwd = lambda: torch.autograd.grad(out, (qa, ka, va), go, retain_graph=True)
-    k("attention_bwd", K_ATTN, H, T, Q, 5 * fl // 2, 8 * H * T * Q * el, bwd)
+    k("attention_bwd", K_ATTN, H, T, Q, *label.get("attention_bwd", (5 * fl // 2, 8 * H * T * Q * el)), bwd)
     if cuda and listed:
         # SDPA's backward runs dO . O per row and the fp32 dq back to bf16 as kernels of their own, which the
         # recipe lists apart (attention_bwd_dot, attention_bwd_dq): their shares of it, from the profiler
