@@ -19,8 +19,20 @@ type tmo >/dev/null 2>&1 || tmo() { shift; "$@"; }
 # torchrun's workers meet at 127.0.0.1: the machine's own name may not resolve offline
 RUN=(-m torch.distributed.run --standalone --local-addr 127.0.0.1)
 rc=0
+# the GPU's clocks, power and temperature through the hook (clocks.csv, every 250 ms), and when each command
+# began and ended (phases.txt): whether a step ran at the clocks its kernels' microbenchmarks ran at
+if command -v nvidia-smi >/dev/null; then
+	# (a sampler that ends by itself, should the hook be killed before its trap runs)
+	timeout 900 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+		--format=csv -lms 250 >"$OUT/pytorch/clocks.csv" 2>/dev/null &
+	smi=$!
+	trap 'kill "$smi" 2>/dev/null' EXIT
+fi
+phase() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$OUT/pytorch/phases.txt"; }
+phase microbench
 tmo 45 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
+	phase "fsdp_bench grid, $w rank(s)"
 	tmo 145 $PY "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile --alloc-trace \
 		--gpu "$gpu" --steps 8 --warmup 2 \
 		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
@@ -28,21 +40,25 @@ for w in 1 "$n"; do
 done
 # the base policy again with expandable segments (PYTORCH_CUDA_ALLOC_CONF is read once per process):
 # reserved against the run above without them, which ./sim models (policy.expandable_segments)
+phase "fsdp_bench expandable segments"
 tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--expandable-segments --alloc-trace --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # the base policy built as torchtitan builds (on the meta device, then each shard allocated alone): its
 # memory_by_step against the device build's above says what the build leaves in the cache
+phase "fsdp_bench meta build"
 tmo 40 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one --build meta \
 	--alloc-trace --gpu "$gpu" --steps 8 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # the base policy compiled (torchtitan's compile of each block and the loss; pytorch-compile):
 # compiling takes a minute of the hook's time
+phase "fsdp_bench compiled"
 tmo 100 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--compile model+loss --alloc-trace --gpu "$gpu" --steps 5 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
 # FSDP2's copies at world size 1 (no collective) against ./sim's schedule, on the GPU with NCCL: seconds;
 # its table opens saved.log (the files that come back are few)
+phase "unshard.py, saved.py"
 if [ -x ./sim ]; then
 	tmo 30 $PY experiments/pytorch/unshard.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
 fi
@@ -54,4 +70,5 @@ if [ -x ./sim ]; then
 else
 	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
 fi
+phase end
 exit $rc
