@@ -1059,6 +1059,11 @@ double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t
 	return ns;
 }
 
+double calibration_adamw_ns_per_elem(const struct calibration *c, enum optim o)
+{
+	return o == OPT_FUSED && c->adamw_fused_ns_per_elem > 0 ? c->adamw_fused_ns_per_elem : c->adamw_ns_per_elem;
+}
+
 /* A GEMM or attention kernel from the measured ones of its kind, at its FLOPs. */
 static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind, const char *prefix,
 		       const struct kernel *k, int beside)

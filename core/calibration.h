@@ -171,5 +171,7 @@ double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
  * without them prices it as a pass reading and writing its bytes.
  */
 double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t bytes);
+/* The device optimizer per parameter element under optimizer o: PyTorch's fused AdamW where measured apart */
+double calibration_adamw_ns_per_elem(const struct calibration *c, enum optim o);
 
 #endif

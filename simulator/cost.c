@@ -303,12 +303,10 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 			ns += calibration_kernel_ns(c->cal, &s->kernels[t->first + i], beside, &exact);
 		}
 	} else if (o->kind == OP_OPTIM) {
-		/* the update as measured (PyTorch's fused AdamW apart, where measured), the clipping as a pass */
-		double per_elem = s->exp->policy.optim == OPT_FUSED && c->cal->adamw_fused_ns_per_elem > 0
-					  ? c->cal->adamw_fused_ns_per_elem
-					  : c->cal->adamw_ns_per_elem;
+		/* the update as measured, the clipping before it as a pass */
 		uint64_t clip = schedule_clip_bytes(s, op);
-		ns = per_elem * optim_elems(s, o) + (clip ? calibration_pass_ns(c->cal, clip) : 0);
+		ns = calibration_adamw_ns_per_elem(c->cal, s->exp->policy.optim) * optim_elems(s, o) +
+		     (clip ? calibration_pass_ns(c->cal, clip) : 0);
 	} else if (o->kind == OP_CPU_OPTIM) {
 		ns = c->cal->host_adamw_ns_per_elem * optim_elems(s, o);
 	} else if (o->bytes) {
