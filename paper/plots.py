@@ -10,7 +10,10 @@ of the same file names it in `compares`) is drawn beside its prediction:
 its measured and simulated stream timelines one above the other on one time
 axis, and its memory, measured and predicted; each file with such pairs
 gets one figure of predicted against measured step time per policy, with
-the error, and one of every run as a point (measured against predicted).
+the error, and one of every run as a point (measured against predicted);
+with its comparison beside it (FILE.compare.json, `./sim --compare FILE
+--json`) and profiled runs, one of each run's compute by class of kernel,
+predicted against the profile.
 Every other run gets a stream timeline and a memory timeline. The runs of
 each file that are not part of a comparison (nor timelines of a sweep's
 rows): one policy comparison (the newest run of each configuration). Every
@@ -27,6 +30,7 @@ OUTDIR with a stable name:
     <file-stem>_run<N>_vs_sim_memory.{png,pdf}
     <file-stem>_predicted_vs_measured.{png,pdf}
     <file-stem>_predicted_vs_measured_scatter.{png,pdf}
+    <file-stem>_by_class.{png,pdf}
     <file-stem>_sweep<N>_pareto.{png,pdf}
     <file-stem>_sweep<N>_whatif.{png,pdf}
     policies.{png,pdf}          (<file-stem>_policies when several files)
@@ -37,6 +41,7 @@ paper/cases.sh writes (below, "the report's case studies").
 Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
 packages); `make plots` runs it on data/ into paper/figures.
 """
+import json
 import os
 import sys
 
@@ -517,6 +522,59 @@ def plot_predicted_scatter(pairs, outdir, stem):
         ax.legend(loc="upper left", fontsize=8)
         fig.tight_layout()
         _save(fig, outdir, "%s_predicted_vs_measured_scatter" % stem)
+
+
+def plot_by_class(path, runs, outdir, stem):
+    """From the comparison beside a results file (`./sim --compare FILE --json > FILE.compare.json`): each
+    profiled run's compute by class of kernel (GEMM, attention, optimizer, the rest), each kernel alone, the
+    prediction's error against the profile's sums, one row a run: which kinds of kernel carry a step's error.
+    Returns whether it drew one."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return False
+    rows = [r for r in d.get("runs", []) if r.get("compute_by_class")]
+    if not rows:
+        return False
+    classes = []
+    for r in rows:
+        for c in r["compute_by_class"]:
+            if c not in classes:
+                classes.append(c)
+    by_index = {"%06d" % r.index: r for r in runs}
+    known = [by_index[r["run"]] for r in rows if r["run"] in by_index]
+    labels = policy_labels(known) if len(known) == len(rows) else [r["policy"] for r in rows]
+    err = np.full((len(rows), len(classes)), np.nan)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(classes):
+            v = r["compute_by_class"].get(c)
+            if v and v.get("err") is not None:
+                err[i, j] = 100 * v["err"]
+    with plt.rc_context(CASE_RC):
+        fig, ax = plt.subplots(figsize=(2.0 * len(classes) + 4, 0.42 * len(rows) + 1.8))
+        lim = max(10.0, float(np.nanmax(np.abs(err))) if np.isfinite(err).any() else 10.0)
+        im = ax.imshow(err, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+        for i, r in enumerate(rows):
+            for j, c in enumerate(classes):
+                v = r["compute_by_class"].get(c)
+                if v:
+                    dark = np.isfinite(err[i, j]) and abs(err[i, j]) > 0.6 * lim
+                    ax.text(j, i, "%+.1f%%\n%.1f ms" % (err[i, j], 1e3 * v["measured_s"]) if np.isfinite(err[i, j])
+                            else "%.1f ms" % (1e3 * v["measured_s"]), ha="center", va="center", fontsize=7,
+                            color="white" if dark else "black")
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels(classes, fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize=7)
+        cal = sorted(set(r.get("calibration") or "the catalog" for r in rows))
+        ax.set_title("%s: compute by class of kernel, predicted against the profile\n(each kernel alone; "
+                     "priced by %s; the measured sum under each error)" % (stem, ", ".join(
+                         os.path.basename(c) for c in cal)), fontsize=9)
+        fig.colorbar(im, ax=ax, label="predicted - measured (%)")
+        fig.tight_layout()
+        _save(fig, outdir, "%s_by_class" % stem)
+    return True
 
 
 def _steps(t, y):
@@ -1105,6 +1163,7 @@ def main(argv):
         if pairs:
             plot_predicted_vs_measured(pairs, outdir, file_runs[0].stem)
             plot_predicted_scatter(pairs, outdir, file_runs[0].stem)
+            plot_by_class(path + ".compare.json", file_runs, outdir, file_runs[0].stem)
         for run in file_runs:
             if run.index in paired or run.attrs.get("source") == "sim" and run.attrs.get("compares"):
                 continue

@@ -621,10 +621,12 @@ broken_run "a memory_by_step row reserving less than it allocates" \
         ("allocated_bytes", "<u8"), ("reserved_bytes", "<u8")]))'
 broken_run "a build of no known kind" "run 000000: attribute build = 'cpu' (allowed: device, meta)" \
 	'    f["runs/000000"].attrs["build"] = "cpu"'
-# its figures: predicted against measured, no timeline or memory (it has neither)
-if MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&
-	[ -s "$tmp/ptfig/pytorch_predicted_vs_measured.png" ] && ! ls "$tmp/ptfig" | grep -q "memory\|timeline"; then
-	ok "pytorch run, plots: predicted against measured"
+# its figures: predicted against measured, no timeline or memory (it has neither); with its comparison
+# beside it, its compute by class of kernel
+if cp "$tmp/pt.json" "$pt.compare.json" && MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&
+	[ -s "$tmp/ptfig/pytorch_predicted_vs_measured.png" ] && ! ls "$tmp/ptfig" | grep -q "memory\|timeline" &&
+	[ -s "$tmp/ptfig/pytorch_by_class.png" ]; then
+	ok "pytorch run, plots: predicted against measured, compute by class of kernel"
 else
 	bad "pytorch run, plots" "$(tail -3 "$tmp/ptfig.log"; ls "$tmp/ptfig" 2>&1 | head -5)"
 fi
