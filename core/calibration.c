@@ -1059,6 +1059,16 @@ double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t
 	return ns;
 }
 
+double calibration_op_ns(const struct calibration *c, const char *name, uint64_t bytes, int beside)
+{
+	for (int i = 0; i < c->nkernels; i++) {
+		const struct cal_kernel *x = &c->kernels[i];
+		if (x->kind == K_ELEMENTWISE && !x->m && !x->n && !x->k && x->bytes == bytes && !strcmp(x->name, name))
+			return beside && x->ns_comm > 0 ? x->ns_comm : x->ns;
+	}
+	return calibration_pass_ns(c, bytes);
+}
+
 double calibration_adamw_ns_per_elem(const struct calibration *c, enum optim o)
 {
 	return o == OPT_FUSED && c->adamw_fused_ns_per_elem > 0 ? c->adamw_fused_ns_per_elem : c->adamw_ns_per_elem;

@@ -171,6 +171,14 @@ double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
  * without them prices it as a pass reading and writing its bytes.
  */
 double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t bytes);
+/*
+ * A memory-bound op of no kernel list (a copy FSDP2 runs, an accumulation)
+ * named `name` (op_kind_name) moving `bytes`: the kernels row of that name
+ * and bytes where one was measured (experiments/pytorch/microbench.py
+ * times FSDP2's copies so; beside a collective, its ns_comm when measured),
+ * else the pass of that traffic.
+ */
+double calibration_op_ns(const struct calibration *c, const char *name, uint64_t bytes, int beside);
 /* The device optimizer per parameter element under optimizer o: PyTorch's fused AdamW where measured apart */
 double calibration_adamw_ns_per_elem(const struct calibration *c, enum optim o);
 

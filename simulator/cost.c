@@ -310,7 +310,7 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 	} else if (o->kind == OP_CPU_OPTIM) {
 		ns = c->cal->host_adamw_ns_per_elem * optim_elems(s, o);
 	} else if (o->bytes) {
-		ns = calibration_pass_ns(c->cal, o->bytes);
+		ns = calibration_op_ns(c->cal, op_kind_name((enum op_kind)o->kind), o->bytes, beside);
 	}
 	/*
 	 * the runtime zero-fills the buffers the op accumulates into before it

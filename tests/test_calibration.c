@@ -257,6 +257,34 @@ static void test_pass_traffic_attr(void)
 }
 
 /*
+ * A memory-bound op with no kernel list (FSDP2's copies) is priced by the
+ * kernels row of its name and bytes where one was measured (alone, or
+ * beside a collective), else by the pass of its traffic; a row of another
+ * size or name does not price it.
+ */
+static void test_named_op(void)
+{
+	struct cal_pass p[] = { { 1 << 20, 100e3 }, { 16 << 20, 1600e3 } };
+	struct cal_kernel k[] = {
+		{ "copy_in", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 900e3, 1200e3 },
+		{ "copy_out", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 500e3, 0 },
+	};
+	struct calibration c;
+
+	memset(&c, 0, sizeof c);
+	c.passes = p;
+	c.npasses = 2;
+	c.kernels = k;
+	c.nkernels = 2;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 0), 900e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 1), 1200e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_out", 3 << 20, 1), 500e3, 1e-6); /* none measured beside */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 6 << 20, 0), calibration_pass_ns(&c, 6 << 20), 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 3 << 20, 0), calibration_pass_ns(&c, 3 << 20), 1e-6);
+	CU_ASSERT(calibration_pass_ns(&c, 3 << 20) < 400e3); /* the pass would have been much cheaper */
+}
+
+/*
  * Host-device copies are priced by direction from their own table, which a
  * series gives as its medians; a calibration without them (files from
  * before) prices a copy as a pass reading and writing its bytes.
@@ -564,6 +592,7 @@ void suite_calibration(void)
 	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
 	CU_add_test(s, "host-device copies by direction", test_copies);
 	CU_add_test(s, "a session's pass_traffic, fused AdamW", test_pass_traffic_attr);
+	CU_add_test(s, "a memory-bound op priced by its name where measured", test_named_op);
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
 	CU_add_test(s, "every value read is checked", test_values_checked);
 	CU_add_test(s, "sessions that merge are one machine", test_one_machine);

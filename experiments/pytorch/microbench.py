@@ -125,6 +125,61 @@ def sim_kernels(sim, a):
     return rows, gemms
 
 
+def sim_copies(sim, a):
+    """FSDP2's copies at a shard group of one, as `sim --schedule` lists them for one block and the root (and with
+    block+io wrapping, and with no-sync's fp32 gradients): [(op kind name, unit, bytes)], each once; [] without a
+    ./sim that runs."""
+    if not sim or not os.access(sim, os.X_OK):
+        return []
+    base = [sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(a.hidden), "--ffn", str(a.ffn),
+            "--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--vocab", str(a.vocab), "--seq", str(a.tokens),
+            "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch", "--schedule"]
+    kinds = {"COPYOUT": "copy_out", "COPYIN": "copy_in", "COPY": "copy"}
+    seen = []
+    for extra in ([], ["--wrap", "block+io"], ["--accum", "no-sync", "--microbatches", "2"]):
+        try:
+            out = subprocess.run(base + extra, capture_output=True, text=True, check=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            print("microbench: %s --schedule failed (%s)" % (sim, e))
+            return []
+        for line in out.splitlines():
+            m = re.match(r"^\s*\d+ (COPYOUT|COPYIN|COPY) (\S+) m\d+\s+\S+\s+(\d+)", line)
+            if m and (kinds[m.group(1)], m.group(2), int(m.group(3))) not in seen:
+                seen.append((kinds[m.group(1)], m.group(2), int(m.group(3))))
+    return seen
+
+
+def unit_shapes(unit, D, H, KV, Q, F_, V):
+    """The parameters of a unit of fsdp_bench.py's model by ./sim's unit names, in module order."""
+    block = [(H * Q, D), (KV * Q, D), (KV * Q, D), (D, H * Q), (F_, D), (D, F_), (F_, D), (D,), (D,)]
+    return {"root": [(V, D), (D,), (V, D)], "embed": [(V, D)], "output": [(D,), (V, D)]}.get(
+        unit, block if unit.startswith("block") else None)
+
+
+def fsdp_copy(kind, shapes, nbytes, dev, dt):
+    """FSDP2's op behind a copy of the schedule at a shard group of one (2.11): `copy_out`, wait_for_unshard's cast
+    of each fp32 shard to the compute dtype and its copy into the unsharded parameter; `copy_in`,
+    foreach_reduce's chunk_cat of the unit's gradients (autograd's, or no-sync's fp32 ones) into the fp32
+    reduce-scatter input; `copy`, the reduce output's copy of it. None when the bytes are not the op's."""
+    elems = sum(int(np.prod(x)) for x in shapes)
+    if kind == "copy_out" and nbytes == 10 * elems:
+        shards = [torch.randn(*x, device=dev) for x in shapes]
+        fulls = [torch.empty(*x, device=dev, dtype=dt) for x in shapes]
+
+        def fn():
+            for sh, fu in zip(shards, fulls):
+                fu.copy_(sh.to(dt))
+        return fn
+    if kind == "copy_in" and nbytes in (6 * elems, 8 * elems):
+        grads = [torch.randn(*x, device=dev, dtype=dt if nbytes == 6 * elems else torch.float32) for x in shapes]
+        out = torch.empty(1, elems, device=dev)
+        return lambda: torch.ops.fsdp.chunk_cat(grads, dim=0, num_chunks=1, out=out)
+    if kind == "copy" and nbytes == 8 * elems:
+        src, dst = torch.randn(elems, device=dev), torch.empty(elems, device=dev)
+        return lambda: dst.copy_(src)
+    return None
+
+
 def eager_ops(dev, dt, N, D, H, KV, Q, F_, V):
     """PyTorch's own op behind each element-wise kernel name of the eager recipe: name -> (make, the recipe's names
     it runs), make(bytes) giving the function to time (its tensors made then; bytes, the recipe's, size only the
@@ -379,6 +434,25 @@ def main():
         print("microbench: %d of the recipe's %d element-wise kernels measured by name%s" %
               (len(listed) - len(unnamed), len(listed),
                "; priced from the passes: " + ", ".join(unnamed) if unnamed else ""))
+    # FSDP2's copies at a shard group of one, by the schedule's op kinds (./sim prices a copy of no kernel list by
+    # the row of its kind and bytes)
+    copies = sim_copies(a.sim, a) if listed is not None else []
+    measured = 0
+    for kind, unit, nbytes in copies:
+        shapes = unit_shapes(unit, D, H, KV, Q, F_, V)
+        try:
+            fn = fsdp_copy(kind, shapes, nbytes, dev, dt) if shapes else None
+            if fn is None:
+                print("microbench: %s of %s (%d bytes) not measured: not an op written here" % (kind, unit, nbytes))
+                continue
+            fn()
+            kernels.append((kind.encode(), K_EW, 0, 0, 0, 0, nbytes, t(fn, reps), 0.0))
+            measured += 1
+            del fn
+        except (RuntimeError, TypeError, ValueError) as e:
+            print("microbench: %s of %s not measured: %s" % (kind, unit, str(e).splitlines()[0] if str(e) else e))
+    if copies:
+        print("microbench: %d of FSDP2's %d copies measured" % (measured, len(copies)))
     T = min(N, 8192)
     qa = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
     ka = torch.randn(1, H, T, Q, device=dev, dtype=dt, requires_grad=True)
