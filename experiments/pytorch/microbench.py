@@ -97,19 +97,27 @@ def launch_queue_depth():
     return 0  # never blocked within 4096 launches
 
 
-def sim_kernels(sim, a):
-    """The kernels of the eager recipe (core/recipe.c) at the shape, as `sim --kernels` lists them for one block and
-    the loss: element-wise [(name, flops, bytes)], GEMMs and attention [(name, m, n, k, flops, bytes)], each once;
-    None without a ./sim."""
+def sim_listing(sim, a, *flags):
+    """What `sim` prints for fsdp_bench.py's model of one block at the shape on one GPU under PyTorch with flags
+    (--kernels, --schedule, ...); None without a ./sim that runs."""
     if not sim or not os.access(sim, os.X_OK):
         return None
     cmd = [sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(a.hidden), "--ffn", str(a.ffn),
            "--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--vocab", str(a.vocab), "--seq", str(a.tokens),
-           "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch", "--kernels"]
+           "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch"] + list(flags)
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError) as e:  # a ./sim that does not run here: the hand labels
-        print("microbench: %s --kernels failed (%s)" % (sim, e))
+        return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:  # a ./sim that does not run here
+        print("microbench: %s failed (%s)" % (" ".join(cmd), e))
+        return None
+
+
+def sim_kernels(sim, a):
+    """The kernels of the eager recipe (core/recipe.c) at the shape, as `sim --kernels` lists them for one block and
+    the loss: element-wise [(name, flops, bytes)], GEMMs and attention [(name, m, n, k, flops, bytes)], each once;
+    None without a ./sim that runs."""
+    out = sim_listing(sim, a, "--kernels")
+    if out is None:
         return None
     seen, rows, gemms = set(), [], []
     for line in out.splitlines():
@@ -129,18 +137,11 @@ def sim_copies(sim, a):
     """FSDP2's copies at a shard group of one, as `sim --schedule` lists them for one block and the root (and with
     block+io wrapping, and with no-sync's fp32 gradients): [(op kind name, unit, bytes)], each once; [] without a
     ./sim that runs."""
-    if not sim or not os.access(sim, os.X_OK):
-        return []
-    base = [sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(a.hidden), "--ffn", str(a.ffn),
-            "--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--vocab", str(a.vocab), "--seq", str(a.tokens),
-            "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch", "--schedule"]
     kinds = {"COPYOUT": "copy_out", "COPYIN": "copy_in", "COPY": "copy"}
     seen = []
     for extra in ([], ["--wrap", "block+io"], ["--accum", "no-sync", "--microbatches", "2"]):
-        try:
-            out = subprocess.run(base + extra, capture_output=True, text=True, check=True, timeout=60).stdout
-        except (OSError, subprocess.SubprocessError) as e:
-            print("microbench: %s --schedule failed (%s)" % (sim, e))
+        out = sim_listing(sim, a, "--schedule", *extra)
+        if out is None:
             return []
         for line in out.splitlines():
             m = re.match(r"^\s*\d+ (COPYOUT|COPYIN|COPY) (\S+) m\d+\s+\S+\s+(\d+)", line)
