@@ -1024,6 +1024,12 @@ static void optim_temporaries(struct builder *b, int unit, double per_elem)
 	free(t);
 }
 
+/* The traffic of clipping the gradient norm over `elems` parameter elements: a read for the norm, a read and write to scale */
+static uint64_t clip_bytes(const struct policy *p, uint64_t elems)
+{
+	return 3 * elems * (uint64_t)policy_grad_bytes(p);
+}
+
 /*
  * What the runtime adds to an optimizer step over `elems` parameters in
  * `tensors` tensors: the DTensor dispatch of each multi-tensor op on the
@@ -1032,12 +1038,6 @@ static void optim_temporaries(struct builder *b, int unit, double per_elem)
  * parameter (after backward), a read of every gradient for the norm and a
  * read and write to scale it, in two more multi-tensor kernels per chunk.
  */
-/* The traffic of clipping the gradient norm over `elems` parameter elements: a read for the norm, a read and write to scale */
-static uint64_t clip_bytes(const struct policy *p, uint64_t elems)
-{
-	return 3 * elems * (uint64_t)policy_grad_bytes(p);
-}
-
 static void optim_extras(struct builder *b, uint64_t elems, int tensors, int clips)
 {
 	const struct runtime_spec *r = &b->e->runtime;
