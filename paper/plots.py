@@ -558,7 +558,7 @@ def plot_by_class(path, runs, outdir, stem):
         for i, r in enumerate(rows):
             for j, c in enumerate(classes):
                 v = r["compute_by_class"].get(c)
-                if v:
+                if v and v.get("measured_s") is not None:
                     dark = np.isfinite(err[i, j]) and abs(err[i, j]) > 0.6 * lim
                     ax.text(j, i, "%+.1f%%\n%.1f ms" % (err[i, j], 1e3 * v["measured_s"]) if np.isfinite(err[i, j])
                             else "%.1f ms" % (1e3 * v["measured_s"]), ha="center", va="center", fontsize=7,
