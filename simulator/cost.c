@@ -305,7 +305,7 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 	} else if (o->kind == OP_OPTIM) {
 		/* the update as measured, the clipping before it as a pass */
 		uint64_t clip = schedule_clip_bytes(s, op);
-		ns = calibration_adamw_ns_per_elem(c->cal, s->exp->policy.optim) * optim_elems(s, o) +
+		ns = calibration_adamw_ns_per_elem(c->cal, s->optim) * optim_elems(s, o) +
 		     (clip ? calibration_pass_ns(c->cal, clip) : 0);
 	} else if (o->kind == OP_CPU_OPTIM) {
 		ns = c->cal->host_adamw_ns_per_elem * optim_elems(s, o);
