@@ -84,6 +84,7 @@
 #define UNMAPPED (-3)                 /* a block's buf: pages of an expandable range not mapped */
 #define RANGE_MEMORY (64ull << 30)    /* expandable, without a capacity: the device memory a range is sized for */
 #define COMPACT_AT 16                 /* free blocks in a pool beyond which old ones are merged */
+#define AT_SHIFT 41                   /* a key's place: segment << AT_SHIFT | offset (segments below 2^23) */
 
 struct block {
 	uint64_t off, size;
@@ -129,7 +130,7 @@ struct block {
  * looked at per request, of a hundred or more free).
  */
 struct skey {
-	uint64_t size, at; /* at: (segment << 40) | offset */
+	uint64_t size, at; /* at: (segment << AT_SHIFT) | offset */
 	int b;
 };
 
@@ -336,7 +337,7 @@ static struct skey key_of(const struct allocator *a, int b)
 {
 	const struct block *k = &a->blocks[b];
 
-	return (struct skey){ k->size, (uint64_t)k->seg << 40 | k->off, b };
+	return (struct skey){ k->size, (uint64_t)k->seg << AT_SHIFT | k->off, b };
 }
 
 static inline int key_less(const struct skey *x, const struct skey *y)
@@ -1083,7 +1084,7 @@ static int segment_new(struct allocator *a, uint64_t bytes, int pool)
 	void *ptr = NULL;
 	int b, unbounded = bytes == UNBOUNDED;
 
-	assert(!a->cfg.caching || (a->nsegs < (1 << 23) && bytes <= (1ull << 40))); /* key_of */
+	assert(!a->cfg.caching || (a->nsegs < (1 << 23) && bytes < (1ull << AT_SHIFT))); /* key_of */
 	if (a->reserve && !(ptr = a->reserve(a->ctx, a->nsegs, 0, unbounded ? 0 : bytes)))
 		return -1;
 	if (a->nsegs == a->cap_segs) {
@@ -1595,16 +1596,23 @@ static uint64_t pool_page(int p)
 /*
  * A new range for pool p, one unmapped block (returned): the device's
  * memory and an eighth more, in whole pages (ExpandableSegment's
- * constructor, max_handles_). It reserves nothing until pages are mapped.
+ * constructor, max_handles_), or r bytes where a request of r needs more:
+ * PyTorch maps the range whole, which fails, and raises OutOfMemoryError;
+ * here mapping it counts an OOM (expand), as a segment past the capacity
+ * does, and the allocator goes on. It reserves nothing until pages are
+ * mapped.
  */
-static int range_new(struct allocator *a, int p)
+static int range_new(struct allocator *a, int p, uint64_t r)
 {
 	uint64_t page = pool_page(p), mem = a->cfg.capacity ? a->cfg.capacity : RANGE_MEMORY;
-	uint64_t bytes = round_up(mem + mem / 8, page);
+	uint64_t bytes = round_up(mem + mem / 8, page), most = ((1ull << AT_SHIFT) - page) / page * page;
 	int b;
 
-	if (bytes > (1ull << 40) - page)
-		bytes = ((1ull << 40) - page) / page * page; /* key_of's offsets; past it a pool takes a second range */
+	if (bytes < r)
+		bytes = round_up(r, page);
+	assert(r <= most); /* requests below 2^40 (schedule.c: a buffer of at most 1 TiB) */
+	if (bytes > most)
+		bytes = most; /* key_of's offsets; past it a pool takes a second range */
 	assert(a->nsegs < (1 << 23));
 	if (a->nsegs == a->cap_segs) {
 		a->cap_segs = a->cap_segs ? 2 * a->cap_segs : 16;
@@ -1901,7 +1909,7 @@ static int chain_find(struct allocator *a, int p, uint64_t r, uint64_t *bytes)
 			c = b;
 	}
 	if (c < 0)
-		c = range_new(a, p);
+		c = range_new(a, p, r);
 	*bytes = 0;
 	n = 0;
 	for (int x = c; n < r; x = a->blocks[x].next) {
@@ -2189,7 +2197,7 @@ void alloc_state(struct allocator *a, struct alloc_state *st)
 	for (int i = 0; i < a->nsegs; i++) {
 		if (a->segs[i].released)
 			continue;
-		*w++ = (uint64_t)a->segs[i].pool << 48 | a->segs[i].bytes; /* bytes below 2^40 (segment_new) */
+		*w++ = (uint64_t)a->segs[i].pool << 48 | a->segs[i].bytes; /* bytes below 2^41 (segment_new, range_new) */
 		for (int b = a->first[i]; b >= 0; b = a->blocks[b].next) {
 			const struct block *k = &a->blocks[b];
 			*w++ = k->size;

@@ -546,6 +546,41 @@ static void test_expandable_flush(void)
 	alloc_free(a);
 }
 
+/*
+ * Expandable segments: a request larger than a range (the device's memory
+ * and an eighth) gets a range of its own size, mapped past the capacity
+ * as an OOM (PyTorch raises OutOfMemoryError); without a capacity, a range
+ * of its size and no OOM. (A range of the usual size would end before the
+ * request: the chain walked off its end.)
+ */
+static void test_expandable_huge(void)
+{
+	struct alloc_cfg capped = expandable;
+	struct allocator *a;
+
+	capped.capacity = 100 * MIB; /* ranges of 120 MiB: 112.5 in 20 MiB pages */
+	a = alloc_new(&capped, 8, NULL, NULL);
+	CU_ASSERT_EQUAL(get(a, 0, 30 * MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_segment_bytes(a, 0), 40 * MIB);
+	CU_ASSERT_EQUAL(get(a, 1, 250 * MIB, ST_COMPUTE, 1, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(a, 1), 250 * MIB);
+	CU_ASSERT_EQUAL(alloc_segments(a), 2);
+	CU_ASSERT_EQUAL(alloc_segment_bytes(a, 1), 260 * MIB); /* its own range, mapped in whole pages */
+	CU_ASSERT_EQUAL(alloc_reserved(a), 300 * MIB);
+	CU_ASSERT_EQUAL(alloc_retries(a), 1);
+	CU_ASSERT_EQUAL(alloc_ooms(a), 1);
+	CU_ASSERT_EQUAL(alloc_capacity(a), 300 * MIB);
+	alloc_free(a);
+
+	a = alloc_new(&expandable, 8, NULL, NULL); /* no capacity: ranges of 72 GiB */
+	CU_ASSERT_EQUAL(get(a, 0, 100ull << 30, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_granted(a, 0), 100ull << 30);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 100ull << 30); /* 5,120 pages of 20 MiB */
+	CU_ASSERT_EQUAL(alloc_ooms(a), 0);
+	CU_ASSERT_EQUAL(alloc_segments(a), 1);
+	alloc_free(a);
+}
+
 /* The step's memory in issue order: the peak is the largest live sum, and steps repeat. */
 static void test_memory_of_a_step(void)
 {
@@ -755,6 +790,7 @@ void suite_alloc(void)
 	CU_add_test(s, "a caching pool of hundreds of free blocks: best fit", test_caching_many_free_blocks);
 	CU_add_test(s, "expandable segments: pages, one range per pool, split at 512", test_expandable_pages);
 	CU_add_test(s, "expandable segments at the capacity: free pages unmapped", test_expandable_flush);
+	CU_add_test(s, "expandable segments: a request larger than a range", test_expandable_huge);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
 	CU_add_test(s, "the optimizer's state made once, at the first step", test_memory_lazy_state);
