@@ -321,13 +321,17 @@ void *memory_ptr(const struct memory *m, int buf)
 }
 
 /*
- * The allocator's state between steps: its capacity, and the segments
- * reserved, in order, pool and size of each (released ones left out).
- * Once a step has ended and the allocator settled, the blocks are the
- * persistent buffers, where they always are (in the first segments, never
- * released), and free ones between them: two steps that begin with the
- * same state make the same decisions. With expandable segments, where
- * the unmapped pages lie matters too: the layout is alloc_state()'s.
+ * The allocator's state between steps: its capacity, the bytes allocated,
+ * and the segments reserved, in order, pool and size of each (released
+ * ones left out). Once a step has ended and the allocator settled, the
+ * blocks are the persistent buffers, where they always are (in the first
+ * segments, never released), and free ones between them: two steps that
+ * begin with the same state make the same decisions. The first step also
+ * makes what every later one keeps (buffer.once: the optimizer's state),
+ * in free blocks of the segments it has or in new ones: the bytes
+ * allocated tell its end from its beginning when the segments do not.
+ * With expandable segments, where the unmapped pages lie matters too: the
+ * layout is alloc_state()'s.
  */
 struct layout {
 	uint64_t *v;
@@ -351,9 +355,10 @@ static void layout_of(struct memory *m, struct layout *l)
 		return;
 	}
 
-	l->v = xmalloc(sizeof(*l->v) * (size_t)(2 * nsegs + 1));
+	l->v = xmalloc(sizeof(*l->v) * (size_t)(2 * nsegs + 2));
 	l->n = 0;
 	l->v[l->n++] = alloc_capacity(m->a);
+	l->v[l->n++] = alloc_allocated(m->a);
 	for (int i = 0; i < nsegs; i++) {
 		int pool = alloc_segment_pool(m->a, i);
 		if (pool >= 0) {

@@ -728,6 +728,46 @@ static void test_memory_lazy_state(void)
 	config_release(&e);
 }
 
+/*
+ * A first step that makes the optimizer's state in free blocks of the
+ * segments it already has (tiny, ddp, one step per parameter: no
+ * temporaries) ends with the segments it began with, and is no repeat of
+ * itself: the second step runs with the state alive through its forward.
+ * The run's peak is the one every step simulated in full reaches.
+ */
+static void test_memory_state_in_place(void)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=4",
+					   "policy.sharding=ddp", "policy.optim=per-param", "policy.runtime=pytorch",
+					   "policy.precision=fp32", "run.warmup=0", "run.steps=3", NULL);
+	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t));
+	struct memory *m = memory_new(s, 0, NULL, NULL), *full = memory_new(s, 0, NULL, NULL);
+
+	for (int i = 0; i < s->nops; i++)
+		issue[i] = 1000 * (uint64_t)i;
+	memory_predict(m, issue);
+	CU_ASSERT_EQUAL_FATAL(memory_persistent(full), 0);
+	for (int k = 0; k < 3; k++) {
+		if (k)
+			memory_step_end(full, 0);
+		memory_step_begin(full);
+		for (int i = 0; i < s->nops; i++)
+			CU_ASSERT_EQUAL(memory_issue(full, i, issue[i]), 0);
+	}
+	CU_ASSERT_EQUAL(m->peaks.after[1].reserved, m->peaks.after[0].reserved); /* no segment of its own */
+	CU_ASSERT(m->once_total > 0);
+	CU_ASSERT(full->peaks.by_cat[MEM_OPTIM_STATE] == m->once_total && full->peaks.by_cat[MEM_ACTIVATIONS] > 0);
+	CU_ASSERT_EQUAL(m->peaks.alloc, full->peaks.alloc);
+	CU_ASSERT_EQUAL(m->peaks.reserved, full->peaks.reserved);
+	CU_ASSERT(!memcmp(m->peaks.by_cat, full->peaks.by_cat, sizeof(m->peaks.by_cat)));
+	memory_free(full);
+	memory_free(m);
+	free(issue);
+	schedule_free(s);
+	config_release(&e);
+}
+
 static void test_memory_steps_met(void)
 {
 	/* fits: the second step begins as the first ended, reserving nothing new (no checkpoint met) */
@@ -794,5 +834,6 @@ void suite_alloc(void)
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
 	CU_add_test(s, "the optimizer's state made once, at the first step", test_memory_lazy_state);
+	CU_add_test(s, "the first step's optimizer state in the segments it has: no repeat of itself", test_memory_state_in_place);
 	CU_add_test(s, "expandable segments reserve less for a step that fragments", test_expandable_step);
 }
