@@ -1556,6 +1556,28 @@ void schedule_clocks(struct schedule *s)
 #define STEP_FLOPS_MAX 0x1p63            /* per rank per step; with recomputation the sum of its kernels fits 2^64 */
 #define BUFFER_BYTES_MAX (1ull << 40)    /* one buffer: a tebibyte */
 
+/*
+ * The message for buffer x, past BUFFER_BYTES_MAX: what makes it that
+ * large, by the keys that change it. A unit's parameters, gradients or
+ * optimizer state grow with the unit (policy.wrap) and shrink with the
+ * ranks it is sharded over; activations grow with the batch and sequence.
+ */
+static void buffer_too_large(const struct schedule *s, const struct buffer *x, char *err, int errlen)
+{
+	const struct experiment *e = s->exp;
+	double tib = (double)x->bytes / (double)(1ull << 40);
+	const char *kind = buf_kind_name((enum buf_kind)x->kind);
+
+	if (x->unit >= 0 && x->seg < 0)
+		snprintf(err, errlen, "a buffer of %.4g TiB (%s of unit %s, %.4g G parameters over %d rank%s): more "
+			 "than the 1 TiB a buffer may have; use smaller units (policy.wrap) or more ranks (cluster.nodes, "
+			 "cluster.gpus_per_node)", tib, kind, s->units[x->unit].name,
+			 (double)s->units[x->unit].params / 1e9, s->shard_n, s->shard_n == 1 ? "" : "s");
+	else
+		snprintf(err, errlen, "a buffer of %.4g TiB (%s, run.batch = %d x model.seq = %d): more than the 1 TiB "
+			 "a buffer may have; lower run.batch or model.seq", tib, kind, e->run.batch, e->model.seq);
+}
+
 static int schedule_in_range(const struct experiment *e, char *err, int errlen)
 {
 	const struct model_shape *m = &e->model;
@@ -1569,9 +1591,10 @@ static int schedule_in_range(const struct experiment *e, char *err, int errlen)
 		return 0;
 	}
 	if (flops > STEP_FLOPS_MAX) {
-		snprintf(err, errlen, "a step of %.3g FLOPs per GPU (%s, seq %d, batch %d, %d microbatches): more than "
-			 "the %.3g a step may count; lower the sequence, batch or microbatches", flops, m->name, m->seq,
-			 e->run.batch, e->policy.microbatches, STEP_FLOPS_MAX);
+		snprintf(err, errlen, "a step of %.3g FLOPs per GPU (%s, model.seq = %d, run.batch = %d, "
+			 "policy.microbatches = %d): more than the %.3g a step may count; lower model.seq, run.batch or "
+			 "policy.microbatches", flops, m->name, m->seq, e->run.batch, e->policy.microbatches,
+			 STEP_FLOPS_MAX);
 		return 0;
 	}
 	return 1;
@@ -1752,9 +1775,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 
 	for (int i = 0; i < s->nbufs; i++)
 		if (s->bufs[i].bytes > BUFFER_BYTES_MAX) {
-			snprintf(err, errlen, "a buffer of %.4g TiB (%s, batch %d x seq %d): more than the 1 TiB a buffer may "
-				 "have; lower the batch or the sequence", (double)s->bufs[i].bytes / (double)(1ull << 40),
-				 buf_kind_name((enum buf_kind)s->bufs[i].kind), e->run.batch, e->model.seq);
+			buffer_too_large(s, &s->bufs[i], err, errlen);
 			schedule_free(s);
 			return NULL;
 		}
