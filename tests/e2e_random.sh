@@ -9,7 +9,9 @@
 #   2. 20 rows of tiny's --policy all under each runtime against ./sim
 #      run on that policy alone;
 #   3. ./gpu_run's CPU backend on 12 drawn policies and those that once
-#      broke it: fsdp's losses and parameters, ./sim's peak memory.
+#      broke it: fsdp's losses and parameters, ./sim's peak memory;
+#   4. ./gpu_run as rank 0 of a world of 4, 8 or 16 (--emulate-world) on 6
+#      drawn policies: finite losses, ./sim's peak memory for that world.
 # A seed other than the default (RANDOM_SEED=N) draws other configurations;
 # a failure prints the command that reruns it.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
@@ -36,6 +38,7 @@ check "./sim" sim 150
 check "--policy all rows" policy-all 20
 if command -v mpirun >/dev/null && [ -x "${GPU_RUN:-./gpu_run}" ]; then
 	check "./gpu_run" gpu-run 12
+	check "./gpu_run --emulate-world" emulated 6
 else
 	echo "FAIL random ./gpu_run: needs ./gpu_run (make gpu_run) and mpirun"
 	failed=$((failed + 1))

@@ -5,6 +5,7 @@ for what must hold whatever the policy.
     random_configs.py sim N SEED          ./sim --json on N configurations
     random_configs.py policy-all K SEED   K rows of --policy all against ./sim alone
     random_configs.py gpu-run N SEED      ./gpu_run (CPU backend, MPI) on N policies
+    random_configs.py emulated N SEED     ./gpu_run as rank 0 of a larger world, N policies
 
 sim: a model, a cluster, a runtime and every policy key drawn at random;
 ./sim exits 0, or 2 with a message naming the key; within a minute; and
@@ -22,6 +23,10 @@ same losses and parameters (their sum and sum of squares) as fsdp, to
 1e-5 relative, and its peak allocated and reserved bytes are ./sim's for
 the same configuration, byte for byte; first the configurations that
 once broke it, then N drawn.
+
+emulated: one process runs rank 0 of a world of 4, 8 or 16
+(--emulate-world) under a drawn policy: finite losses, and ./sim's peak
+allocated and reserved bytes for that world, byte for byte.
 
 A line per failure with the command to rerun it, then a summary line;
 exit status 1 when anything failed. Standard library only.
@@ -219,8 +224,8 @@ ONCE_BROKEN = [
 ]
 
 
-def gpu_run(np, settings):
-    cmd = MPIRUN + ["-np", str(np), GPU_RUN] + BASE + [x for s in settings for x in ("--set", s)]
+def gpu_run(np, settings, extra=()):
+    cmd = MPIRUN + ["-np", str(np), GPU_RUN] + BASE + [x for s in settings for x in ("--set", s)] + list(extra)
     # under `make asan`: leaks unchecked for ./gpu_run, whose Open MPI plugins leave what LeakSanitizer
     # cannot attribute (tests/run.sh)
     env = dict(os.environ)
@@ -228,7 +233,7 @@ def gpu_run(np, settings):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=10 * TIMEOUT, env=env)
     nums = []
     for line in p.stdout.splitlines():
-        m = re.match(r"step \d+ loss (\S+)$", line)
+        m = re.match(r"step \d+ loss (\S+)", line)
         if m:
             nums.append(float(m.group(1)))
         m = re.match(r"params sum (\S+) sumsq (\S+)$", line)
@@ -295,9 +300,36 @@ def check_gpu_run(n, seed):
           % (len(cases), len(ONCE_BROKEN), n, seed, failed))
 
 
+def check_emulated(n, seed):
+    """One process as rank 0 of a world of 4, 8 or 16 (--emulate-world): ./sim's memory for that world."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        _, layers, m, settings = draw_gpu_run(rng)
+        world = rng.choice((4, 8, 16))
+        hsdp = "policy.sharding=hsdp" in settings
+        settings = [x for x in settings if not x.startswith("cluster.")]
+        settings += (["cluster.nodes=%d" % (world // 4), "cluster.gpus_per_node=4"] if hsdp
+                     else ["cluster.nodes=1", "cluster.gpus_per_node=%d" % world])
+        sets = [x for y in ["model.layers=%d" % layers, "policy.microbatches=%d" % m] + settings for x in ("--set", y)]
+        rc, nums, mem, cmd = gpu_run(1, sets[1::2], ["--emulate-world", str(world)])
+        if rc != 0:
+            fail("emulated: exit %d" % rc, cmd)
+            continue
+        if not nums or not all(abs(x) < 1e30 for x in nums):  # NaN fails the comparison too
+            fail("emulated: losses and parameters %r" % nums, cmd)
+        j, why = sim_json(BASE + sets)
+        if j is None:
+            fail("emulated: ./sim " + why, cmd)
+        elif mem != (j["peak_alloc_bytes"], j["peak_reserved_bytes"]):
+            fail("emulated: peak memory %r, ./sim's for %d ranks %r"
+                 % (mem, world, (j["peak_alloc_bytes"], j["peak_reserved_bytes"])), cmd)
+    print("emulated: %d policies as rank 0 of 4, 8 or 16 (seed %d) against ./sim, %d failed" % (n, seed, failed))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("sim", "policy-all", "gpu-run"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("sim", "policy-all", "gpu-run", "emulated"):
         sys.exit(__doc__.split("\n\n")[1])
     what, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    {"sim": check_sim, "policy-all": check_policy_all, "gpu-run": check_gpu_run}[what](count, seed)
+    {"sim": check_sim, "policy-all": check_policy_all, "gpu-run": check_gpu_run,
+     "emulated": check_emulated}[what](count, seed)
     sys.exit(1 if failed else 0)
