@@ -3,9 +3,9 @@
 # (tests/random_configs.py says what each check asserts):
 #   1. ./sim on 150 configurations of every policy key, model, GPU and
 #      runtime, and those that once broke it: exit 0 or 2 with a message
-#      naming the key, within a minute,
-#      and a summary that holds together (step, exposed communication,
-#      compute, MFU, the peak's categories, reserved, fits);
+#      naming the key, within a minute, and a summary that holds together
+#      (step, exposed communication, compute, MFU, the peak's categories,
+#      reserved, fits);
 #   2. 20 rows of tiny's --policy all under each runtime against ./sim
 #      run on that policy alone;
 #   3. ./gpu_run's CPU backend on 12 drawn policies and those that once
