@@ -310,14 +310,14 @@ def check_emulated(n, seed):
         settings = [x for x in settings if not x.startswith("cluster.")]
         settings += (["cluster.nodes=%d" % (world // 4), "cluster.gpus_per_node=4"] if hsdp
                      else ["cluster.nodes=1", "cluster.gpus_per_node=%d" % world])
-        sets = [x for y in ["model.layers=%d" % layers, "policy.microbatches=%d" % m] + settings for x in ("--set", y)]
-        rc, nums, mem, cmd = gpu_run(1, sets[1::2], ["--emulate-world", str(world)])
+        settings = ["model.layers=%d" % layers, "policy.microbatches=%d" % m] + settings
+        rc, nums, mem, cmd = gpu_run(1, settings, ["--emulate-world", str(world)])
         if rc != 0:
             fail("emulated: exit %d" % rc, cmd)
             continue
         if not nums or not all(abs(x) < 1e30 for x in nums):  # NaN fails the comparison too
             fail("emulated: losses and parameters %r" % nums, cmd)
-        j, why = sim_json(BASE + sets)
+        j, why = sim_json(BASE + [x for y in settings for x in ("--set", y)])
         if j is None:
             fail("emulated: ./sim " + why, cmd)
         elif mem != (j["peak_alloc_bytes"], j["peak_reserved_bytes"]):
