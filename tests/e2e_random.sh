@@ -11,7 +11,9 @@
 #   3. ./gpu_run's CPU backend on 12 drawn policies and those that once
 #      broke it: fsdp's losses and parameters, ./sim's peak memory;
 #   4. ./gpu_run as rank 0 of a world of 4, 8 or 16 (--emulate-world) on 6
-#      drawn policies: finite losses, ./sim's peak memory for that world.
+#      drawn policies: finite losses, ./sim's peak memory for that world;
+#   3 and 4 also: ./sim --compare of the runs they wrote predicts each
+#      run's measured peaks (its configuration rebuilt from the run's file).
 # A seed other than the default (RANDOM_SEED=N) draws other configurations;
 # a failure prints the command that reruns it.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
