@@ -7,7 +7,8 @@
 #      (step, exposed communication, compute, MFU, the peak's categories,
 #      reserved, fits);
 #   2. 20 rows of tiny's --policy all under each runtime against ./sim
-#      run on that policy alone;
+#      run on that policy alone; 12 rows of each of two sweeps of four drawn
+#      axes (one alone, one on 2 MPI ranks) likewise;
 #   3. ./gpu_run's CPU backend on 12 drawn policies and those that once
 #      broke it: fsdp's losses and parameters, ./sim's peak memory;
 #   4. ./gpu_run as rank 0 of a world of 4, 8 or 16 (--emulate-world) on 6
@@ -38,6 +39,7 @@ check() { # NAME WHAT COUNT
 
 check "./sim" sim 150
 check "--policy all rows" policy-all 20
+check "--sweep rows" sweep 12
 if command -v mpirun >/dev/null && [ -x "${GPU_RUN:-./gpu_run}" ]; then
 	check "./gpu_run" gpu-run 12
 	check "./gpu_run --emulate-world" emulated 6

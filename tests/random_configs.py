@@ -4,6 +4,7 @@ for what must hold whatever the policy.
 
     random_configs.py sim N SEED          ./sim --json on N configurations
     random_configs.py policy-all K SEED   K rows of --policy all against ./sim alone
+    random_configs.py sweep K SEED        K rows of two drawn sweeps each against ./sim alone
     random_configs.py gpu-run N SEED      ./gpu_run (CPU backend, MPI) on N policies
     random_configs.py emulated N SEED     ./gpu_run as rank 0 of a larger world, N policies
 
@@ -17,6 +18,12 @@ reserved is within the GPU's memory.
 policy-all: a row of the ranking (step time, peak reserved, fits) is what
 ./sim gives for that policy alone (the ranking shares schedules and
 allocator runs between policies; a single run shares nothing).
+
+sweep: the same for a sweep file of four drawn axes (links, cluster, model
+and policy keys, runtimes, as lists and ranges), whose configurations
+share schedules and allocator runs between the values of link axes, one
+run alone and one under MPI on 2 ranks: a row of the fastest that fit
+(step time, peak reserved) is ./sim on that configuration alone.
 
 gpu-run: with the same model and global batch, every policy trains to the
 same losses and parameters (their sum and sum of squares) as fsdp, to
@@ -51,6 +58,14 @@ GPU_RUN = os.environ.get("GPU_RUN", "./gpu_run")
 TIMEOUT = int(os.environ.get("RANDOM_TIMEOUT_S", "60"))
 TOL = 1e-5
 failed = 0
+
+
+def mpi_env():
+    """The environment of a program under mpirun: under `make asan`, leaks unchecked, since Open MPI's
+    plugins leave what LeakSanitizer cannot attribute (tests/run.sh)."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env["ASAN_OPTIONS"] + ":" if env.get("ASAN_OPTIONS") else "") + "detect_leaks=0"
+    return env
 
 
 def fail(what, cmd):
@@ -219,6 +234,73 @@ def check_policy_all(k, seed):
           % (rows_seen, seed, failed))
 
 
+# ---- sweep ----------------------------------------------------------------------
+
+# axes a sweep may draw: (section, key, values; a string is a range as a sweep file writes it)
+SWEEP_AXES = [
+    ("cluster", "inter_gbps", ("6.25..100 times 4", "12, 48, 400", "25, 50")),
+    ("cluster", "intra_gbps", ("150, 450", "100..900 step 400")),
+    ("cluster", "nodes", ("1, 2, 4", "1, 16")),
+    ("cluster", "gpu", ("h100-sxm, a100-80g", "h200, h100-96g")),
+    ("policy", "sharding", ("fsdp, zero2, hsdp", "ddp, fsdp")),
+    ("policy", "accum", ("sync-each, no-sync", "sync-each, partial:1, defer-replica")),
+    ("policy", "reshard", ("yes, no", "yes, all-but-last")),
+    ("policy", "microbatches", ("1, 2", "1..4")),
+    ("policy", "ac", ("none, full, selective",)),
+    ("policy", "wrap", ("block, block+io", "whole, every:2")),
+    ("policy", "optim", ("foreach, fused, per-param",)),
+    ("policy", "runtime", ("testbed, pytorch", "pytorch, pytorch-compile")),
+    ("policy", "prefetch", ("1, 2",)),
+    ("model", "seq", ("1024, 4096",)),
+    ("run", "batch", ("1, 2",)),
+]
+
+
+def check_sweep(k, seed):
+    """Two drawn sweeps, one run alone and one on 2 MPI ranks: k rows of each against ./sim alone."""
+    rng = random.Random(seed)
+    said = []
+    for ranks in (1, 2):
+        tmp = tempfile.mkdtemp(prefix="random_configs.")
+        path = os.path.join(tmp, "sweep.ini")
+        axes = rng.sample(SWEEP_AXES, 4)
+        sections = {}
+        for sec, key, vals in axes:
+            sections.setdefault(sec, []).append((key, rng.choice(vals)))
+        layers = rng.randint(1, 4)
+        sections.setdefault("model", []).append(("layers", str(layers)))
+        with open(path, "w") as f:
+            f.write("[sweep]\nexperiment = %s\n" % os.path.abspath("experiments/llama3.ini"))
+            for sec, kv in sections.items():
+                f.write("[%s]\n" % sec + "".join("%s = %s\n" % x for x in kv))
+        where = {key: sec for sec, kv in sections.items() for key, _ in kv}
+        cmd = (MPIRUN + ["-np", "2"] if ranks == 2 else []) + [SIM, "--sweep", path, "--json", "--top", "100000"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10 * TIMEOUT,
+                           env=mpi_env() if ranks == 2 else None)
+        rows, before = [], failed
+        if p.returncode != 0:
+            fail("sweep: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:]), cmd)
+        else:  # the fastest rows that fit, as many as --sweep lists (the others are in --out's table)
+            rows = json.loads(p.stdout)["fastest"]
+        for r in rng.sample(rows, min(k, len(rows))):
+            args = ["experiments/llama3.ini", "--set", "model.layers=%d" % layers]
+            for kv in r["configuration"].split():
+                key, val = kv.split("=", 1)
+                args += ["--set", "%s.%s=%s" % (where[key], key, val)]
+            one, why = sim_json(args)
+            if one is None:
+                fail("sweep: row %d (%s) alone: %s" % (r["index"], r["configuration"], why), [SIM] + args + ["--json"])
+            elif (abs(one["step_time_s"] - r["step_time_s"]) > 1e-8 * r["step_time_s"]  # 9 digits in --json
+                  or one["peak_reserved_bytes"] != r["peak_reserved_bytes"]):
+                fail("sweep: row %d (%s) at %r s, %d bytes; alone %r s, %d bytes (the sweep: %s)"
+                     % (r["index"], r["configuration"], r["step_time_s"], r["peak_reserved_bytes"],
+                        one["step_time_s"], one["peak_reserved_bytes"], path), [SIM] + args + ["--json"])
+        if failed == before:
+            shutil.rmtree(tmp)
+        said.append("%d rows of %s on %d rank%s" % (min(k, len(rows)), "/".join(a[1] for a in axes), ranks,
+                                                    "" if ranks == 1 else "s"))
+    print("sweep: %s (seed %d) against ./sim alone, %d failed" % ("; ".join(said), seed, failed))
+
 # ---- gpu-run --------------------------------------------------------------------
 
 BASE = ["experiments/tiny.ini", "--set", "run.warmup=0", "--set", "run.steps=3"]
@@ -236,11 +318,7 @@ def gpu_run(np, settings, extra=(), out=None):
     """Run ./gpu_run (appending the run to `out` when given): (exit status, losses and parameters, peak memory, cmd)."""
     cmd = (MPIRUN + ["-np", str(np), GPU_RUN] + BASE + [x for s in settings for x in ("--set", s)]
            + (["--set", "run.out=" + out] if out else []) + list(extra))
-    # under `make asan`: leaks unchecked for ./gpu_run, whose Open MPI plugins leave what LeakSanitizer
-    # cannot attribute (tests/run.sh)
-    env = dict(os.environ)
-    env["ASAN_OPTIONS"] = (env["ASAN_OPTIONS"] + ":" if env.get("ASAN_OPTIONS") else "") + "detect_leaks=0"
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=10 * TIMEOUT, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=10 * TIMEOUT, env=mpi_env())
     nums = []
     for line in p.stdout.splitlines():
         m = re.match(r"step \d+ loss (\S+)", line)
@@ -375,9 +453,9 @@ def check_emulated(n, seed):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("sim", "policy-all", "gpu-run", "emulated"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("sim", "policy-all", "sweep", "gpu-run", "emulated"):
         sys.exit(__doc__.split("\n\n")[1])
     what, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    {"sim": check_sim, "policy-all": check_policy_all, "gpu-run": check_gpu_run,
+    {"sim": check_sim, "policy-all": check_policy_all, "sweep": check_sweep, "gpu-run": check_gpu_run,
      "emulated": check_emulated}[what](count, seed)
     sys.exit(1 if failed else 0)
