@@ -5,7 +5,8 @@
 #      runtime, and those that once broke it: exit 0 or 2 with a message
 #      naming the key, within a minute, and a summary that holds together
 #      (step, exposed communication, compute, MFU, the peak's categories,
-#      reserved, fits);
+#      reserved, fits), and for every fifth a --trace that does too (events
+#      within the step and in turn on each stream, memory within the peaks);
 #   2. 20 rows of tiny's --policy all under each runtime against ./sim
 #      run on that policy alone; 12 rows of each of two sweeps of four drawn
 #      axes (one alone, one on 2 MPI ranks) likewise;

@@ -13,7 +13,9 @@ sim: a model, a cluster, a runtime and every policy key drawn at random;
 its JSON holds: a positive step time, exposed communication and compute
 within it, MFU within [0, 1], the categories at the peak summing to the
 peak allocated, reserved at least allocated, and `fits` saying whether
-reserved is within the GPU's memory.
+reserved is within the GPU's memory; every fifth also writes --trace,
+whose events lie within the step, one after another on each stream, and
+whose memory counters stay within the peaks.
 
 policy-all: a row of the ranking (step time, peak reserved, fits) is what
 ./sim gives for that policy alone (the ranking shares schedules and
@@ -152,10 +154,48 @@ SIM_ONCE_BROKEN = [
 ]
 
 
+def trace_errors(path, j):
+    """What a --trace file breaks: JSON with a complete event per op, each inside the step (its
+    start at or after 0, its end by the step's time), the ops of a stream one after another, and
+    the memory counters at most the step's peaks (GiB, to 6 decimals)."""
+    t = json.load(open(path))
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    errs, step_us, by_tid = [], j["step_time_s"] * 1e6, {}
+    for e in ev:
+        if e.get("ph") == "X":
+            by_tid.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+            if e["ts"] < 0 or e["dur"] < 0 or e["ts"] + e["dur"] > step_us * (1 + 1e-6) + 1e-3:
+                errs.append("%s at %r us for %r us, in a step of %r us" % (e["name"], e["ts"], e["dur"], step_us))
+    if not by_tid:
+        errs.append("no complete events")
+    for tid, xs in by_tid.items():
+        xs.sort()
+        for a, b in zip(xs, xs[1:]):
+            if b[0] < a[1] - 1e-3:  # microseconds to 3 decimals
+                errs.append("%s starts at %r us, before %s ends at %r us (thread %r)" % (b[2], b[0], a[2], a[1], tid))
+                break
+    alloc = max((sum(e["args"].values()) for e in ev if e.get("ph") == "C" and e.get("name") == "memory"),
+                default=None)
+    reserved = max((e["args"]["reserved"] for e in ev if e.get("ph") == "C" and e.get("name") == "memory reserved"),
+                   default=None)
+    if alloc is None or reserved is None:
+        errs.append("no memory counters")
+    else:
+        if alloc * 2**30 > j["peak_alloc_bytes"] + 2**30 * 1e-6 * 16:
+            errs.append("memory counter at %r GiB, over the peak of %d bytes" % (alloc, j["peak_alloc_bytes"]))
+        if reserved * 2**30 > j["peak_reserved_bytes"] + 2**30 * 1e-6:
+            errs.append("reserved counter at %r GiB, over the peak of %d bytes" % (reserved, j["peak_reserved_bytes"]))
+    return errs
+
+
 def check_sim(n, seed):
     rng = random.Random(seed)
-    ran = refused = 0
-    for args in SIM_ONCE_BROKEN + [draw_sim(rng) for _ in range(n)]:
+    ran = refused = traced = 0
+    tmp = tempfile.mkdtemp(prefix="random_configs.")
+    for i, args in enumerate(SIM_ONCE_BROKEN + [draw_sim(rng) for _ in range(n)]):
+        trace = os.path.join(tmp, "t%d.json" % i) if i % 5 == 0 else None  # every fifth: its trace too
+        if trace:
+            args = args + ["--trace", trace]
         j, why = sim_json(args)
         if why == "refused":
             refused += 1
@@ -179,10 +219,15 @@ def check_sim(n, seed):
             errs.append("reserved %d below allocated %d" % (j["peak_reserved_bytes"], j["peak_alloc_bytes"]))
         if j["fits"] != (j["peak_reserved_bytes"] <= j["gpu_bytes"]):
             errs.append("fits %r with %d reserved of %d" % (j["fits"], j["peak_reserved_bytes"], j["gpu_bytes"]))
+        if trace:
+            errs += ["trace: " + x for x in trace_errors(trace, j)]
+            traced += 1
         if errs:
             fail("sim: " + "; ".join(errs), [SIM] + args + ["--json"])
-    print("sim: %d configurations (%d that once broke it, %d drawn, seed %d), %d simulated, %d refused with a "
-          "message, %d failed" % (len(SIM_ONCE_BROKEN) + n, len(SIM_ONCE_BROKEN), n, seed, ran, refused, failed))
+    shutil.rmtree(tmp)
+    print("sim: %d configurations (%d that once broke it, %d drawn, seed %d), %d simulated (%d traced), %d refused "
+          "with a message, %d failed" % (len(SIM_ONCE_BROKEN) + n, len(SIM_ONCE_BROKEN), n, seed, ran, traced, refused,
+                                         failed))
 
 
 # ---- policy-all -----------------------------------------------------------------
