@@ -597,7 +597,8 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 	h5file_read_i32(s, g, "fits", &i);
 	m->fits = i;
 	m->alloc_retries = m->alloc_ooms = m->alloc_retries_step = 0; /* files written before the allocator had a capacity */
-	if (h5file_has_attr(g, "alloc_retries")) {
+	m->has_alloc_retries = h5file_has_attr(g, "alloc_retries");
+	if (m->has_alloc_retries) {
 		h5file_read_i32(s, g, "alloc_retries", &m->alloc_retries);
 		h5file_read_i32(s, g, "alloc_ooms", &m->alloc_ooms);
 		h5file_read_i32(s, g, "alloc_retries_step", &m->alloc_retries_step);

@@ -68,7 +68,13 @@ struct summary {
 	uint64_t reserved_by_pool[2 * ST_COUNT];
 	uint64_t reserved_other;
 	int fits;
-	/* the caching allocator at the GPU's memory, over the run's steps (warmup included) and in its last */
+	/*
+	 * the caching allocator at the GPU's memory, over the run's steps
+	 * (warmup included) and in its last; a file's run without them (a
+	 * PyTorch run on a CPU, or from before they were recorded) reads
+	 * has_alloc_retries 0 and zeros
+	 */
+	int has_alloc_retries;
 	int alloc_retries;         /* flushes of its cache (PyTorch's num_alloc_retries) */
 	int alloc_ooms;            /* new segments reserved past the GPU's memory even so (num_ooms) */
 	int alloc_retries_step;    /* flushes in the last step (every step's, once the allocator settled) */

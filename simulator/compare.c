@@ -613,6 +613,12 @@ static void print_text(FILE *out, const struct cmp *c)
 		fprintf(out, "  outside the allocator measured %s (the CUDA context, NCCL's buffers), which the "
 			     "predicted capacity, the GPU's %s, does not subtract\n",
 			report_bytes(m->sum.outside_bytes, b1, sizeof b1), report_bytes(p->gpu_bytes, b2, sizeof b2));
+	if (m->sum.has_alloc_retries && (m->sum.alloc_retries || p->alloc_retries || m->sum.alloc_ooms || p->alloc_ooms))
+		/* the cache flushed at the GPU's memory (PyTorch's num_alloc_retries, num_ooms), over the run's steps */
+		fprintf(out, "  cache flushes measured %d (%d in the last step, %d OOMs)  predicted %d (%d, %d segments "
+			     "past the GPU's memory)\n",
+			m->sum.alloc_retries, m->sum.alloc_retries_step, m->sum.alloc_ooms, p->alloc_retries,
+			p->alloc_retries_step, p->alloc_ooms);
 	if (c->replayed) /* the allocator's model on PyTorch's own requests, apart from the schedule's */
 		fprintf(out, "  allocator   PyTorch's %d requests (alloc_trace) replayed: peak allocated %s (requested %s), "
 			     "reserved %s (traced %s, error %+.2f%%)\n",
@@ -733,6 +739,12 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 		(unsigned long long)p->peak_reserved_bytes);
 	json_num(out, c->reserved_err);
 	json_key_num(out, "measured_outside_bytes", m->sum.outside_bytes ? (double)m->sum.outside_bytes : NAN);
+	/* the cache's flushes at the GPU's memory over the run's steps, in its last, and its OOMs (segments past it) */
+	json_key_num(out, "measured_alloc_retries", m->sum.has_alloc_retries ? m->sum.alloc_retries : NAN);
+	json_key_num(out, "measured_alloc_retries_step", m->sum.has_alloc_retries ? m->sum.alloc_retries_step : NAN);
+	json_key_num(out, "measured_alloc_ooms", m->sum.has_alloc_retries ? m->sum.alloc_ooms : NAN);
+	fprintf(out, ", \"predicted_alloc_retries\": %d, \"predicted_alloc_retries_step\": %d, \"predicted_alloc_ooms\": %d",
+		p->alloc_retries, p->alloc_retries_step, p->alloc_ooms);
 	if (c->replayed) { /* PyTorch's own requests served by the runtime's allocator (alloc_replay) */
 		fprintf(out, ", \"alloc_replay\": {\"requests\": %d, \"unmatched_frees\": %d, \"requested_peak_bytes\": %llu, "
 			     "\"replayed_peak_alloc_bytes\": %llu, \"traced_peak_reserved_bytes\": %llu, "

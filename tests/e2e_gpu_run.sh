@@ -76,11 +76,13 @@ run() {
 	return $rc
 }
 
-# memory NAME: the run's peak allocated and reserved bytes, and ./sim's for the same arguments
+# memory NAME: the run's peak allocated and reserved bytes, and ./sim's for the same arguments (but
+# run.out: the run's file is the run's)
 memory() {
 	local run sim args
 	run=$(awk '/^summary: peak memory/{ print $4, $9 }' "$tmp/$1.out")
-	mapfile -t args <"$tmp/$1.args"
+	mapfile -t args < <(awk '/^--set$/ { held = $0; next }
+		held != "" { if ($0 !~ /^run\.out=/) { print held; print } held = ""; next } { print }' "$tmp/$1.args")
 	sim=$("$SIM" "$EXP" "${args[@]}" --json | /usr/bin/python3 -c \
 		'import json, sys; j = json.load(sys.stdin); print(j["peak_alloc_bytes"], j["peak_reserved_bytes"])')
 	[ -n "$run" ] && [ "$run" = "$sim" ] && echo "$run" && return 0
@@ -224,7 +226,8 @@ fi
 # whose memory goes back to the backend, and the run goes on with the numbers of a run without a
 # capacity, ./sim's peak memory and ./sim's counts of flushes and segments past the capacity
 cap=(--set policy.runtime=pytorch --set run.batch=8)
-if run capfree 2 "${STEPS[@]}" "${cap[@]}" && run capped 2 "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.007; then
+if run capfree 2 "${STEPS[@]}" "${cap[@]}" &&
+	run capped 2 "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.007 --set run.out="$tmp/capped.h5"; then
 	line=$(sed -n 's/^summary: allocator: //p' "$tmp/capped.out")
 	simline=$("$SIM" "$EXP" "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.007 | sed -n 's/^  allocator: //p')
 	if ! diff=$(same capfree capped); then
@@ -235,6 +238,19 @@ if run capfree 2 "${STEPS[@]}" "${cap[@]}" && run capped 2 "${STEPS[@]}" "${cap[
 		bad "capacity" "allocator: '$line', ./sim's: '$simline'"
 	else
 		ok "at a 7.2 MiB capacity: the numbers of a run without one ($diff), peak memory = ./sim's ($got), as its ${line%% (*}"
+	fi
+	# ./sim --compare of that run: the flushes and OOMs it measured, beside the predicted ones
+	if "$SIM" --compare "$tmp/capped.h5" --json >"$tmp/capcmp.json" 2>"$tmp/capcmp.err" &&
+		flushes=$(/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+m = [r["measured_alloc_" + k] for k in ("retries", "retries_step", "ooms")]
+p = [r["predicted_alloc_" + k] for k in ("retries", "retries_step", "ooms")]
+assert m == p and m[0] > 0 and m[2] > 0, (m, p)
+print("%d flushes, %d OOMs" % (m[0], m[2]))' "$tmp/capcmp.json"); then
+		ok "./sim --compare of the run at capacity: measured and predicted alike, $flushes"
+	else
+		bad "compare at capacity" "$(cat "$tmp/capcmp.err") $(head -c 300 "$tmp/capcmp.json")"
 	fi
 else
 	bad "capacity" "exit status $?: $(tail -3 "$tmp/capfree.err" "$tmp/capped.err")"

@@ -506,6 +506,9 @@ with h5py.File(sys.argv[1], "w") as f:
             g.attrs["build"] = "device"
         if name == "000000":  # the device memory outside the caching allocator (fsdp_bench.py on a GPU)
             s.attrs["outside_bytes"] = np.uint64(600 << 20)
+            # and the cache's flushes over the run (memory_stats' num_alloc_retries), in its last step, its OOMs
+            s.attrs["alloc_retries"], s.attrs["alloc_retries_step"] = np.int32(3), np.int32(1)
+            s.attrs["alloc_ooms"] = np.int32(0)
             # and its segments at the end by stream and pool (a stream FSDP2 does not name: other)
             s.attrs["reserved_by_pool"] = "compute/large=6291456 allgather/large=20971520 compute/small=2097152 " \
                 "other/large=2097152 compute/large=2097152"
@@ -545,6 +548,10 @@ assert abs(cl["gemm"]["err"] - (cl["gemm"]["predicted_s"] / 300e-6 - 1)) < 1e-6,
 assert b["compute_by_class"] == {}, b["compute_by_class"]  # no kernel times
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
 assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
+# the flushes as measured where the run has them (null where not), beside the prediction's (none: it fits)
+assert (a["measured_alloc_retries"], a["measured_alloc_retries_step"], a["measured_alloc_ooms"]) == (3, 1, 0), a
+assert b["measured_alloc_retries"] is None and b["measured_alloc_ooms"] is None, b
+assert (a["predicted_alloc_retries"], a["predicted_alloc_ooms"]) == (0, 0), a
 # PyTorch's own requests served by the runtime's allocator: the 3 MiB request takes the block A left (with
 # the free ignored it would take a segment of 20 MiB more); the 512 KiB one a small pool's 2 MiB segment
 rp, M = a["alloc_replay"], 1 << 20

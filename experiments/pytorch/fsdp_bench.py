@@ -226,10 +226,11 @@ def alloc_trace_stop(model, device):
 def measure(cfg, args, device, mesh, rank):
     torch.manual_seed(1234)
     tracing = alloc_trace_start(args, device)
+    start = alloc_counts(device)  # the process's counts so far (the policies before this one)
     model = build(cfg, device, mesh)
     opt, hooks = optimizer(model, cfg)
     try:
-        return run_steps(model, opt, cfg, args, device, tracing)
+        return run_steps(model, opt, cfg, args, device, tracing, start)
     finally:  # out of memory too: the hooks hold their parameters and optimizers where the collector cannot
         for h in hooks:
             h.remove()
@@ -274,9 +275,19 @@ def memory_now(device):
     return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
 
 
-def run_steps(model, opt, cfg, args, device, tracing=False):
-    """The warm-up and measured steps: their times, the peaks, the profile, the last step's collectives, the
-    allocator's trace, and the memory after the build and after each warm-up step (memory_by_step)."""
+def alloc_counts(device):
+    """The caching allocator's cache flushes and OOMs so far (memory_stats' num_alloc_retries: a cudaMalloc
+    that failed, the cache released and the allocation tried again; num_ooms); None on a CPU."""
+    if device.type != "cuda":
+        return None
+    st = torch.cuda.memory_stats(device)
+    return st.get("num_alloc_retries", 0), st.get("num_ooms", 0)
+
+
+def run_steps(model, opt, cfg, args, device, tracing=False, start=None):
+    """The warm-up and measured steps: their times, the peaks (with the cache's flushes and OOMs since `start`,
+    alloc_counts() before the build), the profile, the last step's collectives, the allocator's trace, and the
+    memory after the build and after each warm-up step (memory_by_step)."""
     by_step = [memory_now(device)]  # the model and its optimizer built; the optimizer's state comes at its first step
     M, B, T, V = cfg["microbatches"], cfg["batch"], cfg["seq"], cfg["vocab"]
     tokens = torch.randint(0, V, (M, B, T + 1), device=device)
@@ -307,17 +318,21 @@ def run_steps(model, opt, cfg, args, device, tracing=False):
     trace = alloc_trace_stop(model, device) if tracing else []
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    times = []
+    times, last = [], None
     for i in range(args.steps):
         sync(device)
         t0 = time.perf_counter()
         if i == args.steps - 1:  # the last step's collectives too (a Python call each: nothing to time)
+            last = alloc_counts(device)
             with Collectives() as collectives:
                 step()
         else:
             step()
         sync(device)
         times.append(time.perf_counter() - t0)
+    # the cache's flushes since the build began (the warm-up and measured steps'), in the last step, and the OOMs
+    counts = alloc_counts(device)
+    flushes = (counts[0] - start[0], counts[0] - last[0], counts[1] - start[1]) if counts and last and start else None
     prof_rows = []
     if args.profile:
         acts = [torch.profiler.ProfilerActivity.CPU] + (
@@ -331,13 +346,13 @@ def run_steps(model, opt, cfg, args, device, tracing=False):
             kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
                 not getattr(e, "is_user_annotation", False)
             prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
-    peaks = (0, 0, 0, "")
+    peaks = (0, 0, 0, "", None)
     if device.type == "cuda":
         # and the device memory in use outside the caching allocator (the CUDA context, NCCL's buffers): what
         # the GPU's total less what is free holds beyond the allocator's segments
         free, total = torch.cuda.mem_get_info(device)
         peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(),
-                 total - free - torch.cuda.memory_reserved(device), reserved_by_pool(model, device))
+                 total - free - torch.cuda.memory_reserved(device), reserved_by_pool(model, device), flushes)
     return times, peaks, prof_rows, collectives.seen, trace, [b for b in by_step if b is not None]
 
 
@@ -461,6 +476,10 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
         s.attrs["outside_bytes"] = np.uint64(max(peaks[2], 0))
         if peaks[3]:  # a GPU: the segments by stream and pool (./sim --compare sets them against its own)
             s.attrs["reserved_by_pool"] = peaks[3]
+        if peaks[4]:  # a GPU: the cache's flushes over the run and in its last step, and its OOMs
+            s.attrs["alloc_retries"] = np.int32(peaks[4][0])
+            s.attrs["alloc_retries_step"] = np.int32(peaks[4][1])
+            s.attrs["alloc_ooms"] = np.int32(peaks[4][2])
         s.attrs["fits"] = np.int32(1)
         if prof:
             dt = np.dtype([("name", "S64"), ("calls", "<i4"), ("cpu_us", "<f8"), ("device_us", "<f8")])
