@@ -155,7 +155,7 @@ SIM_ONCE_BROKEN = [
 
 
 def trace_errors(path, j):
-    """What a --trace file breaks: JSON with a complete event per op, each inside the step (its
+    """What a --trace file breaks: JSON with complete events (an op each), each inside the step (its
     start at or after 0, its end by the step's time), the ops of a stream one after another, and
     the memory counters at most the step's peaks (GiB, to 6 decimals)."""
     t = json.load(open(path))
@@ -224,7 +224,8 @@ def check_sim(n, seed):
             traced += 1
         if errs:
             fail("sim: " + "; ".join(errs), [SIM] + args + ["--json"])
-    shutil.rmtree(tmp)
+    if not failed:  # else the failures' commands name their traces
+        shutil.rmtree(tmp)
     print("sim: %d configurations (%d that once broke it, %d drawn, seed %d), %d simulated (%d traced), %d refused "
           "with a message, %d failed" % (len(SIM_ONCE_BROKEN) + n, len(SIM_ONCE_BROKEN), n, seed, ran, traced, refused,
                                          failed))
@@ -345,6 +346,7 @@ def check_sweep(k, seed):
         said.append("%d rows of %s on %d rank%s" % (min(k, len(rows)), "/".join(a[1] for a in axes), ranks,
                                                     "" if ranks == 1 else "s"))
     print("sweep: %s (seed %d) against ./sim alone, %d failed" % ("; ".join(said), seed, failed))
+
 
 # ---- gpu-run --------------------------------------------------------------------
 
