@@ -461,7 +461,8 @@ def check_gpu_run(n, seed):
                  cmd)
     if ran:
         check_compare("gpu_run", out, ran)
-    shutil.rmtree(tmp)
+    if not failed:  # else the failures' commands name the file
+        shutil.rmtree(tmp)
     print("gpu-run: %d policies (%d that once broke it, %d drawn, seed %d) against fsdp, ./sim and ./sim "
           "--compare, %d failed" % (len(cases), len(ONCE_BROKEN), n, seed, failed))
 
@@ -494,7 +495,8 @@ def check_emulated(n, seed):
                  % (mem, world, (j["peak_alloc_bytes"], j["peak_reserved_bytes"])), cmd)
     if ran:
         check_compare("emulated", out, ran)
-    shutil.rmtree(tmp)
+    if not failed:  # else the failures' commands name the file
+        shutil.rmtree(tmp)
     print("emulated: %d policies as rank 0 of 4, 8 or 16 (seed %d) against ./sim and ./sim --compare, %d failed"
           % (n, seed, failed))
 
