@@ -114,6 +114,13 @@ struct cmp {
 	int kind_n[OP_KIND_COUNT];
 	double stream_meas[ST_COUNT], stream_pred[ST_COUNT];
 	int stream_n[ST_COUNT];
+	/*
+	 * the compute stream's ops apart by whether, measured, a collective
+	 * ran beside them for over BESIDE_FRAC of their time ([1]) or not
+	 * ([0]): where contention with communication carries the error
+	 */
+	double beside_meas[2], beside_pred[2];
+	int beside_n[2];
 	int timed;                       /* the run has op times (a PyTorch run has kernel times instead) */
 	int kernel_timed;                /* it has kernel times (a kernels table whose time is not all 0) */
 	int mem_measured;                /* it has peak memory (a PyTorch run on the CPU has none) */
@@ -228,6 +235,35 @@ static void policy_attr(void *ctx, const char *section, const char *key, const c
 	if (strcmp(section, "policy") || k->n >= k->len)
 		return;
 	k->n += snprintf(k->buf + k->n, (size_t)(k->len - k->n), "%s=%s;", key, value);
+}
+
+#define BESIDE_FRAC 0.01 /* a compute op this much of whose measured time a collective overlapped is beside one */
+
+/* The compute stream's ops alone and beside a collective (struct cmp: beside_*), by the measured timeline. */
+static void tally_beside(struct cmp *c)
+{
+	const struct schedule *s = c->s;
+	const struct op_timing *t = c->m->ops;
+
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &s->ops[i];
+		uint64_t over = 0, dm = t[i].end_ns > t[i].start_ns ? t[i].end_ns - t[i].start_ns : 0;
+		int k;
+		if (o->stream != ST_COMPUTE || op_is_collective((enum op_kind)o->kind) || !dm)
+			continue;
+		for (int j = 0; j < s->nops; j++) {
+			uint64_t a, b;
+			if (!op_is_collective((enum op_kind)s->ops[j].kind))
+				continue;
+			a = t[j].start_ns > t[i].start_ns ? t[j].start_ns : t[i].start_ns;
+			b = t[j].end_ns < t[i].end_ns ? t[j].end_ns : t[i].end_ns;
+			over += b > a ? b - a : 0;
+		}
+		k = (double)over > BESIDE_FRAC * (double)dm;
+		c->beside_meas[k] += (double)dm * 1e-9;
+		c->beside_pred[k] += (double)(c->r.ops[i].end_ns - c->r.ops[i].start_ns) * 1e-9;
+		c->beside_n[k]++;
+	}
 }
 
 /* Per op kind and per stream: the time ops spend, measured and predicted. */
@@ -390,6 +426,8 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	c->within_noise = m->sum.steps > 1 && c->pred.step_time_s >= m->sum.step_time_p10_s &&
 			  c->pred.step_time_s <= m->sum.step_time_p90_s; /* one figure has no noise to be inside */
 	tally(c);
+	if (c->timed)
+		tally_beside(c);
 	if (!c->timed && c->kernel_timed && class_predict(c, err, errlen) != 0)
 		return -1;
 	if (!c->alloc_measured)
@@ -678,6 +716,11 @@ static void print_text(FILE *out, const struct cmp *c)
 		if (c->stream_n[st])
 			print_ms_row(out, stream_name((enum stream_id)st), c->stream_meas[st], c->stream_pred[st],
 				     c->stream_n[st]);
+	if (c->beside_n[0] + c->beside_n[1]) { /* where contention with communication carries the error */
+		fprintf(out, "    %-22s\n", "compute ops (measured)");
+		print_ms_row(out, "alone", c->beside_meas[0], c->beside_pred[0], c->beside_n[0]);
+		print_ms_row(out, "beside a collective", c->beside_meas[1], c->beside_pred[1], c->beside_n[1]);
+	}
 }
 
 /* A number, or null where JSON has none (an error against zero). */
@@ -830,6 +873,15 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 		json_key_num(out, "measured_s", c->stream_meas[st]);
 		json_key_num(out, "predicted_s", c->stream_pred[st]);
 		json_key_num(out, "err", rel(c->stream_pred[st], c->stream_meas[st]));
+		fputc('}', out);
+	}
+	/* the compute stream's ops apart by whether a collective ran beside them, as measured */
+	fputs("}, \"compute_ops\": {", out);
+	for (int k = 0; k < 2; k++) {
+		fprintf(out, "%s\"%s\": {\"ops\": %d", k ? ", " : "", k ? "beside_collective" : "alone", c->beside_n[k]);
+		json_key_num(out, "measured_s", c->beside_meas[k]);
+		json_key_num(out, "predicted_s", c->beside_pred[k]);
+		json_key_num(out, "err", c->beside_n[k] ? rel(c->beside_pred[k], c->beside_meas[k]) : NAN);
 		fputc('}', out);
 	}
 	fputs("}}", out);

@@ -99,7 +99,7 @@ runs = d["runs"]
 assert len(runs) == 4, "%d runs" % len(runs)
 need = ["run", "policy", "measured_step_s", "predicted_step_s", "step_err", "measured_peak_alloc_bytes",
         "predicted_peak_alloc_bytes", "peak_alloc_err", "by_kind", "by_stream", "within_noise"]
-errs = []
+errs, beside = [], []
 for r in runs:
     for k in need:
         assert k in r, "run %s lacks %s" % (r.get("run"), k)
@@ -115,7 +115,14 @@ for r in runs:
             continue
         assert k in r["by_kind"], "run %s (%s) has no %s" % (r["run"], r["policy"], k)
     assert r["measured_step_p10_s"] <= r["measured_step_s"] <= r["measured_step_p90_s"]
+    # the compute stream's timed ops, alone or beside a collective as measured: together the stream's time
+    co, cs = r["compute_ops"], r["by_stream"]["compute"]
+    assert co["alone"]["ops"] + co["beside_collective"]["ops"] <= cs["ops"], (co, cs)
+    assert abs(co["alone"]["measured_s"] + co["beside_collective"]["measured_s"] - cs["measured_s"]) <= \
+        1e-6 * cs["measured_s"], (co, cs)
+    beside.append(co["beside_collective"]["ops"])
     errs.append(abs(e))
+assert max(beside) > 0, beside  # fsdp gathers the next block while this one computes
 errs.sort()
 med = (errs[1] + errs[2]) / 2
 # the times are printed to 9 significant digits: the errors they give agree to about that
