@@ -25,7 +25,9 @@ sweep: the same for a sweep file of four drawn axes (links, cluster, model
 and policy keys, runtimes, as lists and ranges), whose configurations
 share schedules and allocator runs between the values of link axes, one
 run alone and one under MPI on 2 ranks: a row of the fastest that fit
-(step time, peak reserved) is ./sim on that configuration alone.
+(step time, peak reserved) is ./sim on that configuration alone, and
+--advise on the same file answers with the fastest (or none, when none
+fits).
 
 gpu-run: with the same model and global batch, every policy trains to the
 same losses and parameters (their sum and sum of squares) as fsdp, to
@@ -328,6 +330,15 @@ def check_sweep(k, seed):
             fail("sweep: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:]), cmd)
         else:  # the fastest rows that fit, as many as --sweep lists (the others are in --out's table)
             rows = json.loads(p.stdout)["fastest"]
+            # --advise on the same file: its answer is the fastest that fits
+            acmd = [x for x in cmd if x not in ("--top", "100000")] + ["--advise"]
+            a = subprocess.run(acmd, capture_output=True, text=True, timeout=10 * TIMEOUT,
+                               env=mpi_env() if ranks == 2 else None)
+            best = json.loads(a.stdout).get("best") if a.returncode == 0 else None
+            tied = [r["index"] for r in rows if rows and r["step_time_s"] == rows[0]["step_time_s"]]
+            if a.returncode != 0 or (rows and (not best or best["index"] not in tied)) or (not rows and best):
+                fail("sweep: --advise (exit %d) answered %r; the fastest that fit: %r"
+                     % (a.returncode, best and (best["index"], best["step_time_s"]), rows[:1]), acmd)
         for r in rng.sample(rows, min(k, len(rows))):
             args = ["experiments/llama3.ini", "--set", "model.layers=%d" % layers]
             for kv in r["configuration"].split():
