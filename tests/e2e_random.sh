@@ -10,7 +10,7 @@
 #   2. 20 rows of tiny's --policy all under each runtime against ./sim
 #      run on that policy alone; 12 rows of each of two sweeps of four drawn
 #      axes (one alone, one on 2 MPI ranks) likewise, and --advise on each
-#      answering with its fastest that fits;
+#      answering with its fastest that fits (under a --memory-budget too);
 #   3. ./gpu_run's CPU backend on 12 drawn policies and those that once
 #      broke it: fsdp's losses and parameters, ./sim's peak memory;
 #   4. ./gpu_run as rank 0 of a world of 4, 8 or 16 (--emulate-world) on 6

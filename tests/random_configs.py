@@ -27,7 +27,8 @@ share schedules and allocator runs between the values of link axes, one
 run alone and one under MPI on 2 ranks: a row of the fastest that fit
 (step time, peak reserved) is ./sim on that configuration alone, and
 --advise on the same file answers with the fastest (or none, when none
-fits).
+fits); under a memory budget that a middle row fits in, what --sweep
+lists and what --advise answers fit in it, the answer the fastest listed.
 
 gpu-run: with the same model and global batch, every policy trains to the
 same losses and parameters (their sum and sum of squares) as fsdp, to
@@ -335,10 +336,27 @@ def check_sweep(k, seed):
             a = subprocess.run(acmd, capture_output=True, text=True, timeout=10 * TIMEOUT,
                                env=mpi_env() if ranks == 2 else None)
             best = json.loads(a.stdout).get("best") if a.returncode == 0 else None
-            tied = [r["index"] for r in rows if rows and r["step_time_s"] == rows[0]["step_time_s"]]
+            # (--advise prints 17 digits, --sweep 9)
+            top = rows[0]["step_time_s"] if rows else 0
+            tied = [r["index"] for r in rows if abs(r["step_time_s"] - top) <= 1e-8 * top]
             if a.returncode != 0 or (rows and (not best or best["index"] not in tied)) or (not rows and best):
                 fail("sweep: --advise (exit %d) answered %r; the fastest that fit: %r"
                      % (a.returncode, best and (best["index"], best["step_time_s"]), rows[:1]), acmd)
+            if rows and ranks == 1:  # under a memory budget a row of the middle fits: what both list fits in it
+                gib = "%.2f" % (rows[len(rows) // 2]["peak_reserved_bytes"] / 2**30 + 0.005)
+                lim = float(gib) * 2**30
+                b = subprocess.run(cmd + ["--memory-budget", gib], capture_output=True, text=True, timeout=10 * TIMEOUT)
+                c = subprocess.run(acmd + ["--memory-budget", gib], capture_output=True, text=True,
+                                   timeout=10 * TIMEOUT)
+                under = json.loads(b.stdout)["fastest"] if b.returncode == 0 else []
+                best = json.loads(c.stdout).get("best") if c.returncode == 0 else None
+                if (b.returncode or c.returncode or not under or any(r["peak_reserved_bytes"] > lim for r in under)
+                        or not best or best["peak_reserved_bytes"] > lim
+                        or abs(best["step_time_s"] - under[0]["step_time_s"]) > 1e-8 * under[0]["step_time_s"]):
+                    fail("sweep: --memory-budget %s GiB: --sweep (exit %d) listed %r, --advise (exit %d) answered %r"
+                         % (gib, b.returncode, [(r["index"], r["peak_reserved_bytes"]) for r in under[:3]],
+                            c.returncode, best and (best["index"], best["peak_reserved_bytes"])),
+                         cmd + ["--memory-budget", gib])
         for r in rng.sample(rows, min(k, len(rows))):
             args = ["experiments/llama3.ini", "--set", "model.layers=%d" % layers]
             for kv in r["configuration"].split():
