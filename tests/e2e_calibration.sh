@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # e2e_calibration.sh - calibration files that are no measurement are
 # refused, end to end. Damaged copies of data/calibration/amd-epyc-2-cores-cpu.h5
-# (made with h5py; the tiny model on 16 GPUs reads its sessions 000006 and
-# 000007):
+# (made with h5py; the tiny model on 16 GPUs reads its sessions of 16 ranks:
+# 000006 and 000007, and those make validate --emulate appended since, which a
+# damage that must leave no 16-rank measurement standing reaches too):
 #
 #   1. each damage (a time that is NaN, infinite, negative, 0 or over an
 #      hour, a size of 0, a pass traffic of 0 or NaN, a table without a field, an attribute of many
@@ -35,10 +36,13 @@ import shutil, sys
 import h5py, numpy as np
 
 src, tmp = sys.argv[1], sys.argv[2]
-# a session name the file does not have yet (make validate appends sessions)
+# a session name the file does not have yet, and its sessions of 16 ranks, which ./sim --model tiny
+# (2 x 8) merges: make validate appends sessions, so the newest is read from the file
 with h5py.File(src, "r") as f:
     NEW = "%06d" % len(f["calibration"])
+    S16 = [k for k in sorted(f["calibration"]) if int(f["calibration"][k].attrs["ranks"]) == 16]
 open(tmp + "/new_session", "w").write(NEW)
+open(tmp + "/newest16", "w").write(S16[-1])
 
 def make(name, damage):
     path = "%s/%s.h5" % (tmp, name)
@@ -68,7 +72,7 @@ def drop_field(session, table, field):
 
 def empty(table):
     def damage(c):
-        for s in ("000006", "000007"):
+        for s in S16:
             dt = c[s][table].dtype
             del c[s][table]
             c[s].create_dataset(table, data=np.zeros(0, dtype=dt))
@@ -94,7 +98,7 @@ def other_world(c):  # a valid session of 3 ranks: the 16-rank run does not read
     g.create_dataset("collectives", data=a)
 
 def big_passes(c):  # 200k pass sizes in each session the run merges
-    for s in ("000006", "000007"):
+    for s in S16:
         a = np.zeros(200000, dtype=c[s]["passes"].dtype)
         a["bytes"] = np.arange(1, 200001, dtype=np.uint64) * 4096
         a["ns"] = 100 + 0.25 * a["bytes"].astype(float)
@@ -120,7 +124,7 @@ make("copy_neg", row("000040", "copies", 3, "ns", -1.0))
 make("old_session", row("000000", "kernels", 0, "ns_comm", float("nan")))
 make("no_ns", drop_field("000007", "passes", "ns"))
 make("no_colls", empty("collectives"))
-make("colls_2_ranks", lambda c: [row(s, "collectives", slice(None), "ranks", 2)(c) for s in ("000006", "000007")])
+make("colls_2_ranks", lambda c: [row(s, "collectives", slice(None), "ranks", 2)(c) for s in S16])
 make("machine", machine)
 make("ranks_array", every_session("ranks", np.arange(100, dtype=np.int32)))
 make("no_attrs", lambda c: c.create_group(NEW))
@@ -155,9 +159,9 @@ cases=(
 	"copy_neg|/calibration/000040: copies row 3: ns = -1"
 	"old_session|/calibration/000000: kernels row 0: ns_comm = nan (allowed: finite, >= 0"
 	"no_ns|/calibration/000007: passes has no field ns (its fields: bytes, ns)"
-	"no_colls|no allgather over 16 ranks measured (sessions of 16 ranks, newest /calibration/000007)"
+	"no_colls|no allgather over 16 ranks measured (sessions of 16 ranks, newest /calibration/$(cat "$tmp/newest16"))"
 	"colls_2_ranks|no allgather over 16 ranks measured"
-	"machine|sessions /calibration/000007 (amd-epyc-2-cores, cpu) and /calibration/000006 (h100, cuda) of 16 ranks would merge, but are different machines"
+	"machine|sessions /calibration/$(cat "$tmp/newest16") (amd-epyc-2-cores, cpu) and /calibration/000006 (h100, cuda) of 16 ranks would merge, but are different machines"
 	"ranks_array|/calibration/000000: attribute ranks holds 100 values where one is expected"
 	"no_attrs|/calibration/$(cat "$tmp/new_session"): no attribute ranks"
 	"backend_unknown|/calibration/000000: attribute backend = 'cdua' (allowed: cpu|cuda|pytorch; did you mean 'cuda'?)"
