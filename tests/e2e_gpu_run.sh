@@ -246,8 +246,12 @@ import json, sys
 r = json.load(open(sys.argv[1]))["runs"][0]
 m = [r["measured_alloc_" + k] for k in ("retries", "retries_step", "ooms")]
 p = [r["predicted_alloc_" + k] for k in ("retries", "retries_step", "ooms")]
-assert m == p and m[0] > 0 and m[2] > 0, (m, p)
-print("%d flushes, %d OOMs" % (m[0], m[2]))' "$tmp/capcmp.json"); then
+# measured: as the run printed them ("S cache flushes a step, T over ...; O segments past ...")
+ran = [int(x) for x in sys.argv[2:5]]
+assert m == [ran[1], ran[0], ran[2]] and m == p and m[0] > 0 and m[2] > 0, (m, p, ran)
+print("%d flushes, %d OOMs" % (m[0], m[2]))' "$tmp/capcmp.json" \
+			$(sed -n 's/^\([0-9]*\) cache flushes a step, \([0-9]*\) over .*; \([0-9]*\) segments past.*/\1 \2 \3/p' \
+				<<<"$line")); then
 		ok "./sim --compare of the run at capacity: measured and predicted alike, $flushes"
 	else
 		bad "compare at capacity" "$(cat "$tmp/capcmp.err") $(head -c 300 "$tmp/capcmp.json")"
