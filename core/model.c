@@ -253,29 +253,38 @@ static uint64_t fbytes(const struct store_layout *st, int f)
 	return st->f[f].elems * (uint64_t)st->f[f].elem_bytes;
 }
 
+/*
+ * What a testbed block launches forward (FK_FORWARD) and when it rebuilds
+ * its activations for backward. A full recompute stops after SwiGLU: the
+ * down projection and the second residual make the block's output, which
+ * backward never reads (gpu/ref/ref_block.c, gpu/cuda/block.cu). A
+ * selective one keeps q and k rotated and every GEMM's output, so it runs
+ * the two norms and SwiGLU only.
+ */
+enum forward_kind { FK_FORWARD, FK_RECOMPUTE_FULL, FK_RECOMPUTE_SELECTIVE };
+
 /* st: the block's store, at act_bytes a (the mode does not change field sizes). */
 static void block_forward_kernels(struct klist *l, const struct model_dims *d,
-				  const struct store_layout *st, int a, int elementwise_only)
+				  const struct store_layout *st, int a, enum forward_kind fk)
 {
 	int64_t N = d->N;
+	int gemms = fk != FK_RECOMPUTE_SELECTIVE;
 
 	elementwise(l, "attn_norm", 2 * N * d->D, a, 4ull * N * d->D);
-	if (!elementwise_only)
+	if (gemms) {
 		linear_fwd(l, "qkv", N, d->D, d->qkv, a);
-	if (!elementwise_only) /* selective keeps q and k already rotated */
 		elementwise(l, "rope", 2 * N * (d->H + d->KV) * d->Q, a, 6ull * N * (d->H + d->KV) * d->Q);
-	if (!elementwise_only) {
 		klist_put(l, "attention", K_ATTN, d->B * d->H, d->T, d->Q, attn_fwd_flops(d),
 		     fbytes(st, BF_QKV) + fbytes(st, BF_ATT) + fbytes(st, BF_LSE));
 		linear_fwd(l, "wo", N, d->hq, d->D, a);
+		elementwise(l, "residual1", 3 * N * d->D, a, (uint64_t)N * d->D);
 	}
-	elementwise(l, "residual1", 3 * N * d->D, a, (uint64_t)N * d->D);
 	elementwise(l, "mlp_norm", 2 * N * d->D, a, 4ull * N * d->D);
-	if (!elementwise_only)
+	if (gemms)
 		linear_fwd(l, "gate_up", N, d->D, 2 * d->F, a);
 	klist_put(l, "swiglu", K_ELEMENTWISE, 0, 0, 0, 6ull * N * d->F,
 	     fbytes(st, BF_GATEUP) + fbytes(st, BF_H));
-	if (!elementwise_only) {
+	if (fk == FK_FORWARD) {
 		linear_fwd(l, "down", N, d->F, d->D, a);
 		elementwise(l, "residual2", 3 * N * d->D, a, (uint64_t)N * d->D);
 	}
@@ -352,13 +361,13 @@ int model_segment_kernels(const struct model_shape *m, int batch, enum segment_k
 		model_block_store_layout(&st, m, batch, AC_NONE, a);
 		model_block_grads_layout(&g, m, batch, a);
 		if (ph == PH_FWD)
-			block_forward_kernels(&l, &d, &st, a, 0);
+			block_forward_kernels(&l, &d, &st, a, FK_FORWARD);
 		else if (ph == PH_BWD)
 			block_backward_kernels(&l, &d, &st, &g, a);
 		else if (ac == AC_FULL)
-			block_forward_kernels(&l, &d, &st, a, 0);
+			block_forward_kernels(&l, &d, &st, a, FK_RECOMPUTE_FULL);
 		else if (ac == AC_SELECTIVE)
-			block_forward_kernels(&l, &d, &st, a, 1);
+			block_forward_kernels(&l, &d, &st, a, FK_RECOMPUTE_SELECTIVE);
 		break;
 	case SEG_HEAD:
 		head_kernels(&l, &d, ph, loss, a);
