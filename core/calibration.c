@@ -51,6 +51,7 @@ static hid_t kernel_type(void)
 	H5Tinsert(t, "bytes", HOFFSET(struct cal_kernel, bytes), H5T_NATIVE_UINT64);
 	H5Tinsert(t, "ns", HOFFSET(struct cal_kernel, ns), H5T_NATIVE_DOUBLE);
 	H5Tinsert(t, "ns_comm", HOFFSET(struct cal_kernel, ns_comm), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "ns_comm2", HOFFSET(struct cal_kernel, ns_comm2), H5T_NATIVE_DOUBLE);
 	H5Tclose(s);
 	return t;
 }
@@ -156,8 +157,8 @@ const char *calibration_refusal(const char *path)
  * one op, or of the runtime's cost per op: finite, positive and at most an
  * hour, as no op of a step takes longer. The overheads (dispatch_ns,
  * issue_ns, wake_ns) may be 0, too small to see; a time measured beside
- * another op (ns_comm, ns_busy) is 0 when it was not measured, and the
- * time alone prices it then. Sizes are positive and at most a pebibyte.
+ * another op (ns_comm, ns_comm2, ns_busy) is 0 when it was not measured,
+ * and the time alone (or beside one) prices it then. Sizes are positive and at most a pebibyte.
  */
 #define CAL_NS_MAX 3.6e12          /* an hour */
 #define CAL_NS_PER_ELEM_MAX 1e6    /* a millisecond per parameter element */
@@ -358,9 +359,10 @@ static int check_kernel(struct reader *r, const struct session *x, const char *w
 	if (k->m < 0 || k->n < 0 || k->k < 0)
 		return refuse(r, x->name, "%sm, n, k = %lld, %lld, %lld (allowed: >= 0)", where, (long long)k->m,
 			      (long long)k->n, (long long)k->k);
-	if (row_bytes(r, x, where, k->bytes) || row_ns(r, x, where, "ns", k->ns, 0))
+	if (row_bytes(r, x, where, k->bytes) || row_ns(r, x, where, "ns", k->ns, 0) ||
+	    row_ns(r, x, where, "ns_comm", k->ns_comm, 1))
 		return -1;
-	return row_ns(r, x, where, "ns_comm", k->ns_comm, 1);
+	return row_ns(r, x, where, "ns_comm2", k->ns_comm2, 1);
 }
 
 static int check_pass(struct reader *r, const struct session *x, const char *where, void *row)
@@ -466,11 +468,31 @@ static double field_median(const void *const *of, int n, size_t off)
 	return m;
 }
 
-/* A point's value fields set to their medians over its n measurements. */
+/* The median of the measured (non-zero) doubles at byte offset `off` of the n measurements; 0: none measured. */
+static double measured_median(const void *const *of, int n, size_t off)
+{
+	double *a = xmalloc(sizeof(double) * (size_t)(n + 1)), m = 0;
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		memcpy(&a[k], (const char *)of[i] + off, sizeof(double));
+		k += a[k] > 0;
+	}
+	if (k)
+		m = median_of(a, k);
+	free(a);
+	return m;
+}
+
+/*
+ * A point's value fields set to their medians over its n measurements
+ * (beside two collectives: over the sessions that measured it).
+ */
 static void kernel_median(void *into, const void *const *of, int n)
 {
 	((struct cal_kernel *)into)->ns = field_median(of, n, offsetof(struct cal_kernel, ns));
 	((struct cal_kernel *)into)->ns_comm = field_median(of, n, offsetof(struct cal_kernel, ns_comm));
+	((struct cal_kernel *)into)->ns_comm2 = measured_median(of, n, offsetof(struct cal_kernel, ns_comm2));
 }
 
 static void pass_median(void *into, const void *const *of, int n)
@@ -505,10 +527,35 @@ static const struct table {
 	[T_COPIES] = { "copies", 1, sizeof(struct cal_copy), cmp_copy, copy_median, check_copy },
 };
 
+/* Fields a table's rows may lack: measured since files were first written (then 0: not measured). */
+static int optional_field(const char *name)
+{
+	return !strcmp(name, "ns_comm2");
+}
+
+/* Row type t without the members whose bit is set in `missing`, at the same offsets. */
+static hid_t type_without(hid_t t, uint64_t missing)
+{
+	hid_t sub = H5Tcreate(H5T_COMPOUND, H5Tget_size(t));
+
+	for (int f = 0; f < H5Tget_nmembers(t); f++) {
+		char *name;
+		hid_t mt;
+		if (missing >> f & 1)
+			continue;
+		name = H5Tget_member_name(t, (unsigned)f);
+		mt = H5Tget_member_type(t, (unsigned)f);
+		H5Tinsert(sub, name, H5Tget_member_offset(t, (unsigned)f), mt);
+		H5Tclose(mt);
+		H5free_memory(name);
+	}
+	return sub;
+}
+
 /*
  * Dataset k of session group g: a table of compound rows with every field
- * of its row type, numbers where numbers go; its rows read and checked
- * into x. 0, or -1 refused.
+ * of its row type (those of optional_field() may be missing), numbers
+ * where numbers go; its rows read and checked into x. 0, or -1 refused.
  */
 static int read_table(struct reader *r, hid_t g, struct session *x, int k)
 {
@@ -516,6 +563,7 @@ static int read_table(struct reader *r, hid_t g, struct session *x, int k)
 	hid_t mt = r->types[k], d, ft;
 	char fields[128] = "", where[64];
 	int nf = H5Tget_nmembers(mt), rc = 0;
+	uint64_t missing = 0;
 
 	for (int f = 0; f < nf; f++) {
 		char *name = H5Tget_member_name(mt, (unsigned)f);
@@ -541,7 +589,9 @@ static int read_table(struct reader *r, hid_t g, struct session *x, int k)
 		H5T_class_t want = H5Tget_member_class(mt, (unsigned)f), have = H5T_NO_CLASS;
 		if (at >= 0)
 			have = H5Tget_member_class(ft, (unsigned)at);
-		if (at < 0)
+		if (at < 0 && optional_field(name))
+			missing |= 1ull << f;
+		else if (at < 0)
 			rc = refuse(r, x->name, "%s has no field %s (its fields: %s)", t->name, name, fields);
 		else if (want == H5T_STRING ? have != H5T_STRING : have != H5T_INTEGER && have != H5T_FLOAT)
 			rc = refuse(r, x->name, "%s field %s is not %s", t->name, name,
@@ -553,7 +603,13 @@ static int read_table(struct reader *r, hid_t g, struct session *x, int k)
 	H5Dclose(d);
 	if (rc)
 		return rc;
-	x->rows[k] = h5file_read_dataset(&r->s, g, t->name, mt, &x->nrows[k]);
+	if (missing) { /* those fields stay 0 */
+		hid_t sub = type_without(mt, missing);
+		x->rows[k] = h5file_read_dataset(&r->s, g, t->name, sub, &x->nrows[k]);
+		H5Tclose(sub);
+	} else {
+		x->rows[k] = h5file_read_dataset(&r->s, g, t->name, mt, &x->nrows[k]);
+	}
 	if (!x->rows[k])
 		return refuse(r, x->name, "dataset %s cannot be read (see above)", t->name);
 	for (size_t e = 0; e < x->nrows[k] && rc == 0; e++) {
@@ -1010,15 +1066,26 @@ static double interp(double *xs, double *ys, size_t n, double x)
 	return y;
 }
 
-/* The median of ns_comm / ns over the kernels measured: how much a running collective slows a kernel. */
-static double compute_slowdown(const struct calibration *c)
+/* Kernel x's time beside `beside` running collectives (0, 1, 2 or more), as measured. */
+static double beside_ns(const struct cal_kernel *x, int beside)
+{
+	if (beside >= 2 && x->ns_comm2 > 0)
+		return x->ns_comm2;
+	return beside && x->ns_comm > 0 ? x->ns_comm : x->ns;
+}
+
+/*
+ * The median of beside_ns / ns over the kernels measured: how much
+ * `beside` running collectives slow a kernel.
+ */
+static double compute_slowdown(const struct calibration *c, int beside)
 {
 	double *r = xmalloc(sizeof(double) * (size_t)(c->nkernels + 1)), med = 1.0;
 	size_t n = 0;
 
 	for (int i = 0; i < c->nkernels; i++)
 		if (c->kernels[i].ns > 0 && c->kernels[i].ns_comm > 0)
-			r[n++] = c->kernels[i].ns_comm / c->kernels[i].ns;
+			r[n++] = beside_ns(&c->kernels[i], beside) / c->kernels[i].ns;
 	if (n) {
 		gsl_sort(r, 1, n);
 		med = gsl_stats_median_from_sorted_data(r, 1, n);
@@ -1064,7 +1131,7 @@ double calibration_op_ns(const struct calibration *c, const char *name, uint64_t
 	for (int i = 0; i < c->nkernels; i++) {
 		const struct cal_kernel *x = &c->kernels[i];
 		if (x->kind == K_ELEMENTWISE && !x->m && !x->n && !x->k && x->bytes == bytes && !strcmp(x->name, name))
-			return beside && x->ns_comm > 0 ? x->ns_comm : x->ns;
+			return beside_ns(x, beside);
 	}
 	return calibration_pass_ns(c, bytes);
 }
@@ -1084,7 +1151,7 @@ static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind
 	for (int i = 0; i < n; i++)
 		if (ks[i].kind == kind && ks[i].flops > 0 && (!prefix || !strncmp(ks[i].name, prefix, strlen(prefix)))) {
 			xs[m] = (double)ks[i].flops;
-			ys[m++] = beside && ks[i].ns_comm > 0 ? ks[i].ns_comm : ks[i].ns;
+			ys[m++] = beside_ns(&ks[i], beside);
 		}
 	ns = m ? interp(xs, ys, m, (double)k->flops) : -1;
 	free(xs);
@@ -1101,7 +1168,7 @@ double calibration_kernel_ns(const struct calibration *c, const struct kernel *k
 		const struct cal_kernel *x = &c->kernels[i];
 		if (!strcmp(x->name, k->name) && x->m == k->m && x->n == k->n && x->k == k->k && x->bytes == k->bytes) {
 			*exact = 1;
-			return beside && x->ns_comm > 0 ? x->ns_comm : x->ns;
+			return beside_ns(x, beside);
 		}
 	}
 	switch (k->kind) {
@@ -1119,7 +1186,7 @@ double calibration_kernel_ns(const struct calibration *c, const struct kernel *k
 	}
 	if (ns < 0)
 		ns = calibration_pass_ns(c, k->bytes);
-	return beside ? ns * compute_slowdown(c) : ns;
+	return beside ? ns * compute_slowdown(c, beside) : ns;
 }
 
 double calibration_collective_ns(const struct calibration *c, enum op_kind k, int ranks, uint64_t bytes,

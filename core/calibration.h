@@ -32,13 +32,20 @@
 #define PASS_TRAFFIC 1.5 /* a pass's traffic per byte of its label (struct cal_pass) */
 #define CAL_TEXT_MAX 160
 
-/* One kernel (or GEMM of the grid) measured: ns alone, and beside a running collective. */
+/*
+ * One kernel (or GEMM of the grid) measured: ns alone, ns_comm beside a
+ * running collective (the schedule's largest), ns_comm2 beside two at once
+ * on two streams (that one and the largest of another stream: FSDP's
+ * backward overlaps a reduce-scatter with the next all-gather; HSDP's
+ * replica all-reduce with both). 0: not measured (ns_comm2 is not in files
+ * from before it).
+ */
 struct cal_kernel {
 	char name[CAL_NAME_MAX];
 	uint8_t kind;     /* enum kernel_kind */
 	int64_t m, n, k;
 	uint64_t flops, bytes;
-	double ns, ns_comm;
+	double ns, ns_comm, ns_comm2;
 };
 
 /* One collective of a group measured at one size: ns alone, and beside a running kernel. */
@@ -151,7 +158,9 @@ void calibration_release(struct calibration *c);
  * shape is looked up; otherwise a GEMM or attention kernel is priced from
  * the grid at its FLOP rate for the nearest work, a memory-bound one from
  * the passes at its bytes (both interpolated in log-log with GSL); *exact
- * says which. beside: the kernel runs beside a collective.
+ * says which. beside: the collectives running beside the kernel, 0, 1 or
+ * 2 (two or more); beside two, its time measured beside two where it was,
+ * else beside one.
  */
 double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact);
 /*
@@ -175,8 +184,9 @@ double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t
  * A memory-bound op of no kernel list (a copy FSDP2 runs, an accumulation)
  * named `name` (op_kind_name) moving `bytes`: the kernels row of that name
  * and bytes where one was measured (experiments/pytorch/microbench.py
- * times FSDP2's copies so; beside a collective, its ns_comm when measured),
- * else the pass of that traffic.
+ * times FSDP2's copies so; beside collectives, its time measured beside
+ * them where it was, as calibration_kernel_ns), else the pass of that
+ * traffic.
  */
 double calibration_op_ns(const struct calibration *c, const char *name, uint64_t bytes, int beside);
 /* The device optimizer per parameter element under optimizer o: PyTorch's fused AdamW where measured apart */

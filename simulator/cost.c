@@ -74,7 +74,7 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 		c->cal = calibration_of(e->calibration, s->world, err, errlen);
 		if (!c->cal || calibration_covers(c->cal, s, err, errlen) != 0)
 			return -1;
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			c->cal_op_ns[k] = xmalloc(sizeof(double) * (size_t)(s->nops + 1));
 			for (int i = 0; i < s->nops; i++)
 				c->cal_op_ns[k][i] = -1;
@@ -101,10 +101,11 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 void cost_release(struct cost *c)
 {
 	free(c->memo);
-	free(c->cal_op_ns[0]);
-	free(c->cal_op_ns[1]);
 	c->memo = NULL;
-	c->cal_op_ns[0] = c->cal_op_ns[1] = NULL;
+	for (int k = 0; k < 3; k++) {
+		free(c->cal_op_ns[k]);
+		c->cal_op_ns[k] = NULL;
+	}
 }
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -292,7 +293,7 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 {
 	const struct schedule *s = c->s;
 	const struct op *o = &s->ops[op];
-	double *memo = &c->cal_op_ns[beside != 0][op], ns = 0;
+	double *memo = &c->cal_op_ns[beside < 2 ? beside : 2][op], ns = 0;
 
 	if (*memo >= 0)
 		return *memo;

@@ -183,8 +183,10 @@ static inline void reschedule(struct engine *g, struct act *a)
 
 /*
  * Calibrated rates: each op's measured time, plus the runtime's dispatch
- * cost per op. A kernel beside a running collective takes its time
- * measured beside one; a collective beside a running kernel likewise;
+ * cost per op. A kernel beside running collectives takes its time
+ * measured beside one, or beside two when two or more run (they take more
+ * of the processors, or of the host's cores, than one); a collective
+ * beside a running kernel takes its time measured beside one;
  * kernels of different streams running at once share the rank's
  * processors equally.
  */
@@ -204,7 +206,7 @@ static void update_rates_calibrated(struct engine *g)
 		double ns = cal->dispatch_ns;
 		switch (a->type) {
 		case ACT_KERNEL:
-			ns += cost_cal_op_ns(&g->cost, a->op, ncoll > 0) * (nkern > 1 ? nkern : 1);
+			ns += cost_cal_op_ns(&g->cost, a->op, ncoll < 2 ? ncoll : 2) * (nkern > 1 ? nkern : 1);
 			break;
 		case ACT_COLL:
 			ns += cost_cal_collective_ns(&g->cost, o, nkern > 0);

@@ -258,16 +258,18 @@ static void test_pass_traffic_attr(void)
 
 /*
  * A memory-bound op with no kernel list (FSDP2's copies) is priced by the
- * kernels row of its name and bytes where one was measured (alone, or
- * beside a collective), else by the pass of its traffic; a row of another
- * size or name does not price it.
+ * kernels row of its name and bytes where one was measured (alone, beside
+ * a collective, beside two), else by the pass of its traffic; a row of
+ * another size or name does not price it. Beside two collectives where
+ * only one was measured beside: the time beside one.
  */
 static void test_named_op(void)
 {
 	struct cal_pass p[] = { { 1 << 20, 100e3 }, { 16 << 20, 1600e3 } };
 	struct cal_kernel k[] = {
-		{ "copy_in", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 900e3, 1200e3 },
-		{ "copy_out", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 500e3, 0 },
+		{ "copy_in", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 900e3, 1200e3, 1500e3 },
+		{ "copy_out", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 500e3, 0, 0 },
+		{ "copy", K_ELEMENTWISE, 0, 0, 0, 0, 5 << 20, 700e3, 800e3, 0 },
 	};
 	struct calibration c;
 
@@ -275,10 +277,13 @@ static void test_named_op(void)
 	c.passes = p;
 	c.npasses = 2;
 	c.kernels = k;
-	c.nkernels = 2;
+	c.nkernels = 3;
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 0), 900e3, 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 1), 1200e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 2), 1500e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 5 << 20, 2), 800e3, 1e-6); /* two: not measured */
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_out", 3 << 20, 1), 500e3, 1e-6); /* none measured beside */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_out", 3 << 20, 2), 500e3, 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 6 << 20, 0), calibration_pass_ns(&c, 6 << 20), 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 3 << 20, 0), calibration_pass_ns(&c, 3 << 20), 1e-6);
 	CU_ASSERT(calibration_pass_ns(&c, 3 << 20) < 400e3); /* the pass would have been much cheaper */
@@ -583,6 +588,130 @@ static void test_merge_order(void)
 	unlink(f);
 }
 
+/*
+ * Session `session` of file f with its kernels table rewritten as files
+ * from before ns_comm2 hold it: every field but that one.
+ */
+static void drop_ns_comm2(const char *f, const char *session)
+{
+	char g[64];
+	hid_t file = H5Fopen(f, H5F_ACC_RDWR, H5P_DEFAULT), grp, d, ft, mem, disk, sp;
+	void *rows;
+
+	CU_ASSERT_FATAL(file >= 0);
+	snprintf(g, sizeof g, "/calibration/%s", session);
+	grp = H5Gopen2(file, g, H5P_DEFAULT);
+	d = H5Dopen2(grp, "kernels", H5P_DEFAULT);
+	ft = H5Dget_type(d);
+	sp = H5Dget_space(d);
+	CU_ASSERT_FATAL(H5Tget_member_index(ft, "ns_comm2") >= 0);
+	/* the row type less ns_comm2: in memory at the same offsets, on disk packed */
+	mem = H5Tcreate(H5T_COMPOUND, H5Tget_size(ft));
+	for (int i = 0; i < H5Tget_nmembers(ft); i++) {
+		char *name = H5Tget_member_name(ft, (unsigned)i);
+		hid_t mt = H5Tget_member_type(ft, (unsigned)i);
+		if (strcmp(name, "ns_comm2"))
+			H5Tinsert(mem, name, H5Tget_member_offset(ft, (unsigned)i), mt);
+		H5Tclose(mt);
+		H5free_memory(name);
+	}
+	disk = H5Tcopy(mem);
+	H5Tpack(disk);
+	rows = calloc((size_t)H5Sget_simple_extent_npoints(sp) + 1, H5Tget_size(ft));
+	CU_ASSERT_FATAL(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+	H5Dclose(d);
+	CU_ASSERT_FATAL(H5Ldelete(grp, "kernels", H5P_DEFAULT) >= 0);
+	d = H5Dcreate2(grp, "kernels", disk, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+	CU_ASSERT_FATAL(d >= 0);
+	CU_ASSERT_FATAL(H5Dwrite(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+	H5Dclose(d);
+	free(rows);
+	H5Tclose(disk);
+	H5Tclose(mem);
+	H5Tclose(ft);
+	H5Sclose(sp);
+	H5Gclose(grp);
+	H5Fclose(file);
+}
+
+/*
+ * A kernel beside two collectives at once (ns_comm2): read where a session
+ * measured it, 0 in a session from before (a kernels table without the
+ * field reads, its other fields intact); a series gives the median of the
+ * sessions that measured it (a session without is no measurement of 0).
+ * A kernel beside two is priced at it, beside one at ns_comm; one priced
+ * from the GEMM grid is slowed by the kernels' median of each.
+ */
+static void test_beside_two(void)
+{
+	struct calibration c, r;
+	struct cal_pass pass;
+	struct cal_coll coll;
+	struct cal_kernel k[] = {
+		{ "qkv", K_GEMM, 64, 192, 64, 1572864, 4096, 100e3, 120e3, 160e3 },
+		{ "attn_norm", K_ELEMENTWISE, 0, 0, 0, 0, 8192, 10e3, 11e3, 13e3 },
+	};
+	struct cal_kernel grid = { "gemm", K_GEMM, 128, 128, 128, 4194304, 4096, 200e3, 200e3, 0 };
+	struct kernel other = { .kind = K_GEMM, .m = 128, .n = 128, .k = 128, .flops = 4194304, .bytes = 4096 };
+	char f[160], err[512];
+	int exact;
+
+	snprintf(other.name, sizeof other.name, "wo");
+	snprintf(f, sizeof f, "%s/beside2.h5", dir);
+	good_session(&c, 2, &pass, &coll);
+	c.kernels = k;
+	c.nkernels = 2;
+	c.gemm = &grid;
+	c.ngemm = 1;
+	snprintf(c.series, sizeof c.series, "b");
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000000: to be made a file from before ns_comm2 */
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000001: qkv beside two 160 us */
+	k[0].ns_comm2 = 200e3;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000002: 200 us */
+	drop_ns_comm2(f, "000000");
+
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL_FATAL(r.nkernels, 2);
+	for (int i = 0; i < 2; i++) {
+		const struct cal_kernel *x = &r.kernels[i];
+		if (!strcmp(x->name, "qkv")) {
+			CU_ASSERT_EQUAL(x->ns, 100e3);
+			CU_ASSERT_EQUAL(x->ns_comm, 120e3);
+			CU_ASSERT_EQUAL(x->ns_comm2, 180e3); /* of 160 and 200; with the old session's 0 it would be 160 */
+		} else {
+			CU_ASSERT_EQUAL(x->ns_comm2, 13e3);
+		}
+	}
+	{
+		struct kernel q = { .kind = K_GEMM, .m = 64, .n = 192, .k = 64, .flops = 1572864, .bytes = 4096 };
+		snprintf(q.name, sizeof q.name, "qkv");
+		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, 0, &exact), 100e3, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, 1, &exact), 120e3, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, 2, &exact), 180e3, 1e-6);
+		CU_ASSERT(exact);
+	}
+	/* a GEMM of no measured name: the grid's time, times the median slowdown (1.2 and 1.1; 1.8 and 1.3) */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 0, &exact), 200e3, 1e-6);
+	CU_ASSERT(!exact);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 1, &exact), 200e3 * 1.15, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 2, &exact), 200e3 * 1.55, 1e-3);
+	calibration_release(&r);
+
+	/* only the session from before: beside two is priced as beside one */
+	snprintf(f, sizeof f, "%s/beside2-old.h5", dir);
+	c.series[0] = '\0';
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	drop_ns_comm2(f, "000000");
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	for (int i = 0; i < r.nkernels; i++)
+		CU_ASSERT_EQUAL(r.kernels[i].ns_comm2, 0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 2, &exact), 200e3 * 1.15, 1e-3);
+	calibration_release(&r);
+	unlink(f);
+	snprintf(f, sizeof f, "%s/beside2.h5", dir);
+	unlink(f);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
@@ -597,4 +726,5 @@ void suite_calibration(void)
 	CU_add_test(s, "every value read is checked", test_values_checked);
 	CU_add_test(s, "sessions that merge are one machine", test_one_machine);
 	CU_add_test(s, "merging keeps the newest, in order", test_merge_order);
+	CU_add_test(s, "kernels beside two collectives", test_beside_two);
 }

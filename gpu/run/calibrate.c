@@ -44,7 +44,7 @@ struct cal {
 	int max_reps;          /* calls one stream may queue behind the gate: MAX_REPS, or the backend's gate_calls */
 	int done, total;       /* progress */
 	struct timespec t0;
-	void *dev[2];          /* collective buffers */
+	void *dev[4];          /* collective buffers: in and out of one, of a second beside it */
 	uint64_t dev_bytes;
 };
 
@@ -188,6 +188,7 @@ struct coll_arg {
 	int stream;
 	uint64_t bytes;  /* S */
 	int reps;        /* when run beside other work */
+	int second;      /* on the second pair of buffers: beside another collective */
 };
 
 static void run_collective(struct cal *k, int st, void *arg)
@@ -195,19 +196,20 @@ static void run_collective(struct cal *k, int st, void *arg)
 	const struct coll_arg *a = arg;
 	struct comm_handle *h = comm_handle_of(a->c, a->group, a->stream);
 	size_t count = (size_t)(a->bytes / sizeof(float) / (uint64_t)h->size);
+	void *in = k->dev[2 * a->second], *out = k->dev[2 * a->second + 1];
 
 	if (count < 1)
 		count = 1;
 	(void)st;
 	switch (a->kind) {
 	case OP_ALLGATHER:
-		k->o->all_gather(k->b, a->stream, h, k->dev[1], ELEM_FP32, k->dev[0], ELEM_FP32, count);
+		k->o->all_gather(k->b, a->stream, h, out, ELEM_FP32, in, ELEM_FP32, count);
 		break;
 	case OP_REDUCE_SCATTER:
-		k->o->reduce_scatter(k->b, a->stream, h, k->dev[1], k->dev[0], count, ELEM_FP32);
+		k->o->reduce_scatter(k->b, a->stream, h, out, in, count, ELEM_FP32);
 		break;
 	default:
-		k->o->all_reduce(k->b, a->stream, h, k->dev[0], count * (size_t)h->size, ELEM_FP32);
+		k->o->all_reduce(k->b, a->stream, h, in, count * (size_t)h->size, ELEM_FP32);
 		break;
 	}
 }
@@ -220,6 +222,15 @@ static void run_collectives_beside(struct cal *k, int st, void *arg)
 	k->o->wait(k->b, a->stream, GATE);
 	for (int i = 0; i < a->reps; i++)
 		run_collective(k, a->stream, (void *)a);
+}
+
+/* Two collectives, a[0] and a[1], each a[i].reps times on its stream, started before the measured work. */
+static void run_two_collectives_beside(struct cal *k, int st, void *arg)
+{
+	struct coll_arg *a = arg;
+
+	run_collectives_beside(k, st, &a[0]);
+	run_collectives_beside(k, st, &a[1]);
 }
 
 /* a->count kernels on the compute stream, started before the measured collectives */
@@ -389,32 +400,6 @@ static int beside_collective(const struct schedule *s, struct comm *c, struct co
 	return a->bytes > 0;
 }
 
-static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *what, double coll_ns)
-{
-	const struct schedule *s = k->s;
-	struct coll_arg beside;
-	int has = beside_collective(s, k->c, &beside);
-
-	for (int i = 0; i < n; i++) {
-		struct kernel kn = { .kind = (enum kernel_kind)ks[i].kind, .m = ks[i].m, .n = ks[i].n, .k = ks[i].k,
-				     .flops = ks[i].flops, .bytes = ks[i].bytes };
-		struct kernel_arg a = { &kn, &s->exp->model, s->batch, 0 };
-		snprintf(kn.name, sizeof kn.name, "%s", ks[i].name);
-		ks[i].ns = measure(k, ST_COMPUTE, run_kernel, &a, NULL, NULL);
-		ks[i].ns_comm = ks[i].ns;
-		if (has && coll_ns > 0) {
-			/* enough collectives to cover the kernels' time, started first */
-			int reps = (int)(k->target_ns / (ks[i].ns > 0 ? ks[i].ns : 1));
-			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
-			beside.reps = (int)(1.2 * reps * ks[i].ns / coll_ns) + 1;
-			if (beside.reps > k->max_reps)
-				beside.reps = k->max_reps;
-			ks[i].ns_comm = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &beside);
-		}
-		progress(k, what);
-	}
-}
-
 static void add_coll(struct cal_coll **v, int *n, int *cap, enum op_kind kind, int ranks, uint64_t bytes)
 {
 	for (int i = 0; i < *n; i++)
@@ -515,12 +500,94 @@ static int collective_list(struct variant *v, int nv, int quick, struct cal_coll
 			for (int i = 0; i < v[x].s->nops && !have; i++) {
 				const struct op *o = &v[x].s->ops[i];
 				if (o->kind == (*out)[c].kind && schedule_group_size(v[x].s, o->group) == (*out)[c].ranks) {
-					(*how)[c] = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, (*out)[c].bytes, 0 };
+					(*how)[c] = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, (*out)[c].bytes, 0, 0 };
 					have = 1;
 				}
 			}
 	}
 	return n;
+}
+
+/*
+ * What the model's kernels are measured beside: one collective (the
+ * schedule's largest), and two at once on two streams (that one and the
+ * largest of the calibrated schedules on another stream, on buffers of
+ * its own), each with its time alone.
+ */
+struct beside {
+	struct coll_arg one, two[2];
+	double one_ns, two_ns[2];
+	int has_one, has_two;
+};
+
+/* The time alone of the collective of kind, group size and bytes measured in cs (0: not measured). */
+static double coll_ns_of(const struct cal_coll *cs, int n, enum op_kind kind, int ranks, uint64_t bytes)
+{
+	for (int i = 0; i < n; i++)
+		if (cs[i].kind == kind && cs[i].ranks == ranks && cs[i].bytes == bytes)
+			return cs[i].ns;
+	return 0;
+}
+
+static void beside_plan(struct beside *b, const struct schedule *s, struct comm *c, struct variant *v, int nv,
+			const struct cal_coll *cs, int ncs)
+{
+	memset(b, 0, sizeof(*b));
+	if (!beside_collective(s, c, &b->one))
+		return;
+	b->one_ns = coll_ns_of(cs, ncs, b->one.kind, schedule_group_size(s, b->one.group), b->one.bytes);
+	b->has_one = b->one_ns > 0;
+	b->two[0] = b->one;
+	b->two_ns[0] = b->one_ns;
+	for (int x = 0; x < nv; x++)
+		for (int i = 0; i < v[x].s->nops; i++) {
+			const struct op *o = &v[x].s->ops[i];
+			int ranks = schedule_group_size(v[x].s, o->group);
+			if (op_is_collective(o->kind) && ranks > 1 && o->stream != b->one.stream &&
+			    o->bytes > b->two[1].bytes) {
+				b->two[1] = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, o->bytes, 0, 1 };
+				b->two_ns[1] = coll_ns_of(cs, ncs, o->kind, ranks, o->bytes);
+			}
+		}
+	b->has_two = b->has_one && b->two_ns[1] > 0;
+}
+
+/* Collectives of ns each to cover reps kernels of kernel_ns, started first (20% more), at most max_reps. */
+static int covering(const struct cal *k, int reps, double kernel_ns, double coll_ns)
+{
+	int n = (int)(1.2 * reps * kernel_ns / coll_ns) + 1;
+
+	return n > k->max_reps ? k->max_reps : n;
+}
+
+/* Kernels ks[0..n) alone, and beside what b plans (NULL: alone only). */
+static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *what, struct beside *b)
+{
+	const struct schedule *s = k->s;
+
+	for (int i = 0; i < n; i++) {
+		struct kernel kn = { .kind = (enum kernel_kind)ks[i].kind, .m = ks[i].m, .n = ks[i].n, .k = ks[i].k,
+				     .flops = ks[i].flops, .bytes = ks[i].bytes };
+		struct kernel_arg a = { &kn, &s->exp->model, s->batch, 0 };
+		int reps;
+		snprintf(kn.name, sizeof kn.name, "%s", ks[i].name);
+		ks[i].ns = measure(k, ST_COMPUTE, run_kernel, &a, NULL, NULL);
+		ks[i].ns_comm = ks[i].ns;
+		ks[i].ns_comm2 = 0;
+		progress(k, what);
+		if (!b || !b->has_one)
+			continue;
+		reps = (int)(k->target_ns / (ks[i].ns > 0 ? ks[i].ns : 1));
+		reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
+		b->one.reps = covering(k, reps, ks[i].ns, b->one_ns);
+		ks[i].ns_comm = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &b->one);
+		if (!b->has_two)
+			continue;
+		for (int j = 0; j < 2; j++)
+			b->two[j].reps = covering(k, reps, ks[i].ns, b->two_ns[j]);
+		ks[i].ns_comm2 = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_two_collectives_beside, b->two);
+		progress(k, "model kernels beside two collectives");
+	}
 }
 
 static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how, int n, const struct cal_kernel *busy)
@@ -662,6 +729,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	struct calibration cal;
 	struct coll_arg *how = NULL;
 	struct variant v[1 + POLICY_SHARDING_VARIANTS];
+	struct beside bp;
 	int nv;
 	char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
 	int len = 0, rc = 0, busy = -1, nccl;
@@ -701,19 +769,28 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	k.dev_bytes = most + 4096;
 	k.dev[0] = b->ops->dev_alloc(b, k.dev_bytes);
 	k.dev[1] = b->ops->dev_alloc(b, k.dev_bytes);
-	if (!k.dev[0] || !k.dev[1]) {
+	k.dev[2] = b->ops->dev_alloc(b, k.dev_bytes);
+	k.dev[3] = b->ops->dev_alloc(b, k.dev_bytes);
+	if (!k.dev[0] || !k.dev[1] || !k.dev[2] || !k.dev[3]) {
 		if (c->rank == 0)
 			fprintf(stderr, "calibrate: no device memory for %llu-byte collectives\n", (unsigned long long)most);
+		for (int i = 0; i < 4; i++)
+			if (k.dev[i])
+				b->ops->dev_free(b, k.dev[i]);
 		free(how);
 		variants_release(v, nv, nccl);
 		calibration_release(&cal);
 		return -1;
 	}
 	k.o->step_begin(b);
-	k.o->zero(b, ST_COMPUTE, k.dev[0], k.dev_bytes);
-	k.o->zero(b, ST_COMPUTE, k.dev[1], k.dev_bytes);
+	for (int i = 0; i < 4; i++)
+		k.o->zero(b, ST_COMPUTE, k.dev[i], k.dev_bytes);
 	k.o->sync(b);
-	/* overheads, collectives alone and busy, kernels, the grid, passes, copies both ways, two optimizers, the end */
+	/*
+	 * overheads, collectives alone and busy, kernels (and beside two
+	 * collectives, where two streams have some), the grid, passes, copies
+	 * both ways, two optimizers, the end
+	 */
 	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 * (quick ? 3 : 8) + 2 + 1;
 
 	overheads(&k, &cal);
@@ -722,16 +799,10 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	for (int i = 0; i < cal.nkernels; i++)
 		if (busy < 0 || cal.kernels[i].flops > cal.kernels[busy].flops)
 			busy = i;
-	{
-		double coll_ns = 0;
-		struct coll_arg bc;
-		if (beside_collective(s, c, &bc))
-			for (int i = 0; i < cal.ncolls; i++)
-				if (cal.colls[i].kind == bc.kind && cal.colls[i].bytes == bc.bytes)
-					coll_ns = cal.colls[i].ns;
-		kernels(&k, cal.kernels, cal.nkernels, "model kernels", coll_ns);
-		kernels(&k, cal.gemm, cal.ngemm, "gemm grid", 0);
-	}
+	beside_plan(&bp, s, c, v, nv, cal.colls, cal.ncolls);
+	k.total += bp.has_two ? cal.nkernels : 0;
+	kernels(&k, cal.kernels, cal.nkernels, "model kernels", &bp);
+	kernels(&k, cal.gemm, cal.ngemm, "gemm grid", NULL);
 	/* the collectives again, beside that kernel */
 	collectives(&k, cal.colls, how, cal.ncolls, busy >= 0 ? &cal.kernels[busy] : NULL);
 	passes(&k, &cal);
@@ -749,8 +820,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 			       cal.ncolls, 1e-3 * cal.dispatch_ns, 1e-3 * cal.wake_ns, path);
 	}
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
-	b->ops->dev_free(b, k.dev[0]);
-	b->ops->dev_free(b, k.dev[1]);
+	for (int i = 0; i < 4; i++)
+		b->ops->dev_free(b, k.dev[i]);
 	free(how);
 	variants_release(v, nv, nccl);
 	calibration_release(&cal);
