@@ -41,6 +41,14 @@ struct experiment {
 	char calibration[CONFIG_PATH_MAX];
 	struct policy policy;
 	struct runtime_spec runtime; /* resolved from policy.runtime */
+	/*
+	 * The kernels launched when they are not the runtime's kernel recipe
+	 * ("": the runtime's; core/recipe.h's names): "testbed" for a run
+	 * gpu_run measured, whose backends launch the testbed's kernels under
+	 * every runtime's schedule (./sim --compare sets it). The memory stays
+	 * the runtime's: what the schedule allocates follows runtime.kernels.
+	 */
+	char launch_kernels[16];
 	struct run_settings run;
 	/* where each key was set, for error messages; private to config */
 	void *origins;

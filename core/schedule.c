@@ -71,6 +71,7 @@ struct builder {
 	int held_logits;      /* policy.hold_logits: the last microbatch's logits, which the training loop holds; -1 */
 	uint64_t logits_bytes;/* policy.hold_logits: their size; 0 otherwise */
 	enum kernel_recipe recipe[SEG_KIND_COUNT]; /* the runtime's kernels (core/recipe.h), by segment kind */
+	enum kernel_recipe launched[SEG_KIND_COUNT]; /* the kernels launched, priced: recipe's, or e->launch_kernels */
 	/* by segment kind and the segment's own checkpointing mode (seg_ac) */
 	int ktab[SEG_KIND_COUNT][PH_COUNT][AC_MODES];
 	uint64_t saved[SEG_KIND_COUNT][AC_MODES];               /* activation bytes a segment keeps */
@@ -500,7 +501,7 @@ static int ktab_get(struct builder *b, enum segment_kind sk, enum phase ph, enum
 
 	if (b->ktab[sk][ph][ac] != -2)
 		return b->ktab[sk][ph][ac];
-	n = recipe_kernels(b->recipe[sk], &s->exp->model, s->exp->run.batch, sk, ph, ac, p->loss, b->act_bytes, k,
+	n = recipe_kernels(b->launched[sk], &s->exp->model, s->exp->run.batch, sk, ph, ac, p->loss, b->act_bytes, k,
 			   MODEL_MAX_KERNELS);
 	if (n == 0)
 		return b->ktab[sk][ph][ac] = -1;
@@ -1272,8 +1273,13 @@ static void backward(struct builder *b, int micro)
 			 * before its backward makes the weights' gradients
 			 */
 			begin(b, OP_LOSS_BACKWARD, ST_COMPUTE, u, g, micro);
-			set_kernels(b, g, PH_BWD);
-			use_ktab(b, head_bwd_part(b, b->cur->ktab, 0));
+			/* launched apart where the kernels are the runtime's; other kernels' head backward has it */
+			if (b->launched[sk] == b->recipe[sk]) {
+				set_kernels(b, g, PH_BWD);
+				use_ktab(b, head_bwd_part(b, b->cur->ktab, 0));
+			} else {
+				b->cur->seg_kind = sk;
+			}
 			opd_run(b, b->acts[g], b->nacts[g], OPD_IN);
 			scratch_tensors(b, &b->loss_tr, u, g, micro);
 			commit(b);
@@ -1308,7 +1314,7 @@ static void backward(struct builder *b, int micro)
 		}
 		begin(b, OP_BACKWARD, ST_COMPUTE, u, g, micro);
 		set_kernels(b, g, PH_BWD);
-		if (sk == SEG_HEAD && b->loss_kernels)
+		if (sk == SEG_HEAD && b->loss_kernels && b->launched[sk] == b->recipe[sk])
 			use_ktab(b, head_bwd_part(b, b->cur->ktab, 1)); /* the loss's own went before */
 		dep(b, b->ready_op[u]);
 		/* ddp all-reduces its gradient in place: the next microbatch adds into it only after */
@@ -1711,6 +1717,10 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	/* torch.compile on the blocks only: the loss runs eager */
 	if (b.recipe[SEG_HEAD] == KR_COMPILE && p->compile == COMPILE_MODEL)
 		b.recipe[SEG_HEAD] = KR_EAGER;
+	for (int i = 0; i < SEG_KIND_COUNT; i++)
+		b.launched[i] = e->launch_kernels[0] ? (enum kernel_recipe)name_index(kernel_recipe_names, e->launch_kernels)
+						     : b.recipe[i];
+	assert(b.launched[SEG_BLOCK] >= 0);
 	/* the modes segments have: the policy's, and for per-layer a block's none or full */
 	for (int i = 0; i < SEG_KIND_COUNT; i++)
 		for (int ac = 0; ac < AC_MODES; ac++) {

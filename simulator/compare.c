@@ -389,6 +389,9 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	}
 	pick_calibration(calibration, m, c->calibration, sizeof c->calibration);
 	snprintf(e->calibration, sizeof e->calibration, "%s", c->calibration);
+	/* gpu_run launches its own kernels under every runtime's schedule (gpu/run/README.md) */
+	if (!strcmp(m->source, "gpu_run"))
+		snprintf(e->launch_kernels, sizeof e->launch_kernels, "testbed");
 	report_policy_line(e, c->policy, sizeof c->policy);
 	config_each(e, key_attr, &k);
 	config_each(e, policy_attr, &pk);

@@ -842,6 +842,69 @@ static void test_loss_backward(void)
 }
 
 /*
+ * A run gpu_run measured under a PyTorch runtime's schedule launched the
+ * testbed's kernels (e->launch_kernels = "testbed", as ./sim --compare
+ * sets for it): each compute op prices the testbed's list of its segment
+ * and phase (a block's forward its 11 kernels, the head's backward the
+ * testbed's whole list, the loss's backward op none), while the ops, their
+ * order and every buffer stay the runtime's: the same memory.
+ */
+static void test_launched_kernels(void)
+{
+	struct experiment e, f;
+	struct schedule *s, *t;
+	struct kernel k[MODEL_MAX_KERNELS];
+	int n, checked = 0;
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			  "policy.microbatches=2", "policy.ac=full", NULL);
+	test_experiment(&f, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.runtime=pytorch",
+			"policy.microbatches=2", "policy.ac=full", NULL);
+	snprintf(f.launch_kernels, sizeof f.launch_kernels, "testbed");
+	{
+		char err[256];
+		t = schedule_new(&f, err, sizeof err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	}
+	CU_ASSERT_EQUAL_FATAL(t->nops, s->nops);
+	CU_ASSERT_EQUAL_FATAL(t->nbufs, s->nbufs);
+	for (int i = 0; i < s->nbufs; i++)
+		CU_ASSERT(t->bufs[i].bytes == s->bufs[i].bytes && t->bufs[i].kind == s->bufs[i].kind &&
+			  t->bufs[i].alloc_op == s->bufs[i].alloc_op);
+	for (int i = 0; i < s->nops; i++) {
+		const struct op *o = &t->ops[i];
+		enum phase ph = o->kind == OP_FORWARD ? PH_FWD : o->kind == OP_RECOMPUTE ? PH_RECOMPUTE : PH_BWD;
+		CU_ASSERT_EQUAL(o->kind, s->ops[i].kind);
+		if (o->kind == OP_LOSS_BACKWARD) {
+			CU_ASSERT(o->ktab < 0 && o->flops == 0);
+			CU_ASSERT(s->ops[i].ktab >= 0); /* eager launches it apart */
+			continue;
+		}
+		if (o->kind != OP_FORWARD && o->kind != OP_RECOMPUTE && o->kind != OP_BACKWARD)
+			continue;
+		n = recipe_kernels(KR_TESTBED, &f.model, t->batch, t->segs[o->seg].kind, ph, AC_FULL, t->loss, 2, k,
+				   MODEL_MAX_KERNELS);
+		if (o->ktab < 0) {
+			CU_ASSERT_EQUAL(n, 0);
+			continue;
+		}
+		CU_ASSERT_EQUAL_FATAL(t->ktabs[o->ktab].count, (uint32_t)n);
+		for (int j = 0; j < n; j++)
+			CU_ASSERT_STRING_EQUAL(t->kernels[t->ktabs[o->ktab].first + j].name, k[j].name);
+		if (o->kind == OP_FORWARD && t->segs[o->seg].kind == SEG_BLOCK)
+			CU_ASSERT_EQUAL(n, 11);
+		if (o->kind == OP_FORWARD && t->segs[o->seg].kind == SEG_BLOCK)
+			CU_ASSERT(s->ktabs[s->ops[i].ktab].count > (uint32_t)n); /* eager launches more */
+		checked++;
+	}
+	CU_ASSERT(checked >= 10);
+	CU_ASSERT_EQUAL(schedule_check(t, NULL, 0), 0);
+	schedule_free(t);
+	config_release(&f);
+	done(s, &e);
+}
+
+/*
  * policy.hold_logits: each microbatch's logits are a buffer of their own
  * from the head's forward, dropped before the next microbatch's head (an
  * OP_FREE right before it) or alive at the step's end, through the
@@ -1038,6 +1101,7 @@ void suite_schedule(void)
 	CU_add_test(s, "a block's saved and recomputed activations: a buffer per tensor under PyTorch", test_saved_tensor_buffers);
 	CU_add_test(s, "PyTorch's optimizer state: a tensor per moment, made at the first step", test_lazy_optim_state);
 	CU_add_test(s, "eager PyTorch's loss backward before the head's", test_loss_backward);
+	CU_add_test(s, "gpu_run's kernels under PyTorch's schedule", test_launched_kernels);
 	CU_add_test(s, "a training loop that holds the logits", test_hold_logits);
 	CU_add_test(s, "FSDP2 at a shard group of one: copies, no collective", test_local_shards);
 	CU_add_test(s, "vector clocks are reachability", test_clocks_are_reachability);
