@@ -1030,9 +1030,16 @@ void calibration_release(struct calibration *c)
 /*
  * y at x from the points (xs, ys), n of them, sorted by x with equal x's
  * averaged: log-log Steffen interpolation inside, the smallest point's y
- * below, linear in x beyond (the largest point's y per x).
+ * below. Beyond the largest, by bytes (per_byte: collectives, passes,
+ * copies): that point's y plus its marginal cost (the slope from the
+ * largest point at or below half its x) per byte past it, as such a time
+ * is a fixed part (a collective's latency, a launch) and a part per byte
+ * of which only the second grows (a whole model's all-gather where a
+ * block's was measured); without such a point, or a slope that does not
+ * rise, and by FLOPs (a GEMM past the grid, at the largest one's
+ * efficiency), the largest point's y per x.
  */
-static double interp(double *xs, double *ys, size_t n, double x)
+static double interp(double *xs, double *ys, size_t n, double x, int per_byte)
 {
 	size_t m = 0;
 	double y;
@@ -1050,8 +1057,16 @@ static double interp(double *xs, double *ys, size_t n, double x)
 		return 0;
 	if (x <= xs[0] || m == 1)
 		return x <= xs[0] ? ys[0] : ys[0] * x / xs[0];
-	if (x >= xs[m - 1])
+	if (x >= xs[m - 1]) {
+		for (size_t i = m - 1; per_byte && i-- > 0;)
+			if (xs[i] <= 0.5 * xs[m - 1]) {
+				double slope = (ys[m - 1] - ys[i]) / (xs[m - 1] - xs[i]);
+				if (slope > 0)
+					return ys[m - 1] + slope * (x - xs[m - 1]);
+				break;
+			}
 		return ys[m - 1] * x / xs[m - 1];
+	}
 	for (size_t i = 0; i < m; i++) {
 		xs[i] = log(xs[i]);
 		ys[i] = log(ys[i] > 0 ? ys[i] : 1e-3);
@@ -1103,7 +1118,7 @@ double calibration_pass_ns(const struct calibration *c, uint64_t bytes)
 		xs[i] = PASS_TRAFFIC * (double)c->passes[i].bytes;
 		ys[i] = c->passes[i].ns;
 	}
-	ns = interp(xs, ys, (size_t)c->npasses, (double)(bytes ? bytes : 1));
+	ns = interp(xs, ys, (size_t)c->npasses, (double)(bytes ? bytes : 1), 1);
 	free(xs);
 	free(ys);
 	return ns;
@@ -1120,7 +1135,7 @@ double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t
 			xs[m] = (double)c->copies[i].bytes;
 			ys[m++] = c->copies[i].ns;
 		}
-	ns = m ? interp(xs, ys, m, (double)(bytes ? bytes : 1)) : calibration_pass_ns(c, 2 * bytes);
+	ns = m ? interp(xs, ys, m, (double)(bytes ? bytes : 1), 1) : calibration_pass_ns(c, 2 * bytes);
 	free(xs);
 	free(ys);
 	return ns;
@@ -1153,7 +1168,7 @@ static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind
 			xs[m] = (double)ks[i].flops;
 			ys[m++] = beside_ns(&ks[i], beside);
 		}
-	ns = m ? interp(xs, ys, m, (double)k->flops) : -1;
+	ns = m ? interp(xs, ys, m, (double)k->flops, 0) : -1;
 	free(xs);
 	free(ys);
 	return ns;
@@ -1202,7 +1217,7 @@ double calibration_collective_ns(const struct calibration *c, enum op_kind k, in
 			ys[m++] = busy && c->colls[i].ns_busy > 0 ? c->colls[i].ns_busy : c->colls[i].ns;
 		}
 	if (m)
-		ns = interp(xs, ys, m, (double)(bytes ? bytes : 1));
+		ns = interp(xs, ys, m, (double)(bytes ? bytes : 1), 1);
 	free(xs);
 	free(ys);
 	return ns;

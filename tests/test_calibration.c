@@ -712,6 +712,37 @@ static void test_beside_two(void)
 	unlink(f);
 }
 
+/*
+ * Past the largest size measured, a collective costs that size's time plus
+ * the marginal cost of its bytes (the slope from the largest point at or
+ * below half its size): the latency is not paid again per byte, as a
+ * whole model's all-gather priced from a block's would pay it. Where the
+ * slope does not rise, the largest point's time per byte.
+ */
+static void test_extrapolation(void)
+{
+	struct cal_coll cs[] = {
+		{ OP_ALLGATHER, 16, 1024, 100e3, 0 },
+		{ OP_ALLGATHER, 16, 1 << 20, 200e3, 0 },
+		{ OP_ALLGATHER, 16, 3 << 19, 260e3, 0 }, /* 1.5 MiB: above half the largest, not the slope's */
+		{ OP_ALLGATHER, 16, 2 << 20, 300e3, 0 },
+		{ OP_REDUCE_SCATTER, 16, 1 << 20, 300e3, 0 },
+		{ OP_REDUCE_SCATTER, 16, 2 << 20, 300e3, 0 },
+	};
+	struct calibration c;
+
+	memset(&c, 0, sizeof c);
+	c.colls = cs;
+	c.ncolls = 6;
+	c.ranks = 16;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_ALLGATHER, 16, 2 << 20, 0), 300e3, 1e-6);
+	/* 300 us + 2 MiB at 100 us per MiB, where the largest's time per byte would give 600 us */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_ALLGATHER, 16, 4 << 20, 0), 500e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_ALLGATHER, 16, 10 << 20, 0), 1100e3, 1e-6);
+	/* a flat top: per byte */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_REDUCE_SCATTER, 16, 4 << 20, 0), 600e3, 1e-6);
+}
+
 void suite_calibration(void)
 {
 	CU_pSuite s = CU_add_suite("calibration", setup, teardown);
@@ -727,4 +758,5 @@ void suite_calibration(void)
 	CU_add_test(s, "sessions that merge are one machine", test_one_machine);
 	CU_add_test(s, "merging keeps the newest, in order", test_merge_order);
 	CU_add_test(s, "kernels beside two collectives", test_beside_two);
+	CU_add_test(s, "past the largest size measured", test_extrapolation);
 }
