@@ -52,6 +52,7 @@ static hid_t kernel_type(void)
 	H5Tinsert(t, "ns", HOFFSET(struct cal_kernel, ns), H5T_NATIVE_DOUBLE);
 	H5Tinsert(t, "ns_comm", HOFFSET(struct cal_kernel, ns_comm), H5T_NATIVE_DOUBLE);
 	H5Tinsert(t, "ns_comm2", HOFFSET(struct cal_kernel, ns_comm2), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "ns_ar", HOFFSET(struct cal_kernel, ns_ar), H5T_NATIVE_DOUBLE);
 	H5Tclose(s);
 	return t;
 }
@@ -157,7 +158,7 @@ const char *calibration_refusal(const char *path)
  * one op, or of the runtime's cost per op: finite, positive and at most an
  * hour, as no op of a step takes longer. The overheads (dispatch_ns,
  * issue_ns, wake_ns) may be 0, too small to see; a time measured beside
- * another op (ns_comm, ns_comm2, ns_busy) is 0 when it was not measured,
+ * another op (ns_comm, ns_comm2, ns_ar, ns_busy) is 0 when it was not measured,
  * and the time alone (or beside one) prices it then. Sizes are positive and at most a pebibyte.
  */
 #define CAL_NS_MAX 3.6e12          /* an hour */
@@ -360,9 +361,9 @@ static int check_kernel(struct reader *r, const struct session *x, const char *w
 		return refuse(r, x->name, "%sm, n, k = %lld, %lld, %lld (allowed: >= 0)", where, (long long)k->m,
 			      (long long)k->n, (long long)k->k);
 	if (row_bytes(r, x, where, k->bytes) || row_ns(r, x, where, "ns", k->ns, 0) ||
-	    row_ns(r, x, where, "ns_comm", k->ns_comm, 1))
+	    row_ns(r, x, where, "ns_comm", k->ns_comm, 1) || row_ns(r, x, where, "ns_comm2", k->ns_comm2, 1))
 		return -1;
-	return row_ns(r, x, where, "ns_comm2", k->ns_comm2, 1);
+	return row_ns(r, x, where, "ns_ar", k->ns_ar, 1);
 }
 
 static int check_pass(struct reader *r, const struct session *x, const char *where, void *row)
@@ -493,6 +494,7 @@ static void kernel_median(void *into, const void *const *of, int n)
 	((struct cal_kernel *)into)->ns = field_median(of, n, offsetof(struct cal_kernel, ns));
 	((struct cal_kernel *)into)->ns_comm = field_median(of, n, offsetof(struct cal_kernel, ns_comm));
 	((struct cal_kernel *)into)->ns_comm2 = measured_median(of, n, offsetof(struct cal_kernel, ns_comm2));
+	((struct cal_kernel *)into)->ns_ar = measured_median(of, n, offsetof(struct cal_kernel, ns_ar));
 }
 
 static void pass_median(void *into, const void *const *of, int n)
@@ -530,7 +532,7 @@ static const struct table {
 /* Fields a table's rows may lack: measured since files were first written (then 0: not measured). */
 static int optional_field(const char *name)
 {
-	return !strcmp(name, "ns_comm2");
+	return !strcmp(name, "ns_comm2") || !strcmp(name, "ns_ar");
 }
 
 /* Row type t without the members whose bit is set in `missing`, at the same offsets. */
@@ -1081,17 +1083,19 @@ static double interp(double *xs, double *ys, size_t n, double x, int per_byte)
 	return y;
 }
 
-/* Kernel x's time beside `beside` running collectives (0, 1, 2 or more), as measured. */
+/* Kernel x's time with what `beside` (enum cal_beside) says runs beside it, as measured. */
 static double beside_ns(const struct cal_kernel *x, int beside)
 {
-	if (beside >= 2 && x->ns_comm2 > 0)
+	if (beside == CAL_BESIDE_TWO && x->ns_comm2 > 0)
 		return x->ns_comm2;
-	return beside && x->ns_comm > 0 ? x->ns_comm : x->ns;
+	if (beside == CAL_BESIDE_ALLREDUCE && x->ns_ar > 0)
+		return x->ns_ar;
+	return beside != CAL_ALONE && x->ns_comm > 0 ? x->ns_comm : x->ns;
 }
 
 /*
- * The median of beside_ns / ns over the kernels measured: how much
- * `beside` running collectives slow a kernel.
+ * The median of beside_ns / ns over the kernels measured: how much what
+ * `beside` says runs beside a kernel slows it.
  */
 static double compute_slowdown(const struct calibration *c, int beside)
 {

@@ -37,16 +37,21 @@
  * running collective (the schedule's largest), ns_comm2 beside two at once
  * on two streams (that one and the largest of another stream: FSDP's
  * backward overlaps a reduce-scatter with the next all-gather; HSDP's
- * replica all-reduce with both). 0: not measured (ns_comm2 is not in files
- * from before it).
+ * replica all-reduce with both), ns_ar beside the largest all-reduce alone
+ * (DDP's gradients: a reduction over twice a ring's steps, which takes
+ * more from the kernels beside it than a gather). 0: not measured
+ * (ns_comm2 and ns_ar are not in files from before them).
  */
 struct cal_kernel {
 	char name[CAL_NAME_MAX];
 	uint8_t kind;     /* enum kernel_kind */
 	int64_t m, n, k;
 	uint64_t flops, bytes;
-	double ns, ns_comm, ns_comm2;
+	double ns, ns_comm, ns_comm2, ns_ar;
 };
+
+/* What runs beside a kernel, for its price: nothing, one collective, two or more, one all-reduce. */
+enum cal_beside { CAL_ALONE, CAL_BESIDE_ONE, CAL_BESIDE_TWO, CAL_BESIDE_ALLREDUCE, CAL_BESIDE_COUNT };
 
 /* One collective of a group measured at one size: ns alone, and beside a running kernel. */
 struct cal_coll {
@@ -158,9 +163,9 @@ void calibration_release(struct calibration *c);
  * shape is looked up; otherwise a GEMM or attention kernel is priced from
  * the grid at its FLOP rate for the nearest work, a memory-bound one from
  * the passes at its bytes (both interpolated in log-log with GSL); *exact
- * says which. beside: the collectives running beside the kernel, 0, 1 or
- * 2 (two or more); beside two, its time measured beside two where it was,
- * else beside one.
+ * says which. beside (enum cal_beside): what runs beside the kernel; its
+ * time measured beside that where it was, else beside one collective,
+ * else alone.
  */
 double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact);
 /*

@@ -15,7 +15,9 @@ twice appears twice: `latest()` keeps the newest run of each configuration,
 so new data replaces old in the report without an edit.
 """
 import gzip
+import io
 import json
+import lzma
 import os
 
 import numpy as np
@@ -23,6 +25,48 @@ import numpy as np
 # Run keys that do not change what a step is: where results went, how many
 # steps were measured, the seed.
 NOT_CONFIG = {"run.out", "run.steps", "run.warmup", "run.seed", "run.timeout_s"}
+
+def open_results(path):
+    """A results file opened read-only with h5py: FILE.h5, or FILE.h5.xz as
+    data/runs keeps most of its files (data/README.md), read into memory."""
+    import h5py
+    if path.endswith(".xz"):
+        with lzma.open(path) as f:
+            return h5py.File(io.BytesIO(f.read()), "r")
+    return h5py.File(path, "r")
+
+
+def results_stem(path):
+    """A results file's name without .h5 (and .xz): amd-epyc-2-cores-cpu-20261128-090527."""
+    n = os.path.basename(path)
+    n = n[:-3] if n.endswith(".xz") else n
+    return n[:-3] if n.endswith(".h5") else os.path.splitext(n)[0]
+
+
+def machine_of(path):
+    """The machine and backend a data/runs file is of: its name less -<date>-<time>."""
+    n = results_stem(path)
+    return n.rsplit("-", 2)[0] if n.count("-") >= 2 else n
+
+
+def results_in(d, every_xz=False):
+    """A directory's results files, sorted: every .h5, and of the .h5.xz ones
+    (data/runs keeps files compressed) the newest of each machine when no
+    .h5 of it is newer (every_xz: all of them)."""
+    if not os.path.isdir(d):
+        return []
+    names = sorted(os.listdir(d))
+    plain = [os.path.join(d, n) for n in names if n.endswith(".h5")]
+    packed = [os.path.join(d, n) for n in names if n.endswith(".h5.xz")]
+    if not every_xz:
+        newest = {}
+        for p in plain + packed:
+            m = machine_of(p)
+            if m not in newest or results_stem(p) > results_stem(newest[m]):
+                newest[m] = p
+        packed = [p for p in packed if newest[machine_of(p)] == p]
+    return sorted(plain + packed, key=results_stem)
+
 
 # Byte units: the largest whose value is at least 1.
 UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))

@@ -67,7 +67,7 @@ class Run:
 
     def __init__(self, path, name, group):
         self.path = path
-        self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.stem = casedata.results_stem(path)
         self.index = int(name)
         self.attrs = {k: _text(v) for k, v in group.attrs.items()}
         self.ops = group["ops"][()]
@@ -108,7 +108,7 @@ def _enum_names(dtype, field):
 def load_runs(path):
     """Every run of one results file, in index order."""
     runs = []
-    with h5py.File(path, "r") as f:
+    with casedata.open_results(path) as f:
         if "runs" not in f:
             return runs
         for name in sorted(f["runs"]):
@@ -121,7 +121,7 @@ class Sweep:
 
     def __init__(self, path, name, group):
         self.path = path
-        self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.stem = casedata.results_stem(path)
         self.index = int(name)
         self.attrs = {k: _text(v) for k, v in group.attrs.items()}
         self.rows = group["configs"][()]
@@ -152,7 +152,7 @@ class Sweep:
 
 def load_sweeps(path):
     """Every sweep of one results file, in index order."""
-    with h5py.File(path, "r") as f:
+    with casedata.open_results(path) as f:
         if "sweeps" not in f:
             return []
         return [Sweep(path, name, f["sweeps"][name]) for name in sorted(f["sweeps"])
@@ -286,11 +286,12 @@ def plot_sweep_whatif(sweep, outdir):
 
 
 def results_files(args):
-    """The .h5 files named by args: files as given, directories' *.h5 sorted."""
+    """The results files named by args: files as given, directories' *.h5 and
+    the newest *.h5.xz of each machine (casedata.results_in), sorted."""
     files = []
     for a in args:
         if os.path.isdir(a):
-            files += sorted(os.path.join(a, n) for n in os.listdir(a) if n.endswith(".h5"))
+            files += casedata.results_in(a)
         elif os.path.isfile(a):
             files.append(a)
         else:

@@ -51,7 +51,7 @@ class Run:
 
     def __init__(self, path, name, group):
         self.path = path
-        self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.stem = casedata.results_stem(path)
         self.index = int(name)
         self.attrs = {k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
                       for k, v in group.attrs.items()}
@@ -75,15 +75,16 @@ def _enum_names(dtype, field):
 
 
 def load(path):
-    """Every run of a results file, in index order; [] for a file without /runs."""
-    with h5py.File(path, "r") as f:
+    """Every run of a results file (.h5 or .h5.xz), in index order; [] for a file without /runs."""
+    with casedata.open_results(path) as f:
         if "runs" not in f:
             return []
         return [Run(path, n, f["runs"][n]) for n in sorted(f["runs"])]
 
 
 def h5files(d):
-    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".h5")) if os.path.isdir(d) else []
+    """A directory's results files, .h5 and xz-compressed .h5.xz (data/runs keeps most so)."""
+    return casedata.results_in(d, every_xz=True)
 
 
 # ---- LaTeX -----------------------------------------------------------------
@@ -779,12 +780,10 @@ def _why(kind, sign, hw):
 
 def newest_per_machine(files):
     """The newest results file of each machine and backend: data/runs names
-    them <hardware>-<backend>-<date>.h5, so the last in name order."""
+    them <hardware>-<backend>-<date>.h5 (or .h5.xz), so the last in name order."""
     by = {}
-    for p in sorted(files):
-        n = os.path.basename(p)
-        stem = n.rsplit("-", 2)[0] if n.count("-") >= 2 else n
-        by[stem] = p
+    for p in sorted(files, key=casedata.results_stem):
+        by[casedata.machine_of(p)] = p
     return sorted(by.values())
 
 
@@ -867,7 +866,7 @@ def validation(data, figs):
                    ", ".join(tt(os.path.basename(f)) for f in older))
     # figures
     for path in used:
-        stem = os.path.splitext(os.path.basename(path))[0]
+        stem = casedata.results_stem(path)
         out.append(figs.include("%s_predicted_vs_measured_scatter" % stem, "Each run of %s: its measured step time "
                                 "(median, p10--p90) against \\texttt{./sim}'s prediction, by model and world size; on "
                                 "the diagonal the prediction is exact, in the band within 25\\,\\%%. Per policy: "
@@ -947,7 +946,7 @@ def validation(data, figs):
         "step_time_s"])) / float(x[1].summary["step_time_s"])))
     best = worst[-1]
     for tag, (path, m, p) in (("worst", worst[0]), ("best", best)):
-        stem = os.path.splitext(os.path.basename(path))[0]
+        stem = casedata.results_stem(path)
         e = (float(p.summary["step_time_s"]) - float(m.summary["step_time_s"])) / float(m.summary["step_time_s"])
         out.append(figs.include("%s_run%d_vs_sim_timeline" % (stem, m.index), "The %s-predicted run: %s, %s "
                                 "(run %d of %s), measured (top) and predicted (bottom) on one time axis; step-time "
@@ -1060,7 +1059,7 @@ def pytorch_validation(data, figs):
         out.append(notes)
     for sub, _ in dirs:
         for path in have[sub]:
-            stem = os.path.splitext(os.path.basename(path))[0]
+            stem = casedata.results_stem(path)
             if any(pp == path for pp, _, _ in allpairs):
                 out.append(figs.include("%s_predicted_vs_measured_scatter" % stem,
                                         "Each FSDP2 step of %s against \\texttt{./sim}'s prediction; on the diagonal "
@@ -1081,6 +1080,7 @@ def pytorch_validation(data, figs):
 def compare_json(path):
     """What ./sim --compare --json said of a results file, kept beside it (FILE.h5.compare.json or
     FILE.compare.json), or None."""
+    path = path[:-3] if path.endswith(".xz") else path
     for p in (path + ".compare.json", os.path.splitext(path)[0] + ".compare.json"):
         if os.path.isfile(p):
             try:

@@ -74,7 +74,7 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 		c->cal = calibration_of(e->calibration, s->world, err, errlen);
 		if (!c->cal || calibration_covers(c->cal, s, err, errlen) != 0)
 			return -1;
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < CAL_BESIDE_COUNT; k++) {
 			c->cal_op_ns[k] = xmalloc(sizeof(double) * (size_t)(s->nops + 1));
 			for (int i = 0; i < s->nops; i++)
 				c->cal_op_ns[k][i] = -1;
@@ -102,7 +102,7 @@ void cost_release(struct cost *c)
 {
 	free(c->memo);
 	c->memo = NULL;
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < CAL_BESIDE_COUNT; k++) {
 		free(c->cal_op_ns[k]);
 		c->cal_op_ns[k] = NULL;
 	}
@@ -293,7 +293,7 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 {
 	const struct schedule *s = c->s;
 	const struct op *o = &s->ops[op];
-	double *memo = &c->cal_op_ns[beside < 2 ? beside : 2][op], ns = 0;
+	double *memo = &c->cal_op_ns[beside][op], ns = 0;
 
 	if (*memo >= 0)
 		return *memo;

@@ -43,7 +43,7 @@ struct cost {
 	int memo_cap;               /* a power of two */
 	/* with a calibration (cluster.calibration): measured prices instead of the catalog's */
 	const struct calibration *cal;
-	double *cal_op_ns[3];       /* per op: its work alone, beside one collective, beside two; < 0 until asked */
+	double *cal_op_ns[CAL_BESIDE_COUNT]; /* per op: its work alone and beside collectives (cal_beside); < 0 until asked */
 };
 
 /*
@@ -117,8 +117,7 @@ double cost_host_optim_ns(const struct cost *c, uint64_t params);
 
 /*
  * Calibrated prices (c->cal set), in ns, of op `op` on its own: its
- * kernels (beside: the collectives running beside it, 0, 1, or 2 for two
- * or more), or its
+ * kernels (beside, enum cal_beside: what runs beside it), or its
  * memory-bound work, or the optimizer's per-element work, plus the
  * zero-fill of the buffers it accumulates into; and of a collective
  * (busy: with a kernel running beside it).

@@ -184,8 +184,9 @@ static inline void reschedule(struct engine *g, struct act *a)
 /*
  * Calibrated rates: each op's measured time, plus the runtime's dispatch
  * cost per op. A kernel beside running collectives takes its time
- * measured beside one, or beside two when two or more run (they take more
- * of the processors, or of the host's cores, than one); a collective
+ * measured beside one, beside an all-reduce when that is the one, or
+ * beside two when two or more run (they take more of the processors, or
+ * of the host's cores, than one); a collective
  * beside a running kernel takes its time measured beside one;
  * kernels of different streams running at once share the rank's
  * processors equally.
@@ -193,20 +194,22 @@ static inline void reschedule(struct engine *g, struct act *a)
 static void update_rates_calibrated(struct engine *g)
 {
 	const struct calibration *cal = g->cost.cal;
-	int ncoll = 0, nkern = 0;
+	int ncoll = 0, nkern = 0, nar = 0, beside;
 
 	for (int i = 0; i < g->nact; i++) {
 		progress(g, &g->act[i]);
 		ncoll += g->act[i].type == ACT_COLL;
+		nar += g->act[i].type == ACT_COLL && g->s->ops[g->act[i].op].kind == OP_ALLREDUCE;
 		nkern += g->act[i].type == ACT_KERNEL;
 	}
+	beside = ncoll >= 2 ? CAL_BESIDE_TWO : !ncoll ? CAL_ALONE : nar ? CAL_BESIDE_ALLREDUCE : CAL_BESIDE_ONE;
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
 		const struct op *o = &g->s->ops[a->op];
 		double ns = cal->dispatch_ns;
 		switch (a->type) {
 		case ACT_KERNEL:
-			ns += cost_cal_op_ns(&g->cost, a->op, ncoll < 2 ? ncoll : 2) * (nkern > 1 ? nkern : 1);
+			ns += cost_cal_op_ns(&g->cost, a->op, beside) * (nkern > 1 ? nkern : 1);
 			break;
 		case ACT_COLL:
 			ns += cost_cal_collective_ns(&g->cost, o, nkern > 0);

@@ -141,6 +141,22 @@ if bash gpu/run/validate.sh --quick --out "$tmp/val" >"$tmp/vlog" 2>&1; then
 	else
 		bad "quick validation" "$(tail -3 "$tmp/log") $out $(grep -c 'ms--' "$tmp/doc/gen3/validation.tex") rows"
 	fi
+	# the same file xz-compressed, as data/runs keeps them, beside an older one of the machine: the same
+	# runs, read as they are, and the older one only listed
+	runs=$(ls "$tmp/val/runs/"*.h5)
+	older=$(dirname "$runs")/$(basename "$runs" | sed 's/-[0-9]*-[0-9]*\.h5$/-20000101-000000.h5/')
+	cp "$runs" "$older" && xz -k "$older" && rm "$older"
+	xz "$runs"
+	if $PY paper/report.py "$tmp/val" "$tmp/doc/fig" "$tmp/doc/gen4" >"$tmp/log" 2>&1 &&
+		[ "$(grep -c '\\,ms--' "$tmp/doc/gen4/validation.tex")" = 4 ] &&
+		grep -q "$(basename "$runs" .h5 | sed 's/_/\\\\_/g')" "$tmp/doc/gen4/validation.tex" &&
+		grep -q 'Older files in data/runs/' "$tmp/doc/gen4/validation.tex" &&
+		cmp -s <(grep -v '^%\|^$' "$tmp/doc/gen3/validation.tex") \
+			<(grep -v '^%\|^$\|^Older files in data/runs/' "$tmp/doc/gen4/validation.tex" | sed 's/\.h5\.xz/.h5/g'); then
+		ok "a validation file kept .h5.xz: the same runs and numbers, the older file listed only"
+	else
+		bad "validation .h5.xz" "$(tail -3 "$tmp/log") $(grep -c 'ms--' "$tmp/doc/gen4/validation.tex") rows"
+	fi
 else
 	bad "quick validation" "validate.sh --quick failed: $(tail -3 "$tmp/vlog")"
 fi

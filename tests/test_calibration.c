@@ -259,17 +259,18 @@ static void test_pass_traffic_attr(void)
 /*
  * A memory-bound op with no kernel list (FSDP2's copies) is priced by the
  * kernels row of its name and bytes where one was measured (alone, beside
- * a collective, beside two), else by the pass of its traffic; a row of
- * another size or name does not price it. Beside two collectives where
- * only one was measured beside: the time beside one.
+ * a collective, beside two, beside an all-reduce), else by the pass of its
+ * traffic; a row of another size or name does not price it. Beside two
+ * collectives or an all-reduce where only one collective was measured
+ * beside: the time beside one.
  */
 static void test_named_op(void)
 {
 	struct cal_pass p[] = { { 1 << 20, 100e3 }, { 16 << 20, 1600e3 } };
 	struct cal_kernel k[] = {
-		{ "copy_in", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 900e3, 1200e3, 1500e3 },
-		{ "copy_out", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 500e3, 0, 0 },
-		{ "copy", K_ELEMENTWISE, 0, 0, 0, 0, 5 << 20, 700e3, 800e3, 0 },
+		{ "copy_in", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 900e3, 1200e3, 1500e3, 1300e3 },
+		{ "copy_out", K_ELEMENTWISE, 0, 0, 0, 0, 3 << 20, 500e3, 0, 0, 0 },
+		{ "copy", K_ELEMENTWISE, 0, 0, 0, 0, 5 << 20, 700e3, 800e3, 0, 0 },
 	};
 	struct calibration c;
 
@@ -280,10 +281,12 @@ static void test_named_op(void)
 	c.nkernels = 3;
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 0), 900e3, 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 1), 1200e3, 1e-6);
-	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, 2), 1500e3, 1e-6);
-	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 5 << 20, 2), 800e3, 1e-6); /* two: not measured */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, CAL_BESIDE_TWO), 1500e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 3 << 20, CAL_BESIDE_ALLREDUCE), 1300e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 5 << 20, CAL_BESIDE_TWO), 800e3, 1e-6); /* not measured */
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 5 << 20, CAL_BESIDE_ALLREDUCE), 800e3, 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_out", 3 << 20, 1), 500e3, 1e-6); /* none measured beside */
-	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_out", 3 << 20, 2), 500e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_out", 3 << 20, CAL_BESIDE_TWO), 500e3, 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy_in", 6 << 20, 0), calibration_pass_ns(&c, 6 << 20), 1e-6);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_op_ns(&c, "copy", 3 << 20, 0), calibration_pass_ns(&c, 3 << 20), 1e-6);
 	CU_ASSERT(calibration_pass_ns(&c, 3 << 20) < 400e3); /* the pass would have been much cheaper */
@@ -588,11 +591,17 @@ static void test_merge_order(void)
 	unlink(f);
 }
 
+/* The kernels' fields files from before them lack. */
+static int later_field(const char *name)
+{
+	return !strcmp(name, "ns_comm2") || !strcmp(name, "ns_ar");
+}
+
 /*
  * Session `session` of file f with its kernels table rewritten as files
- * from before ns_comm2 hold it: every field but that one.
+ * from before ns_comm2 and ns_ar hold it: every field but those.
  */
-static void drop_ns_comm2(const char *f, const char *session)
+static void drop_later_fields(const char *f, const char *session)
 {
 	char g[64];
 	hid_t file = H5Fopen(f, H5F_ACC_RDWR, H5P_DEFAULT), grp, d, ft, mem, disk, sp;
@@ -605,12 +614,12 @@ static void drop_ns_comm2(const char *f, const char *session)
 	ft = H5Dget_type(d);
 	sp = H5Dget_space(d);
 	CU_ASSERT_FATAL(H5Tget_member_index(ft, "ns_comm2") >= 0);
-	/* the row type less ns_comm2: in memory at the same offsets, on disk packed */
+	/* the row type less those: in memory at the same offsets, on disk packed */
 	mem = H5Tcreate(H5T_COMPOUND, H5Tget_size(ft));
 	for (int i = 0; i < H5Tget_nmembers(ft); i++) {
 		char *name = H5Tget_member_name(ft, (unsigned)i);
 		hid_t mt = H5Tget_member_type(ft, (unsigned)i);
-		if (strcmp(name, "ns_comm2"))
+		if (!later_field(name))
 			H5Tinsert(mem, name, H5Tget_member_offset(ft, (unsigned)i), mt);
 		H5Tclose(mt);
 		H5free_memory(name);
@@ -635,12 +644,14 @@ static void drop_ns_comm2(const char *f, const char *session)
 }
 
 /*
- * A kernel beside two collectives at once (ns_comm2): read where a session
- * measured it, 0 in a session from before (a kernels table without the
- * field reads, its other fields intact); a series gives the median of the
- * sessions that measured it (a session without is no measurement of 0).
- * A kernel beside two is priced at it, beside one at ns_comm; one priced
- * from the GEMM grid is slowed by the kernels' median of each.
+ * A kernel beside two collectives at once (ns_comm2) and beside an
+ * all-reduce (ns_ar): read where a session measured them, 0 in a session
+ * from before (a kernels table without the fields reads, its other fields
+ * intact); a series gives the median of the sessions that measured them
+ * (a session without is no measurement of 0). A kernel beside two is
+ * priced at ns_comm2, beside an all-reduce at ns_ar, beside one other
+ * collective at ns_comm; one priced from the GEMM grid is slowed by the
+ * kernels' median of each.
  */
 static void test_beside_two(void)
 {
@@ -648,10 +659,10 @@ static void test_beside_two(void)
 	struct cal_pass pass;
 	struct cal_coll coll;
 	struct cal_kernel k[] = {
-		{ "qkv", K_GEMM, 64, 192, 64, 1572864, 4096, 100e3, 120e3, 160e3 },
-		{ "attn_norm", K_ELEMENTWISE, 0, 0, 0, 0, 8192, 10e3, 11e3, 13e3 },
+		{ "qkv", K_GEMM, 64, 192, 64, 1572864, 4096, 100e3, 120e3, 160e3, 130e3 },
+		{ "attn_norm", K_ELEMENTWISE, 0, 0, 0, 0, 8192, 10e3, 11e3, 13e3, 15e3 },
 	};
-	struct cal_kernel grid = { "gemm", K_GEMM, 128, 128, 128, 4194304, 4096, 200e3, 200e3, 0 };
+	struct cal_kernel grid = { "gemm", K_GEMM, 128, 128, 128, 4194304, 4096, 200e3, 200e3, 0, 0 };
 	struct kernel other = { .kind = K_GEMM, .m = 128, .n = 128, .k = 128, .flops = 4194304, .bytes = 4096 };
 	char f[160], err[512];
 	int exact;
@@ -667,8 +678,9 @@ static void test_beside_two(void)
 	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000000: to be made a file from before ns_comm2 */
 	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000001: qkv beside two 160 us */
 	k[0].ns_comm2 = 200e3;
-	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000002: 200 us */
-	drop_ns_comm2(f, "000000");
+	k[0].ns_ar = 150e3;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0); /* 000002: 200 us, beside an all-reduce 150 */
+	drop_later_fields(f, "000000");
 
 	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
 	CU_ASSERT_EQUAL_FATAL(r.nkernels, 2);
@@ -678,8 +690,10 @@ static void test_beside_two(void)
 			CU_ASSERT_EQUAL(x->ns, 100e3);
 			CU_ASSERT_EQUAL(x->ns_comm, 120e3);
 			CU_ASSERT_EQUAL(x->ns_comm2, 180e3); /* of 160 and 200; with the old session's 0 it would be 160 */
+			CU_ASSERT_EQUAL(x->ns_ar, 140e3);    /* of 130 and 150 */
 		} else {
 			CU_ASSERT_EQUAL(x->ns_comm2, 13e3);
+			CU_ASSERT_EQUAL(x->ns_ar, 15e3);
 		}
 	}
 	{
@@ -687,25 +701,31 @@ static void test_beside_two(void)
 		snprintf(q.name, sizeof q.name, "qkv");
 		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, 0, &exact), 100e3, 1e-6);
 		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, 1, &exact), 120e3, 1e-6);
-		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, 2, &exact), 180e3, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, CAL_BESIDE_TWO, &exact), 180e3, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &q, CAL_BESIDE_ALLREDUCE, &exact), 140e3, 1e-6);
 		CU_ASSERT(exact);
 	}
-	/* a GEMM of no measured name: the grid's time, times the median slowdown (1.2 and 1.1; 1.8 and 1.3) */
+	/*
+	 * a GEMM of no measured name: the grid's time, times the median slowdown
+	 * (1.2 and 1.1; 1.8 and 1.3; 1.4 and 1.5)
+	 */
 	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 0, &exact), 200e3, 1e-6);
 	CU_ASSERT(!exact);
-	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 1, &exact), 200e3 * 1.15, 1e-3);
-	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 2, &exact), 200e3 * 1.55, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, CAL_BESIDE_ONE, &exact), 200e3 * 1.15, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, CAL_BESIDE_TWO, &exact), 200e3 * 1.55, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, CAL_BESIDE_ALLREDUCE, &exact), 200e3 * 1.45, 1e-3);
 	calibration_release(&r);
 
 	/* only the session from before: beside two is priced as beside one */
 	snprintf(f, sizeof f, "%s/beside2-old.h5", dir);
 	c.series[0] = '\0';
 	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
-	drop_ns_comm2(f, "000000");
+	drop_later_fields(f, "000000");
 	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
 	for (int i = 0; i < r.nkernels; i++)
-		CU_ASSERT_EQUAL(r.kernels[i].ns_comm2, 0);
-	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, 2, &exact), 200e3 * 1.15, 1e-3);
+		CU_ASSERT(r.kernels[i].ns_comm2 == 0 && r.kernels[i].ns_ar == 0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, CAL_BESIDE_TWO, &exact), 200e3 * 1.15, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_kernel_ns(&r, &other, CAL_BESIDE_ALLREDUCE, &exact), 200e3 * 1.15, 1e-3);
 	calibration_release(&r);
 	unlink(f);
 	snprintf(f, sizeof f, "%s/beside2.h5", dir);
@@ -757,6 +777,6 @@ void suite_calibration(void)
 	CU_add_test(s, "every value read is checked", test_values_checked);
 	CU_add_test(s, "sessions that merge are one machine", test_one_machine);
 	CU_add_test(s, "merging keeps the newest, in order", test_merge_order);
-	CU_add_test(s, "kernels beside two collectives", test_beside_two);
+	CU_add_test(s, "kernels beside two collectives, beside an all-reduce", test_beside_two);
 	CU_add_test(s, "past the largest size measured", test_extrapolation);
 }

@@ -485,26 +485,23 @@ static void test_calibrated_optimizer(void)
 /*
  * With a calibration, a kernel beside two collectives at once (FSDP's
  * backward: a reduce-scatter and the next all-gather) runs at its time
- * measured beside two, beside one at its time beside one, alone at its
- * own: over each compute op's life, the work done at each moment's rate
- * (1 / its price for the collectives running then, times the kernels of
+ * measured beside two, beside one all-reduce (DDP's) at its time beside an
+ * all-reduce, beside one other collective at its time beside one, alone
+ * at its own: over each compute op's life, the work done at each moment's
+ * rate (1 / its price for what runs beside it then, times the kernels of
  * other streams sharing the processors) adds up to the op, exactly. Every
- * kernel is priced from the passes, slowed by the kernels' median: 2 beside
- * one collective, 5 beside two, so a simulator that took one for two
- * would leave the sums short.
+ * kernel is priced from the passes, slowed by the kernels' median: 2
+ * beside one collective, 5 beside two, 3 beside an all-reduce, so a
+ * simulator that took one for another would leave the sums off.
  */
 static void test_calibrated_beside_two(void)
 {
 	char dir[] = "/tmp/test_sim_cal2.XXXXXX", path[96], set[160], err[256];
 	struct cal_pass pass[] = { { 1 << 10, 1e3 }, { 1 << 30, 1e9 } };
-	struct cal_kernel k = { "probe", K_ELEMENTWISE, 0, 0, 0, 0, 4096, 1e3, 2e3, 5e3 };
+	struct cal_kernel k = { "probe", K_ELEMENTWISE, 0, 0, 0, 0, 4096, 1e3, 2e3, 5e3, 3e3 };
 	struct cal_coll coll[6];
 	struct calibration c;
-	struct experiment e;
-	struct schedule *sc;
-	struct cost cost;
-	struct sim_result r;
-	int two = 0;
+	int seen[CAL_BESIDE_COUNT] = { 0 };
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/cal.h5", dir);
@@ -525,56 +522,72 @@ static void test_calibrated_beside_two(void)
 	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
 	snprintf(set, sizeof set, "cluster.calibration=%s", path);
 
-	config_init(&e);
-	config_set(&e, "model.name=tiny", "t");
-	config_set(&e, "cluster.gpu=cpu", "t");
-	config_set(&e, "cluster.nodes=1", "t");
-	config_set(&e, "cluster.gpus_per_node=2", "t");
-	config_set(&e, "policy.microbatches=2", "t");
-	config_set(&e, set, "t");
-	CU_ASSERT_FATAL(config_resolve(&e) == 0);
-	sc = schedule_new(&e, err, sizeof err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
-	CU_ASSERT_FATAL(cost_init(&cost, sc, err, sizeof err) == 0);
-	CU_ASSERT_FATAL(engine_run(sc, 0, &r, err, sizeof err) == 0);
-	for (int i = 0; i < sc->nops; i++) {
-		const struct op *o = &sc->ops[i];
-		double done = 0;
-		uint64_t t0 = r.ops[i].start_ns, t1 = r.ops[i].end_ns;
-		if (!op_is_kernel(o) || op_is_collective(o->kind) || o->kind == OP_CPU_OPTIM || t1 <= t0)
-			continue;
-		/* a kernel list is slowed (5 against 2); a memory-bound op of no list, a pass, is not */
-		CU_ASSERT(o->ktab < 0 || cost_cal_op_ns(&cost, i, 2) > 2 * cost_cal_op_ns(&cost, i, 1));
-		/* the moments where what runs beside it changes, in order */
-		for (uint64_t t = t0; t < t1;) {
-			uint64_t next = t1;
-			int ncoll = 0, nkern = 0;
-			for (int j = 0; j < sc->nops; j++) {
-				const struct op *x = &sc->ops[j];
-				int coll = op_is_collective(x->kind) && schedule_group_size(sc, x->group) > 1;
-				int kern = !op_is_collective(x->kind) && op_is_kernel(x) && x->kind != OP_CPU_OPTIM;
-				if (!coll && !kern)
-					continue;
-				if (r.ops[j].start_ns <= t && r.ops[j].end_ns > t) {
-					ncoll += coll;
-					nkern += kern;
-					if (r.ops[j].end_ns < next)
-						next = r.ops[j].end_ns;
-				} else if (r.ops[j].start_ns > t && r.ops[j].start_ns < next) {
-					next = r.ops[j].start_ns;
+	for (int run = 0; run < 2; run++) {
+		struct experiment e;
+		struct schedule *sc;
+		struct cost cost;
+		struct sim_result r;
+
+		config_init(&e);
+		config_set(&e, "model.name=tiny", "t");
+		config_set(&e, "cluster.gpu=cpu", "t");
+		config_set(&e, "cluster.nodes=1", "t");
+		config_set(&e, "cluster.gpus_per_node=2", "t");
+		config_set(&e, "policy.microbatches=2", "t");
+		config_set(&e, run ? "policy.sharding=ddp" : "policy.sharding=fsdp", "t");
+		config_set(&e, set, "t");
+		CU_ASSERT_FATAL(config_resolve(&e) == 0);
+		sc = schedule_new(&e, err, sizeof err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+		CU_ASSERT_FATAL(cost_init(&cost, sc, err, sizeof err) == 0);
+		CU_ASSERT_FATAL(engine_run(sc, 0, &r, err, sizeof err) == 0);
+		for (int i = 0; i < sc->nops; i++) {
+			const struct op *o = &sc->ops[i];
+			double done = 0;
+			uint64_t t0 = r.ops[i].start_ns, t1 = r.ops[i].end_ns;
+			if (!op_is_kernel(o) || op_is_collective(o->kind) || o->kind == OP_CPU_OPTIM || t1 <= t0)
+				continue;
+			/* a kernel list is slowed (5, 3 against 2); a memory-bound op of no list, a pass, is not */
+			CU_ASSERT(o->ktab < 0 || (cost_cal_op_ns(&cost, i, CAL_BESIDE_TWO) >
+							  2 * cost_cal_op_ns(&cost, i, CAL_BESIDE_ONE) &&
+						  cost_cal_op_ns(&cost, i, CAL_BESIDE_ALLREDUCE) >
+							  cost_cal_op_ns(&cost, i, CAL_BESIDE_ONE)));
+			/* the moments where what runs beside it changes, in order */
+			for (uint64_t t = t0; t < t1;) {
+				uint64_t next = t1;
+				int ncoll = 0, nar = 0, nkern = 0, beside;
+				for (int j = 0; j < sc->nops; j++) {
+					const struct op *x = &sc->ops[j];
+					int coll = op_is_collective(x->kind) && schedule_group_size(sc, x->group) > 1;
+					int kern = !op_is_collective(x->kind) && op_is_kernel(x) && x->kind != OP_CPU_OPTIM;
+					if (!coll && !kern)
+						continue;
+					if (r.ops[j].start_ns <= t && r.ops[j].end_ns > t) {
+						ncoll += coll;
+						nar += coll && x->kind == OP_ALLREDUCE;
+						nkern += kern;
+						if (r.ops[j].end_ns < next)
+							next = r.ops[j].end_ns;
+					} else if (r.ops[j].start_ns > t && r.ops[j].start_ns < next) {
+						next = r.ops[j].start_ns;
+					}
 				}
+				beside = ncoll >= 2 ? CAL_BESIDE_TWO : !ncoll ? CAL_ALONE : nar ? CAL_BESIDE_ALLREDUCE
+												 : CAL_BESIDE_ONE;
+				seen[beside]++;
+				done += (double)(next - t) / (cost_cal_op_ns(&cost, i, beside) * nkern);
+				t = next;
 			}
-			two |= ncoll >= 2;
-			done += (double)(next - t) / (cost_cal_op_ns(&cost, i, ncoll < 2 ? ncoll : 2) * nkern);
-			t = next;
+			CU_ASSERT_DOUBLE_EQUAL(done, 1.0, 2e-3);
 		}
-		CU_ASSERT_DOUBLE_EQUAL(done, 1.0, 2e-3);
+		sim_result_release(&r);
+		cost_release(&cost);
+		schedule_free(sc);
+		config_release(&e);
 	}
-	CU_ASSERT(two); /* some compute ran beside two collectives */
-	sim_result_release(&r);
-	cost_release(&cost);
-	schedule_free(sc);
-	config_release(&e);
+	/* compute ran alone, beside one collective, beside two (fsdp) and beside an all-reduce (ddp) */
+	for (int b = 0; b < CAL_BESIDE_COUNT; b++)
+		CU_ASSERT(seen[b] > 0);
 	unlink(path);
 	rmdir(dir);
 }

@@ -510,14 +510,15 @@ static int collective_list(struct variant *v, int nv, int quick, struct cal_coll
 
 /*
  * What the model's kernels are measured beside: one collective (the
- * schedule's largest), and two at once on two streams (that one and the
+ * schedule's largest), two at once on two streams (that one and the
  * largest of the calibrated schedules on another stream, on buffers of
- * its own), each with its time alone.
+ * its own), and the largest all-reduce of the calibrated schedules alone
+ * (the one collective, when that is it), each with its time alone.
  */
 struct beside {
-	struct coll_arg one, two[2];
-	double one_ns, two_ns[2];
-	int has_one, has_two;
+	struct coll_arg one, two[2], ar;
+	double one_ns, two_ns[2], ar_ns;
+	int has_one, has_two, has_ar, ar_is_one;
 };
 
 /* The time alone of the collective of kind, group size and bytes measured in cs (0: not measured). */
@@ -548,8 +549,14 @@ static void beside_plan(struct beside *b, const struct schedule *s, struct comm 
 				b->two[1] = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, o->bytes, 0, 1 };
 				b->two_ns[1] = coll_ns_of(cs, ncs, o->kind, ranks, o->bytes);
 			}
+			if (o->kind == OP_ALLREDUCE && ranks > 1 && o->bytes > b->ar.bytes) {
+				b->ar = (struct coll_arg){ &v[x].c, o->kind, o->group, o->stream, o->bytes, 0, 0 };
+				b->ar_ns = coll_ns_of(cs, ncs, o->kind, ranks, o->bytes);
+			}
 		}
 	b->has_two = b->has_one && b->two_ns[1] > 0;
+	b->has_ar = b->has_one && b->ar_ns > 0;
+	b->ar_is_one = b->one.kind == OP_ALLREDUCE && b->ar.bytes == b->one.bytes;
 }
 
 /* Collectives of ns each to cover reps kernels of kernel_ns, started first (20% more), at most max_reps. */
@@ -573,7 +580,7 @@ static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *wha
 		snprintf(kn.name, sizeof kn.name, "%s", ks[i].name);
 		ks[i].ns = measure(k, ST_COMPUTE, run_kernel, &a, NULL, NULL);
 		ks[i].ns_comm = ks[i].ns;
-		ks[i].ns_comm2 = 0;
+		ks[i].ns_comm2 = ks[i].ns_ar = 0;
 		progress(k, what);
 		if (!b || !b->has_one)
 			continue;
@@ -581,6 +588,13 @@ static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *wha
 		reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
 		b->one.reps = covering(k, reps, ks[i].ns, b->one_ns);
 		ks[i].ns_comm = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &b->one);
+		if (b->has_ar && b->ar_is_one) {
+			ks[i].ns_ar = ks[i].ns_comm;
+		} else if (b->has_ar) {
+			b->ar.reps = covering(k, reps, ks[i].ns, b->ar_ns);
+			ks[i].ns_ar = measure_once(k, ST_COMPUTE, run_kernel, &a, reps, run_collectives_beside, &b->ar);
+			progress(k, "model kernels beside an all-reduce");
+		}
 		if (!b->has_two)
 			continue;
 		for (int j = 0; j < 2; j++)
@@ -800,7 +814,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 		if (busy < 0 || cal.kernels[i].flops > cal.kernels[busy].flops)
 			busy = i;
 	beside_plan(&bp, s, c, v, nv, cal.colls, cal.ncolls);
-	k.total += bp.has_two ? cal.nkernels : 0;
+	k.total += (bp.has_two + (bp.has_ar && !bp.ar_is_one)) * cal.nkernels;
 	kernels(&k, cal.kernels, cal.nkernels, "model kernels", &bp);
 	kernels(&k, cal.gemm, cal.ngemm, "gemm grid", NULL);
 	/* the collectives again, beside that kernel */
