@@ -186,10 +186,9 @@ static inline void reschedule(struct engine *g, struct act *a)
  * cost per op. A kernel beside running collectives takes its time
  * measured beside one, beside an all-reduce when that is the one, or
  * beside two when two or more run (they take more of the processors, or
- * of the host's cores, than one); a collective
- * beside a running kernel takes its time measured beside one;
- * kernels of different streams running at once share the rank's
- * processors equally.
+ * of the host's cores, than one); a collective beside a running kernel
+ * takes its time measured beside one; kernels of different streams
+ * running at once share the rank's processors equally.
  */
 static void update_rates_calibrated(struct engine *g)
 {
