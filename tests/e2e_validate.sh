@@ -84,6 +84,11 @@ for d in ("kernels", "gemm", "passes", "collectives"):
 seen = set(int(k) for k in g["collectives"]["kind"])
 assert len(seen) == 3, "collective kinds measured: %s (all-gather, reduce-scatter, all-reduce expected)" % seen
 assert all(v > 0 for v in g["kernels"]["ns"]), "a kernel of no time"
+# every model kernel also beside a collective, beside two at once (fsdp's all-gather and reduce-scatter
+# streams) and beside an all-reduce (ddp's, a calibrated variant); the GEMM grid alone only
+for field in ("ns_comm", "ns_comm2", "ns_ar"):
+    assert all(v > 0 for v in g["kernels"][field]), "a kernel not measured beside: " + field
+assert all(v == 0 for v in g["gemm"]["ns_comm2"]) and all(v == 0 for v in g["gemm"]["ns_ar"])
 assert g.attrs["dispatch_ns"] > 0 and g.attrs["wake_ns"] > 0
 print("%d kernels, %d GEMMs, %d collective points" % (len(g["kernels"]), len(g["gemm"]), len(g["collectives"])))
 EOF
