@@ -158,8 +158,9 @@ const char *calibration_refusal(const char *path)
  * one op, or of the runtime's cost per op: finite, positive and at most an
  * hour, as no op of a step takes longer. The overheads (dispatch_ns,
  * issue_ns, wake_ns) may be 0, too small to see; a time measured beside
- * another op (ns_comm, ns_comm2, ns_ar, ns_busy) is 0 when it was not measured,
- * and the time alone (or beside one) prices it then. Sizes are positive and at most a pebibyte.
+ * another op (ns_comm, ns_comm2, ns_ar, ns_busy) is 0 when it was not
+ * measured, and the time alone (or beside one collective) prices it then.
+ * Sizes are positive and at most a pebibyte.
  */
 #define CAL_NS_MAX 3.6e12          /* an hour */
 #define CAL_NS_PER_ELEM_MAX 1e6    /* a millisecond per parameter element */
@@ -487,7 +488,8 @@ static double measured_median(const void *const *of, int n, size_t off)
 
 /*
  * A point's value fields set to their medians over its n measurements
- * (beside two collectives: over the sessions that measured it).
+ * (beside two collectives and beside an all-reduce: over the sessions
+ * that measured them).
  */
 static void kernel_median(void *into, const void *const *of, int n)
 {
