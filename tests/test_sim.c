@@ -413,6 +413,22 @@ static void test_launch_queue(void)
 }
 
 /*
+ * A calibration of `ranks` processes on backend, with two passes, an
+ * optimizer of 1 ns per element and nothing else, for the caller to add
+ * to before writing it.
+ */
+static void test_cal(struct calibration *c, const char *backend, int ranks, struct cal_pass *pass)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->hardware, sizeof c->hardware, "test");
+	snprintf(c->backend, sizeof c->backend, "%s", backend);
+	c->ranks = ranks;
+	c->passes = pass;
+	c->npasses = 2;
+	c->adamw_ns_per_elem = c->host_adamw_ns_per_elem = 1.0;
+}
+
+/*
  * A calibrated optimizer step over every parameter: the update at the
  * measured ns per element of the optimizer the policy names (PyTorch's
  * fused AdamW apart, where measured), plus the gradient-norm clipping the
@@ -429,13 +445,7 @@ static void test_calibrated_optimizer(void)
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/cal.h5", dir);
-	memset(&c, 0, sizeof c);
-	snprintf(c.hardware, sizeof c.hardware, "test");
-	snprintf(c.backend, sizeof c.backend, "pytorch");
-	c.ranks = 1;
-	c.passes = pass;
-	c.npasses = 2;
-	c.adamw_ns_per_elem = c.host_adamw_ns_per_elem = 1.0;
+	test_cal(&c, "pytorch", 1, pass);
 	c.adamw_fused_ns_per_elem = 0.25;
 	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
 	snprintf(set, sizeof set, "cluster.calibration=%s", path);
@@ -508,17 +518,11 @@ static void test_calibrated_beside_two(void)
 	for (int i = 0; i < 6; i++) /* 100 us to 300 us, whatever the size */
 		coll[i] = (struct cal_coll){ (uint8_t)(i < 2 ? OP_ALLGATHER : i < 4 ? OP_REDUCE_SCATTER : OP_ALLREDUCE), 2,
 					     i % 2 ? 1ull << 30 : 1024, i % 2 ? 3e5 : 1e5, i % 2 ? 3e5 : 1e5 };
-	memset(&c, 0, sizeof c);
-	snprintf(c.hardware, sizeof c.hardware, "test");
-	snprintf(c.backend, sizeof c.backend, "cpu");
-	c.ranks = 2;
-	c.passes = pass;
-	c.npasses = 2;
+	test_cal(&c, "cpu", 2, pass);
 	c.kernels = &k;
 	c.nkernels = 1;
 	c.colls = coll;
 	c.ncolls = 6;
-	c.adamw_ns_per_elem = c.host_adamw_ns_per_elem = 1.0;
 	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
 	snprintf(set, sizeof set, "cluster.calibration=%s", path);
 
