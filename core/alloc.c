@@ -1843,7 +1843,9 @@ static void segment_release(struct allocator *a, int b)
  * segment is released, walking the large pools before the small ones, as
  * PyTorch walks large_blocks then small_blocks, each by size. (The order
  * only decides the order of the release callbacks: every such segment
- * goes.) Segments with a live block stay.
+ * goes, so without a callback, as in the simulator, they go unsorted:
+ * which slot a later block takes changes, none of the decisions.)
+ * Segments with a live block stay.
  */
 static void flush(struct allocator *a)
 {
@@ -1874,7 +1876,7 @@ static void flush(struct allocator *a)
 	for (int small = 0; small < 2; small++)
 		for (int t = 0; t < ST_COUNT; t++) {
 			int p = 2 * t + !small, lo = a->whole_at[p], n = a->whole_at[p + 1] - lo;
-			if (n > 1)
+			if (n > 1 && a->release)
 				qsort(a->whole + lo, (size_t)n, sizeof(*a->whole), key_cmp);
 			for (int i = 0; i < n; i++)
 				segment_release(a, a->whole[lo + i].b);
