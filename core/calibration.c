@@ -16,6 +16,7 @@
  */
 #include "calibration.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <gsl/gsl_interp.h>
 #include <gsl/gsl_sort.h>
@@ -223,6 +225,9 @@ struct reader {
 	int n;
 	int32_t seen[32];          /* the world sizes of the file's sessions */
 	int nseen;
+	char upto[CAL_SESSION_LEN]; /* FILE@NNNNNN: the sessions after it are left out; "" none */
+	char last[16];             /* the file's newest session, "" while none is seen */
+	int upto_seen;
 };
 
 static int refuse(struct reader *r, const char *group, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -723,6 +728,11 @@ static herr_t session_fn(hid_t cal, const char *name, const H5L_info_t *info, vo
 	(void)info;
 	if (strlen(name) != 6)
 		return 0;
+	if (strcmp(name, r->last) > 0) /* the names of one length sort as their numbers */
+		snprintf(r->last, sizeof r->last, "%s", name);
+	if (r->upto[0] && strcmp(name, r->upto) > 0)
+		return 0; /* appended after the session the calibration's name selects */
+	r->upto_seen |= r->upto[0] && !strcmp(name, r->upto);
 	g = H5Gopen2(cal, name, H5P_DEFAULT);
 	if (h5file_check(&r->s, g, name) < 0) {
 		refuse(r, name, "cannot be opened as a group (see above)");
@@ -954,6 +964,12 @@ static int read_file(struct reader *r, struct calibration *c)
 	H5Literate(cal, H5_INDEX_NAME, H5_ITER_INC, NULL, session_fn, r);
 	if (r->failed)
 		goto out_file;
+	if (r->upto[0] && !r->upto_seen) {
+		refuse(r, NULL, "no session /calibration/%s (its sessions end at /calibration/%s; FILE@NNNNNN is "
+				"the file as it stood when session NNNNNN was appended)",
+		       r->upto, r->last[0] ? r->last : "none");
+		goto out_file;
+	}
 	if (!r->nseen) {
 		refuse(r, NULL, "no calibration session in /calibration");
 		goto out_file;
@@ -986,29 +1002,83 @@ out:
 	return r->failed ? -1 : 0;
 }
 
+int calibration_file(const char *spec, char *file, size_t n, char *upto)
+{
+	size_t len = strlen(spec), at = len;
+
+	upto[0] = '\0';
+	if (len > 7 && spec[len - 7] == '@' && strspn(spec + len - 6, "0123456789") == 6) {
+		at = len - 7;
+		memcpy(upto, spec + at + 1, 7);
+	}
+	if (at >= n)
+		return -1;
+	memcpy(file, spec, at);
+	file[at] = '\0';
+	return upto[0] != '\0';
+}
+
+int calibration_access(const char *spec)
+{
+	char file[sizeof((struct calibration *)0)->path], upto[CAL_SESSION_LEN];
+
+	if (calibration_file(spec, file, sizeof file, upto) < 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return access(file, R_OK);
+}
+
+/* A reader of the calibration named spec, its file's name in file (-1 with the message in err: too long). */
+static int reader_of(struct reader *r, const char *spec, char *file, size_t n, int ranks, char *err, int errlen)
+{
+	memset(r, 0, sizeof *r);
+	r->path = file;
+	r->ranks = ranks;
+	r->err = err;
+	r->errlen = errlen;
+	if (calibration_file(spec, file, n, r->upto) < 0) {
+		snprintf(err, (size_t)errlen, "%.64s...: a calibration file's name of at most %zu bytes", spec, n - 1);
+		return -1;
+	}
+	return 0;
+}
+
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
 {
 	struct reader r;
+	char file[sizeof c->path];
 
-	memset(&r, 0, sizeof r);
-	r.path = path;
-	r.ranks = ranks;
-	r.err = err;
-	r.errlen = errlen;
+	memset(c, 0, sizeof(*c));
+	if (reader_of(&r, path, file, sizeof file, ranks, err, errlen) != 0)
+		return -1;
 	return read_file(&r, c);
+}
+
+int calibration_pin(const char *spec, char *out, size_t n, char *err, int errlen)
+{
+	struct reader r;
+	struct calibration c;
+	char file[sizeof c.path];
+
+	/* the check's walk: every session up to the one named, the newest of them */
+	if (reader_of(&r, spec, file, sizeof file, -1, err, errlen) != 0 || read_file(&r, &c) != 0)
+		return -1;
+	if ((size_t)snprintf(out, n, "%s@%s", file, r.upto[0] ? r.upto : r.last) >= n) {
+		snprintf(err, (size_t)errlen, "%s@%s: a calibration's name of at most %zu bytes", file,
+			 r.upto[0] ? r.upto : r.last, n - 1);
+		return -1;
+	}
+	return 0;
 }
 
 int calibration_check(const char *path, char *err, int errlen)
 {
 	struct reader r;
 	struct calibration c;
+	char file[sizeof c.path];
 
-	memset(&r, 0, sizeof r);
-	r.path = path;
-	r.ranks = -1;
-	r.err = err;
-	r.errlen = errlen;
-	if (read_file(&r, &c) != 0)
+	if (reader_of(&r, path, file, sizeof file, -1, err, errlen) != 0 || read_file(&r, &c) != 0)
 		return -1;
 	/* what merging adds: one machine per world size, passes in each */
 	for (int i = 0; i < r.nseen; i++) {

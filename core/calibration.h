@@ -23,6 +23,7 @@
 #ifndef CORE_CALIBRATION_H
 #define CORE_CALIBRATION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -129,6 +130,27 @@ int calibration_write(const char *path, const struct calibration *c);
  * (core/outfile.h), for the checks before gpu_run --calibrate measures.
  */
 const char *calibration_refusal(const char *path);
+
+/*
+ * A calibration is named by its file, FILE (every session of it), or by
+ * FILE@NNNNNN: the file as it stood when session /calibration/NNNNNN was
+ * appended, the sessions up to that one, which sessions appended later
+ * do not change (a prediction records its calibration so, and reads it
+ * again as it was). Every function below that takes a path takes either.
+ * calibration_file() puts the file into file (n bytes) and the session
+ * into upto (CAL_SESSION_LEN bytes; "" for none); 1 when the name selects
+ * a session, 0 when it does not, -1 when the file's name does not fit.
+ */
+#define CAL_SESSION_LEN 8
+int calibration_file(const char *spec, char *file, size_t n, char *upto);
+/* access(FILE, R_OK) of the calibration named spec: 0, or -1 with errno set (ENAMETOOLONG: no such name fits). */
+int calibration_access(const char *spec);
+/*
+ * The name FILE@NNNNNN of the calibration named spec (into out, n bytes):
+ * its session, or the file's newest. 0, or -1 with the message in err
+ * (the file cannot be read, holds no session, or has no such session).
+ */
+int calibration_pin(const char *spec, char *out, size_t n, char *err, int errlen);
 
 /*
  * The sessions of the file at path measured with `ranks` processes (0:

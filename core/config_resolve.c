@@ -8,6 +8,8 @@
  */
 #include "config_internal.h"
 
+#include "calibration.h"
+
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -250,7 +252,7 @@ int config_resolve(struct experiment *e)
 		config_rule_error(e, config_key_id("run", "batch"), "must be at least 1", (int[]){ -1 });
 		errors++;
 	}
-	if (e->calibration[0] && access(e->calibration, R_OK) != 0) {
+	if (e->calibration[0] && calibration_access(e->calibration) != 0) {
 		char what[CONFIG_PATH_MAX + 64];
 		snprintf(what, sizeof what, "cannot be read: %s (make one with gpu_run --calibrate)", strerror(errno));
 		config_rule_error(e, config_key_id("cluster", "calibration"), what, (int[]){ -1 });

@@ -159,7 +159,7 @@ static int calibration_usable(const char *where, const char *path)
 {
 	char err[512];
 
-	if (access(path, R_OK) != 0) {
+	if (calibration_access(path) != 0) {
 		text_line(stderr, "%s: cluster.calibration = %s cannot be read: %s (make one with gpu_run --calibrate)",
 			where, path, strerror(errno));
 		return -1;

@@ -191,21 +191,34 @@ static void print_by_step(FILE *out, const struct cmp *c)
 			     "allocates the shards alone, as a build on the meta device (to_empty) does\n");
 }
 
-/* The calibration that prices a measured run: the one given, else its hardware's if there is one, else none. */
+/*
+ * The calibration that prices a measured run: the one given, else its
+ * hardware's if there is one, else none; named FILE@NNNNNN, the sessions
+ * it had then (calibration_pin), so that the prediction records what
+ * priced it, and later sessions of the file leave it as it is. A file
+ * that cannot be pinned keeps its name: reading it says why.
+ */
 static void pick_calibration(const char *given, const struct run_read *m, char *out, int len)
 {
-	char path[CONFIG_PATH_MAX];
+	static char last[CONFIG_PATH_MAX], pinned[CONFIG_PATH_MAX]; /* a file's runs share one calibration */
+	char path[CONFIG_PATH_MAX], err[512];
 
 	out[0] = '\0';
 	if (given && given[0]) {
-		snprintf(out, len, "%s", given);
-		return;
+		snprintf(path, sizeof path, "%s", given);
+	} else {
+		if (!m->hardware[0])
+			return;
+		snprintf(path, sizeof path, "data/calibration/%s-%s.h5", m->hardware, m->exp.run.device);
+		if (access(path, R_OK) != 0)
+			return;
 	}
-	if (!m->hardware[0])
-		return;
-	snprintf(path, sizeof path, "data/calibration/%s-%s.h5", m->hardware, m->exp.run.device);
-	if (access(path, R_OK) == 0)
-		snprintf(out, len, "%s", path);
+	if (strcmp(path, last) != 0) {
+		snprintf(last, sizeof last, "%s", path);
+		if (calibration_pin(path, pinned, sizeof pinned, err, sizeof err) != 0)
+			snprintf(pinned, sizeof pinned, "%s", path);
+	}
+	snprintf(out, len, "%s", pinned);
 }
 
 struct key_ctx {

@@ -8,7 +8,7 @@
  *   ./sim --sweep SWEEP.ini [--out FILE.h5] [--top N] [--json] [constraints]
  *   ./sim [EXPERIMENT.ini] [experiment flags] --advise [--what-if KEY=VALUES]
  *         [--top N] [--json] [--out FILE.h5] [constraints]
- *   ./sim --compare RUN.h5 [--calibration FILE] [--json]
+ *   ./sim --compare RUN.h5 [--calibration FILE[@NNNNNN]] [--json]
  *   constraints: --memory-budget GiB, --global-batch N
  *
  * The sweeps (--policy all, --sweep, --advise) run over MPI under mpirun
@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "advise.h"
+#include "calibration.h"
 #include "compare.h"
 #include "config.h"
 #include "engine.h"
@@ -80,7 +81,7 @@ static void usage(FILE *f)
 		   "  --global-batch N    sequences per optimizer step: microbatches follow\n"
 		   "  under mpirun, --policy all, --sweep and --advise share the work among the ranks\n"
 		   "  --bench N           build and simulate the step N times; print the speed\n"
-		   "  --compare RUN.h5 [--calibration FILE] [--json]\n"
+		   "  --compare RUN.h5 [--calibration FILE[@NNNNNN]] [--json]\n"
 		   "                      predict every measured run of RUN.h5 and say how far each\n"
 		   "                      prediction is; the predictions are appended to RUN.h5\n");
 	config_usage(f);
@@ -254,7 +255,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 			return 2;
 		}
 	}
-	if (cal[0] && access(cal, R_OK) != 0) {
+	if (cal[0] && calibration_access(cal) != 0) {
 		text_line(stderr, "--calibration: %s cannot be read: %s (make one with gpu_run --calibrate)", cal,
 			strerror(errno));
 		return 2;
@@ -766,6 +767,15 @@ int main(int argc, char **argv)
 	if (check_flags(&o, &e) != 0 || outfile_check(outs, 2, (const char *const[]){ e.path, NULL }) != 0) {
 		config_release(&e);
 		explore_mpi_exit(2);
+	}
+	if (!o.all && !o.advise && e.run.out[0] && e.calibration[0]) {
+		/* the run's record names the calibration's sessions as they are now (core/calibration.h) */
+		char err[512];
+		if (calibration_pin(e.calibration, e.calibration, sizeof e.calibration, err, sizeof err) != 0) {
+			text_line(stderr, "%s: cluster.calibration: %s", e.path[0] ? e.path : "sim", err);
+			config_release(&e);
+			explore_mpi_exit(2);
+		}
 	}
 	loud_again(saved_err);
 	if (o.all || o.advise) {

@@ -17,7 +17,9 @@
 #      in seconds (merging sorts);
 #   3. a sweep axis, --what-if or --compare naming an unreadable or invalid
 #      calibration exits 2 before anything runs, naming the file and the
-#      axis; a sweep over two valid ones runs.
+#      axis; a sweep over two valid ones runs;
+#   4. FILE@NNNNNN: a session the file lacks exits 2, naming its last; a
+#      damaged later session is not read; ./sim --out records the newest.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -247,6 +249,31 @@ flag_case "--compare with an invalid calibration: said once" "--calibration: $tm
 	--compare "$tmp/runs.h5" --calibration "$tmp/pass_zero.h5"
 [ "$(wc -l <"$tmp/err")" = 1 ] && [ "$(md5sum <"$tmp/runs.h5")" = "$sum" ] && ok "--compare: one line, the file untouched" ||
 	bad "--compare" "$(wc -l <"$tmp/err") lines; file changed: $(md5sum <"$tmp/runs.h5") vs $sum"
+# FILE@NNNNNN, the file as it stood when session NNNNNN was appended: a session it lacks is refused, naming its
+# last; the damage of a later session is not read (the copy prices as the original did then); ./sim --out
+# records the calibration so, its newest session named
+flag_case "--compare naming a session the file lacks" \
+	"--calibration: $CAL: no session /calibration/999999 (its sessions end at /calibration/" \
+	--compare "$tmp/runs.h5" --calibration "$CAL@999999"
+flag_case "./sim naming a session the file lacks" "no session /calibration/999999" \
+	--model tiny --calibration "$CAL@999999"
+# the --json objects less their last field, the calibration's name
+a=$(timeout 60 "$SIM" --model tiny --calibration "$tmp/pass_zero.h5@000006" --json 2>"$tmp/err" | sed 's/, "calibration": .*//')
+b=$(timeout 60 "$SIM" --model tiny --calibration "$CAL@000006" --json 2>>"$tmp/err" | sed 's/, "calibration": .*//')
+c=$(timeout 60 "$SIM" --model tiny --calibration "$CAL" --json 2>>"$tmp/err" | sed 's/, "calibration": .*//')
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$c" ] && [ ! -s "$tmp/err" ]; then
+	ok "a damaged session after FILE@NNNNNN is not read: priced as the original then, not as now"
+else
+	bad "FILE@NNNNNN before a damaged session" "$(head -2 "$tmp/err") ${a:0:60} / ${b:0:60} / ${c:0:60}"
+fi
+newest=$("$PY" -c 'import sys, h5py; print(max(h5py.File(sys.argv[1], "r")["calibration"]))' "$CAL")
+if timeout 60 "$SIM" --model tiny --calibration "$CAL" --out "$tmp/pinned.h5" >/dev/null 2>"$tmp/err" &&
+	got=$("$PY" -c 'import sys, h5py; r = h5py.File(sys.argv[1], "r")["runs"]; print(*[r[k].attrs["cluster.calibration"] for k in r])' "$tmp/pinned.h5") &&
+	[ "$got" = "$CAL@$newest" ]; then
+	ok "./sim --out records its calibration as it stood ($got)"
+else
+	bad "./sim --out's calibration" "${got:-} $(head -2 "$tmp/err")"
+fi
 printf '[model]\nname = tiny\n[cluster]\ncalibration = %s, %s\n' "$CAL" "$tmp/other_world.h5" >"$tmp/sweep.ini"
 if timeout 60 "$SIM" --sweep "$tmp/sweep.ini" >"$tmp/out" 2>"$tmp/err" && grep -q "2 configurations of 2 candidates" "$tmp/out"; then
 	ok "a sweep over two valid calibrations runs"

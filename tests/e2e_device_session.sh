@@ -88,9 +88,11 @@ if out=$(/usr/bin/python3 - "$runs" "$data/runs/$(basename "$runs")" "$data/cali
 import sys, json, math, h5py
 j = json.load(open(sys.argv[1] + ".compare.json"))
 assert len(j["runs"]) == 20, "%d compared runs" % len(j["runs"])
+# the calibration as it stood: the file and its newest session (FILE@NNNNNN, core/calibration.h)
+pinned = sys.argv[3] + "@" + max(h5py.File(sys.argv[3], "r")["calibration"])
 for r in j["runs"]:
     assert math.isfinite(r["predicted_step_s"]) and r["predicted_step_s"] > 0, r
-    assert r["calibration"] == sys.argv[3], (r["calibration"], sys.argv[3])
+    assert r["calibration"] == pinned, (r["calibration"], pinned)
 assert math.isfinite(j["median_abs_step_err"])
 f = h5py.File(sys.argv[2], "r")["runs"]
 measured = [k for k in f if f[k].attrs["source"] in (b"gpu_run", "gpu_run")]
@@ -100,7 +102,7 @@ assert worlds == [16], worlds
 # each measured run predicted twice: priced by the calibration, then by the catalog alone
 cal = sorted((f[k].attrs["compares"], f[k].attrs["cluster.calibration"]) for k in f if "compares" in f[k].attrs)
 cal = [c if isinstance(c, str) else c.decode() for _, c in cal]
-assert len(f) == 60 and cal == ["", sys.argv[3]] * 20, "%d runs in the file; calibrations %s" % (len(f), set(cal))
+assert len(f) == 60 and cal == ["", pinned] * 20, "%d runs in the file; calibrations %s" % (len(f), set(cal))
 EOF
 ); then
 	ok "the report: 20 runs compared, each priced by the session's calibration; the file holds them and their predictions"

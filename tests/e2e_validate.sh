@@ -159,7 +159,7 @@ EOF
 ); then ok "--json: $out"; else bad "--json" "rc $rc: $out $(head -3 "$tmp/cmp.err")"; fi
 
 # 4. what was appended
-if out=$(/usr/bin/python3 - "$runs" <<'EOF'
+if out=$(/usr/bin/python3 - "$runs" "$cal" <<'EOF'
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
 r = f["runs"]
@@ -176,8 +176,10 @@ for n in measured:
     assert (br["start_ns"][:len(ops)] == ops["start_ns"]).all() and (br["end_ns"][:len(ops)] == ops["end_ns"]).all(), \
         "run %s: rank 0's rows are not the ops dataset's times" % n
     assert (br["end_ns"] >= br["start_ns"]).all() and br["end_ns"][len(ops):].max() > 0
+# each prediction names the calibration as it stood: the file and its newest session (core/calibration.h)
+pinned = sys.argv[2] + "@" + max(h5py.File(sys.argv[2], "r")["calibration"])
 for n in sims:
-    assert r[n].attrs["cluster.calibration"].endswith(".h5"), "prediction %s records no calibration" % n
+    assert r[n].attrs["cluster.calibration"] == pinned, (n, r[n].attrs["cluster.calibration"], pinned)
     m = r[r[n].attrs["compares"]]
     assert r[n]["ops"].shape == m["ops"].shape, "ops of %s and %s" % (n, r[n].attrs["compares"])
 print("4 predictions, each naming its run")
@@ -282,6 +284,54 @@ if [ "$sep" = "$sign 1 $sign.0 " ] && [ "${mix#* }" = "0 None " ] && [ "$sign" !
 	ok "ranking where the noise separates configurations: 1 pair (tau $sign), none when their runs overlap"
 else
 	bad "separated ranking" "separated: '$sep', overlapping: '$mix'; $(grep -i "separates" "$tmp/sep.txt")"
+fi
+
+# 4d. a session appended to the calibration later (a copy of its newest, every time doubled) changes the
+# file's prices, not how the runs' predictions read it: FILE@NNNNNN, the file as it stood, predicts them
+# again as they were (nothing appended), the file itself as it is now, twice as slow
+old_sess=$(/usr/bin/python3 -c 'import sys, h5py; print(max(h5py.File(sys.argv[1], "r")["calibration"]))' "$cal")
+before=$("$SIM" --compare "$runs" --calibration "$cal" --json 2>/dev/null)
+if new_sess=$(/usr/bin/python3 - "$cal" <<'EOF'
+import sys, h5py
+g = h5py.File(sys.argv[1], "r+")["calibration"]
+old = max(g)
+new = "%06d" % (int(old) + 1)
+g.copy(g[old], new)
+for t in g[new].values():
+    rows = t[()]
+    for f in ("ns", "ns_comm", "ns_comm2", "ns_ar", "ns_busy"):
+        if f in rows.dtype.names:
+            rows[f] *= 2
+    t[...] = rows
+for a in ("dispatch_ns", "issue_ns", "wake_ns", "adamw_ns_per_elem", "host_adamw_ns_per_elem"):
+    g[new].attrs[a] = 2 * g[new].attrs[a]
+if "series" in g[new].attrs:  # its own prices, not a series' medians
+    del g[new].attrs["series"]
+print(new)
+EOF
+) && sum2=$(md5sum <"$runs") &&
+	"$SIM" --compare "$runs" --calibration "$cal@$old_sess" --json >"$tmp/pin_old.json" 2>"$tmp/pin.err" &&
+	[ "$(md5sum <"$runs")" = "$sum2" ] &&
+	"$SIM" --compare "$runs" --calibration "$cal" --json >"$tmp/pin_new.json" 2>>"$tmp/pin.err" &&
+	out=$(/usr/bin/python3 - "$tmp/pin_old.json" "$tmp/pin_new.json" "$cal" "$old_sess" "$new_sess" "$runs" "$before" <<'EOF'
+import json, sys, h5py
+old, new, before = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.loads(sys.argv[7])
+cal, o, n = sys.argv[3], sys.argv[4], sys.argv[5]
+p = lambda d: [r["predicted_step_s"] for r in d["runs"]]
+assert p(old) == p(before), "the file as it stood priced the runs otherwise: %s, %s" % (p(old), p(before))
+assert all(r["calibration"] == cal + "@" + o for r in old["runs"]), [r["calibration"] for r in old["runs"]]
+assert all(r["calibration"] == cal + "@" + n for r in new["runs"]), [r["calibration"] for r in new["runs"]]
+ratios = [b / a for a, b in zip(p(old), p(new))]
+assert all(abs(x - 2) < 1e-3 for x in ratios), ratios  # every time the runs are priced by, doubled
+r = h5py.File(sys.argv[6], "r")["runs"]
+cals = sorted(str(r[k].attrs["cluster.calibration"]) for k in r if r[k].attrs["source"] == "sim")
+assert cals == [cal + "@" + o] * 4 + [cal + "@" + n] * 4, cals
+print("the newest session's prices %.2f to %.2f times the step" % (min(ratios), max(ratios)))
+EOF
+	); then
+	ok "the calibration as it stood (FILE@NNNNNN): $out"
+else
+	bad "the calibration as it stood" "$(cat "$tmp/pin.err" 2>/dev/null) ${out:-}"
 fi
 
 # 5. bad input

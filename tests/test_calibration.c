@@ -543,6 +543,75 @@ static void test_one_machine(void)
 }
 
 /*
+ * FILE@NNNNNN is the file as it stood when session NNNNNN was appended:
+ * the sessions after it are neither merged nor checked (a later session
+ * of another machine, which refuses the whole file, leaves it readable),
+ * and its prices are that session's. calibration_pin names either way of
+ * reading as such; a session the file lacks is refused, naming the last.
+ */
+static void test_sessions_up_to(void)
+{
+	struct calibration c, r;
+	struct cal_pass pass;
+	struct cal_coll coll;
+	char f[160], spec[200], out[CONFIG_PATH_MAX], err[512], file[64], upto[CAL_SESSION_LEN];
+
+	/* the name's two parts */
+	CU_ASSERT_EQUAL(calibration_file("a/b.h5@000012", file, sizeof file, upto), 1);
+	CU_ASSERT_STRING_EQUAL(file, "a/b.h5");
+	CU_ASSERT_STRING_EQUAL(upto, "000012");
+	CU_ASSERT_EQUAL(calibration_file("a/b@x.h5", file, sizeof file, upto), 0);
+	CU_ASSERT_STRING_EQUAL(file, "a/b@x.h5");
+	CU_ASSERT_STRING_EQUAL(upto, "");
+	CU_ASSERT_EQUAL(calibration_file("b.h5@12", file, sizeof file, upto), 0); /* six digits, or a file's name */
+	CU_ASSERT_EQUAL(calibration_file("b.h5@0000x1", file, sizeof file, upto), 0);
+	CU_ASSERT_EQUAL(calibration_file("x@1@000003", file, sizeof file, upto), 1);
+	CU_ASSERT_STRING_EQUAL(file, "x@1");
+	CU_ASSERT_EQUAL(calibration_file("0123456789.h5@000001", file, 8, upto), -1);
+
+	snprintf(f, sizeof f, "%s/upto.h5", dir);
+	good_session(&c, 4, &pass, &coll); /* 000000: the all-reduce at 5 us */
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	good_session(&c, 4, &pass, &coll); /* 000001: at 7 us, and the pass slower */
+	coll.ns = 7e3;
+	pass.ns = 3e3;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	snprintf(spec, sizeof spec, "%s@000000", f);
+	CU_ASSERT_FATAL(calibration_read(spec, 4, &r, err, sizeof err) == 0);
+	CU_ASSERT(r.sessions == 1 && !strcmp(r.session, "000000") && r.colls[0].ns == 5e3 && r.passes[0].ns == 1e3);
+	CU_ASSERT_STRING_EQUAL(r.path, f);
+	calibration_release(&r);
+	CU_ASSERT_FATAL(calibration_read(f, 4, &r, err, sizeof err) == 0);
+	CU_ASSERT(r.sessions == 2 && r.colls[0].ns == 7e3);
+	calibration_release(&r);
+	CU_ASSERT_EQUAL(calibration_pin(f, out, sizeof out, err, sizeof err), 0);
+	snprintf(spec, sizeof spec, "%s@000001", f);
+	CU_ASSERT_STRING_EQUAL(out, spec);
+
+	/* a later session of another backend refuses the file, not the file as it stood before it */
+	good_session(&c, 4, &pass, &coll);
+	snprintf(c.backend, sizeof c.backend, "cuda");
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	assert_refused(f, 4, (const char *const[]){ "different machines", NULL });
+	CU_ASSERT_EQUAL(calibration_check(spec, err, sizeof err), 0);
+	CU_ASSERT_FATAL(calibration_read(spec, 4, &r, err, sizeof err) == 0);
+	CU_ASSERT(r.sessions == 2 && !strcmp(r.session, "000001") && r.colls[0].ns == 7e3 && r.passes[0].ns == 3e3);
+	calibration_release(&r);
+	CU_ASSERT_EQUAL(calibration_pin(spec, out, sizeof out, err, sizeof err), 0);
+	CU_ASSERT_STRING_EQUAL(out, spec);
+	CU_ASSERT_EQUAL(calibration_access(spec), 0);
+
+	/* a session the file does not have */
+	snprintf(spec, sizeof spec, "%s@000007", f);
+	assert_refused(spec, 4, (const char *const[]){ "no session /calibration/000007",
+						       "its sessions end at /calibration/000002", NULL });
+	CU_ASSERT_EQUAL(calibration_pin(spec, out, sizeof out, err, sizeof err), -1);
+	snprintf(spec, sizeof spec, "%s/none.h5@000001", dir);
+	CU_ASSERT_EQUAL(calibration_access(spec), -1);
+	unlink(f);
+}
+
+/*
  * Merging keeps each point's newest measurement, in the order of first
  * appearance, newest session first (the first of two rows of one point
  * in a session); a series gives the median of its sessions' first rows.
@@ -776,6 +845,7 @@ void suite_calibration(void)
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
 	CU_add_test(s, "every value read is checked", test_values_checked);
 	CU_add_test(s, "sessions that merge are one machine", test_one_machine);
+	CU_add_test(s, "FILE@NNNNNN: the file as it stood then", test_sessions_up_to);
 	CU_add_test(s, "merging keeps the newest, in order", test_merge_order);
 	CU_add_test(s, "kernels beside two collectives, beside an all-reduce", test_beside_two);
 	CU_add_test(s, "past the largest size measured", test_extrapolation);
