@@ -146,9 +146,11 @@ int calibration_file(const char *spec, char *file, size_t n, char *upto);
 /* access(FILE, R_OK) of the calibration named spec: 0, or -1 with errno set (ENAMETOOLONG: no such name fits). */
 int calibration_access(const char *spec);
 /*
- * The name FILE@NNNNNN of the calibration named spec (into out, n bytes):
- * its session, or the file's newest. 0, or -1 with the message in err
- * (the file cannot be read, holds no session, or has no such session).
+ * The name FILE@NNNNNN of the calibration named spec (into out, n bytes;
+ * out may be spec): its session, or the file's newest. What ./sim records
+ * and prints: a prediction --compare appends, a run of --out, a sweep's
+ * rows. 0, or -1 with the message in err (the file cannot be read, holds
+ * no session, or has no such session).
  */
 int calibration_pin(const char *spec, char *out, size_t n, char *err, int errlen);
 

@@ -153,9 +153,11 @@ static char *trimmed(char *s)
  * A calibration file the sweep names (where: file:line, or the flag):
  * readable, and able to price every world size it holds
  * (calibration_check), so that a bad file is an input error before the
- * sweep runs, not a candidate that breaks a rule. -1 after a message.
+ * sweep runs, not a candidate that breaks a rule. Then named as it stands
+ * (FILE@NNNNNN, calibration_pin: what the rows record), in place (path
+ * holds n bytes). -1 after a message.
  */
-static int calibration_usable(const char *where, const char *path)
+static int calibration_usable(const char *where, char *path, size_t n)
 {
 	char err[512];
 
@@ -164,7 +166,7 @@ static int calibration_usable(const char *where, const char *path)
 			where, path, strerror(errno));
 		return -1;
 	}
-	if (calibration_check(path, err, sizeof err) != 0) {
+	if (calibration_check(path, err, sizeof err) != 0 || calibration_pin(path, path, n, err, sizeof err) != 0) {
 		text_line(stderr, "%s: cluster.calibration = %s is not a valid calibration: %s", where, path, err);
 		return -1;
 	}
@@ -187,7 +189,7 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, in
 	}
 	config_get(&r->scratch, a->section, a->name, canon, sizeof canon);
 	if (!strcmp(a->section, "cluster") && !strcmp(a->name, "calibration") && canon[0] &&
-	    calibration_usable(where, canon) != 0) {
+	    calibration_usable(where, canon, CONFIG_PATH_MAX) != 0) {
 		r->errors++;
 		return -1;
 	}
@@ -682,7 +684,8 @@ int sweep_load(struct sweep *sw, const char *path)
 	int cal_axis = 0;
 	for (int i = 0; i < sw->naxes; i++)
 		cal_axis |= !strcmp(sw->axes[i].section, "cluster") && !strcmp(sw->axes[i].name, "calibration");
-	if ((!cal_axis && sw->base.calibration[0] && calibration_usable(sw->experiment, sw->base.calibration) != 0) ||
+	if ((!cal_axis && sw->base.calibration[0] &&
+	     calibration_usable(sw->experiment, sw->base.calibration, sizeof sw->base.calibration) != 0) ||
 	    check_axes(sw, r.what_if, r.what_if_line) != 0) {
 		sweep_release(sw);
 		return -1;
@@ -696,7 +699,8 @@ int sweep_of_experiment(struct sweep *sw, const struct experiment *e, int walk)
 	snprintf(sw->experiment, sizeof sw->experiment, "%s", e->path);
 	config_copy(&sw->base, e);
 	sw->walk = walk;
-	if (e->calibration[0] && calibration_usable(sw->path, e->calibration) != 0) {
+	if (sw->base.calibration[0] &&
+	    calibration_usable(sw->path, sw->base.calibration, sizeof sw->base.calibration) != 0) {
 		sweep_release(sw);
 		return -1;
 	}

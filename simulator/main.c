@@ -768,8 +768,8 @@ int main(int argc, char **argv)
 		config_release(&e);
 		explore_mpi_exit(2);
 	}
-	if (!o.all && !o.advise && e.run.out[0] && e.calibration[0]) {
-		/* the run's record names the calibration's sessions as they are now (core/calibration.h) */
+	if (!o.all && !o.advise && e.calibration[0]) {
+		/* named with its sessions as they are now, as the run records it (--policy all and --advise: the sweep) */
 		char err[512];
 		if (calibration_pin(e.calibration, e.calibration, sizeof e.calibration, err, sizeof err) != 0) {
 			text_line(stderr, "%s: cluster.calibration: %s", e.path[0] ? e.path : "sim", err);

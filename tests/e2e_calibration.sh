@@ -275,10 +275,13 @@ else
 	bad "./sim --out's calibration" "${got:-} $(head -2 "$tmp/err")"
 fi
 printf '[model]\nname = tiny\n[cluster]\ncalibration = %s, %s\n' "$CAL" "$tmp/other_world.h5" >"$tmp/sweep.ini"
-if timeout 60 "$SIM" --sweep "$tmp/sweep.ini" >"$tmp/out" 2>"$tmp/err" && grep -q "2 configurations of 2 candidates" "$tmp/out"; then
-	ok "a sweep over two valid calibrations runs"
+if timeout 60 "$SIM" --sweep "$tmp/sweep.ini" --out "$tmp/sweep.h5" >"$tmp/out" 2>"$tmp/err" &&
+	grep -q "2 configurations of 2 candidates" "$tmp/out" &&
+	got=$("$PY" -c 'import sys, h5py; g = h5py.File(sys.argv[1], "r")["sweeps"]; print(*g[max(g)].attrs["values.cluster.calibration"])' "$tmp/sweep.h5") &&
+	[ "$got" = "$CAL@$newest $tmp/other_world.h5@$(printf '%06d' $((10#$newest + 1)))" ]; then
+	ok "a sweep over two valid calibrations runs, its rows naming each as it stood"
 else
-	bad "a sweep over two valid calibrations" "$(head -3 "$tmp/err")"
+	bad "a sweep over two valid calibrations" "$(head -3 "$tmp/err") ${got:-}"
 fi
 
 echo "$pass passed, $fail failed"
