@@ -371,8 +371,8 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 			fprintf(f, "{\"index\": %llu, \"configuration\": ", (unsigned long long)rows[rank[0]].index);
 			json_str(f, row_text(sw, &rows[rank[0]], &best.e, buf, sizeof buf));
 			fprintf(f, ", \"step_time_s\": %.17g, \"mfu\": %.6g, \"peak_reserved_bytes\": %llu, "
-				   "\"critical_path\": [", best.sum.step_time_s, best.sum.mfu,
-				(unsigned long long)best.sum.peak_reserved_bytes);
+				   "\"alloc_retries_step\": %d, \"critical_path\": [", best.sum.step_time_s, best.sum.mfu,
+				(unsigned long long)best.sum.peak_reserved_bytes, best.sum.alloc_retries_step);
 			for (int i = 0; i < best.sum.ncrit; i++) {
 				fprintf(f, "%s{\"ops\": ", i ? ", " : "");
 				json_str(f, best.sum.crit_name[i]);
@@ -441,6 +441,9 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 			fprintf(f, ") on %s", fabric(&best.e, buf2, sizeof buf2));
 		}
 		fprintf(f, "\n");
+		/* it fits only by flushing the caching allocator's cache at the GPU's memory: each flush is in its step */
+		if (summary_allocator_line(&best.e, &best.sum, buf2, sizeof buf2))
+			fprintf(f, "  at the GPU's memory, %s\n", buf2);
 		if (nup)
 			fprintf(f, "runners-up, the fastest of each kind of change (what to change, what it does):\n");
 		for (size_t k = 0; k < nup; k++) {

@@ -308,6 +308,21 @@ if { [ $hrc = 130 ] || [ $hrc = 143 ]; } && head -1 "$tmp/huge.err" | grep -qF "
 else
 	bad "a huge sweep" "exit $hrc, $(head -2 "$tmp/huge.err")"
 fi
+# a pick that fits only by flushing PyTorch's cache at the GPU's memory says so (llama3-8b's shapes, 2 blocks, on
+# 20 GiB: 19.6 GiB reserved, 2 flushes a step), the count as ./sim's own report gives it; with room (28 GiB), nothing
+flushes() { # HBM_GIB: the text's line, then --json's alloc_retries_step
+	"$SIM" --model llama3-8b --layers 2 --runtime pytorch --hbm-gib "$1" --advise 2>/dev/null | grep "^  at the GPU's memory"
+	"$SIM" --model llama3-8b --layers 2 --runtime pytorch --hbm-gib "$1" --advise --json 2>/dev/null |
+		/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["best"]["alloc_retries_step"])'
+}
+tight=$(flushes 20)
+roomy=$(flushes 28)
+if [ "$tight" = "  at the GPU's memory, allocator: 2 cache flushes a step, 23 over the run's 12 steps (PyTorch's num_alloc_retries), each a device synchronization
+2" ] && [ "$roomy" = 0 ]; then
+	ok "--advise: a pick that flushes the cache at the GPU's memory says how often"
+else
+	bad "--advise's flushes" "on 20 GiB: '$tight'; on 28 GiB: '$roomy'"
+fi
 # the policy walk counted in 1,000 combinations of the axes (seconds): a line once it takes a second
 printf '[sweep]\npolicies = all\n[cluster]\nnodes = 1..1000\n' >"$tmp/count.ini"
 "$SIM" --sweep "$tmp/count.ini" >"$tmp/count.out" 2>"$tmp/count.err" </dev/null &
