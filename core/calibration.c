@@ -216,6 +216,8 @@ struct session {
 struct reader {
 	const char *path;
 	int ranks;                 /* asked for; 0: any; < 0: none (only check) */
+	const char *fabric;        /* the fabric asked for ("real", "emulated"); NULL: the newest session's */
+	int other_fabric;          /* sessions of those ranks left out for their fabric */
 	char *err;
 	int errlen;
 	int failed;
@@ -707,9 +709,14 @@ static int read_session(struct reader *r, hid_t g, const char *name)
 		if (!p->bytes)
 			p->bytes = 1;
 	}
+	if (!rc && r->ranks >= 0 && (r->ranks == 0 || x.ranks == r->ranks) && r->fabric &&
+	    strcmp(x.fabric, r->fabric) != 0) {
+		r->other_fabric++;
+		rc = 1; /* not kept */
+	}
 	if (rc || r->ranks < 0 || (r->ranks != 0 && x.ranks != r->ranks)) {
 		session_release(&x);
-		return rc;
+		return rc < 0 ? rc : 0;
 	}
 	/* names come in increasing order: each new one goes first */
 	r->sess = xrealloc(r->sess, sizeof(*r->sess) * (size_t)(r->n + 1));
@@ -942,7 +949,7 @@ static int merge(struct reader *r, hid_t cal, struct calibration *c)
 static int read_file(struct reader *r, struct calibration *c)
 {
 	hid_t file, cal = -1;
-	char seen[128];
+	char seen[128], how[64];
 
 	memset(c, 0, sizeof(*c));
 	h5file_begin(&r->s, "calibration", r->path);
@@ -976,6 +983,18 @@ static int read_file(struct reader *r, struct calibration *c)
 	}
 	if (r->ranks < 0)
 		goto out_file;
+	if (!r->n && r->other_fabric) {
+		if (!strcmp(r->fabric, "real"))
+			snprintf(how, sizeof how, "mpirun -np %d gpu_run --calibrate", r->ranks);
+		else
+			snprintf(how, sizeof how, "gpu_run --calibrate --emulate-world %d", r->ranks);
+		refuse(r, NULL, "no calibration measured with %d ranks on %s fabric (%d session%s of %d ranks on "
+				"%s one, another machine; calibrate with %s)",
+		       r->ranks, !strcmp(r->fabric, "real") ? "a real" : "an emulated", r->other_fabric,
+		       r->other_fabric == 1 ? "" : "s", r->ranks, !strcmp(r->fabric, "real") ? "an emulated" : "a real",
+		       how);
+		goto out_file;
+	}
 	if (!r->n) {
 		seen_text(r, seen, sizeof seen);
 		refuse(r, NULL, "no calibration measured with %d ranks (its sessions have %s)", r->ranks, seen);
@@ -1035,6 +1054,7 @@ static int reader_of(struct reader *r, const char *spec, char *file, size_t n, i
 	memset(r, 0, sizeof *r);
 	r->path = file;
 	r->ranks = ranks;
+	r->fabric = NULL;
 	r->err = err;
 	r->errlen = errlen;
 	if (calibration_file(spec, file, n, r->upto) < 0) {
@@ -1044,7 +1064,8 @@ static int reader_of(struct reader *r, const char *spec, char *file, size_t n, i
 	return 0;
 }
 
-int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
+int calibration_read_on(const char *path, int ranks, const char *fabric, struct calibration *c, char *err,
+			int errlen)
 {
 	struct reader r;
 	char file[sizeof c->path];
@@ -1052,7 +1073,13 @@ int calibration_read(const char *path, int ranks, struct calibration *c, char *e
 	memset(c, 0, sizeof(*c));
 	if (reader_of(&r, path, file, sizeof file, ranks, err, errlen) != 0)
 		return -1;
+	r.fabric = fabric && fabric[0] ? fabric : NULL;
 	return read_file(&r, c);
+}
+
+int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen)
+{
+	return calibration_read_on(path, ranks, NULL, c, err, errlen);
 }
 
 int calibration_pin(const char *spec, char *out, size_t n, char *err, int errlen)

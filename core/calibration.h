@@ -175,6 +175,16 @@ int calibration_pin(const char *spec, char *out, size_t n, char *err, int errlen
  */
 int calibration_read(const char *path, int ranks, struct calibration *c, char *err, int errlen);
 /*
+ * calibration_read of the sessions on one fabric: "real" or "emulated"
+ * (what a measured run ran on: its kernels and collectives are that
+ * fabric's, so sessions of its world size on another are left out; NULL
+ * or "": the newest session's, as calibration_read). A file whose
+ * sessions of that world size are all on another fabric is refused,
+ * saying so.
+ */
+int calibration_read_on(const char *path, int ranks, const char *fabric, struct calibration *c, char *err,
+			int errlen);
+/*
  * Whether the file at path can price a run of every world size it holds:
  * calibration_read of each. For a calibration named before anything is
  * simulated (a sweep's axis). 0, or -1 with the message in err.

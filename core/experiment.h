@@ -49,6 +49,13 @@ struct experiment {
 	 * the runtime's: what the schedule allocates follows runtime.kernels.
 	 */
 	char launch_kernels[16];
+	/*
+	 * The fabric whose calibration sessions price it ("real", "emulated";
+	 * "": the newest session's, core/calibration.h): a measured run's own,
+	 * which ./sim --compare sets for gpu_run's runs (one process as rank
+	 * 0 of N computes alone; N processes of a real job share the machine).
+	 */
+	char calibration_fabric[16];
 	struct run_settings run;
 	/* where each key was set, for error messages; private to config */
 	void *origins;

@@ -192,8 +192,8 @@ static void print_by_step(FILE *out, const struct cmp *c)
 }
 
 /*
- * The calibration that prices a measured run: the one given, else its
- * hardware's if there is one, else none; named FILE@NNNNNN, the sessions
+ * The calibration that prices a measured run: the one given (none: the
+ * catalog's constants), else its hardware's if there is one, else none; named FILE@NNNNNN, the sessions
  * it had then (calibration_pin), so that the prediction records what
  * priced it, and later sessions of the file leave it as it is. A file
  * that cannot be pinned keeps its name: reading it says why.
@@ -204,6 +204,8 @@ static void pick_calibration(const char *given, const struct run_read *m, char *
 	char path[CONFIG_PATH_MAX], err[512];
 
 	out[0] = '\0';
+	if (given && !strcmp(given, "none"))
+		return;
 	if (given && given[0]) {
 		snprintf(path, sizeof path, "%s", given);
 	} else {
@@ -402,9 +404,16 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	}
 	pick_calibration(calibration, m, c->calibration, sizeof c->calibration);
 	snprintf(e->calibration, sizeof e->calibration, "%s", c->calibration);
-	/* gpu_run launches its own kernels under every runtime's schedule (gpu/run/README.md) */
-	if (!strcmp(m->source, "gpu_run"))
+	/*
+	 * gpu_run launches its own kernels under every runtime's schedule
+	 * (gpu/run/README.md), and its run says which fabric it ran on: the
+	 * calibration's sessions of that fabric price it
+	 */
+	if (!strcmp(m->source, "gpu_run")) {
 		snprintf(e->launch_kernels, sizeof e->launch_kernels, "testbed");
+		snprintf(e->calibration_fabric, sizeof e->calibration_fabric, "%s",
+			 m->fabric.emulated ? "emulated" : "real");
+	}
 	report_policy_line(e, c->policy, sizeof c->policy);
 	config_each(e, key_attr, &k);
 	config_each(e, policy_attr, &pk);
@@ -933,7 +942,8 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 	char why[512];
 
 	/* the calibration given prices every run: a bad one is the input's fault, said once */
-	if (calibration && calibration[0] && calibration_check(calibration, why, sizeof why) != 0) {
+	if (calibration && calibration[0] && strcmp(calibration, "none") != 0 &&
+	    calibration_check(calibration, why, sizeof why) != 0) {
 		text_line(stderr, "--calibration: %s", why);
 		return 2;
 	}

@@ -14,9 +14,9 @@
 
 #define MEMO_CAP 4096 /* a step has a handful of kernel lists and SM counts */
 
-/* The calibration last read (by path and world size): a --policy all reads it once. */
+/* The calibration last read (by path, world size and fabric): a --policy all reads it once. */
 static struct calibration cached;
-static char cached_path[CONFIG_PATH_MAX];
+static char cached_path[CONFIG_PATH_MAX], cached_fabric[16];
 static int cached_ranks = -1;
 
 static void release_cached(void)
@@ -24,17 +24,19 @@ static void release_cached(void)
 	calibration_release(&cached);
 }
 
-static const struct calibration *calibration_of(const char *path, int ranks, char *err, int errlen)
+static const struct calibration *calibration_of(const char *path, int ranks, const char *fabric, char *err,
+						 int errlen)
 {
-	if (cached_ranks == ranks && !strcmp(cached_path, path))
+	if (cached_ranks == ranks && !strcmp(cached_path, path) && !strcmp(cached_fabric, fabric))
 		return &cached;
 	if (cached_ranks < 0)
 		atexit(release_cached);
 	calibration_release(&cached);
 	cached_ranks = -2;
-	if (calibration_read(path, ranks, &cached, err, errlen) != 0)
+	if (calibration_read_on(path, ranks, fabric, &cached, err, errlen) != 0)
 		return NULL;
 	snprintf(cached_path, sizeof cached_path, "%s", path);
+	snprintf(cached_fabric, sizeof cached_fabric, "%s", fabric);
 	cached_ranks = ranks;
 	return &cached;
 }
@@ -71,7 +73,7 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 
 	memset(c, 0, sizeof(*c));
 	if (e->calibration[0]) {
-		c->cal = calibration_of(e->calibration, s->world, err, errlen);
+		c->cal = calibration_of(e->calibration, s->world, e->calibration_fabric, err, errlen);
 		if (!c->cal || calibration_covers(c->cal, s, err, errlen) != 0)
 			return -1;
 		for (int k = 0; k < CAL_BESIDE_COUNT; k++) {

@@ -8,7 +8,7 @@
  *   ./sim --sweep SWEEP.ini [--out FILE.h5] [--top N] [--json] [constraints]
  *   ./sim [EXPERIMENT.ini] [experiment flags] --advise [--what-if KEY=VALUES]
  *         [--top N] [--json] [--out FILE.h5] [constraints]
- *   ./sim --compare RUN.h5 [--calibration FILE[@NNNNNN]] [--json]
+ *   ./sim --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--json]
  *   constraints: --memory-budget GiB, --global-batch N
  *
  * The sweeps (--policy all, --sweep, --advise) run over MPI under mpirun
@@ -81,9 +81,11 @@ static void usage(FILE *f)
 		   "  --global-batch N    sequences per optimizer step: microbatches follow\n"
 		   "  under mpirun, --policy all, --sweep and --advise share the work among the ranks\n"
 		   "  --bench N           build and simulate the step N times; print the speed\n"
-		   "  --compare RUN.h5 [--calibration FILE[@NNNNNN]] [--json]\n"
+		   "  --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--json]\n"
 		   "                      predict every measured run of RUN.h5 and say how far each\n"
-		   "                      prediction is; the predictions are appended to RUN.h5\n");
+		   "                      prediction is; the predictions are appended to RUN.h5\n"
+		   "                      (priced by FILE, by the catalog's constants with none, else\n"
+		   "                      by data/calibration/<hardware>-<device>.h5 where it exists)\n");
 	config_usage(f);
 }
 
@@ -239,7 +241,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 
 	if (other) {
 		text_line(stderr, "--compare and %s cannot be used together: --compare predicts the runs of a file "
-				"(allowed with it: --calibration FILE, --json)", other);
+				"(allowed with it: --calibration FILE or none, --json)", other);
 		return 2;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -251,11 +253,11 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 			cal = argv[i] + 14;
 		} else {
 			text_line(stderr, "--compare: '%s' is not allowed here: a measured run brings its own configuration "
-					"(allowed: --calibration FILE, --json)", argv[i]);
+					"(allowed: --calibration FILE or none, --json)", argv[i]);
 			return 2;
 		}
 	}
-	if (cal[0] && calibration_access(cal) != 0) {
+	if (cal[0] && strcmp(cal, "none") != 0 && calibration_access(cal) != 0) {
 		text_line(stderr, "--calibration: %s cannot be read: %s (make one with gpu_run --calibrate)", cal,
 			strerror(errno));
 		return 2;

@@ -36,7 +36,11 @@
 #      node and 2 across); every emulated run is compared (none refused),
 #      memory byte for byte; the emulated all-reduces of ddp across nodes
 #      take the latency ./sim's catalog prices (a double binary tree's,
-#      core/fabric.h), not the ring's;
+#      core/fabric.h), not the ring's; a real 8-rank session appended
+#      after the emulated one leaves the emulated runs' prices as they
+#      were (a run is priced by its own fabric's sessions), a file whose
+#      8-rank sessions are all real refuses them naming the fabric, and
+#      --calibration none prices them by the catalog;
 #   7. a PyTorch run (fsdp_bench.py's schema): its kernels by kind of work
 #      against the predicted ops, null for what it did not measure; its
 #      collectives against the schedule's (attach_schedule.py);
@@ -533,6 +537,57 @@ print("%d all-reduces across nodes: %.0f us over their bytes (tree %.0f, ring %.
     len(over), med / 1e3, tree / 1e3, ring / 1e3))
 EOF
 	); then ok "emulated latency = ./sim's: $out"; else bad "emulated latency" "$out"; fi
+	# 6b. a real 8-rank session appended after the emulated one (a copy, every time doubled): the
+	#     emulated runs are still priced by the emulated session, as before; a file whose 8-rank
+	#     sessions are all real refuses them, naming the fabric; --calibration none: the catalog
+	if /usr/bin/python3 - "$ecal" "$tmp/real_only.h5" <<'EOF'
+import shutil, sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["calibration"]
+    old = max(g)
+    new = "%06d" % (int(old) + 1)
+    g.copy(g[old], new)
+    for t in g[new].values():
+        rows = t[()]
+        for k in ("ns", "ns_comm", "ns_comm2", "ns_ar", "ns_busy"):
+            if k in rows.dtype.names:
+                rows[k] *= 2
+        t[...] = rows
+    for a in ("dispatch_ns", "issue_ns", "wake_ns", "adamw_ns_per_elem", "host_adamw_ns_per_elem"):
+        g[new].attrs[a] = 2 * g[new].attrs[a]
+    g[new].attrs["fabric"] = "real"
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    del f["calibration"][old]
+EOF
+	then
+		"$SIM" --compare "$eruns" --calibration "$ecal" --json >"$tmp/ecmp2.json" 2>"$tmp/ecmp2.err"
+		rc2=$?
+		"$SIM" --compare "$eruns" --calibration "$tmp/real_only.h5" --json >"$tmp/ecmp3.json" 2>"$tmp/ecmp3.err"
+		rc3=$?
+		"$SIM" --compare "$eruns" --calibration none --json >"$tmp/ecmp4.json" 2>"$tmp/ecmp4.err"
+		rc4=$?
+		if [ $rc2 = 0 ] && [ $rc3 = 1 ] && [ $rc4 = 0 ] &&
+			grep -q "no calibration measured with 8 ranks on an emulated fabric (1 session of 8 ranks on a real one" \
+				"$tmp/ecmp3.err" &&
+			out=$(/usr/bin/python3 - "$tmp/ecmp.json" "$tmp/ecmp2.json" "$tmp/ecmp3.json" "$tmp/ecmp4.json" <<'EOF'
+import json, sys
+before, after, real, cat = (json.load(open(p)) for p in sys.argv[1:5])
+p = lambda d: [r["predicted_step_s"] for r in d["runs"]]
+assert p(after) == p(before), "a newer real session moved the emulated runs: %s, %s" % (p(before), p(after))
+assert real["compared"] == 0 and real["failed"] == 5, (real["compared"], real["failed"])
+assert cat["compared"] == 5 and all(r["calibration"] == "" for r in cat["runs"]), [r["calibration"] for r in cat["runs"]]
+assert p(cat) != p(before), "the catalog priced the runs as the calibration did"
+print("the emulated session prices them beside a newer real one; a real one alone refuses them")
+EOF
+			); then
+			ok "a run's own fabric's sessions: $out"
+		else
+			bad "a run's own fabric's sessions" "rc $rc2 $rc3 $rc4: ${out:-} $(head -c 600 "$tmp/ecmp3.err")"
+		fi
+	else
+		bad "a run's own fabric's sessions" "could not append a real session"
+	fi
 fi
 
 # 7. a PyTorch run (experiments/pytorch/fsdp_bench.py's schema, written here without PyTorch):

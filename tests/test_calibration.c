@@ -6,7 +6,9 @@
  * collective point of its own: on a real fabric, then rank 0 of an
  * emulated 8-rank job, then real again. Reading 8 ranks gives the newest
  * session's fabric and the points of the sessions on it only; a 2-rank
- * session is never mixed in.
+ * session is never mixed in. A measured run asks for its own fabric's
+ * sessions (an older one on it, not the newer on the other), and a world
+ * size measured only on the other fabric is refused.
  *
  * Sessions of a series (a calibration repeated in separate processes)
  * give each point, and each scalar, as the median of their measurements.
@@ -109,11 +111,31 @@ static void test_fabrics_do_not_merge(void)
 	CU_ASSERT_EQUAL(c.dispatch_ns, 4.0);
 	calibration_release(&c);
 
+	/* a measured run asks for its own fabric: the older emulated session, not the newer real ones */
+	CU_ASSERT_FATAL(calibration_read_on(path, 8, "emulated", &c, err, sizeof err) == 0);
+	CU_ASSERT_STRING_EQUAL(c.fabric, "emulated");
+	CU_ASSERT(c.sessions == 1 && has_point(&c, 2048) && !has_point(&c, 8192));
+	CU_ASSERT_EQUAL(c.dispatch_ns, 2.0);
+	calibration_release(&c);
+	CU_ASSERT_FATAL(calibration_read_on(path, 8, "real", &c, err, sizeof err) == 0);
+	CU_ASSERT(c.sessions == 2 && has_point(&c, 8192) && has_point(&c, 1024) && !has_point(&c, 2048));
+	calibration_release(&c);
+	CU_ASSERT_FATAL(calibration_read_on(path, 8, "", &c, err, sizeof err) == 0); /* "": the newest's */
+	CU_ASSERT_STRING_EQUAL(c.fabric, "real");
+	calibration_release(&c);
+	/* a world size measured on the other fabric only is refused, saying how to calibrate it */
+	CU_ASSERT_EQUAL(calibration_read_on(path, 2, "emulated", &c, err, sizeof err), -1);
+	CU_ASSERT(strstr(err, "no calibration measured with 2 ranks on an emulated fabric") != NULL);
+	CU_ASSERT(strstr(err, "1 session of 2 ranks on a real one") != NULL);
+	CU_ASSERT(strstr(err, "gpu_run --calibrate --emulate-world 2") != NULL);
+
 	CU_ASSERT_FATAL(calibration_read(path, 2, &c, err, sizeof err) == 0);
 	CU_ASSERT(c.sessions == 1 && has_point(&c, 4096));
 	calibration_release(&c);
 	CU_ASSERT_EQUAL(calibration_read(path, 16, &c, err, sizeof err), -1);
 	CU_ASSERT(strstr(err, "16 ranks") != NULL);
+	CU_ASSERT_EQUAL(calibration_read_on(path, 16, "real", &c, err, sizeof err), -1);
+	CU_ASSERT(strstr(err, "no calibration measured with 16 ranks (its sessions have") != NULL);
 }
 
 static double point_ns(const struct calibration *c, uint64_t bytes)
