@@ -94,6 +94,13 @@ static int resolve_model(struct experiment *e)
 static int resolve_cluster(struct experiment *e)
 {
 	int kgpu = config_key_id("cluster", "gpu"), ks[KEYS_MAX], n = 0, errors = 0;
+	int kfwd = config_key_id("cluster", "attn_eff"), kbwd = config_key_id("cluster", "attn_bwd_eff");
+	/*
+	 * attn_eff alone is this project's attention both ways, as it was
+	 * before the backward had a key of its own (experiments and runs
+	 * recorded then keep their prices)
+	 */
+	int bwd_is_fwd = config_is_explicit(e, kfwd) && !config_is_explicit(e, kbwd);
 	char what[2 * MSG_MAX], list[MSG_MAX], where[64];
 	struct gpu_spec cat;
 
@@ -102,7 +109,12 @@ static int resolve_cluster(struct experiment *e)
 	ks[n] = -1;
 
 	if (strcmp(e->gpu_name, CUSTOM) == 0) {
-		if (missing_keys(e, ks, list, sizeof list)) {
+		int need[KEYS_MAX], m = 0;
+		for (int i = 0; i < n; i++)
+			if (!(bwd_is_fwd && ks[i] == kbwd))
+				need[m++] = ks[i];
+		need[m] = -1;
+		if (missing_keys(e, need, list, sizeof list)) {
 			snprintf(what, sizeof what, "needs every GPU spec key; not set: %s", list);
 			config_rule_error(e, kgpu, what, (int[]){ -1 });
 			return -1;
@@ -130,6 +142,10 @@ static int resolve_cluster(struct experiment *e)
 		snprintf(e->cluster.gpu.source, sizeof e->cluster.gpu.source, "%s", cat.source);
 	}
 	snprintf(e->cluster.gpu.name, sizeof e->cluster.gpu.name, "%s", e->gpu_name);
+	if (bwd_is_fwd) {
+		e->cluster.gpu.attn_bwd_eff = e->cluster.gpu.attn_eff;
+		config_origin_set(e, kbwd, OR_DERIVED, "cluster.attn_eff (set alone: both ways)");
+	}
 
 	e->cluster.intra_gbps = e->cluster.gpu.intra_gbps;
 	int kinter = config_key_id("cluster", "inter_gbps");

@@ -50,6 +50,13 @@ struct experiment {
 	 */
 	char launch_kernels[16];
 	/*
+	 * The attention kernel launched when it is not the runtime's
+	 * (core/recipe.h's attention_kernel_names; "": the runtime's, or
+	 * policy.sdpa's): gpu_run's own ("testbed"), or cuDNN's where its
+	 * CUDA backend ran cuDNN's fused attention (./sim --compare sets it)
+	 */
+	char launch_attention[16];
+	/*
 	 * The fabric whose calibration sessions price it ("real", "emulated";
 	 * "": the newest session's, core/calibration.h): a measured run's own,
 	 * which ./sim --compare sets for gpu_run's runs (one process as rank

@@ -30,7 +30,8 @@ struct gpu_spec {
 	int gemm_tile_n;       /* output tile columns */
 	int tiles_per_sm;      /* resident tiles per SM (1 for persistent Hopper kernels) */
 	double gemm_eff;       /* fraction of peak a full wave of the largest tile reaches */
-	double attn_eff;       /* fraction of peak this project's fused attention reaches, forward and backward */
+	double attn_eff;       /* fraction of peak this project's fused attention reaches, forward */
+	double attn_bwd_eff;   /* its backward (attn_eff when only that is set) */
 	double fa2_fwd_eff;    /* FlashAttention-2 (SDPA's flash backend): forward, long sequences, head dim 128 */
 	double fa2_bwd_eff;    /* its backward */
 	double cudnn_fwd_eff;  /* cuDNN attention (SDPA's cudnn backend): forward */

@@ -1633,7 +1633,8 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	s->shard_spans_nodes = s->shard_n > e->cluster.gpus_per_node;
 	s->per_tensor_shards = e->runtime.copy_in_out;
 	s->local_shards = s->per_tensor_shards && s->shard_n == 1 && p->sharding != SHARD_DDP;
-	s->attention = p->sdpa == SDPA_FLASH   ? AK_FLASH
+	s->attention = e->launch_attention[0]  ? name_index(attention_kernel_names, e->launch_attention)
+		       : p->sdpa == SDPA_FLASH ? AK_FLASH
 		       : p->sdpa == SDPA_CUDNN ? AK_CUDNN
 					       : name_index(attention_kernel_names, e->runtime.attention);
 	assert(s->attention >= 0);

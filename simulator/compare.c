@@ -406,11 +406,14 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 	snprintf(e->calibration, sizeof e->calibration, "%s", c->calibration);
 	/*
 	 * gpu_run launches its own kernels under every runtime's schedule
-	 * (gpu/run/README.md), and its run says which fabric it ran on: the
-	 * calibration's sessions of that fabric price it
+	 * (gpu/run/README.md), its attention this project's kernel or, where
+	 * the run says so, cuDNN's; and its run says which fabric it ran on:
+	 * the calibration's sessions of that fabric price it
 	 */
 	if (!strcmp(m->source, "gpu_run")) {
 		snprintf(e->launch_kernels, sizeof e->launch_kernels, "testbed");
+		snprintf(e->launch_attention, sizeof e->launch_attention, "%s",
+			 !strcmp(m->attention_used, "cudnn") ? "cudnn" : "testbed");
 		snprintf(e->calibration_fabric, sizeof e->calibration_fabric, "%s",
 			 m->fabric.emulated ? "emulated" : "real");
 	}

@@ -196,7 +196,8 @@ static double attn_eff(const struct cost *c, const struct kernel *k)
 		e = k->backward ? g->cudnn_bwd_eff : g->cudnn_fwd_eff;
 		break;
 	default:
-		return g->attn_eff; /* this project's kernel: one figure, measured at the catalog's shapes */
+		/* this project's kernel: measured at the catalog's shapes, one figure each way */
+		return k->backward ? g->attn_bwd_eff : g->attn_eff;
 	}
 	return e * T / (T + g->attn_half_seq);
 }

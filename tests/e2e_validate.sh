@@ -21,6 +21,9 @@
 #      configurations each measured more than once, every run of one
 #      faster than every run of the other, are one pair whose tau is the
 #      predictions' sign; when their runs overlap, no pair;
+#   4e. a run that says its attention was cuDNN's is priced at the cuDNN
+#      figures, one of this project's kernel at its own (forward and
+#      backward apart);
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
 #      on a file that is no results file (text, empty, /dev/null, a
 #      directory, an HDF5 file without /runs), one with no measured run, or
@@ -336,6 +339,48 @@ EOF
 	ok "the calibration as it stood (FILE@NNNNNN): $out"
 else
 	bad "the calibration as it stood" "$(cat "$tmp/pin.err" 2>/dev/null) ${out:-}"
+fi
+
+# 4e. the attention kernel a gpu_run run launched prices it: a run that says its attention was
+#     cuDNN's (kernels.attention_used, as the CUDA backend records it) is priced at the cuDNN
+#     figures, the same as a run of this project's kernel whose attn_eff and attn_bwd_eff are
+#     those figures; without the attribute, at this project's kernel's (attention is priced
+#     forward and backward apart: swapping the two figures moves the prediction)
+if out=$(/usr/bin/python3 - "$runs" "$tmp/attn" <<'EOF'
+import sys, h5py
+src, base = sys.argv[1], sys.argv[2]
+variants = {
+    "cudnn": {"kernels.attention_used": "cudnn", "cluster.cudnn_fwd_eff": "0.05", "cluster.cudnn_bwd_eff": "0.09"},
+    "same": {"cluster.attn_eff": "0.05", "cluster.attn_bwd_eff": "0.09"},
+    "mma": {"kernels.attention_used": "mma", "cluster.cudnn_fwd_eff": "0.05", "cluster.cudnn_bwd_eff": "0.09"},
+    "swapped": {"cluster.attn_eff": "0.09", "cluster.attn_bwd_eff": "0.05"},
+}
+with h5py.File(src, "r") as f:
+    first = min(k for k in f["runs"] if f["runs"][k].attrs["source"] == "gpu_run")
+    for name, attrs in variants.items():
+        with h5py.File("%s-%s.h5" % (base, name), "w") as g:
+            f.copy(f["runs"][first], g.require_group("runs"), name=first)
+            r = g["runs"][first]
+            for k, v in attrs.items():
+                r.attrs[k] = v
+            r.attrs["cluster.attn_half_seq"] = "0"  # the catalog's curve left out: one figure each way
+print(first)
+EOF
+) && for v in cudnn same mma swapped; do
+	"$SIM" --compare "$tmp/attn-$v.h5" --calibration none --json >"$tmp/attn-$v.json" 2>>"$tmp/attn.err" || break
+done && out=$(/usr/bin/python3 - "$tmp"/attn-{cudnn,same,mma,swapped}.json <<'EOF'
+import json, sys
+cudnn, same, mma, swapped = (json.load(open(p))["runs"][0]["predicted_step_s"] for p in sys.argv[1:5])
+assert cudnn == same, "cuDNN's figures %r, this project's kernel at them %r" % (cudnn, same)
+assert mma != cudnn, "a run of this project's kernel priced at cuDNN's figures: %r" % mma
+assert swapped != same, "forward and backward priced alike: %r" % swapped
+print("cuDNN's attention %.3f ms, this project's at the same figures %.3f, at its own %.3f, swapped %.3f"
+      % (1e3 * cudnn, 1e3 * same, 1e3 * mma, 1e3 * swapped))
+EOF
+); then
+	ok "the attention kernel a run launched: $out"
+else
+	bad "the attention kernel a run launched" "${out:-} $(cat "$tmp/attn.err" 2>/dev/null)"
 fi
 
 # 5. bad input

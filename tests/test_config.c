@@ -731,6 +731,7 @@ static void test_catalog_overrides(void)
 	free(msgs);
 	CU_ASSERT_STRING_EQUAL(e.cluster.gpu.name, "custom");
 	CU_ASSERT_EQUAL(e.cluster.gpu.sms, 10);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.5, 1e-12); /* attn_eff alone: both ways */
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.inter_gbps, 2 * 12.5 / 2, 1e-12);
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.node_inter_gbps, 2 * 12.5, 1e-12);
 	config_release(&e);
@@ -740,6 +741,28 @@ static void test_derived_values(void)
 {
 	struct experiment e;
 	char *msgs;
+
+	/* this project's attention: the catalog's figures each way; attn_eff set alone sets both */
+	config_init(&e);
+	CU_ASSERT_EQUAL(set_resolve(&e, &msgs, "cluster.gpu=h100-sxm", NULL), 0);
+	free(msgs);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_eff, 0.216, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.193, 1e-12);
+	CU_ASSERT_EQUAL(set_resolve(&e, &msgs, "cluster.attn_eff=0.4", NULL), 0);
+	free(msgs);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_eff, 0.4, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.4, 1e-12);
+	CU_ASSERT_EQUAL(set_resolve(&e, &msgs, "cluster.attn_bwd_eff=0.3", NULL), 0);
+	free(msgs);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_eff, 0.4, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.3, 1e-12);
+	config_release(&e);
+	config_init(&e);
+	CU_ASSERT_EQUAL(set_resolve(&e, &msgs, "cluster.gpu=h100-sxm", "cluster.attn_bwd_eff=0.3", NULL), 0);
+	free(msgs);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_eff, 0.216, 1e-12); /* the backward alone leaves the forward */
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.3, 1e-12);
+	config_release(&e);
 
 	config_init(&e);
 	/* shard group: world for fsdp and zero2, gpus per node for hsdp, 1 for ddp */
@@ -857,7 +880,7 @@ static void test_rules(void)
 		    "cluster.fp32_tflops, cluster.hbm_gbps, cluster.hbm_gib, cluster.intra_gbps, "
 		    "cluster.nics_per_node, cluster.nic_gbps, cluster.pcie_gbps, cluster.gemm_tile_m, "
 		    "cluster.gemm_tile_n, cluster.tiles_per_sm, cluster.gemm_eff, cluster.attn_eff, "
-		    "cluster.fa2_fwd_eff, cluster.fa2_bwd_eff, cluster.cudnn_fwd_eff, cluster.cudnn_bwd_eff, "
+		    "cluster.attn_bwd_eff, cluster.fa2_fwd_eff, cluster.fa2_bwd_eff, cluster.cudnn_fwd_eff, cluster.cudnn_bwd_eff, "
 		    "cluster.attn_half_seq, cluster.hbm_eff, "
 		    "cluster.nccl_sms, cluster.nccl_hbm_factor, cluster.elementwise_sms_frac, "
 		    "cluster.cpu_adam_gparams, cluster.net_latency_us, cluster.nvlink_latency_us, "
