@@ -293,30 +293,39 @@ else
 	bad "separated ranking" "separated: '$sep', overlapping: '$mix'; $(grep -i "separates" "$tmp/sep.txt")"
 fi
 
+# A copy of FILE's newest calibration session appended to it, every time doubled, its own prices (no
+# series), with the attributes NAME=VALUE given; prints the new session's name.
+append_doubled() { # FILE [NAME=VALUE]...
+	/usr/bin/python3 - "$@" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    g = f["calibration"]
+    old = max(g)
+    new = "%06d" % (int(old) + 1)
+    g.copy(g[old], new)
+    for t in g[new].values():
+        rows = t[()]
+        for k in ("ns", "ns_comm", "ns_comm2", "ns_ar", "ns_busy"):
+            if k in rows.dtype.names:
+                rows[k] *= 2
+        t[...] = rows
+    for a in ("dispatch_ns", "issue_ns", "wake_ns", "adamw_ns_per_elem", "host_adamw_ns_per_elem"):
+        g[new].attrs[a] = 2 * g[new].attrs[a]
+    if "series" in g[new].attrs:  # its own prices, not a series' medians
+        del g[new].attrs["series"]
+    for kv in sys.argv[2:]:
+        k, v = kv.split("=", 1)
+        g[new].attrs[k] = v
+print(new)
+EOF
+}
+
 # 4d. a session appended to the calibration later (a copy of its newest, every time doubled) changes the
 # file's prices, not how the runs' predictions read it: FILE@NNNNNN, the file as it stood, predicts them
 # again as they were (nothing appended), the file itself as it is now, twice as slow
 old_sess=$(/usr/bin/python3 -c 'import sys, h5py; print(max(h5py.File(sys.argv[1], "r")["calibration"]))' "$cal")
 before=$("$SIM" --compare "$runs" --calibration "$cal" --json 2>/dev/null)
-if new_sess=$(/usr/bin/python3 - "$cal" <<'EOF'
-import sys, h5py
-g = h5py.File(sys.argv[1], "r+")["calibration"]
-old = max(g)
-new = "%06d" % (int(old) + 1)
-g.copy(g[old], new)
-for t in g[new].values():
-    rows = t[()]
-    for f in ("ns", "ns_comm", "ns_comm2", "ns_ar", "ns_busy"):
-        if f in rows.dtype.names:
-            rows[f] *= 2
-    t[...] = rows
-for a in ("dispatch_ns", "issue_ns", "wake_ns", "adamw_ns_per_elem", "host_adamw_ns_per_elem"):
-    g[new].attrs[a] = 2 * g[new].attrs[a]
-if "series" in g[new].attrs:  # its own prices, not a series' medians
-    del g[new].attrs["series"]
-print(new)
-EOF
-) && sum2=$(md5sum <"$runs") &&
+if new_sess=$(append_doubled "$cal") && sum2=$(md5sum <"$runs") &&
 	"$SIM" --compare "$runs" --calibration "$cal@$old_sess" --json >"$tmp/pin_old.json" 2>"$tmp/pin.err" &&
 	[ "$(md5sum <"$runs")" = "$sum2" ] &&
 	"$SIM" --compare "$runs" --calibration "$cal" --json >"$tmp/pin_new.json" 2>>"$tmp/pin.err" &&
@@ -585,25 +594,11 @@ EOF
 	# 6b. a real 8-rank session appended after the emulated one (a copy, every time doubled): the
 	#     emulated runs are still priced by the emulated session, as before; a file whose 8-rank
 	#     sessions are all real refuses them, naming the fabric; --calibration none: the catalog
-	if /usr/bin/python3 - "$ecal" "$tmp/real_only.h5" <<'EOF'
+	if append_doubled "$ecal" fabric=real >/dev/null && /usr/bin/python3 - "$ecal" "$tmp/real_only.h5" <<'EOF'
 import shutil, sys, h5py
-with h5py.File(sys.argv[1], "r+") as f:
-    g = f["calibration"]
-    old = max(g)
-    new = "%06d" % (int(old) + 1)
-    g.copy(g[old], new)
-    for t in g[new].values():
-        rows = t[()]
-        for k in ("ns", "ns_comm", "ns_comm2", "ns_ar", "ns_busy"):
-            if k in rows.dtype.names:
-                rows[k] *= 2
-        t[...] = rows
-    for a in ("dispatch_ns", "issue_ns", "wake_ns", "adamw_ns_per_elem", "host_adamw_ns_per_elem"):
-        g[new].attrs[a] = 2 * g[new].attrs[a]
-    g[new].attrs["fabric"] = "real"
 shutil.copy(sys.argv[1], sys.argv[2])
 with h5py.File(sys.argv[2], "r+") as f:
-    del f["calibration"][old]
+    del f["calibration"][min(f["calibration"])]
 EOF
 	then
 		"$SIM" --compare "$eruns" --calibration "$ecal" --json >"$tmp/ecmp2.json" 2>"$tmp/ecmp2.err"
