@@ -17,7 +17,8 @@
 #      in seconds (merging sorts);
 #   3. a sweep axis, --what-if or --compare naming an unreadable or invalid
 #      calibration exits 2 before anything runs, naming the file and the
-#      axis; a sweep over two valid ones runs;
+#      axis; a sweep over two valid ones runs; none is the catalog's
+#      constants, alone or as an axis value beside a file;
 #   4. FILE@NNNNNN: a session the file lacks exits 2, naming its last; a
 #      damaged later session is not read; ./sim --out records the newest.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
@@ -282,6 +283,28 @@ if timeout 60 "$SIM" --sweep "$tmp/sweep.ini" --out "$tmp/sweep.h5" >"$tmp/out" 
 	ok "a sweep over two valid calibrations runs, its rows naming each as it stood"
 else
 	bad "a sweep over two valid calibrations" "$(head -3 "$tmp/err") ${got:-}"
+fi
+
+# none: the catalog's constants, as with no calibration named; a sweep axis may hold it beside files
+printf '[model]\nname = tiny\n[cluster]\ncalibration = none, %s\n' "$CAL" >"$tmp/sweep_none.ini"
+if [ "$("$SIM" --model tiny --calibration none --json 2>&1)" = "$("$SIM" --model tiny --json 2>&1)" ] &&
+	timeout 60 "$SIM" --sweep "$tmp/sweep_none.ini" --out "$tmp/sweep_none.h5" >"$tmp/out" 2>"$tmp/err" &&
+	got=$("$PY" - "$tmp/sweep_none.h5" "$("$SIM" --model tiny --json)" "$("$SIM" --model tiny --calibration "$CAL" --json)" <<'EOF'
+import json, sys, h5py
+g = h5py.File(sys.argv[1], "r")["sweeps"]
+s = g[max(g)]
+rows = s["configs"][()]
+want = {"none": json.loads(sys.argv[2])["step_time_s"], "cal": json.loads(sys.argv[3])["step_time_s"]}
+vals = [v.decode() if isinstance(v, bytes) else str(v) for v in s.attrs["values.cluster.calibration"]]
+assert vals[0] == "none" and vals[1].endswith(".h5@" + vals[1][-6:]), vals
+steps = sorted(float(r["step_time_s"]) for r in rows)
+assert len(steps) == 2 and all(abs(x - y) <= 1e-6 * y for x, y in zip(steps, sorted(want.values()))), (steps, want)
+print("the catalog's row %.4f s, the calibration's %.4f s" % (want["none"], want["cal"]))
+EOF
+	); then
+	ok "calibration none: the catalog, alone and as a sweep's axis value ($got)"
+else
+	bad "calibration none" "$(head -3 "$tmp/err") ${got:-}"
 fi
 
 echo "$pass passed, $fail failed"
