@@ -30,7 +30,8 @@ extern const char catalog_ini[];
 #define CATALOG_MAX 16  /* entries per kind; the catalog holds a handful */
 #define FIELDS_MAX 64   /* fields per kind, one bit each in a set mask */
 
-#define GPU_FIELD(n, t, lo, hi, d) { #n, t, offsetof(struct gpu_spec, n), lo, hi, d }
+#define GPU_FIELD(n, t, lo, hi, d) { #n, t, offsetof(struct gpu_spec, n), lo, hi, d, 0 }
+#define GPU_MODEL_FIELD(n, t, lo, hi, d) { #n, t, offsetof(struct gpu_spec, n), lo, hi, d, 1 }
 
 const struct hw_field hw_gpu_fields[] = {
 	GPU_FIELD(sms, HW_FIELD_INT, 1, 1024, "streaming multiprocessors"),
@@ -43,31 +44,31 @@ const struct hw_field hw_gpu_fields[] = {
 	GPU_FIELD(nics_per_node, HW_FIELD_INT, 1, 64, "network cards per node"),
 	GPU_FIELD(nic_gbps, HW_FIELD_DOUBLE, 0.001, 1e5, "bandwidth of one network card, GB/s"),
 	GPU_FIELD(pcie_gbps, HW_FIELD_DOUBLE, 0.001, 1e5, "host-device copy bandwidth, GB/s"),
-	GPU_FIELD(gemm_tile_m, HW_FIELD_INT, 1, 4096, "GEMM output tile rows"),
-	GPU_FIELD(gemm_tile_n, HW_FIELD_INT, 1, 4096, "GEMM output tile columns"),
-	GPU_FIELD(tiles_per_sm, HW_FIELD_INT, 1, 64, "GEMM tiles resident per SM"),
-	GPU_FIELD(gemm_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak a full GEMM wave reaches"),
-	GPU_FIELD(attn_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak this project's fused attention reaches, forward"),
-	GPU_FIELD(attn_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1,
+	GPU_MODEL_FIELD(gemm_tile_m, HW_FIELD_INT, 1, 4096, "GEMM output tile rows"),
+	GPU_MODEL_FIELD(gemm_tile_n, HW_FIELD_INT, 1, 4096, "GEMM output tile columns"),
+	GPU_MODEL_FIELD(tiles_per_sm, HW_FIELD_INT, 1, 64, "GEMM tiles resident per SM"),
+	GPU_MODEL_FIELD(gemm_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak a full GEMM wave reaches"),
+	GPU_MODEL_FIELD(attn_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak this project's fused attention reaches, forward"),
+	GPU_MODEL_FIELD(attn_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1,
 		  "the same, backward (attn_eff when only that is set)"),
-	GPU_FIELD(fa2_fwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak FlashAttention-2 forward reaches"),
-	GPU_FIELD(fa2_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak FlashAttention-2 backward reaches"),
-	GPU_FIELD(cudnn_fwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak cuDNN attention forward reaches"),
-	GPU_FIELD(cudnn_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak cuDNN attention backward reaches"),
-	GPU_FIELD(attn_half_seq, HW_FIELD_DOUBLE, 0, 1e7, "sequence length at which attention reaches half its fraction"),
-	GPU_FIELD(hbm_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of hbm_gbps a streaming kernel achieves"),
-	GPU_FIELD(nccl_sms, HW_FIELD_INT, 1, 1024, "SMs one collective holds"),
-	GPU_FIELD(nccl_hbm_factor, HW_FIELD_DOUBLE, 0, 16, "HBM bytes a collective moves per wire byte"),
-	GPU_FIELD(elementwise_sms_frac, HW_FIELD_DOUBLE, 0.01, 1,
+	GPU_MODEL_FIELD(fa2_fwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak FlashAttention-2 forward reaches"),
+	GPU_MODEL_FIELD(fa2_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak FlashAttention-2 backward reaches"),
+	GPU_MODEL_FIELD(cudnn_fwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak cuDNN attention forward reaches"),
+	GPU_MODEL_FIELD(cudnn_bwd_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of peak cuDNN attention backward reaches"),
+	GPU_MODEL_FIELD(attn_half_seq, HW_FIELD_DOUBLE, 0, 1e7, "sequence length at which attention reaches half its fraction"),
+	GPU_MODEL_FIELD(hbm_eff, HW_FIELD_DOUBLE, 0.01, 1, "fraction of hbm_gbps a streaming kernel achieves"),
+	GPU_MODEL_FIELD(nccl_sms, HW_FIELD_INT, 1, 1024, "SMs one collective holds"),
+	GPU_MODEL_FIELD(nccl_hbm_factor, HW_FIELD_DOUBLE, 0, 16, "HBM bytes a collective moves per wire byte"),
+	GPU_MODEL_FIELD(elementwise_sms_frac, HW_FIELD_DOUBLE, 0.01, 1,
 		  "fraction of SMs a memory-bound kernel needs for full bandwidth"),
 	GPU_FIELD(cpu_adam_gparams, HW_FIELD_DOUBLE, 0.001, 1000,
 		  "host optimizer rate per GPU, 10^9 parameters/s"),
 	GPU_FIELD(net_latency_us, HW_FIELD_DOUBLE, 0, 1e6, "ring step latency across nodes, us"),
 	GPU_FIELD(nvlink_latency_us, HW_FIELD_DOUBLE, 0, 1e6, "ring step latency inside a node, us"),
-	GPU_FIELD(kernel_min_us, HW_FIELD_DOUBLE, 0, 1e6, "shortest time any kernel takes, us"),
+	GPU_MODEL_FIELD(kernel_min_us, HW_FIELD_DOUBLE, 0, 1e6, "shortest time any kernel takes, us"),
 	GPU_FIELD(tdp_w, HW_FIELD_DOUBLE, 1, 1e5, "board power at which the datasheet's peaks hold, W"),
 	GPU_FIELD(power_cap_w, HW_FIELD_DOUBLE, 1, 1e5, "board power as deployed, W"),
-	{ NULL, 0, 0, 0, 0, NULL },
+	{ NULL, 0, 0, 0, 0, NULL, 0 },
 };
 
 enum ftype { F_INT, F_INT64, F_DOUBLE, F_TEXT };

@@ -75,6 +75,15 @@ int config_set(struct experiment *e, const char *assignment, const char *origin)
 int config_resolve(struct experiment *e);
 
 /*
+ * A resolved experiment's GPU model constants (hw_gpu_fields marked
+ * model: efficiencies, tiles, what a collective holds) as today's catalog
+ * entry of its cluster.gpu has them, whatever set them before (a run's
+ * record); the machine's figures stay. A custom GPU, which has no entry,
+ * stays as it is. Resolved again: 0, or -1 after printing.
+ */
+int config_gpu_model_from_catalog(struct experiment *e);
+
+/*
  * Every key with its resolved value, as an INI file ([section] headers,
  * then `key = value` lines) that config_load() reads back to the same
  * experiment: what a results file records as its configuration.

@@ -250,6 +250,16 @@ static int resolve_policy(struct experiment *e, int model_ok)
 	return n ? -1 : 0;
 }
 
+int config_gpu_model_from_catalog(struct experiment *e)
+{
+	if (!strcmp(e->gpu_name, CUSTOM))
+		return 0;
+	for (const struct hw_field *f = hw_gpu_fields; f->name; f++)
+		if (f->model)
+			config_origin_set(e, config_key_id("cluster", f->name), OR_DEFAULT, "");
+	return config_resolve(e);
+}
+
 int config_resolve(struct experiment *e)
 {
 	int errors = 0;

@@ -115,6 +115,13 @@ struct hw_field {
 	size_t offset;         /* in struct gpu_spec */
 	double min, max;       /* allowed values, inclusive */
 	const char *doc;       /* meaning and unit, one line */
+	/*
+	 * a constant of the simulator's model of the GPU (an efficiency, a
+	 * tile, what a collective holds), not a figure of the machine (its
+	 * SMs, peaks, memory, links, power): ./sim --compare --catalog-now
+	 * takes these from today's catalog
+	 */
+	int model;
 };
 
 /* Every numeric field of struct gpu_spec in declaration order; a NULL name ends it. */

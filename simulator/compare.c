@@ -390,8 +390,11 @@ static int class_predict(struct cmp *c, char *err, int errlen)
 	return 0;
 }
 
-/* Predict measured run m. 0, or -1 with the reason in err. */
-static int predict(struct cmp *c, const char *calibration, char *err, int errlen)
+/*
+ * Predict measured run m (with catalog_now, its GPU model constants
+ * today's catalog's). 0, or -1 with the reason in err.
+ */
+static int predict(struct cmp *c, const char *calibration, int catalog_now, char *err, int errlen)
 {
 	struct run_read *m = c->m;
 	struct experiment *e = &m->exp;
@@ -400,6 +403,10 @@ static int predict(struct cmp *c, const char *calibration, char *err, int errlen
 
 	if (m->error[0]) {
 		snprintf(err, errlen, "%s", m->error);
+		return -1;
+	}
+	if (catalog_now && config_gpu_model_from_catalog(e) != 0) {
+		snprintf(err, errlen, "its configuration with today's catalog does not resolve (see above)");
 		return -1;
 	}
 	pick_calibration(calibration, m, c->calibration, sizeof c->calibration);
@@ -934,7 +941,7 @@ static int repeat_spread(const struct point *cf, int n, double *median, double *
 	return nv;
 }
 
-int compare_file(const char *path, const char *calibration, int json, FILE *out)
+int compare_file(const char *path, const char *calibration, int catalog_now, int json, FILE *out)
 {
 	struct run_read *runs;
 	struct cmp *c;
@@ -973,7 +980,7 @@ int compare_file(const char *path, const char *calibration, int json, FILE *out)
 			continue;
 		x = &c[nc++];
 		x->m = &runs[i];
-		if (predict(x, calibration, err, sizeof err) != 0) {
+		if (predict(x, calibration, catalog_now, err, sizeof err) != 0) {
 			text_line(stderr, "sim --compare: %s: run %s: %s", path, runs[i].name, err);
 			rc = 1;
 			continue;

@@ -23,10 +23,12 @@
 
 /*
  * Compare the measured runs of path; calibration ("" for the default
- * search) prices them. Prints a table, or with json one object, to out.
+ * search) prices them; with catalog_now each run's GPU model constants
+ * are today's catalog's, not its record's (config_gpu_model_from_catalog).
+ * Prints a table, or with json one object, to out.
  * 0; 1 when a run could not be compared or the predictions not appended;
  * 2 when the file cannot be read.
  */
-int compare_file(const char *path, const char *calibration, int json, FILE *out);
+int compare_file(const char *path, const char *calibration, int catalog_now, int json, FILE *out);
 
 #endif

@@ -8,7 +8,7 @@
  *   ./sim --sweep SWEEP.ini [--out FILE.h5] [--top N] [--json] [constraints]
  *   ./sim [EXPERIMENT.ini] [experiment flags] --advise [--what-if KEY=VALUES]
  *         [--top N] [--json] [--out FILE.h5] [constraints]
- *   ./sim --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--json]
+ *   ./sim --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--catalog-now] [--json]
  *   constraints: --memory-budget GiB, --global-batch N
  *
  * The sweeps (--policy all, --sweep, --advise) run over MPI under mpirun
@@ -51,7 +51,7 @@
 #define WHAT_IF_MAX 4
 
 struct opts {
-	int schedule, kernels, json, all, top, help, bench, advise;
+	int schedule, kernels, json, all, top, help, bench, advise, catalog_now;
 	const char *trace, *compare, *sweep, *out;
 	const char *what_if[WHAT_IF_MAX];
 	int nwhat_if;
@@ -81,18 +81,20 @@ static void usage(FILE *f)
 		   "  --global-batch N    sequences per optimizer step: microbatches follow\n"
 		   "  under mpirun, --policy all, --sweep and --advise share the work among the ranks\n"
 		   "  --bench N           build and simulate the step N times; print the speed\n"
-		   "  --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--json]\n"
+		   "  --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--catalog-now] [--json]\n"
 		   "                      predict every measured run of RUN.h5 and say how far each\n"
 		   "                      prediction is; the predictions are appended to RUN.h5\n"
 		   "                      (priced by FILE, by the catalog's constants with none, else\n"
-		   "                      by data/calibration/<hardware>-<device>.h5 where it exists)\n");
+		   "                      by data/calibration/<hardware>-<device>.h5 where it exists;\n"
+		   "                      --catalog-now: the GPU's efficiencies and tiles as today's\n"
+		   "                      catalog has them, not as each run recorded them)\n");
 	config_usage(f);
 }
 
 /* The simulator's own flags (usage()), for the flag closest to an unknown one. */
 static const char *const own_flags[] = { "--schedule", "--kernels", "--json", "--trace", "--top", "--sweep", "--advise",
 					 "--what-if", "--memory-budget", "--global-batch", "--bench", "--compare",
-					 "--help", NULL };
+					 "--catalog-now", "--help", NULL };
 
 /* The listing flag given, for messages: --kernels is --schedule with each op's kernels. */
 static const char *schedule_flag(const struct opts *o)
@@ -120,6 +122,9 @@ static int take_own_flags(int argc, char **argv, struct opts *o)
 			o->all = 1;
 			if (!strcmp(a, "--policy"))
 				argv[i++] = NULL;
+		} else if (!strcmp(a, "--catalog-now")) {
+			o->catalog_now = 1;
+			argv[i] = NULL;
 		} else if (!strcmp(a, "--advise")) {
 			if (o->advise) {
 				text_line(stderr, "%s: given twice", a);
@@ -241,7 +246,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 
 	if (other) {
 		text_line(stderr, "--compare and %s cannot be used together: --compare predicts the runs of a file "
-				"(allowed with it: --calibration FILE or none, --json)", other);
+				"(allowed with it: --calibration FILE or none, --catalog-now, --json)", other);
 		return 2;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -253,7 +258,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 			cal = argv[i] + 14;
 		} else {
 			text_line(stderr, "--compare: '%s' is not allowed here: a measured run brings its own configuration "
-					"(allowed: --calibration FILE or none, --json)", argv[i]);
+					"(allowed: --calibration FILE or none, --catalog-now, --json)", argv[i]);
 			return 2;
 		}
 	}
@@ -266,7 +271,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 		text_line(stderr, "--compare: %s cannot be read: %s", o->compare, strerror(errno));
 		return 2;
 	}
-	return check_compare_file(o->compare) != 0 ? 2 : compare_file(o->compare, cal, o->json, stdout);
+	return check_compare_file(o->compare) != 0 ? 2 : compare_file(o->compare, cal, o->catalog_now, o->json, stdout);
 }
 
 /*
@@ -729,6 +734,11 @@ int main(int argc, char **argv)
 		if (!rc)
 			usage(stdout);
 		explore_mpi_exit(rc);
+	}
+	if (o.catalog_now && !o.compare) {
+		text_line(stderr, "--catalog-now goes with --compare: it prices measured runs by today's catalog "
+				"(./sim alone always does)");
+		explore_mpi_exit(2);
 	}
 	if (o.compare) {
 		loud_again(saved_err);

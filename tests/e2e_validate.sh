@@ -24,6 +24,8 @@
 #   4e. a run that says its attention was cuDNN's is priced at the cuDNN
 #      figures, one of this project's kernel at its own (forward and
 #      backward apart);
+#   4f. --catalog-now prices a run by today's catalog's efficiencies and
+#      tiles, the machine's figures as the run recorded them;
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
 #      on a file that is no results file (text, empty, /dev/null, a
 #      directory, an HDF5 file without /runs), one with no measured run, or
@@ -390,6 +392,52 @@ EOF
 	ok "the attention kernel a run launched: $out"
 else
 	bad "the attention kernel a run launched" "${out:-} $(cat "$tmp/attn.err" 2>/dev/null)"
+fi
+
+# 4f. --catalog-now: the GPU's model constants (efficiencies, tiles) from today's catalog, not the
+#     run's record; the machine's figures (here its memory bandwidth) as recorded. A run recording
+#     other efficiencies than today's is priced by them, and with --catalog-now as one recording
+#     today's; one recording another bandwidth stays apart either way
+if out=$(/usr/bin/python3 - "$runs" "$tmp/cat" <<'EOF'
+import sys, h5py
+src, base = sys.argv[1], sys.argv[2]
+variants = {"today": {}, "old": {"cluster.gemm_eff": "0.5", "cluster.attn_eff": "0.5", "cluster.hbm_eff": "0.5"},
+            "machine": {"cluster.hbm_gbps": "1"}}
+with h5py.File(src, "r") as f:
+    first = min(k for k in f["runs"] if f["runs"][k].attrs["source"] == "gpu_run")
+    for name, attrs in variants.items():
+        with h5py.File("%s-%s.h5" % (base, name), "w") as g:
+            f.copy(f["runs"][first], g.require_group("runs"), name=first)
+            for k, v in attrs.items():
+                g["runs"][first].attrs[k] = v
+print(first)
+EOF
+) && for v in today old machine; do
+	"$SIM" --compare "$tmp/cat-$v.h5" --calibration none --json >"$tmp/cat-$v.json" 2>>"$tmp/cat.err" &&
+		"$SIM" --compare "$tmp/cat-$v.h5" --calibration none --catalog-now --json >"$tmp/cat-$v-now.json" 2>>"$tmp/cat.err" ||
+		break
+done && out=$(/usr/bin/python3 - "$tmp"/cat-{today,old,machine}{,-now}.json <<'EOF'
+import json, sys
+p = [json.load(open(f))["runs"][0]["predicted_step_s"] for f in sys.argv[1:7]]
+today, today_now, old, old_now, machine, machine_now = p
+assert today == today_now, "today's record priced otherwise by today's catalog: %r %r" % (today, today_now)
+assert old != today, "the record's efficiencies were not read: %r" % old
+assert old_now == today, "--catalog-now kept the record's efficiencies: %r, today %r" % (old_now, today)
+assert machine_now == machine != today, "the machine's figure: %r %r %r" % (machine, machine_now, today)
+print("as recorded %.3f ms, by today's catalog %.3f (today's record %.3f); the machine's bandwidth kept (%.3f)"
+      % (1e3 * old, 1e3 * old_now, 1e3 * today, 1e3 * machine_now))
+EOF
+); then
+	ok "--catalog-now: $out"
+else
+	bad "--catalog-now" "${out:-} $(cat "$tmp/cat.err" 2>/dev/null)"
+fi
+"$SIM" --catalog-now >/dev/null 2>"$tmp/cn.err"
+rc=$?
+if [ $rc = 2 ] && grep -q "^--catalog-now goes with --compare" "$tmp/cn.err"; then
+	ok "--catalog-now without --compare: exit 2, saying so"
+else
+	bad "--catalog-now without --compare" "rc $rc: $(head -2 "$tmp/cn.err")"
 fi
 
 # 5. bad input

@@ -762,6 +762,13 @@ static void test_derived_values(void)
 	free(msgs);
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_eff, 0.216, 1e-12); /* the backward alone leaves the forward */
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.3, 1e-12);
+	/* today's catalog's model constants over whatever set them; the machine's figures stay */
+	CU_ASSERT_EQUAL(set_resolve(&e, &msgs, "cluster.gemm_eff=0.5", "cluster.hbm_gbps=100", NULL), 0);
+	free(msgs);
+	CU_ASSERT_EQUAL(config_gpu_model_from_catalog(&e), 0);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.gemm_eff, 0.75, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.attn_bwd_eff, 0.193, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.hbm_gbps, 100, 1e-12);
 	config_release(&e);
 
 	config_init(&e);
