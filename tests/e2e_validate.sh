@@ -352,32 +352,35 @@ else
 	bad "the calibration as it stood" "$(cat "$tmp/pin.err" 2>/dev/null) ${out:-}"
 fi
 
+# Files BASE-NAME.h5, each a copy of SRC's first gpu_run run whose attributes are set as
+# 'NAME: KEY=VALUE ...' says (one argument per file).
+variants() { # SRC BASE 'NAME: KEY=VALUE ...'...
+	/usr/bin/python3 - "$@" <<'EOF'
+import sys, h5py
+src, base = sys.argv[1], sys.argv[2]
+with h5py.File(src, "r") as f:
+    first = min(k for k in f["runs"] if f["runs"][k].attrs["source"] == "gpu_run")
+    for spec in sys.argv[3:]:
+        name, _, attrs = spec.partition(":")
+        with h5py.File("%s-%s.h5" % (base, name), "w") as g:
+            f.copy(f["runs"][first], g.require_group("runs"), name=first)
+            for kv in attrs.split():
+                k, v = kv.split("=", 1)
+                g["runs"][first].attrs[k] = v
+EOF
+}
+
 # 4e. the attention kernel a gpu_run run launched prices it: a run that says its attention was
 #     cuDNN's (kernels.attention_used, as the CUDA backend records it) is priced at the cuDNN
 #     figures, the same as a run of this project's kernel whose attn_eff and attn_bwd_eff are
 #     those figures; without the attribute, at this project's kernel's (attention is priced
 #     forward and backward apart: swapping the two figures moves the prediction)
-if out=$(/usr/bin/python3 - "$runs" "$tmp/attn" <<'EOF'
-import sys, h5py
-src, base = sys.argv[1], sys.argv[2]
-variants = {
-    "cudnn": {"kernels.attention_used": "cudnn", "cluster.cudnn_fwd_eff": "0.05", "cluster.cudnn_bwd_eff": "0.09"},
-    "same": {"cluster.attn_eff": "0.05", "cluster.attn_bwd_eff": "0.09"},
-    "mma": {"kernels.attention_used": "mma", "cluster.cudnn_fwd_eff": "0.05", "cluster.cudnn_bwd_eff": "0.09"},
-    "swapped": {"cluster.attn_eff": "0.09", "cluster.attn_bwd_eff": "0.05"},
-}
-with h5py.File(src, "r") as f:
-    first = min(k for k in f["runs"] if f["runs"][k].attrs["source"] == "gpu_run")
-    for name, attrs in variants.items():
-        with h5py.File("%s-%s.h5" % (base, name), "w") as g:
-            f.copy(f["runs"][first], g.require_group("runs"), name=first)
-            r = g["runs"][first]
-            for k, v in attrs.items():
-                r.attrs[k] = v
-            r.attrs["cluster.attn_half_seq"] = "0"  # the catalog's curve left out: one figure each way
-print(first)
-EOF
-) && for v in cudnn same mma swapped; do
+if variants "$runs" "$tmp/attn" \
+	'cudnn: kernels.attention_used=cudnn cluster.cudnn_fwd_eff=0.05 cluster.cudnn_bwd_eff=0.09 cluster.attn_half_seq=0' \
+	'same: cluster.attn_eff=0.05 cluster.attn_bwd_eff=0.09 cluster.attn_half_seq=0' \
+	'mma: kernels.attention_used=mma cluster.cudnn_fwd_eff=0.05 cluster.cudnn_bwd_eff=0.09 cluster.attn_half_seq=0' \
+	'swapped: cluster.attn_eff=0.09 cluster.attn_bwd_eff=0.05 cluster.attn_half_seq=0' \
+	&& for v in cudnn same mma swapped; do
 	"$SIM" --compare "$tmp/attn-$v.h5" --calibration none --json >"$tmp/attn-$v.json" 2>>"$tmp/attn.err" || break
 done && out=$(/usr/bin/python3 - "$tmp"/attn-{cudnn,same,mma,swapped}.json <<'EOF'
 import json, sys
@@ -398,21 +401,9 @@ fi
 #     run's record; the machine's figures (here its memory bandwidth) as recorded. A run recording
 #     other efficiencies than today's is priced by them, and with --catalog-now as one recording
 #     today's; one recording another bandwidth stays apart either way
-if out=$(/usr/bin/python3 - "$runs" "$tmp/cat" <<'EOF'
-import sys, h5py
-src, base = sys.argv[1], sys.argv[2]
-variants = {"today": {}, "old": {"cluster.gemm_eff": "0.5", "cluster.attn_eff": "0.5", "cluster.hbm_eff": "0.5"},
-            "machine": {"cluster.hbm_gbps": "1"}}
-with h5py.File(src, "r") as f:
-    first = min(k for k in f["runs"] if f["runs"][k].attrs["source"] == "gpu_run")
-    for name, attrs in variants.items():
-        with h5py.File("%s-%s.h5" % (base, name), "w") as g:
-            f.copy(f["runs"][first], g.require_group("runs"), name=first)
-            for k, v in attrs.items():
-                g["runs"][first].attrs[k] = v
-print(first)
-EOF
-) && for v in today old machine; do
+if variants "$runs" "$tmp/cat" 'today:' \
+	'old: cluster.gemm_eff=0.5 cluster.attn_eff=0.5 cluster.hbm_eff=0.5' 'machine: cluster.hbm_gbps=1' \
+	&& for v in today old machine; do
 	"$SIM" --compare "$tmp/cat-$v.h5" --calibration none --json >"$tmp/cat-$v.json" 2>>"$tmp/cat.err" &&
 		"$SIM" --compare "$tmp/cat-$v.h5" --calibration none --catalog-now --json >"$tmp/cat-$v-now.json" 2>>"$tmp/cat.err" ||
 		break
