@@ -161,7 +161,7 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(e.cluster.gpu.sms, 2);
 	CU_ASSERT_EQUAL(e.cluster.nodes, 1);
 	CU_ASSERT_EQUAL(e.cluster.gpus_per_node, 2);
-	CU_ASSERT_DOUBLE_EQUAL(e.cluster.intra_gbps, 2, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(e.cluster.intra_gbps, 6, 1e-12); /* the catalog cpu entry's */
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.inter_gbps, 1.25 / 2, 1e-12);
 	CU_ASSERT_EQUAL(e.policy.sharding, SHARD_FSDP);
 	CU_ASSERT_EQUAL(e.policy.shard_group, 2); /* resolved: the world */
