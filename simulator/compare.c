@@ -192,11 +192,12 @@ static void print_by_step(FILE *out, const struct cmp *c)
 }
 
 /*
- * The calibration that prices a measured run: the one given (none: the
- * catalog's constants), else its hardware's if there is one, else none; named FILE@NNNNNN, the sessions
- * it had then (calibration_pin), so that the prediction records what
- * priced it, and later sessions of the file leave it as it is. A file
- * that cannot be pinned keeps its name: reading it says why.
+ * The calibration that prices a measured run: the one given ("none": the
+ * catalog's constants), else its hardware's if there is one, else none;
+ * named FILE@NNNNNN, the sessions it had then (calibration_pin), so that
+ * the prediction records what priced it, and later sessions of the file
+ * leave it as it is. A file that cannot be pinned keeps its name: reading
+ * it says why.
  */
 static void pick_calibration(const char *given, const struct run_read *m, char *out, int len)
 {
