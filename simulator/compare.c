@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gsl/gsl_sort.h>
@@ -139,9 +140,46 @@ struct cmp {
 	 */
 	int replayed;
 	struct alloc_replay rep;
+	/*
+	 * the calibration's newest session: when it was measured, and how
+	 * long before the run was written (NAN when either date is unknown):
+	 * a shared machine drifts, and a calibration is the machine as it was
+	 */
+	char cal_date[32];
+	double cal_before_s;
 	int have;                        /* pred and r hold a prediction */
 	int appended;                    /* a run like it was already in the file */
 };
+
+/* Seconds since 1970 of a UTC ISO 8601 date ("2026-11-28T10:15:06Z"), NAN when it is not one. */
+static double iso_seconds(const char *iso)
+{
+	struct tm tm;
+	const char *end;
+
+	memset(&tm, 0, sizeof tm);
+	end = strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!end || (*end && strcmp(end, "Z")))
+		return NAN;
+	return (double)timegm(&tm);
+}
+
+/* c->cal_date and c->cal_before_s of the calibration that priced it (none: "" and NAN). */
+static void calibration_age(struct cmp *c)
+{
+	struct cost cost;
+	char err[512];
+
+	c->cal_date[0] = '\0';
+	c->cal_before_s = NAN;
+	if (!c->calibration[0] || cost_init(&cost, c->s, err, sizeof err) != 0)
+		return;
+	if (cost.cal) {
+		snprintf(c->cal_date, sizeof c->cal_date, "%s", cost.cal->date);
+		c->cal_before_s = iso_seconds(c->m->created) - iso_seconds(cost.cal->date);
+	}
+	cost_release(&cost);
+}
 
 static double rel(double pred, double meas)
 {
@@ -454,6 +492,7 @@ static int predict(struct cmp *c, const char *calibration, int catalog_now, char
 		}
 	if (engine_run(c->s, 1, &c->r, err, errlen) != 0)
 		return -1;
+	calibration_age(c);
 	c->have = 1;
 	report_summarize(c->s, &c->r, &c->pred);
 	c->step_err = rel(c->pred.step_time_s, m->sum.step_time_s);
@@ -648,7 +687,16 @@ static void print_text(FILE *out, const struct cmp *c)
 
 	fprintf(out, "run %s  %s  (%s, runtime %s, %s)\n", m->name, c->policy, m->source,
 		runtime_names[m->exp.policy.runtime], m->hardware[0] ? m->hardware : "?");
-	fprintf(out, "  calibration %s\n", c->calibration[0] ? c->calibration : "none (catalog constants)");
+	fprintf(out, "  calibration %s", c->calibration[0] ? c->calibration : "none (catalog constants)");
+	if (isfinite(c->cal_before_s) && fabs(c->cal_before_s) < 3600)
+		fprintf(out, " (measured %s, %.0f min %s the run)", c->cal_date, fabs(c->cal_before_s) / 60,
+			c->cal_before_s >= 0 ? "before" : "after");
+	else if (isfinite(c->cal_before_s))
+		fprintf(out, " (measured %s, %.1f h %s the run)", c->cal_date, fabs(c->cal_before_s) / 3600,
+			c->cal_before_s >= 0 ? "before" : "after");
+	else if (c->cal_date[0])
+		fprintf(out, " (measured %s)", c->cal_date);
+	fputc('\n', out);
 	if (m->collectives_check[0])
 		fprintf(out, "  collectives %s\n", m->collectives_check);
 	if (m->sum.steps > 1)
@@ -791,6 +839,12 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	json_str(out, m->hardware);
 	fputs(", \"calibration\": ", out);
 	json_str(out, c->calibration);
+	fputs(", \"calibration_date\": ", out);
+	if (c->cal_date[0])
+		json_str(out, c->cal_date);
+	else
+		fputs("null", out);
+	json_key_num(out, "calibration_before_run_s", c->cal_before_s);
 	fputs(", \"collectives_check\": ", out);
 	if (m->collectives_check[0])
 		json_str(out, m->collectives_check);

@@ -45,7 +45,8 @@
 #      after the emulated one leaves the emulated runs' prices as they
 #      were (a run is priced by its own fabric's sessions), a file whose
 #      8-rank sessions are all real refuses them naming the fabric, and
-#      --calibration none prices them by the catalog;
+#      --calibration none prices them by the catalog; each comparison says
+#      when its calibration was measured and how long before the run;
 #   7. a PyTorch run (fsdp_bench.py's schema): its kernels by kind of work
 #      against the predicted ops, null for what it did not measure; its
 #      collectives against the schedule's (attach_schedule.py);
@@ -610,6 +611,31 @@ for r in d["runs"]:
 print("5 runs, memory equal, median |err| %.1f%%" % (100 * d["median_abs_step_err"]))
 EOF
 	); then ok "emulated --compare: $out"; else bad "emulated --compare" "rc $rc: $out $(head -3 "$tmp/ecmp.err")"; fi
+	# how long before each run its calibration was measured: the session's date, the run's created
+	if out=$(/usr/bin/python3 - "$tmp/ecmp.json" "$ecal" "$eruns" <<'EOF'
+import json, sys, h5py
+from datetime import datetime
+d = json.load(open(sys.argv[1]))
+with h5py.File(sys.argv[2], "r") as f:
+    date = f["calibration"]["000000"].attrs["date"]
+    date = date.decode() if isinstance(date, bytes) else str(date)
+secs = lambda t: datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").timestamp()
+with h5py.File(sys.argv[3], "r") as f:
+    for r in d["runs"]:
+        created = f["runs"][r["run"]].attrs["created"]
+        created = created.decode() if isinstance(created, bytes) else str(created)
+        assert r["calibration_date"] == date, (r["calibration_date"], date)
+        assert r["calibration_before_run_s"] == secs(created) - secs(date), (r["calibration_before_run_s"], created, date)
+        assert 0 <= r["calibration_before_run_s"] < 3600, r["calibration_before_run_s"]
+print("measured %s, %.0f to %.0f s before the runs" % (date, min(r["calibration_before_run_s"] for r in d["runs"]),
+                                                       max(r["calibration_before_run_s"] for r in d["runs"])))
+EOF
+	) && grep -q "^  calibration .*@000000 (measured $(/usr/bin/python3 -c 'import sys, h5py; v = h5py.File(sys.argv[1], "r")["calibration"]["000000"].attrs["date"]; print(v.decode() if isinstance(v, bytes) else v)' "$ecal"), [0-9]* min before the run)$" \
+		<("$SIM" --compare "$eruns" --calibration "$ecal@000000" 2>/dev/null); then
+		ok "the calibration's age: $out"
+	else
+		bad "the calibration's age" "${out:-}"
+	fi
 	if out=$(/usr/bin/python3 - "$eruns" <<'EOF'
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
