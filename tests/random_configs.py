@@ -8,6 +8,7 @@ for what must hold whatever the policy.
     random_configs.py gpu-run N SEED      ./gpu_run (CPU backend, MPI) on N policies
     random_configs.py emulated N SEED     ./gpu_run as rank 0 of a larger world, N policies
     random_configs.py accuracy N SEED     how far ./sim is on N drawn policies, rank 0 of 8 emulated
+    random_configs.py accuracy-real N SEED  the same on 2 real MPI ranks
 
 sim: a model, a cluster, a runtime and every policy key drawn at random;
 ./sim exits 0, or 2 with a message naming the key; within a minute; and
@@ -46,6 +47,8 @@ calibration as rank 0 of 2 x 4 emulated, N drawn policies of the tiny
 model measured so (2 warm-up and 8 measured steps), a calibration again,
 and ./sim --compare with each: the step-time error, median, signed median
 and worst, and the worst policy; exit 1 only when something failed to run.
+accuracy-real: the same with 2 MPI ranks, one node of two (the policies
+drawn for 2 ranks).
 Both write their runs to one results file (run.out), and ./sim --compare
 then rebuilds each run's configuration from the attributes the run
 stored: every run compared, its predicted peak allocated and reserved
@@ -538,26 +541,33 @@ def check_emulated(n, seed):
           % (n, seed, failed))
 
 
-def check_accuracy(n, seed):
-    """Calibrate, measure n drawn policies as rank 0 of 2 x 4 emulated, calibrate again, compare with each."""
+def check_accuracy(n, seed, real=False):
+    """Calibrate, measure n drawn policies as rank 0 of 2 x 4 emulated (real: on 2 MPI ranks), calibrate
+    again, compare with each."""
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="random_configs.")
     cal, out = os.path.join(tmp, "cal.h5"), os.path.join(tmp, "runs.h5")
-    cluster = ["--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=4", "--emulate-world", "8"]
-    calibrate = [GPU_RUN, "experiments/tiny.ini"] + cluster + ["--calibrate", cal]
+    if real:
+        launch, cluster, where = MPIRUN + ["-np", "2"], ["--set", "cluster.gpus_per_node=2"], "on 2 MPI ranks"
+    else:
+        launch, where = [], "as rank 0 of 2 x 4 emulated"
+        cluster = ["--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=4", "--emulate-world", "8"]
+    calibrate = launch + [GPU_RUN, "experiments/tiny.ini"] + cluster + ["--calibrate", cal]
     for i in range(n + 2):
         if i in (0, n + 1):
-            p = subprocess.run(calibrate, capture_output=True, text=True, timeout=60 * TIMEOUT)
+            p = subprocess.run(calibrate, capture_output=True, text=True, timeout=60 * TIMEOUT, env=mpi_env())
             if p.returncode != 0:
                 fail("accuracy: calibration exit %d: %s" % (p.returncode, p.stderr.strip()[-200:]), calibrate)
                 return
             continue
-        _, layers, m, settings = draw_gpu_run(rng)
+        np, layers, m, settings = draw_gpu_run(rng)
+        while real and np != 2:
+            np, layers, m, settings = draw_gpu_run(rng)
         settings = ["model.layers=%d" % layers, "policy.microbatches=%d" % m, "run.warmup=2", "run.steps=8"] + \
             [x for x in settings if not x.startswith("cluster.")]
-        cmd = ([GPU_RUN, "experiments/tiny.ini"] + [y for x in settings for y in ("--set", x)] + cluster
+        cmd = (launch + [GPU_RUN, "experiments/tiny.ini"] + [y for x in settings for y in ("--set", x)] + cluster
                + ["--set", "run.out=" + out])
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10 * TIMEOUT)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10 * TIMEOUT, env=mpi_env())
         if p.returncode != 0:
             fail("accuracy: exit %d" % p.returncode, cmd)
     for session in ("000000", "000001"):
@@ -569,9 +579,9 @@ def check_accuracy(n, seed):
         runs = json.loads(p.stdout)["runs"]
         errs = sorted(r["step_err"] for r in runs)
         worst = max(runs, key=lambda r: abs(r["step_err"]))
-        print("accuracy: %d policies as rank 0 of 2 x 4 emulated (seed %d), calibrated %s: step time within "
+        print("accuracy: %d policies %s (seed %d), calibrated %s: step time within "
               "%.1f%% at the median (signed %+.1f%%), %.1f%% at worst (%s)"
-              % (len(runs), seed, "before" if session == "000000" else "after",
+              % (len(runs), where, seed, "before" if session == "000000" else "after",
                  100 * sorted(abs(e) for e in errs)[len(errs) // 2], 100 * errs[len(errs) // 2],
                  100 * abs(worst["step_err"]), worst["policy"]))
     if not failed:
@@ -579,9 +589,11 @@ def check_accuracy(n, seed):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("sim", "policy-all", "sweep", "gpu-run", "emulated", "accuracy"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("sim", "policy-all", "sweep", "gpu-run", "emulated", "accuracy",
+                                                 "accuracy-real"):
         sys.exit(__doc__.split("\n\n")[1])
     what, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     {"sim": check_sim, "policy-all": check_policy_all, "sweep": check_sweep, "gpu-run": check_gpu_run,
-     "emulated": check_emulated, "accuracy": check_accuracy}[what](count, seed)
+     "emulated": check_emulated, "accuracy": check_accuracy,
+     "accuracy-real": lambda n, seed: check_accuracy(n, seed, real=True)}[what](count, seed)
     sys.exit(1 if failed else 0)
