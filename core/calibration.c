@@ -1037,6 +1037,11 @@ int calibration_file(const char *spec, char *file, size_t n, char *upto)
 	return upto[0] != '\0';
 }
 
+int calibration_named(const char *spec)
+{
+	return spec && spec[0] && strcmp(spec, "none") != 0;
+}
+
 int calibration_access(const char *spec)
 {
 	char file[sizeof((struct calibration *)0)->path], upto[CAL_SESSION_LEN];

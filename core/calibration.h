@@ -146,6 +146,12 @@ int calibration_file(const char *spec, char *file, size_t n, char *upto);
 /* access(FILE, R_OK) of the calibration named spec: 0, or -1 with errno set (ENAMETOOLONG: no such name fits). */
 int calibration_access(const char *spec);
 /*
+ * Whether spec names a file: "" and "none" name none (the catalog's
+ * constants price the run; none is what a sweep's axis or --compare
+ * writes for it).
+ */
+int calibration_named(const char *spec);
+/*
  * The name FILE@NNNNNN of the calibration named spec (into out, n bytes;
  * out may be spec): its session, or the file's newest. What ./sim records
  * and prints: a prediction --compare appends, a run of --out, a sweep's

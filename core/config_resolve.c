@@ -278,7 +278,7 @@ int config_resolve(struct experiment *e)
 		config_rule_error(e, config_key_id("run", "batch"), "must be at least 1", (int[]){ -1 });
 		errors++;
 	}
-	if (!strcmp(e->calibration, "none")) /* the catalog's constants, as with no calibration named */
+	if (!calibration_named(e->calibration)) /* none: the catalog's constants, as with no calibration named */
 		e->calibration[0] = '\0';
 	if (e->calibration[0] && calibration_access(e->calibration) != 0) {
 		char what[CONFIG_PATH_MAX + 64];

@@ -188,7 +188,7 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, in
 		return -1;
 	}
 	config_get(&r->scratch, a->section, a->name, canon, sizeof canon);
-	if (!strcmp(a->section, "cluster") && !strcmp(a->name, "calibration") && canon[0] && strcmp(canon, "none") &&
+	if (!strcmp(a->section, "cluster") && !strcmp(a->name, "calibration") && calibration_named(canon) &&
 	    calibration_usable(where, canon, CONFIG_PATH_MAX) != 0) {
 		r->errors++;
 		return -1;

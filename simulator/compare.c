@@ -243,8 +243,8 @@ static void pick_calibration(const char *given, const struct run_read *m, char *
 	char path[CONFIG_PATH_MAX], err[512];
 
 	out[0] = '\0';
-	if (given && !strcmp(given, "none"))
-		return;
+	if (given && given[0] && !calibration_named(given))
+		return; /* none: the catalog's constants, whatever file its hardware has */
 	if (given && given[0]) {
 		snprintf(path, sizeof path, "%s", given);
 	} else {
@@ -1007,8 +1007,7 @@ int compare_file(const char *path, const char *calibration, int catalog_now, int
 	char why[512];
 
 	/* the calibration given prices every run: a bad one is the input's fault, said once */
-	if (calibration && calibration[0] && strcmp(calibration, "none") != 0 &&
-	    calibration_check(calibration, why, sizeof why) != 0) {
+	if (calibration_named(calibration) && calibration_check(calibration, why, sizeof why) != 0) {
 		text_line(stderr, "--calibration: %s", why);
 		return 2;
 	}

@@ -262,7 +262,7 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 			return 2;
 		}
 	}
-	if (cal[0] && strcmp(cal, "none") != 0 && calibration_access(cal) != 0) {
+	if (calibration_named(cal) && calibration_access(cal) != 0) {
 		text_line(stderr, "--calibration: %s cannot be read: %s (make one with gpu_run --calibrate)", cal,
 			strerror(errno));
 		return 2;
