@@ -122,6 +122,10 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_f64(s, g, "issue_ns", c->issue_ns);
 	h5file_attr_f64(s, g, "adamw_ns_per_elem", c->adamw_ns_per_elem);
 	h5file_attr_f64(s, g, "host_adamw_ns_per_elem", c->host_adamw_ns_per_elem);
+	if (c->adamw_call_ns > 0)
+		h5file_attr_f64(s, g, "adamw_call_ns", c->adamw_call_ns);
+	if (c->host_adamw_call_ns > 0)
+		h5file_attr_f64(s, g, "host_adamw_call_ns", c->host_adamw_call_ns);
 	if (c->adamw_fused_ns_per_elem > 0)
 		h5file_attr_f64(s, g, "adamw_fused_ns_per_elem", c->adamw_fused_ns_per_elem);
 	if (c->launch_queue >= 0)
@@ -169,7 +173,7 @@ const char *calibration_refusal(const char *path)
 #define CAL_BYTES_MAX (1ull << 50) /* a pebibyte */
 #define CAL_RANKS_MAX (1 << 24)
 
-enum { S_DISPATCH, S_ISSUE, S_WAKE, S_ADAMW, S_HOST_ADAMW, S_ADAMW_FUSED, NSCALARS };
+enum { S_DISPATCH, S_ISSUE, S_WAKE, S_ADAMW, S_HOST_ADAMW, S_ADAMW_FUSED, S_ADAMW_CALL, S_HOST_ADAMW_CALL, NSCALARS };
 
 /*
  * The float64 attributes of a session: whether 0 is allowed (an overhead
@@ -188,6 +192,8 @@ static const struct {
 	{ "adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX, 0 },
 	{ "host_adamw_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX, 0 },
 	{ "adamw_fused_ns_per_elem", 0, CAL_NS_PER_ELEM_MAX, 1 }, /* microbench.py: torch.optim.AdamW(fused=True) */
+	{ "adamw_call_ns", 0, CAL_NS_MAX, 1 },      /* gpu_run, since it times the optimizer at two sizes */
+	{ "host_adamw_call_ns", 0, CAL_NS_MAX, 1 }, /* the same, the host optimizer */
 };
 
 /* A session's pass_traffic: what a pass's label may count as traffic, per byte */
@@ -917,6 +923,12 @@ static int merge(struct reader *r, hid_t cal, struct calibration *c)
 	c->adamw_fused_ns_per_elem = series_scalar(r, S_ADAMW_FUSED);
 	if (isnan(c->adamw_fused_ns_per_elem))
 		c->adamw_fused_ns_per_elem = 0;
+	c->adamw_call_ns = series_scalar(r, S_ADAMW_CALL);
+	c->host_adamw_call_ns = series_scalar(r, S_HOST_ADAMW_CALL);
+	if (isnan(c->adamw_call_ns)) /* sessions from before: one size, no cost per call */
+		c->adamw_call_ns = 0;
+	if (isnan(c->host_adamw_call_ns))
+		c->host_adamw_call_ns = 0;
 	/* sessions written before it was measured: gpu_run's CPU backend never bounds its queues */
 	c->launch_queue = !strcmp(c->backend, "cpu") ? 0 : -1;
 	g = H5Gopen2(cal, r->sess[0].name, H5P_DEFAULT);
@@ -1259,9 +1271,13 @@ double calibration_op_ns(const struct calibration *c, const char *name, uint64_t
 	return calibration_pass_ns(c, bytes);
 }
 
-double calibration_adamw_ns_per_elem(const struct calibration *c, enum optim o)
+double calibration_adamw_ns(const struct calibration *c, enum optim o, int host, double elems)
 {
-	return o == OPT_FUSED && c->adamw_fused_ns_per_elem > 0 ? c->adamw_fused_ns_per_elem : c->adamw_ns_per_elem;
+	if (host)
+		return c->host_adamw_call_ns + c->host_adamw_ns_per_elem * elems;
+	if (o == OPT_FUSED && c->adamw_fused_ns_per_elem > 0)
+		return c->adamw_fused_ns_per_elem * elems;
+	return c->adamw_call_ns + c->adamw_ns_per_elem * elems;
 }
 
 /* A GEMM or attention kernel from the measured ones of its kind, at its FLOPs. */

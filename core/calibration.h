@@ -103,8 +103,16 @@ struct calibration {
 	double dispatch_ns;        /* an op on a stream that does nothing: the runtime's own cost per op */
 	double issue_ns;           /* the host issuing one op (the walker's cost per op) */
 	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
+	/*
+	 * The optimizer's time is call_ns + ns_per_elem x elements: gpu_run
+	 * times it at two sizes (a small one and the schedule's largest
+	 * optimizer call), ns_per_elem the slope between them; sessions from
+	 * before have one size (at 2^20) and no call_ns (0).
+	 */
 	double adamw_ns_per_elem;  /* the optimizer, per parameter element */
+	double adamw_call_ns;      /* the optimizer, per call (0: not measured) */
 	double host_adamw_ns_per_elem; /* the host optimizer (offload), per element */
+	double host_adamw_call_ns; /* the host optimizer, per call (its threads' start; 0: not measured) */
 	double adamw_fused_ns_per_elem; /* PyTorch's fused AdamW, per element; 0: not measured (adamw_ns_per_elem) */
 	int launch_queue;          /* kernels a stream holds before a launch blocks; 0: no bound; -1: not measured */
 };
@@ -234,7 +242,11 @@ double calibration_copy_ns(const struct calibration *c, enum op_kind k, uint64_t
  * traffic.
  */
 double calibration_op_ns(const struct calibration *c, const char *name, uint64_t bytes, int beside);
-/* The device optimizer per parameter element under optimizer o: PyTorch's fused AdamW where measured apart */
-double calibration_adamw_ns_per_elem(const struct calibration *c, enum optim o);
+/*
+ * One optimizer call over elems parameter elements under optimizer o, on
+ * the host (offload) or the device: call_ns + ns_per_elem x elems; on the
+ * device PyTorch's fused AdamW per element where measured apart.
+ */
+double calibration_adamw_ns(const struct calibration *c, enum optim o, int host, double elems);
 
 #endif

@@ -1103,6 +1103,31 @@ uint64_t schedule_clip_bytes(const struct schedule *s, int op)
 	return clip_bytes(p, elems);
 }
 
+double schedule_optim_elems(const struct schedule *s, const struct op *o)
+{
+	double n = 0;
+
+	for (int i = 0; i < o->nopd; i++) {
+		const struct buffer *b = &s->bufs[s->opds[o->opd_first + i].buf];
+		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER)
+			n += (double)b->bytes / elem_bytes(b->elem);
+	}
+	return n;
+}
+
+double schedule_largest_optim_elems(const struct schedule *s)
+{
+	double most = 0;
+
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_OPTIM || s->ops[i].kind == OP_CPU_OPTIM) {
+			double n = schedule_optim_elems(s, &s->ops[i]);
+			if (n > most)
+				most = n;
+		}
+	return most;
+}
+
 /* The operands of unit u's host optimizer step: its host gradient, master and moments. */
 static void host_optim_operands(struct builder *b, int u)
 {

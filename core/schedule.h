@@ -394,6 +394,10 @@ uint64_t collective_wire_bytes(enum op_kind k, uint64_t S, int n);
 uint64_t schedule_bytes_of(const struct schedule *s, enum op_kind k);
 /* The part of optimizer op `op`'s bytes that clips the gradient norm before it (0 when it does not clip) */
 uint64_t schedule_clip_bytes(const struct schedule *s, int op);
+/* The parameter elements an optimizer op (OP_OPTIM, OP_CPU_OPTIM) steps: its shards' or host masters' */
+double schedule_optim_elems(const struct schedule *s, const struct op *o);
+/* The most elements one optimizer op of the step updates (0: none): the size the calibration times it at */
+double schedule_largest_optim_elems(const struct schedule *s);
 int schedule_count_of(const struct schedule *s, enum op_kind k);
 
 /* Bytes alive at the start of a step after the first, by category: the persistent state and what the first step made to keep. */

@@ -31,7 +31,8 @@
 #              every kernel of the model alone and beside the emulated
 #              traffic, the GEMM grid, memory passes, host-device copies
 #              each way, each collective of every sharding's groups from
-#              1 KiB to the largest, AdamW, the overheads; a quick session first (seconds), then the full one
+#              1 KiB to the largest, AdamW at two sizes, the overheads; a quick session first
+#              (seconds), a quick one of the full-size run's shapes (seq 8192), then the full one
 #              (data/calibration/<hardware>-cuda.h5 in this tree, appended)
 #   runs       ./gpu_run --device cuda: one real NCCL rank (its own file,
 #              not compared), then every policy family as rank 0 of the
@@ -353,6 +354,15 @@ step_calibrate() {
 	# the whole step)
 	# shellcheck disable=SC2086
 	tmo 150 $MPI1 ./gpu_run "$EXP" $JOB --set run.timeout_s=60 --calibrate "$CAL_FILE" --quick || rc=1
+	# the full-size run's kernels at its own shapes (seq 8192; the job's are at 4096), appended as a
+	# quick session before the full one, so that the newest session, whose scalars price every run
+	# (the optimizer at the size the runs step), is the job's full one. The first H200 session had
+	# the job's shapes only: the full-size run's norms' backward were priced as passes of their bytes
+	# and its attention scaled by FLOPs from seq 4096 (-6.0% on the step)
+	echo "== the full-size run's shapes, quick"
+	# shellcheck disable=SC2086
+	tmo 90 $MPI1 ./gpu_run "$EXP" --device "$DEVICE" $FULL --emulate-world 16 --set run.timeout_s=60 \
+		--calibrate "$CAL_FILE" --quick || rc=1
 	left_s=$((STEP_END - $(date +%s) - 10))
 	if [ "$left_s" -lt 30 ]; then
 		echo "no time left for the full calibration"

@@ -279,19 +279,6 @@ double cost_host_optim_ns(const struct cost *c, uint64_t params)
 
 /* ---- calibrated ------------------------------------------------------------- */
 
-/* Elements an optimizer op updates: its parameter operands. */
-static double optim_elems(const struct schedule *s, const struct op *o)
-{
-	double n = 0;
-
-	for (int i = 0; i < o->nopd; i++) {
-		const struct buffer *b = &s->bufs[s->opds[o->opd_first + i].buf];
-		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER)
-			n += (double)b->bytes / elem_bytes(b->elem);
-	}
-	return n;
-}
-
 double cost_cal_op_ns(struct cost *c, int op, int beside)
 {
 	const struct schedule *s = c->s;
@@ -309,10 +296,10 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 	} else if (o->kind == OP_OPTIM) {
 		/* the update as measured, the clipping before it as a pass */
 		uint64_t clip = schedule_clip_bytes(s, op);
-		ns = calibration_adamw_ns_per_elem(c->cal, s->optim) * optim_elems(s, o) +
+		ns = calibration_adamw_ns(c->cal, s->optim, 0, schedule_optim_elems(s, o)) +
 		     (clip ? calibration_pass_ns(c->cal, clip) : 0);
 	} else if (o->kind == OP_CPU_OPTIM) {
-		ns = c->cal->host_adamw_ns_per_elem * optim_elems(s, o);
+		ns = calibration_adamw_ns(c->cal, s->optim, 1, schedule_optim_elems(s, o));
 	} else if (o->bytes) {
 		ns = calibration_op_ns(c->cal, op_kind_name((enum op_kind)o->kind), o->bytes, beside);
 	}

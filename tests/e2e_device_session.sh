@@ -11,7 +11,9 @@
 #      communication; $OUT holds the calibration, the runs, the two
 #      reports, the summary and the logs, under the names gpu/README.md
 #      commits them with; the runs file's comparison names every compared
-#      run with a finite prediction, priced by the session's calibration;
+#      run with a finite prediction, priced by the session's calibration
+#      (its newest session: the job's full one, after a quick one of the
+#      full-size run's shapes);
 #      the one-rank run is kept out of the compared file; DATA is where the
 #      files went (nothing under data/ was written);
 #   2. a step that needs the GPU (test) fails saying so, and the session
@@ -103,9 +105,14 @@ assert worlds == [16], worlds
 cal = sorted((f[k].attrs["compares"], f[k].attrs["cluster.calibration"]) for k in f if "compares" in f[k].attrs)
 cal = [c if isinstance(c, str) else c.decode() for _, c in cal]
 assert len(f) == 60 and cal == ["", pinned] * 20, "%d runs in the file; calibrations %s" % (len(f), set(cal))
+# three sessions: the job's quick one, the full-size run's shapes (quick), the job's full one, newest
+c = h5py.File(sys.argv[3], "r")["calibration"]
+assert sorted(c) == ["000000", "000001", "000002"], sorted(c)
+shapes = [set((r["name"], r["m"], r["n"], r["k"], r["bytes"]) for r in c[s]["kernels"][()]) for s in sorted(c)]
+assert shapes[0] == shapes[2] and not shapes[1] <= shapes[0], "the full-size run's kernels are the job's"
 EOF
 ); then
-	ok "the report: 20 runs compared, each priced by the session's calibration; the file holds them and their predictions"
+	ok "the report: 20 runs compared, each priced by the session's calibration; the file holds them and their predictions; the calibration has the full-size run's kernels"
 else
 	bad "report" "$out"
 fi

@@ -279,6 +279,50 @@ static void test_pass_traffic_attr(void)
 }
 
 /*
+ * The optimizer's cost per call (gpu_run times it at two sizes): written
+ * where measured and read back, each of the device's and the host's its
+ * own; a session from before has none (0, the slope alone); a call
+ * priced as call_ns + ns_per_elem x elements, fused AdamW (PyTorch's)
+ * per element alone; a negative cost per call refused by name.
+ */
+static void test_optimizer_per_call(void)
+{
+	struct calibration c, r;
+	struct cal_pass pass;
+	struct cal_coll coll;
+	char f[160], err[512];
+
+	snprintf(f, sizeof f, "%s/percall.h5", dir);
+	good_session(&c, 2, &pass, &coll); /* a session from before: no cost per call */
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_EQUAL(r.adamw_call_ns, 0);
+	CU_ASSERT_EQUAL(r.host_adamw_call_ns, 0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FOREACH, 0, 1e6), 1e6 * r.adamw_ns_per_elem, 1e-6);
+	calibration_release(&r);
+
+	good_session(&c, 2, &pass, &coll);
+	c.adamw_ns_per_elem = 0.01;
+	c.adamw_call_ns = 9e3;
+	c.host_adamw_ns_per_elem = 0.7;
+	c.host_adamw_call_ns = 2.2e6;
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_DOUBLE_EQUAL(r.adamw_call_ns, 9e3, 0);
+	CU_ASSERT_DOUBLE_EQUAL(r.host_adamw_call_ns, 2.2e6, 0);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FOREACH, 0, 1.2e8), 9e3 + 0.01 * 1.2e8, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FOREACH, 1, 1.2e8), 2.2e6 + 0.7 * 1.2e8, 1e-3);
+	r.adamw_fused_ns_per_elem = 0.005;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FUSED, 0, 1e8), 0.005 * 1e8, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FUSED, 1, 1e8), 2.2e6 + 0.7 * 1e8, 1e-3);
+	calibration_release(&r);
+
+	set_attr(f, "000000", "host_adamw_call_ns", -5.0); /* the older session: every session read is checked */
+	assert_refused(f, 2, (const char *const[]){ "/calibration/000000: attribute host_adamw_call_ns = -5", NULL });
+	unlink(f);
+}
+
+/*
  * A memory-bound op with no kernel list (FSDP2's copies) is priced by the
  * kernels row of its name and bytes where one was measured (alone, beside
  * a collective, beside two, beside an all-reduce), else by the pass of its
@@ -863,6 +907,7 @@ void suite_calibration(void)
 	CU_add_test(s, "a pass is priced at its traffic", test_pass_traffic);
 	CU_add_test(s, "host-device copies by direction", test_copies);
 	CU_add_test(s, "a session's pass_traffic, fused AdamW", test_pass_traffic_attr);
+	CU_add_test(s, "the optimizer per call and per element", test_optimizer_per_call);
 	CU_add_test(s, "a memory-bound op priced by its name where measured", test_named_op);
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
 	CU_add_test(s, "every value read is checked", test_values_checked);

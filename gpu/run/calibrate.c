@@ -690,15 +690,51 @@ static void copies(struct cal *k, struct calibration *cal)
 	k->o->dev_free(k->b, dev);
 }
 
-static double adamw(struct cal *k, int stream)
+/* ns of one optimizer call over n elements on stream (the compute stream: the device's; ST_HOST: the host's) */
+static double adamw_at(struct cal *k, int stream, int64_t n)
 {
-	int64_t n = k->quick ? 1 << 14 : 1 << 20;
 	struct kernel kn = { .kind = K_ELEMENTWISE, .m = n };
 	struct kernel_arg a = { &kn, &k->s->exp->model, k->s->batch, 0 };
 
 	snprintf(kn.name, sizeof kn.name, "adamw");
 	progress(k, "optimizer");
-	return measure(k, stream, run_kernel, &a, NULL, NULL) / (double)n;
+	return measure(k, stream, run_kernel, &a, NULL, NULL);
+}
+
+/*
+ * The optimizer as call_ns + ns_per_elem x elements: timed at a small size
+ * and at the schedule's largest optimizer call (at most OPTIM_ELEMS_MAX;
+ * the run's step is one call over every shard of the rank). One size is
+ * not enough: at 2^20 elements the first H200 session's device optimizer
+ * was mostly its launch and its operands in L2 (0.0098 ns an element,
+ * where the runs' step over 120 M elements took 0.0076), and the host
+ * optimizer mostly its 16 threads' start (2.9 ns an element, where the
+ * runs' took 0.68), which priced the offload runs 2.4 times their step.
+ */
+#define OPTIM_ELEMS_MAX (1 << 27)
+static void adamw(struct cal *k, int stream, double *call_ns, double *ns_per_elem)
+{
+	double most = schedule_largest_optim_elems(k->s), t0, t1;
+	int64_t n1 = most > OPTIM_ELEMS_MAX ? OPTIM_ELEMS_MAX : most >= 1 ? (int64_t)most : 1 << 20;
+	int64_t n0 = k->quick ? 1 << 14 : 1 << 20;
+
+	if (k->quick && n1 > 1 << 18)
+		n1 = 1 << 18;
+	if (n0 > n1 / 16)
+		n0 = n1 / 16 > 256 ? n1 / 16 : 256;
+	if (n1 <= n0)
+		n1 = 16 * n0;
+	t0 = adamw_at(k, stream, n0);
+	t1 = adamw_at(k, stream, n1);
+	*call_ns = 0;
+	*ns_per_elem = t1 / (double)n1;
+	if (t1 > t0) {
+		double slope = (t1 - t0) / (double)(n1 - n0);
+		if (t0 - slope * (double)n0 > 0) {
+			*ns_per_elem = slope;
+			*call_ns = t0 - slope * (double)n0;
+		}
+	}
 }
 
 /*
@@ -803,9 +839,9 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	/*
 	 * overheads, collectives alone and busy, kernels (and beside two
 	 * collectives, where two streams have some), the grid, passes, copies
-	 * both ways, two optimizers, the end
+	 * both ways, two optimizers at two sizes each, the end
 	 */
-	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 * (quick ? 3 : 8) + 2 + 1;
+	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 * (quick ? 3 : 8) + 4 + 1;
 
 	overheads(&k, &cal);
 	collectives(&k, cal.colls, how, cal.ncolls, NULL);
@@ -821,8 +857,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	collectives(&k, cal.colls, how, cal.ncolls, busy >= 0 ? &cal.kernels[busy] : NULL);
 	passes(&k, &cal);
 	copies(&k, &cal);
-	cal.adamw_ns_per_elem = adamw(&k, ST_COMPUTE);
-	cal.host_adamw_ns_per_elem = adamw(&k, ST_HOST);
+	adamw(&k, ST_COMPUTE, &cal.adamw_call_ns, &cal.adamw_ns_per_elem);
+	adamw(&k, ST_HOST, &cal.host_adamw_call_ns, &cal.host_adamw_ns_per_elem);
 	k.done = k.total - 1;
 	progress(&k, "done");
 
