@@ -326,8 +326,8 @@ def predicted(args, mode, runtime, segment="block0", *flags):
         if len(f) > 3 and f[0].isdigit():  # an op: index, kind, unit, microbatch, ...
             op = tuple(f[1:4])
             if op == ("FWD", segment, "m0"):
-                m = re.search(r"\+acts:(\d+)", line)
-                kept = int(m.group(1)) if m else 0
+                # the kept tensors, one +acts: each (one sum before the schedule listed them apart)
+                kept = sum(int(b) for b in re.findall(r"\+acts:(\d+)", line))
             elif op[:2] == ("OPTIM", "all") and segment == "optimizer":
                 kept = sum(int(b) for b in re.findall(r"\+transient:(\d+)", line))
         elif op and op[1:] == (segment, "m0") and len(f) >= 4 and f[1] in ("gemm", "attention", "elementwise"):

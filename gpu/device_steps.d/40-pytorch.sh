@@ -26,8 +26,19 @@ if command -v nvidia-smi >/dev/null; then
 	timeout 900 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
 		--format=csv -lms 250 >"$OUT/pytorch/clocks.csv" 2>/dev/null &
 	smi=$!
-	trap 'kill "$smi" 2>/dev/null' EXIT
 fi
+# The device tool brings back eight files: the logs, phases and clocks go back as one archive,
+# $OUT/pytorch/logs.tar.gz, beside the .h5 files (also when the hook is ended early)
+pack_logs() {
+	[ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
+	(
+		cd "$OUT/pytorch" || exit
+		shopt -s nullglob
+		f=(*.log *.txt *.csv)
+		[ ${#f[@]} -eq 0 ] || { tar -czf logs.tar.gz -- "${f[@]}" && rm -f -- "${f[@]}"; }
+	)
+}
+trap pack_logs EXIT
 phase() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$OUT/pytorch/phases.txt"; }
 phase microbench
 tmo 45 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
