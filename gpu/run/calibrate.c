@@ -233,14 +233,32 @@ static void run_two_collectives_beside(struct cal *k, int st, void *arg)
 	run_collectives_beside(k, st, &a[1]);
 }
 
-/* a->count kernels on the compute stream, started before the measured collectives */
-static void run_kernels_beside(struct cal *k, int st, void *arg)
+/*
+ * What the collectives are timed beside (ns_busy): a block's kernels,
+ * forward then backward, back to back, as an FSDP step overlaps its
+ * collectives with them. (Until 2026-11-28 it was the model's largest
+ * kernel, the output GEMM, repeated: on the H200 a collective beside it
+ * took 2.0-2.2 times its time alone, where the runs' all-gathers beside a
+ * forward block took 1.0-1.1 and beside a backward block 1.1-1.7.)
+ */
+struct busy {
+	struct kernel kn[2 * MODEL_MAX_KERNELS];
+	int n;
+	double ns; /* one pass of the list, its kernels' times alone */
+	const struct model_shape *m;
+	int batch;
+	int count; /* passes, when run beside the measured collectives */
+};
+
+/* b->count passes of the list on the compute stream, started before the measured collectives */
+static void run_busy_beside(struct cal *k, int st, void *arg)
 {
-	struct kernel_arg *a = arg;
+	struct busy *b = arg;
 	(void)st;
 	k->o->wait(k->b, ST_COMPUTE, GATE);
-	for (int i = 0; i < a->count; i++)
-		k->o->kernel(k->b, ST_COMPUTE, a->kn, a->m, a->batch);
+	for (int c = 0; c < b->count; c++)
+		for (int i = 0; i < b->n; i++)
+			k->o->kernel(k->b, ST_COMPUTE, &b->kn[i], b->m, b->batch);
 }
 
 static void run_zero(struct cal *k, int st, void *arg)
@@ -604,25 +622,48 @@ static void kernels(struct cal *k, struct cal_kernel *ks, int n, const char *wha
 	}
 }
 
-static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how, int n, const struct cal_kernel *busy)
+static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how, int n, struct busy *busy)
 {
 	for (int i = 0; i < n; i++) {
 		cs[i].ns = measure(k, how[i].stream, run_collective, &how[i], NULL, NULL);
 		cs[i].ns_busy = cs[i].ns;
-		if (busy && busy->ns > 0) {
-			struct kernel kn = { .kind = (enum kernel_kind)busy->kind, .m = busy->m, .n = busy->n,
-					     .k = busy->k, .flops = busy->flops, .bytes = busy->bytes };
+		if (busy && busy->n > 0 && busy->ns > 0) {
 			int reps = (int)(k->target_ns / (cs[i].ns > 0 ? cs[i].ns : 1));
-			struct kernel_arg a;
-			snprintf(kn.name, sizeof kn.name, "%s", busy->name);
 			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
-			a = (struct kernel_arg){ &kn, &k->s->exp->model, k->s->batch, (int)(1.2 * reps * cs[i].ns / busy->ns) + 1 };
-			if (a.count > k->max_reps)
-				a.count = k->max_reps;
-			cs[i].ns_busy = measure_once(k, how[i].stream, run_collective, &how[i], reps, run_kernels_beside, &a);
+			busy->count = (int)(1.2 * reps * cs[i].ns / busy->ns) + 1;
+			if (busy->count * busy->n > k->max_reps) {
+				/* the calls a gated stream may queue (max_reps) are passes of the list: fewer
+				 * collectives, so that the passes that fit still cover them */
+				busy->count = k->max_reps / busy->n > 0 ? k->max_reps / busy->n : 1;
+				reps = (int)(busy->count * busy->ns / (1.2 * (cs[i].ns > 0 ? cs[i].ns : 1)));
+				reps = reps < 1 ? 1 : reps;
+			}
+			cs[i].ns_busy = measure_once(k, how[i].stream, run_collective, &how[i], reps, run_busy_beside, busy);
 		}
 		progress(k, "collectives");
 	}
+}
+
+/* A block's kernels, forward then backward without recomputation, with their times measured alone. */
+static void busy_plan(struct busy *b, const struct schedule *s, const struct cal_kernel *ks, int nks)
+{
+	int act = elem_bytes(s->act_elem);
+
+	memset(b, 0, sizeof(*b));
+	b->m = &s->exp->model;
+	b->batch = s->batch;
+	for (int ph = 0; ph < 2; ph++) {
+		int nk = model_segment_kernels(b->m, s->batch, SEG_BLOCK, ph ? PH_BWD : PH_FWD, AC_NONE, s->loss, act,
+					       b->kn + b->n, MODEL_MAX_KERNELS);
+		b->n += nk;
+	}
+	for (int i = 0; i < b->n; i++)
+		for (int j = 0; j < nks; j++)
+			if (!strcmp(ks[j].name, b->kn[i].name) && ks[j].m == b->kn[i].m && ks[j].n == b->kn[i].n &&
+			    ks[j].k == b->kn[i].k && ks[j].bytes == b->kn[i].bytes) {
+				b->ns += ks[j].ns;
+				break;
+			}
 }
 
 static void passes(struct cal *k, struct calibration *cal)
@@ -782,7 +823,8 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	struct beside bp;
 	int nv;
 	char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-	int len = 0, rc = 0, busy = -1, nccl;
+	struct busy *busy;
+	int len = 0, rc = 0, nccl;
 	uint64_t most = 1 << 20;
 
 	memset(&cal, 0, sizeof(cal));
@@ -845,16 +887,15 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 
 	overheads(&k, &cal);
 	collectives(&k, cal.colls, how, cal.ncolls, NULL);
-	/* the largest kernel of the model runs beside the collectives measured busy */
-	for (int i = 0; i < cal.nkernels; i++)
-		if (busy < 0 || cal.kernels[i].flops > cal.kernels[busy].flops)
-			busy = i;
 	beside_plan(&bp, s, c, v, nv, cal.colls, cal.ncolls);
 	k.total += (bp.has_two + (bp.has_ar && !bp.ar_is_one)) * cal.nkernels;
 	kernels(&k, cal.kernels, cal.nkernels, "model kernels", &bp);
 	kernels(&k, cal.gemm, cal.ngemm, "gemm grid", NULL);
-	/* the collectives again, beside that kernel */
-	collectives(&k, cal.colls, how, cal.ncolls, busy >= 0 ? &cal.kernels[busy] : NULL);
+	/* the collectives again, beside a block's kernels as measured */
+	busy = xmalloc(sizeof(*busy));
+	busy_plan(busy, s, cal.kernels, cal.nkernels);
+	collectives(&k, cal.colls, how, cal.ncolls, busy);
+	free(busy);
 	passes(&k, &cal);
 	copies(&k, &cal);
 	adamw(&k, ST_COMPUTE, &cal.adamw_call_ns, &cal.adamw_ns_per_elem);
