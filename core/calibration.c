@@ -113,6 +113,8 @@ static int write_session(struct h5file_session *s, hid_t file, void *ctx)
 	h5file_attr_str(s, g, "backend", c->backend);
 	h5file_attr_str(s, g, "date", c->date[0] ? c->date : date);
 	h5file_attr_str(s, g, "versions", c->versions);
+	if (c->binary[0])
+		h5file_attr_str(s, g, "binary", c->binary);
 	h5file_attr_str(s, g, "fabric", c->fabric[0] ? c->fabric : "real");
 	if (c->series[0])
 		h5file_attr_str(s, g, "series", c->series);
@@ -936,6 +938,7 @@ static int merge(struct reader *r, hid_t cal, struct calibration *c)
 		return refuse(r, r->sess[0].name, "cannot be opened as a group (see above)");
 	if (read_str(r, c->session, g, "date", c->date, sizeof c->date, 0) < 0 ||
 	    read_str(r, c->session, g, "versions", c->versions, sizeof c->versions, 0) < 0 ||
+	    read_str(r, c->session, g, "binary", c->binary, sizeof c->binary, 1) < 0 ||
 	    (h5file_has_attr(g, "launch_queue") && read_i32(r, c->session, g, "launch_queue", &c->launch_queue) < 0)) {
 		H5Gclose(g);
 		return -1;

@@ -87,6 +87,7 @@ struct calibration {
 	char backend[16];          /* one of calibration_backends */
 	char date[32];
 	char versions[CAL_TEXT_MAX];
+	char binary[24];           /* the build of gpu_run that measured it (a hash of its executable), "": not recorded */
 	char fabric[CAL_TEXT_MAX]; /* "real", or "emulated" (gpu_run --emulate-world) with its overrides */
 	char series[CAL_NAME_MAX]; /* sessions of one series are repeats: each point is their median ("": none) */
 	int ranks;                 /* the world size the tables stand for: processes measured at once, or N emulated */

@@ -700,6 +700,8 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		h5file_read_str(s, run, "build", r->build, sizeof r->build);
 	if (h5file_has_attr(run, "created"))
 		h5file_read_str(s, run, "created", r->created, sizeof r->created);
+	if (h5file_has_attr(run, "binary"))
+		h5file_read_str(s, run, "binary", r->binary, sizeof r->binary);
 	if (h5file_has_attr(run, "kernels.attention_used"))
 		h5file_read_str(s, run, "kernels.attention_used", r->attention_used, sizeof r->attention_used);
 	if (r->build[0] && strcmp(r->build, "device") && strcmp(r->build, "meta") && !r->error[0])

@@ -149,6 +149,7 @@ struct run_read {
 	char build[16];            /* PyTorch runs: where the model was made, "device" or "meta" (attribute build), "" */
 	char attention_used[16];   /* gpu_run's CUDA runs: the attention kernels launched (kernels.attention_used), "" */
 	char created[32];          /* when the run was written (UTC, ISO 8601; attribute created), "" */
+	char binary[24];           /* gpu_run's runs: the build that ran it (attribute binary), "" */
 	char error[256];           /* why it could not be rebuilt ("" when it could) */
 	int foreign;               /* error says why it is not of this schema (a source or schema_version
 				      this build does not know): results_read refuses the file */

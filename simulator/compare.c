@@ -147,6 +147,14 @@ struct cmp {
 	 */
 	char cal_date[32];
 	double cal_before_s;
+	/*
+	 * whether that session was measured by the build of gpu_run that made
+	 * the run (1), another (0), or either does not say (-1): two builds of
+	 * one source can run the CPU backend's kernels 1.2 times apart
+	 * (gpu/run/runinfo.h, runinfo_binary)
+	 */
+	int cal_same_binary;
+	char cal_binary[24];
 	int have;                        /* pred and r hold a prediction */
 	int appended;                    /* a run like it was already in the file */
 };
@@ -172,11 +180,15 @@ static void calibration_age(struct cmp *c)
 
 	c->cal_date[0] = '\0';
 	c->cal_before_s = NAN;
+	c->cal_same_binary = -1;
 	if (!c->calibration[0] || cost_init(&cost, c->s, err, sizeof err) != 0)
 		return;
 	if (cost.cal) {
 		snprintf(c->cal_date, sizeof c->cal_date, "%s", cost.cal->date);
 		c->cal_before_s = iso_seconds(c->m->created) - iso_seconds(cost.cal->date);
+		snprintf(c->cal_binary, sizeof c->cal_binary, "%s", cost.cal->binary);
+		if (cost.cal->binary[0] && c->m->binary[0])
+			c->cal_same_binary = !strcmp(cost.cal->binary, c->m->binary);
 	}
 	cost_release(&cost);
 }
@@ -697,6 +709,9 @@ static void print_text(FILE *out, const struct cmp *c)
 	else if (c->cal_date[0])
 		fprintf(out, " (measured %s)", c->cal_date);
 	fputc('\n', out);
+	if (c->cal_same_binary == 0)
+		fprintf(out, "  calibration measured by another build of gpu_run than the run's (binary %s; the run's %s): "
+			     "its kernels may run at another speed\n", c->cal_binary, m->binary);
 	if (m->collectives_check[0])
 		fprintf(out, "  collectives %s\n", m->collectives_check);
 	if (m->sum.steps > 1)
@@ -845,6 +860,8 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	else
 		fputs("null", out);
 	json_key_num(out, "calibration_before_run_s", c->cal_before_s);
+	fprintf(out, ", \"calibration_same_binary\": %s",
+		c->cal_same_binary < 0 ? "null" : c->cal_same_binary ? "true" : "false");
 	fputs(", \"collectives_check\": ", out);
 	if (m->collectives_check[0])
 		json_str(out, m->collectives_check);

@@ -26,6 +26,10 @@
 #      backward apart);
 #   4f. --catalog-now prices a run by today's catalog's efficiencies and
 #      tiles, the machine's figures as the run recorded them;
+#   (6) the build of gpu_run that measured the calibration (its session's
+#      binary) and that ran each run (the run's): the same, said true; a
+#      session of another build named in each run's report and false; a
+#      session that does not say, null;
 #   5. --compare on a missing file, or with a configuration flag, exits 2;
 #      on a file that is no results file (text, empty, /dev/null, a
 #      directory, an HDF5 file without /runs), one with no measured run, or
@@ -635,6 +639,55 @@ EOF
 		ok "the calibration's age: $out"
 	else
 		bad "the calibration's age" "${out:-}"
+	fi
+	# the build that measured the calibration and the one that ran each run: the same here; a
+	# session said to be another build's is named in the report, one that says nothing is null
+	cp "$eruns" "$tmp/build-runs.h5"
+	if out=$(/usr/bin/python3 - "$ecal" "$tmp" <<'EOF'
+import shutil, sys, h5py
+cal, tmp = sys.argv[1], sys.argv[2]
+with h5py.File(cal, "r") as f:
+    b = f["calibration"]["000000"].attrs["binary"]
+    b = b.decode() if isinstance(b, bytes) else str(b)
+with h5py.File(tmp + "/build-runs.h5", "r") as f:
+    runs = [r for r in f["runs"].values() if r.attrs["source"] in ("gpu_run", b"gpu_run")]
+    got = set(r.attrs["binary"].decode() if isinstance(r.attrs["binary"], bytes) else str(r.attrs["binary"]) for r in runs)
+assert len(b) == 16 and int(b, 16) >= 0 and got == {b}, (b, got)
+for name, value in (("other", "0123456789abcdef"), ("unsaid", None)):
+    shutil.copy(cal, "%s/build-%s.h5" % (tmp, name))
+    with h5py.File("%s/build-%s.h5" % (tmp, name), "a") as f:
+        if value:
+            f["calibration"]["000000"].attrs["binary"] = value
+        else:
+            del f["calibration"]["000000"].attrs["binary"]
+print(b)
+EOF
+	); then
+		bin=$out
+		"$SIM" --compare "$tmp/build-runs.h5" --calibration "$ecal" --json >"$tmp/build-same.json" 2>/dev/null
+		cp "$eruns" "$tmp/build-runs2.h5"
+		"$SIM" --compare "$tmp/build-runs2.h5" --calibration "$tmp/build-other.h5" --json >"$tmp/build-other.json" 2>/dev/null
+		cp "$eruns" "$tmp/build-runs3.h5"
+		"$SIM" --compare "$tmp/build-runs3.h5" --calibration "$tmp/build-other.h5" >"$tmp/build-other.txt" 2>/dev/null
+		cp "$eruns" "$tmp/build-runs4.h5"
+		"$SIM" --compare "$tmp/build-runs4.h5" --calibration "$tmp/build-unsaid.h5" --json >"$tmp/build-unsaid.json" 2>/dev/null
+		if out=$(/usr/bin/python3 - "$tmp" <<'EOF'
+import json, sys
+t = sys.argv[1]
+for name, want in (("same", True), ("other", False), ("unsaid", None)):
+    d = json.load(open("%s/build-%s.json" % (t, name)))
+    got = set(r["calibration_same_binary"] for r in d["runs"])
+    assert got == {want}, (name, got)
+print("same true, another false, none said null")
+EOF
+		) && [ "$(grep -c "^  calibration measured by another build of gpu_run than the run's (binary 0123456789abcdef; the run's $bin): its kernels may run at another speed$" "$tmp/build-other.txt")" = 5 ] &&
+			! grep -q "another build" <("$SIM" --compare "$tmp/build-runs.h5" --calibration "$ecal" 2>/dev/null); then
+			ok "the build that measured the calibration: $out ($bin, named in the report)"
+		else
+			bad "the build that measured the calibration" "${out:-} $(grep -m1 'another build' "$tmp/build-other.txt")"
+		fi
+	else
+		bad "the build that measured the calibration" "$out"
 	fi
 	if out=$(/usr/bin/python3 - "$eruns" <<'EOF'
 import sys, h5py

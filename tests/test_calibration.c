@@ -279,6 +279,33 @@ static void test_pass_traffic_attr(void)
 }
 
 /*
+ * The build of gpu_run that measured a session (binary, a hash of its
+ * executable): written where known, read back from the newest session;
+ * a session that does not say reads as "".
+ */
+static void test_binary_attr(void)
+{
+	struct calibration c, r;
+	struct cal_pass pass;
+	struct cal_coll coll;
+	char f[160], err[512];
+
+	snprintf(f, sizeof f, "%s/binary.h5", dir);
+	good_session(&c, 2, &pass, &coll);
+	snprintf(c.binary, sizeof c.binary, "0123456789abcdef");
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_STRING_EQUAL(r.binary, "0123456789abcdef");
+	calibration_release(&r);
+	good_session(&c, 2, &pass, &coll); /* newer, and silent */
+	CU_ASSERT_FATAL(calibration_write(f, &c) == 0);
+	CU_ASSERT_FATAL(calibration_read(f, 2, &r, err, sizeof err) == 0);
+	CU_ASSERT_STRING_EQUAL(r.binary, "");
+	calibration_release(&r);
+	unlink(f);
+}
+
+/*
  * The optimizer's cost per call (gpu_run times it at two sizes): written
  * where measured and read back, each of the device's and the host's its
  * own; a session from before has none (0, the slope alone); a call
@@ -908,6 +935,7 @@ void suite_calibration(void)
 	CU_add_test(s, "host-device copies by direction", test_copies);
 	CU_add_test(s, "a session's pass_traffic, fused AdamW", test_pass_traffic_attr);
 	CU_add_test(s, "the optimizer per call and per element", test_optimizer_per_call);
+	CU_add_test(s, "the build that measured a session", test_binary_attr);
 	CU_add_test(s, "a memory-bound op priced by its name where measured", test_named_op);
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);
 	CU_add_test(s, "every value read is checked", test_values_checked);

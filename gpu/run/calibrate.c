@@ -26,6 +26,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "calibration.h"
+#include "runinfo.h"
 #include "xalloc.h"
 
 #define TARGET_NS 30e6     /* each measurement lasts about this long */
@@ -831,6 +832,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	clock_gettime(CLOCK_MONOTONIC, &k.t0);
 	b->ops->hardware(b, cal.hardware, sizeof cal.hardware);
 	snprintf(cal.backend, sizeof cal.backend, "%s", b->ops->name);
+	runinfo_binary(cal.binary, sizeof cal.binary);
 	assert(name_index(calibration_backends, cal.backend) >= 0 && "a backend ./sim reads in a calibration");
 	/* the CPU backend's stream queues have no bound; CUDA's is not measured here (the catalog's applies) */
 	cal.launch_queue = !strcmp(cal.backend, "cpu") ? 0 : -1;

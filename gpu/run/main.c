@@ -776,6 +776,12 @@ int main(int argc, char **argv)
 		diverged(&e, rank, 0, "the sum of squares of the parameters", psq);
 	runinfo_init(&info);
 	runinfo_put(&info, "backend", be->ops->name);
+	{
+		char id[24];
+		runinfo_binary(id, sizeof id);
+		if (id[0])
+			runinfo_put(&info, "binary", id);
+	}
 	comm_describe(&c, runinfo_put, &info);
 	if (be->ops->describe)
 		be->ops->describe(be, runinfo_put, &info);

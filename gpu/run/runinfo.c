@@ -5,6 +5,7 @@
 #include "runinfo.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,25 @@
 #include "config.h"
 #include "h5file.h"
 #include "xalloc.h"
+
+void runinfo_binary(char *buf, size_t len)
+{
+	unsigned char chunk[1 << 16];
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 64 bits */
+	size_t n;
+	FILE *f = fopen("/proc/self/exe", "rb");
+
+	if (len)
+		buf[0] = '\0';
+	if (!f)
+		return;
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+		for (size_t i = 0; i < n; i++)
+			h = (h ^ chunk[i]) * 0x100000001b3ull;
+	if (!ferror(f))
+		snprintf(buf, len, "%016llx", (unsigned long long)h);
+	fclose(f);
+}
 
 void runinfo_init(struct runinfo *ri)
 {
