@@ -40,7 +40,7 @@ int runinfo_append(const char *path, const struct runinfo *ri);
  * This executable's identity, 16 hex digits: a 64-bit FNV-1a hash of its
  * file (/proc/self/exe), "" when it cannot be read. Two builds of the same
  * source may run the CPU backend's kernels at different speeds (the
- * code's layout: 1.14 to 1.23 times apart in two builds of 2026-11-28
+ * code's layout, most likely: 1.14 to 1.23 times apart in two builds of 2026-11-28
  * that differed in calibrate.c alone), so a run and the calibration that
  * prices it each record the build that made them (the run's `binary`, the
  * session's), and ./sim --compare says when they differ.
