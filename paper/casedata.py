@@ -484,15 +484,19 @@ def find_policy_list(dirs):
 # ---- validation: measured runs and their predictions ----------------------
 
 def compared_pairs(runs):
-    """(measured, its newest prediction) for each measured run of one file
-    that `./sim --compare` predicted."""
+    """(measured, its prediction) for each measured run of one file that
+    `./sim --compare` predicted: the newest priced by a calibration, else
+    the newest (a GPU session compares with its calibration, then with the
+    catalog alone, in that order)."""
     by_name = {"%06d" % r.index: r for r in runs}
-    newest = {}
+    newest, calibrated = {}, {}
     for r in runs:
         c = r.attrs.get("compares")
         if r.attrs.get("source") == "sim" and c in by_name:
             newest[c] = r
-    return [(by_name[c], p) for c, p in sorted(newest.items())]
+            if r.attrs.get("cluster.calibration", "") not in ("", "none"):
+                calibrated[c] = r
+    return [(by_name[c], calibrated.get(c, p)) for c, p in sorted(newest.items())]
 
 
 def op_kind_seconds(run):

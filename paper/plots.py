@@ -6,7 +6,8 @@ Usage: plots.py DATA_DIR_OR_FILES... OUTDIR
 
 Every .h5 file given (or found directly in a given directory) is read, every
 run in it. A measured run that `./sim --compare` predicted (a simulated run
-of the same file names it in `compares`) is drawn beside its prediction:
+of the same file names it in `compares`) is drawn beside its prediction (the
+newest priced by a calibration, else the newest: casedata.compared_pairs):
 its measured and simulated stream timelines one above the other on one time
 axis, and its memory, measured and predicted; each file with such pairs
 gets one figure of predicted against measured step time per policy, with
