@@ -332,7 +332,8 @@ step_bench() {
 		awk -v name="$name" -v rc="$r" '
 			/^block forward/ { b = $(NF - 7) " ms fwd+bwd per block" }
 			/^MFU/ { mfu = $2 " (conventional), " $(NF - 4) " causal" }
-			/^attention: cuDNN/ { att = "cudnn fell back" }
+			/^attention: cuDNN was asked for/ { att = "cudnn fell back" }
+			/^attention: cuDNN.s plans/ { att = "cudnn, mask indices " $NF }
 			END { printf "  %-10s rc=%s  %s  MFU %s %s\n", name, rc, b, mfu, att }' \
 			"$WORK/bench.out" >>"$LOGS/bench.table"
 	}

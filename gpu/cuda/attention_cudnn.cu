@@ -14,8 +14,9 @@
  * The graphs are the operation graphs cuDNN's fused flash-attention
  * engines recognise (the ones cudnn_frontend's SDPA node emits, as in
  * TransformerEngine's backend-level builder for cuDNN 8.9):
- *   forward:  S = Q K^T; S *= scale; causal mask (GEN_INDEX row, col;
- *             row >= col; BINARY_SELECT against -1e10); M = max_row S;
+ *   forward:  S = Q K^T; S *= scale; causal mask (GEN_INDEX row, col,
+ *             INT32 as cudnn-frontend makes them, FLOAT where cuDNN builds
+ *             no plan so; row >= col; BINARY_SELECT against -1e10); M = max_row S;
  *             E = exp(S - M); Z = sum_row E; stats = M + log Z (written:
  *             our lse, (B, H, T) fp32, the same layout); P = E / Z as bf16
  *             (F16x16 reordered); O = P V.
@@ -38,9 +39,10 @@
  * Plans are built once per (shape, direction) and cached in the context's
  * struct cudnn_sdpa with the descriptors they were built from; the
  * plan's own workspace is allocated then (cudaMalloc: the first call of a
- * shape synchronizes). Everything here is host code: nothing has run on a
- * GPU yet (the whole path is compile-checked only; gpu_test's cudnn group
- * compares it with the reference where cuDNN builds a plan).
+ * shape synchronizes). gpu_test's cudnn group compares it with the
+ * reference where cuDNN builds a plan: the FLOAT-index graphs passed on an
+ * H100 and an H200 (cuDNN 9.19, 2026-11-27 and -28); the INT32 form has
+ * not run on a GPU yet.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -313,6 +315,7 @@ struct plan {
 	struct gb g;             /* what the plan was built from, kept alive with it */
 	int failed;
 	char why[160];
+	cudnnDataType_t index;   /* the causal mask's indices the plan was built with (make_plan) */
 };
 
 #define PLANS_MAX 8
@@ -339,6 +342,7 @@ struct views {
 	int64_t st_dim[4], st_str[4];   /* scores transposed (B, H, T, T) */
 	int64_t r_dim[4], r_str[4];     /* row statistics (B, H, T, 1) */
 	int64_t one_dim[4], one_str[4]; /* a scalar */
+	cudnnDataType_t index;          /* the causal mask's row and column indices: INT32, or FLOAT */
 };
 
 static void set4(int64_t d[4], int64_t a, int64_t b, int64_t c, int64_t e)
@@ -387,16 +391,16 @@ static cudnnBackendDescriptor_t scores(struct gb *g, const struct views *v, cudn
 	const cudnnDataType_t F = CUDNN_DATA_FLOAT;
 	cudnnBackendDescriptor_t s = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t s1 = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
-	cudnnBackendDescriptor_t row = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
-	cudnnBackendDescriptor_t col = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
+	cudnnBackendDescriptor_t row = gb_tensor(g, 0, v->index, v->s_dim, v->s_str, T_VIRTUAL);
+	cudnnBackendDescriptor_t col = gb_tensor(g, 0, v->index, v->s_dim, v->s_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t keep = gb_tensor(g, 0, CUDNN_DATA_BOOLEAN, v->s_dim, v->s_str, T_VIRTUAL);
 	cudnnBackendDescriptor_t neg = gb_tensor(g, U_NEG, F, v->one_dim, v->one_str, T_BY_VALUE);
 	cudnnBackendDescriptor_t s2 = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 
 	ops[(*n)++] = gb_matmul(g, q, kt, s);
 	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_MUL, s, scale, NULL, s1, -1, F);
-	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_GEN_INDEX, s1, NULL, NULL, row, 2, F);
-	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_GEN_INDEX, s1, NULL, NULL, col, 3, F);
+	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_GEN_INDEX, s1, NULL, NULL, row, 2, v->index);
+	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_GEN_INDEX, s1, NULL, NULL, col, 3, v->index);
 	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_CMP_GE, row, col, NULL, keep, -1, CUDNN_DATA_BOOLEAN);
 	ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_BINARY_SELECT, s1, neg, keep, s2, -1, F);
 	return s2;
@@ -487,8 +491,12 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 	}
 }
 
-/* Graph, heuristics (mode A), the first engine configuration that finalizes into a plan. */
-static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
+/*
+ * Graph, heuristics (mode A), the first engine configuration that finalizes
+ * into a plan, the causal mask's indices of type `index`: 0, or -1 with
+ * pl->why set and the graph freed.
+ */
+static int try_plan(struct cudnn_sdpa *sp, struct plan *pl, cudnnDataType_t index)
 {
 	struct gb *g = &pl->g;
 	struct views v;
@@ -500,6 +508,7 @@ static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 	memset(g, 0, sizeof(*g));
 	g->next_uid = U_VIRTUAL;
 	views_of(&v, pl->B, pl->T, pl->H, pl->KV, pl->Q);
+	v.index = index;
 	if (pl->backward)
 		build_backward(g, &v, ops, &n);
 	else
@@ -539,7 +548,6 @@ static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 		}
 	}
 	if (!pl->exec) {
-		pl->failed = 1;
 		if (g->failed)
 			snprintf(pl->why, sizeof(pl->why), "%s", g->why);
 		else
@@ -547,7 +555,28 @@ static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 				 "KV %d Q %d (%s; %lld engine configurations tried)", pl->B, pl->T, pl->H, pl->KV,
 				 pl->Q, pl->backward ? "backward" : "forward", (long long)found);
 		gb_free(g);
+		return -1;
 	}
+	return 0;
+}
+
+/*
+ * The plan, its causal mask's row and column indices INT32 first, as
+ * cudnn-frontend builds them (its causal_mask and diagonal band mask, whose
+ * comment warns that the way the mask is built matters to the backend's
+ * performance), then FLOAT, the form the first GPU sessions ran: on the
+ * H200 (cuDNN 9.19) that graph took 1.101 ms forward and 3.751 ms backward
+ * at T 8192, where PyTorch's SDPA through cudnn-frontend took 0.904 and
+ * 2.595 (gpu/README.md). Which one built is in pl->index.
+ */
+static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
+{
+	pl->index = CUDNN_DATA_INT32;
+	if (try_plan(sp, pl, CUDNN_DATA_INT32) == 0)
+		return;
+	pl->index = CUDNN_DATA_FLOAT;
+	if (try_plan(sp, pl, CUDNN_DATA_FLOAT) != 0)
+		pl->failed = 1;
 }
 
 /* The plan for a shape and direction, built on first use; NULL (with *why) when there is none. */
@@ -800,6 +829,18 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 	return 0;
 }
 
+const char *cudnn_sdpa_mask(const struct cudnn_sdpa *sp)
+{
+	int i32 = 0, f32 = 0;
+
+	for (int i = 0; sp && i < sp->nplans; i++)
+		if (sp->plans[i].exec) {
+			i32 |= sp->plans[i].index == CUDNN_DATA_INT32;
+			f32 |= sp->plans[i].index == CUDNN_DATA_FLOAT;
+		}
+	return i32 && f32 ? "int32 and float" : i32 ? "int32" : f32 ? "float" : NULL;
+}
+
 void cudnn_sdpa_free(struct cudnn_sdpa *sp)
 {
 	if (!sp)
@@ -845,6 +886,12 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 	(void)Q, (void)workspace, (void)workspace_bytes, (void)st;
 	*why = "built without cuDNN's headers (cudnn_graph.h)";
 	return -1;
+}
+
+const char *cudnn_sdpa_mask(const struct cudnn_sdpa *sp)
+{
+	(void)sp;
+	return NULL;
 }
 
 void cudnn_sdpa_free(struct cudnn_sdpa *sp)

@@ -137,6 +137,11 @@ enum cuda_attention cuda_ctx_attention_used(const struct cuda_ctx *ctx, const ch
 	return (enum cuda_attention)ctx->attention_used;
 }
 
+const char *cuda_ctx_attention_mask(const struct cuda_ctx *ctx)
+{
+	return cudnn_sdpa_mask(ctx->sdpa);
+}
+
 void cuda_ctx_gemm_autotune(struct cuda_ctx *ctx, int on)
 {
 	ctx->autotune = on != 0;

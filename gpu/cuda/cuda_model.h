@@ -95,6 +95,8 @@ enum cuda_attention { CUDA_ATTN_MMA, CUDA_ATTN_CUDNN };
 void cuda_ctx_attention(struct cuda_ctx *ctx, enum cuda_attention a);
 /* What the last attention launch used, and why not cuDNN when asked for (msg, may be NULL). */
 enum cuda_attention cuda_ctx_attention_used(const struct cuda_ctx *ctx, const char **msg);
+/* The index type of the causal mask in cuDNN's attention plans ("int32", "float", both; NULL: no plan yet) */
+const char *cuda_ctx_attention_mask(const struct cuda_ctx *ctx);
 /* cuDNN's version (cudnnGetVersion: 91000 for 9.10.0), loading it if need be; 0 with the reason when not loadable. */
 size_t cuda_cudnn_version(const char **why);
 

@@ -593,6 +593,8 @@ int main(int argc, char **argv)
 	const char *attention = cuda_ctx_attention_used(ctx, &why) == CUDA_ATTN_CUDNN ? "cudnn" : "mma";
 	if (o.cudnn && why)
 		printf("attention: cuDNN was asked for, the mma kernels ran: %s\n", why);
+	if (o.cudnn && cuda_ctx_attention_mask(ctx))
+		printf("attention: cuDNN's plans, their causal mask's indices %s\n", cuda_ctx_attention_mask(ctx));
 	struct run_info ri = { &o, prop.name, driver, cuda_driver, cuda_runtime, cublas, date,
 			       peak_source, attention,
 			       o.autotune ? "timed (top 8 of the heuristic)" : "heuristic's first", fwd_ms, bwd_ms, block_ms, model_flop / 1e12,

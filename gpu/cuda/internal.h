@@ -123,6 +123,8 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 			const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
 			void *workspace, size_t workspace_bytes, cudaStream_t st, const char **why);
 void cudnn_sdpa_free(struct cudnn_sdpa *s);
+/* The causal mask's index type cuDNN's plans were built with: "int32", "float", "int32 and float", NULL: none */
+const char *cudnn_sdpa_mask(const struct cudnn_sdpa *s);
 
 /* dx = rmsnorm backward + dres (dres may be NULL); dx may alias dout or dres. */
 void rmsnorm_backward_add(bf16 *dx, float *dw, const bf16 *dout, const bf16 *dres,
