@@ -32,7 +32,8 @@
 #              traffic, the GEMM grid, memory passes, host-device copies
 #              each way, each collective of every sharding's groups from
 #              1 KiB to the largest, AdamW at two sizes, the overheads; a quick session first
-#              (seconds), a quick one of the full-size run's shapes (seq 8192), then the full one
+#              (seconds), a quick one of the full-size run's shapes (seq 8192), one of the job
+#              under the pytorch runtime (its copies), then the full one
 #              (data/calibration/<hardware>-cuda.h5 in this tree, appended)
 #   runs       ./gpu_run --device cuda: one real NCCL rank (its own file,
 #              not compared), then every policy family as rank 0 of the
@@ -363,6 +364,12 @@ step_calibrate() {
 	echo "== the full-size run's shapes, quick"
 	# shellcheck disable=SC2086
 	tmo 90 $MPI1 ./gpu_run "$EXP" --device "$DEVICE" $FULL --emulate-world 16 --set run.timeout_s=60 \
+		--calibrate "$CAL_FILE" --quick || rc=1
+	# the pytorch runtime's copies (FSDP2's per-tensor unpack and pack, each size its schedule launches:
+	# the first H200 session priced them as passes, 40 % short), a quick session of the job under it
+	echo "== the pytorch runtime's copies, quick"
+	# shellcheck disable=SC2086
+	tmo 60 $MPI1 ./gpu_run "$EXP" $JOB --set policy.runtime=pytorch --set run.timeout_s=60 \
 		--calibrate "$CAL_FILE" --quick || rc=1
 	left_s=$((STEP_END - $(date +%s) - 10))
 	if [ "$left_s" -lt 30 ]; then

@@ -12,8 +12,9 @@
 #      reports, the summary and the logs, under the names gpu/README.md
 #      commits them with; the runs file's comparison names every compared
 #      run with a finite prediction, priced by the session's calibration
-#      (its newest session: the job's full one, after a quick one of the
-#      full-size run's shapes);
+#      (its newest session: the job's full one, after quick ones of the
+#      full-size run's shapes and of the job under the pytorch runtime,
+#      whose copies it times);
 #      the one-rank run is kept out of the compared file; DATA is where the
 #      files went (nothing under data/ was written);
 #   2. a step that needs the GPU (test) fails saying so, and the session
@@ -105,14 +106,16 @@ assert worlds == [16], worlds
 cal = sorted((f[k].attrs["compares"], f[k].attrs["cluster.calibration"]) for k in f if "compares" in f[k].attrs)
 cal = [c if isinstance(c, str) else c.decode() for _, c in cal]
 assert len(f) == 60 and cal == ["", pinned] * 20, "%d runs in the file; calibrations %s" % (len(f), set(cal))
-# three sessions: the job's quick one, the full-size run's shapes (quick), the job's full one, newest
+# four sessions: the job's quick one, the full-size run's shapes (quick), the job under the pytorch runtime
+# (quick: its copies), the job's full one, newest
 c = h5py.File(sys.argv[3], "r")["calibration"]
-assert sorted(c) == ["000000", "000001", "000002"], sorted(c)
+assert sorted(c) == ["000000", "000001", "000002", "000003"], sorted(c)
 shapes = [set((r["name"], r["m"], r["n"], r["k"], r["bytes"]) for r in c[s]["kernels"][()]) for s in sorted(c)]
-assert shapes[0] == shapes[2] and not shapes[1] <= shapes[0], "the full-size run's kernels are the job's"
+assert shapes[0] == shapes[3] and not shapes[1] <= shapes[0], "the full-size run's kernels are the job's"
+assert any(x[0] in (b"copy_out", "copy_out") for x in shapes[2] - shapes[3]), "no copies of the pytorch runtime's"
 EOF
 ); then
-	ok "the report: 20 runs compared, each priced by the session's calibration; the file holds them and their predictions; the calibration has the full-size run's kernels"
+	ok "the report: 20 runs compared, each priced by the session's calibration; the file holds them and their predictions; the calibration has the full-size run's kernels and the pytorch runtime's copies"
 else
 	bad "report" "$out"
 fi

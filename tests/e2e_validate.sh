@@ -24,6 +24,10 @@
 #   4e. a run that says its attention was cuDNN's is priced at the cuDNN
 #      figures, one of this project's kernel at its own (forward and
 #      backward apart);
+#   4g. a calibration of the pytorch runtime's job times the copies its
+#      schedule launches (FSDP2's per-tensor unpack and pack), each kind
+#      and size a kernels row, and ./sim prices those ops at them, not as
+#      passes;
 #   4f. --catalog-now prices a run by today's catalog's efficiencies and
 #      tiles, the machine's figures as the run recorded them;
 #   (6) the build of gpu_run that measured the calibration (its session's
@@ -210,6 +214,55 @@ if grep -q "^run 000000 .*fsdp" "$tmp/cmp2.txt" && grep -q "step-time error medi
 	ok "text report: per run and over the runs"
 else
 	bad "text report" "$(head -3 "$tmp/cmp2.txt")"
+fi
+
+# 4g. the schedules' own copies: a calibration of the pytorch runtime's job times each kind and size of copy
+# its schedule launches (FSDP2's per-tensor unpack and pack: copy_out, copy_in) as a kernels row of that name
+# and bytes, and ./sim prices those ops at it: the same run priced without the rows (a copy of the file that
+# lacks them) prices them as passes, another figure
+pyjob=(experiments/tiny.ini --set cluster.nodes=1 --set cluster.gpus_per_node=2 --set policy.runtime=pytorch)
+if mpirun --allow-run-as-root --oversubscribe -np 2 "$GPU_RUN" "${pyjob[@]}" --calibrate "$tmp/pycal.h5" --quick \
+	>"$tmp/pycal.log" 2>&1 &&
+	mpirun --allow-run-as-root --oversubscribe -np 2 "$GPU_RUN" "${pyjob[@]}" --set run.warmup=1 --set run.steps=2 \
+		--set run.out="$tmp/pyruns.h5" >"$tmp/pyrun.log" 2>&1 &&
+	"$SIM" "${pyjob[@]}" --schedule >"$tmp/pysched.txt" 2>/dev/null &&
+	/usr/bin/python3 - "$tmp/pycal.h5" "$tmp/pycal-none.h5" <<'EOF' >"$tmp/pycopy.log" 2>&1 &&
+import sys, h5py, numpy as np
+src, dst = sys.argv[1], sys.argv[2]
+with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
+    f.copy(f["calibration"], g, "calibration")
+    k = g["calibration"]["000000"]["kernels"]
+    rows = k[()]
+    keep = np.array([r["name"].decode() not in ("copy_out", "copy_in") for r in rows])
+    assert not keep.all(), "no copy rows"
+    del g["calibration"]["000000"]["kernels"]
+    g["calibration"]["000000"].create_dataset("kernels", data=rows[keep])
+EOF
+	"$SIM" --compare "$tmp/pyruns.h5" --calibration "$tmp/pycal.h5" --json >"$tmp/pycmp.json" 2>/dev/null &&
+	cp "$tmp/pyruns.h5" "$tmp/pyruns2.h5" &&
+	"$SIM" --compare "$tmp/pyruns2.h5" --calibration "$tmp/pycal-none.h5" --json >"$tmp/pycmp-none.json" 2>/dev/null &&
+	out=$(/usr/bin/python3 - "$tmp/pycal.h5" "$tmp/pysched.txt" "$tmp/pycmp.json" "$tmp/pycmp-none.json" <<'EOF'
+import json, sys, h5py
+k = h5py.File(sys.argv[1], "r")["calibration"]["000000"]["kernels"][()]
+rows = {(r["name"].decode(), int(r["bytes"])): float(r["ns"]) for r in k if r["name"].decode() in ("copy_out", "copy_in")}
+ops = []  # the schedule's copies: kind, bytes
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) > 5 and f[0].isdigit() and f[1] in ("COPYOUT", "COPYIN"):  # op, label (3 words), stream, bytes
+        ops.append(("copy_out" if f[1] == "COPYOUT" else "copy_in", int(f[5])))
+assert ops and set(ops) == set(rows), (sorted(set(ops)), sorted(rows))
+with_rows = json.load(open(sys.argv[3]))["runs"][0]["by_kind"]
+without = json.load(open(sys.argv[4]))["runs"][0]["by_kind"]
+for kind in ("copy_out", "copy_in"):
+    floor = sum(rows[o] for o in ops if o[0] == kind) * 1e-9  # each op at least its row (beside others: more)
+    assert with_rows[kind]["predicted_s"] >= floor * 0.999, (kind, with_rows[kind], floor)
+    assert abs(with_rows[kind]["predicted_s"] - without[kind]["predicted_s"]) > 1e-9, (kind, with_rows[kind], without[kind])
+print("%d copies of %d kinds and sizes timed; priced at them, not as passes" % (len(ops), len(rows)))
+EOF
+	); then
+	ok "the schedule's copies: $out"
+else
+	bad "the schedule's copies" "${out:-} $(tail -3 "$tmp/pycal.log" "$tmp/pyrun.log" "$tmp/pycopy.log" 2>/dev/null)"
 fi
 
 # 4b. a configuration measured again, twice (make validate's rounds): compared at the median of its three

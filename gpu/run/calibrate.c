@@ -26,6 +26,8 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "calibration.h"
+#include "exec.h"
+#include "layout.h"
 #include "runinfo.h"
 #include "xalloc.h"
 
@@ -732,6 +734,100 @@ static void copies(struct cal *k, struct calibration *cal)
 	k->o->dev_free(k->b, dev);
 }
 
+/* ---- the schedules' own copies ------------------------------------------------------- */
+
+/* One copy op of a schedule, on the calibration's buffers: what it reads in `in`, what it writes in `out`. */
+struct copy_op {
+	const struct schedule *s;
+	const struct layout *lay;
+	int op;
+	void *in, *out;
+};
+
+static void *copy_op_ptr(void *ctx, int buf)
+{
+	const struct copy_op *a = ctx;
+	const struct op *o = &a->s->ops[a->op];
+
+	for (int j = 0; j < o->nopd; j++)
+		if ((int)a->s->opds[o->opd_first + j].buf == buf)
+			return a->s->opds[o->opd_first + j].role == OPD_OUT ? a->out : a->in;
+	return a->in;
+}
+
+static void run_copy_op(struct cal *k, int st, void *arg)
+{
+	struct copy_op *a = arg;
+	(void)st;
+	exec_launch_copy(k->o, k->b, a->s, a->lay, a->op, copy_op_ptr, a);
+}
+
+/*
+ * Whether op i of s is a copy whose operands fit the calibration's buffers
+ * of `most` bytes; a per-tensor pack or unpack only where own_layout (the
+ * run's schedule: the CUDA backend knows its units' tensors alone, not
+ * those of another sharding's shards).
+ */
+static int copy_op_fits(const struct schedule *s, int i, uint64_t most, int own_layout)
+{
+	const struct op *o = &s->ops[i];
+
+	if ((o->kind != OP_COPY_OUT && o->kind != OP_COPY_IN && o->kind != OP_CONCAT) || !o->bytes)
+		return 0;
+	if (!own_layout && ((o->kind == OP_COPY_OUT && op_operand(s, i, BUF_GATHER_OUT, OPD_IN) >= 0) ||
+			    (o->kind == OP_COPY_IN && s->per_tensor_shards)))
+		return 0;
+	for (int j = 0; j < o->nopd; j++)
+		if (s->bufs[s->opds[o->opd_first + j].buf].bytes > most)
+			return 0;
+	return 1;
+}
+
+/*
+ * The copies the schedules launch (FSDP2's unpack of a gather and pack of
+ * a reduction's input, per tensor; the testbed's cast to the reduce dtype;
+ * FSDP1's concatenation), each kind and size once, as a step launches them
+ * (exec_launch_copy): a kernels row named after the op kind with its
+ * bytes, which prices the ops of that kind and bytes (calibration_op_ns)
+ * where a pass of their bytes did. The first H200 session's pytorch-runtime
+ * run took 1.6 to 1.8 times the passes for them, 6.6 % of its step.
+ */
+static void copy_ops(struct cal *k, struct calibration *cal, struct variant *v, int nv)
+{
+	for (int w = 0; w < nv; w++) {
+		const struct schedule *s = v[w].s;
+		struct layout *lay = NULL;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			struct kernel kn = { .kind = K_ELEMENTWISE, .bytes = o->bytes };
+			struct copy_op a = { s, NULL, i, k->dev[0], k->dev[1] };
+			struct cal_kernel *x;
+			int seen = 0;
+			if (!copy_op_fits(s, i, k->dev_bytes, w == 0))
+				continue;
+			snprintf(kn.name, sizeof kn.name, "%s", op_kind_name((enum op_kind)o->kind));
+			for (int j = 0; j < cal->nkernels && !seen; j++)
+				seen = !strcmp(cal->kernels[j].name, kn.name) && cal->kernels[j].bytes == kn.bytes &&
+				       !cal->kernels[j].m && !cal->kernels[j].n && !cal->kernels[j].k;
+			if (seen)
+				continue;
+			if (!lay)
+				lay = layout_new(s);
+			a.lay = lay;
+			cal->kernels = xrealloc(cal->kernels, sizeof(*cal->kernels) * (size_t)(cal->nkernels + 1));
+			x = &cal->kernels[cal->nkernels++];
+			memset(x, 0, sizeof(*x));
+			snprintf(x->name, sizeof x->name, "%s", kn.name);
+			x->kind = K_ELEMENTWISE;
+			x->bytes = kn.bytes;
+			x->ns = measure(k, o->stream, run_copy_op, &a, NULL, NULL);
+		}
+		if (lay)
+			layout_free(lay);
+	}
+	progress(k, "the schedules' copies");
+}
+
 /* ns of one optimizer call over n elements on stream (the compute stream: the device's; ST_HOST: the host's) */
 static double adamw_at(struct cal *k, int stream, int64_t n)
 {
@@ -883,9 +979,10 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	/*
 	 * overheads, collectives alone and busy, kernels (and beside two
 	 * collectives, where two streams have some), the grid, passes, copies
-	 * both ways, two optimizers at two sizes each, the end
+	 * both ways, the schedules' copies, two optimizers at two sizes each,
+	 * the end
 	 */
-	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 * (quick ? 3 : 8) + 4 + 1;
+	k.total = 2 + 2 * cal.ncolls + cal.nkernels + cal.ngemm + (quick ? 3 : 8) + 2 * (quick ? 3 : 8) + 1 + 4 + 1;
 
 	overheads(&k, &cal);
 	collectives(&k, cal.colls, how, cal.ncolls, NULL);
@@ -900,6 +997,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	free(busy);
 	passes(&k, &cal);
 	copies(&k, &cal);
+	copy_ops(&k, &cal, v, nv);
 	adamw(&k, ST_COMPUTE, &cal.adamw_call_ns, &cal.adamw_ns_per_elem);
 	adamw(&k, ST_HOST, &cal.host_adamw_call_ns, &cal.host_adamw_ns_per_elem);
 	k.done = k.total - 1;

@@ -520,6 +520,58 @@ static void launch_copies(struct exec *x, int i)
 	}
 }
 
+/* ptr_of as exec_launch_copy's callback */
+static void *exec_ptr(void *ctx, int buf)
+{
+	return ptr_of(ctx, buf);
+}
+
+void exec_launch_copy(const struct backend_ops *b, struct backend *be, const struct schedule *s,
+		      const struct layout *lay, int i, void *(*ptr)(void *ctx, int buf), void *ctx)
+{
+	const struct op *o = &s->ops[i];
+	int st = o->stream, in, out;
+
+	switch (o->kind) {
+	case OP_COPY_OUT:
+		out = op_operand(s, i, BUF_FULL_PARAM, OPD_OUT);
+		in = op_operand(s, i, BUF_GATHER_OUT, OPD_IN);
+		if (in >= 0) {
+			assert(s->bufs[out].elem == s->bufs[in].elem);
+			b->unpack(be, st, &lay->units[o->unit], ptr(ctx, out), ptr(ctx, in), s->bufs[out].elem,
+				  s->shard_n);
+			break;
+		}
+		/* a group of one (local_shards): the shard is the flat buffer's layout, cast to its dtype */
+		assert(s->local_shards);
+		in = op_operand(s, i, BUF_SHARD_PARAM, OPD_IN);
+		if (in < 0)
+			in = op_operand(s, i, BUF_HOST_STAGE, OPD_IN);
+		b->copy(be, st, ptr(ctx, out), s->bufs[out].elem, ptr(ctx, in), s->bufs[in].elem,
+			elems_of(&s->bufs[out]));
+		break;
+	case OP_CONCAT:
+		/* FSDP1: the per-parameter gradients into one flat gradient (the op's scratch) */
+		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
+		out = op_operand(s, i, BUF_TRANSIENT, OPD_OUT);
+		b->copy(be, st, ptr(ctx, out), s->bufs[in].elem, ptr(ctx, in), s->bufs[in].elem,
+			elems_of(&s->bufs[in]));
+		break;
+	case OP_COPY_IN:
+		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
+		out = op_operand(s, i, BUF_RS_IN, OPD_OUT);
+		if (s->per_tensor_shards)
+			b->pack(be, st, &lay->units[o->unit], ptr(ctx, out), s->bufs[out].elem, ptr(ctx, in),
+				s->bufs[in].elem, s->shard_n);
+		else /* a cast to the reduce dtype */
+			b->copy(be, st, ptr(ctx, out), s->bufs[out].elem, ptr(ctx, in), s->bufs[in].elem,
+				elems_of(&s->bufs[out]));
+		break;
+	default:
+		assert(!"not a copy op");
+	}
+}
+
 static void launch_op(struct exec *x, int i, int step)
 {
 	const struct schedule *s = x->s;
@@ -536,19 +588,9 @@ static void launch_op(struct exec *x, int i, int step)
 			      ptr_of(x, in), s->bufs[in].elem, s->units[o->unit].shard_elems);
 		break;
 	case OP_COPY_OUT:
-		out = op_operand(s, i, BUF_FULL_PARAM, OPD_OUT);
-		in = op_operand(s, i, BUF_GATHER_OUT, OPD_IN);
-		if (in >= 0) {
-			assert(s->bufs[out].elem == s->bufs[in].elem);
-			b->unpack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), ptr_of(x, in),
-				  s->bufs[out].elem, s->shard_n);
-			break;
-		}
-		/* a group of one (local_shards): the shard is the flat buffer's layout, cast to its dtype */
-		assert(s->local_shards);
-		in = opd_either(x, i, BUF_SHARD_PARAM, BUF_HOST_STAGE, OPD_IN);
-		b->copy(x->be, st, ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in), s->bufs[in].elem,
-			elems_of(&s->bufs[out]));
+	case OP_CONCAT:
+	case OP_COPY_IN:
+		exec_launch_copy(b, x->be, s, x->lay, i, exec_ptr, x);
 		break;
 	case OP_FORWARD:
 		seg_args_of(x, i, &a);
@@ -579,23 +621,6 @@ static void launch_op(struct exec *x, int i, int step)
 		if (in >= 0)
 			b->accumulate(x->be, st, opd_ptr(x, i, BUF_SHARD_GRAD, OPD_OUT), ptr_of(x, in),
 				      elems_of(&s->bufs[in]), s->bufs[in].elem);
-		break;
-	case OP_CONCAT:
-		/* FSDP1: the per-parameter gradients into one flat gradient (the op's scratch) */
-		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
-		out = op_operand(s, i, BUF_TRANSIENT, OPD_OUT);
-		b->copy(x->be, st, ptr_of(x, out), s->bufs[in].elem, ptr_of(x, in), s->bufs[in].elem,
-			elems_of(&s->bufs[in]));
-		break;
-	case OP_COPY_IN:
-		in = op_operand(s, i, BUF_FULL_GRAD, OPD_IN);
-		out = op_operand(s, i, BUF_RS_IN, OPD_OUT);
-		if (s->per_tensor_shards)
-			b->pack(x->be, st, &x->lay->units[o->unit], ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in),
-				s->bufs[in].elem, s->shard_n);
-		else /* a cast to the reduce dtype */
-			b->copy(x->be, st, ptr_of(x, out), s->bufs[out].elem, ptr_of(x, in), s->bufs[in].elem,
-				elems_of(&s->bufs[out]));
 		break;
 	case OP_REDUCE_SCATTER:
 		in = opd_either(x, i, BUF_FULL_GRAD, BUF_RS_IN, OPD_IN);

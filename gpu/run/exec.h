@@ -67,4 +67,17 @@ const struct memory *exec_memory(const struct exec *x);
  */
 void exec_param_sums(const struct exec *x, double *sum, double *sumsq);
 
+/*
+ * Copy op i of s (OP_COPY_OUT, OP_CONCAT, OP_COPY_IN) launched on its
+ * stream as a step launches it (lay: s's, layout_new), each operand buffer
+ * where ptr(ctx, buf) says: the executor's memory, or gpu_run --calibrate's
+ * buffers, which times a schedule's copies alone (FSDP2's per-tensor packs
+ * are not passes: on the H200 they took 1.6 to 1.8 times a pass of their
+ * bytes).
+ */
+struct backend_ops;
+struct layout;
+void exec_launch_copy(const struct backend_ops *b, struct backend *be, const struct schedule *s,
+		      const struct layout *lay, int i, void *(*ptr)(void *ctx, int buf), void *ctx);
+
 #endif
