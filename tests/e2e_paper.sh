@@ -12,6 +12,8 @@
 #      is missing; with a quick validation (gpu/run/validate.sh --quick)
 #      the validation fragment has a row per measured run and the op kinds;
 #   4. the policy labels name what differs (hsdp, fsdp + block+io);
+#      a measured run is paired with its calibrated prediction where it has
+#      one (the H200's runs: calibrated, then the newer catalog ones);
 #   5. each case-study experiment runs with ./sim, and each CPU one with
 #      gpu_run for one step;
 #   6. bad arguments to report.py and paper/cases.sh exit 2.
@@ -219,6 +221,25 @@ assert all("=" not in l and "\n" not in l for l in labels), labels
 print(", ".join(labels))
 EOF
 ); then ok "labels: $out"; else bad "labels" "$out"; fi
+
+# 4b. a measured run is drawn and counted beside its calibrated prediction where it has one: the H200's runs
+# were compared with the calibration, then with the catalog alone (the newer)
+if out=$($PY - 2>&1 <<'EOF'
+import sys
+sys.path.insert(0, "paper")
+import casedata, report
+runs = report.load("data/runs/h200-cuda-20261128.h5")
+pairs = casedata.compared_pairs(runs)
+cal = [p.attrs.get("cluster.calibration", "") for _, p in pairs]
+assert len(pairs) == 21 and all(c.startswith("data/calibration/h200-cuda.h5@") for c in cal), (len(pairs), set(cal))
+newest = {}
+for r in runs:
+    if r.attrs.get("source") == "sim" and r.attrs.get("compares"):
+        newest[r.attrs["compares"]] = r.attrs.get("cluster.calibration", "")
+assert set(newest.values()) == {""}, set(newest.values())  # the newest of each is the catalog's
+print("%d runs beside their calibrated predictions, not the newer catalog ones" % len(pairs))
+EOF
+); then ok "pairs: $out"; else bad "pairs" "$out"; fi
 
 # 5. the case-study experiments run
 fails=""
