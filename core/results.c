@@ -690,20 +690,24 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 		H5Gclose(run);
 		return;
 	}
-	if (h5file_has_attr(run, "hardware"))
-		h5file_read_str(s, run, "hardware", r->hardware, sizeof r->hardware);
-	if (h5file_has_attr(run, "compares"))
-		h5file_read_str(s, run, "compares", r->compares, sizeof r->compares);
-	if (h5file_has_attr(run, "collectives_check"))
-		h5file_read_str(s, run, "collectives_check", r->collectives_check, sizeof r->collectives_check);
-	if (h5file_has_attr(run, "build"))
-		h5file_read_str(s, run, "build", r->build, sizeof r->build);
-	if (h5file_has_attr(run, "created"))
-		h5file_read_str(s, run, "created", r->created, sizeof r->created);
-	if (h5file_has_attr(run, "binary"))
-		h5file_read_str(s, run, "binary", r->binary, sizeof r->binary);
-	if (h5file_has_attr(run, "kernels.attention_used"))
-		h5file_read_str(s, run, "kernels.attention_used", r->attention_used, sizeof r->attention_used);
+	{ /* the optional string attributes a run may carry ("" where it has none) */
+		const struct {
+			const char *name;
+			char *buf;
+			size_t len;
+		} opt[] = {
+			{ "hardware", r->hardware, sizeof r->hardware },
+			{ "compares", r->compares, sizeof r->compares },
+			{ "collectives_check", r->collectives_check, sizeof r->collectives_check },
+			{ "build", r->build, sizeof r->build },
+			{ "created", r->created, sizeof r->created },
+			{ "binary", r->binary, sizeof r->binary },
+			{ "kernels.attention_used", r->attention_used, sizeof r->attention_used },
+		};
+		for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+			if (h5file_has_attr(run, opt[i].name))
+				h5file_read_str(s, run, opt[i].name, opt[i].buf, opt[i].len);
+	}
 	if (r->build[0] && strcmp(r->build, "device") && strcmp(r->build, "meta") && !r->error[0])
 		snprintf(r->error, sizeof r->error, "attribute build = '%.32s' (allowed: device, meta)", r->build);
 

@@ -648,7 +648,7 @@ static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how
 }
 
 /* A block's kernels, forward then backward without recomputation, with their times measured alone. */
-static void busy_plan(struct busy *b, const struct schedule *s, const struct cal_kernel *ks, int nks)
+static void busy_plan(struct busy *b, const struct schedule *s, const struct calibration *cal)
 {
 	int act = elem_bytes(s->act_elem);
 
@@ -660,13 +660,12 @@ static void busy_plan(struct busy *b, const struct schedule *s, const struct cal
 					       b->kn + b->n, MODEL_MAX_KERNELS);
 		b->n += nk;
 	}
-	for (int i = 0; i < b->n; i++)
-		for (int j = 0; j < nks; j++)
-			if (!strcmp(ks[j].name, b->kn[i].name) && ks[j].m == b->kn[i].m && ks[j].n == b->kn[i].n &&
-			    ks[j].k == b->kn[i].k && ks[j].bytes == b->kn[i].bytes) {
-				b->ns += ks[j].ns;
-				break;
-			}
+	for (int i = 0; i < b->n; i++) { /* as measured by name and shape (every block kernel is, above) */
+		int exact;
+		double ns = calibration_kernel_ns(cal, &b->kn[i], CAL_ALONE, &exact);
+		if (exact)
+			b->ns += ns;
+	}
 }
 
 static void passes(struct cal *k, struct calibration *cal)
@@ -801,26 +800,17 @@ static void copy_ops(struct cal *k, struct calibration *cal, struct variant *v, 
 			const struct op *o = &s->ops[i];
 			struct kernel kn = { .kind = K_ELEMENTWISE, .bytes = o->bytes };
 			struct copy_op a = { s, NULL, i, k->dev[0], k->dev[1] };
-			struct cal_kernel *x;
-			int seen = 0;
+			int before = cal->nkernels, cap = cal->nkernels;
 			if (!copy_op_fits(s, i, k->dev_bytes, w == 0))
 				continue;
 			snprintf(kn.name, sizeof kn.name, "%s", op_kind_name((enum op_kind)o->kind));
-			for (int j = 0; j < cal->nkernels && !seen; j++)
-				seen = !strcmp(cal->kernels[j].name, kn.name) && cal->kernels[j].bytes == kn.bytes &&
-				       !cal->kernels[j].m && !cal->kernels[j].n && !cal->kernels[j].k;
-			if (seen)
+			add_kernel(&cal->kernels, &cal->nkernels, &cap, &kn); /* each kind and size once */
+			if (cal->nkernels == before)
 				continue;
 			if (!lay)
 				lay = layout_new(s);
 			a.lay = lay;
-			cal->kernels = xrealloc(cal->kernels, sizeof(*cal->kernels) * (size_t)(cal->nkernels + 1));
-			x = &cal->kernels[cal->nkernels++];
-			memset(x, 0, sizeof(*x));
-			snprintf(x->name, sizeof x->name, "%s", kn.name);
-			x->kind = K_ELEMENTWISE;
-			x->bytes = kn.bytes;
-			x->ns = measure(k, o->stream, run_copy_op, &a, NULL, NULL);
+			cal->kernels[before].ns = measure(k, o->stream, run_copy_op, &a, NULL, NULL);
 		}
 		if (lay)
 			layout_free(lay);
@@ -992,7 +982,7 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	kernels(&k, cal.gemm, cal.ngemm, "gemm grid", NULL);
 	/* the collectives again, beside a block's kernels as measured */
 	busy = xmalloc(sizeof(*busy));
-	busy_plan(busy, s, cal.kernels, cal.nkernels);
+	busy_plan(busy, s, &cal);
 	collectives(&k, cal.colls, how, cal.ncolls, busy);
 	free(busy);
 	passes(&k, &cal);
