@@ -147,10 +147,16 @@ static struct kind kinds[] = {
 		  RT_FIELD(dtensor_us, F_DOUBLE, 0, 1e6),
 		  RT_FIELD(launch_queue, F_INT, 0, 1 << 20),
 		  RT_FIELD(lazy_optim_state, F_INT, 0, 1),
+		  RT_FIELD(norm_eff, F_DOUBLE, 0, 1),
+		  RT_FIELD(cast_up_sm_gbps, F_DOUBLE, 0, 1e4),
+		  RT_FIELD(gather_sm_gbps, F_DOUBLE, 0, 1e4),
+		  RT_FIELD(broadcast_sm_gbps, F_DOUBLE, 0, 1e4),
+		  RT_FIELD(reduce_sm_gbps, F_DOUBLE, 0, 1e4),
+		  RT_FIELD(multi_tensor_eff, F_DOUBLE, 0, 1),
 		  { "source", F_TEXT, offsetof(struct runtime_spec, source),
 		    sizeof(((struct runtime_spec *)0)->source), 0, 0 },
 	  },
-	  .nfields = 19 },
+	  .nfields = 25 },
 };
 
 enum { KIND_GPU, KIND_MODEL, KIND_RUNTIME, KIND_COUNT };

@@ -86,6 +86,18 @@ struct runtime_spec {
 	double dtensor_us;           /* host time per tensor of each multi-tensor optimizer op (DTensor dispatch) */
 	int launch_queue;            /* kernels a stream holds launched and not yet finished before a launch blocks; 0: no bound */
 	int lazy_optim_state;        /* 1: the optimizer makes its state, a tensor per moment and parameter, in its first step */
+	/*
+	 * The rates of its memory-bound kernels by how they move their bytes
+	 * (enum mem_access, core/model.h): a fraction of the GPU's HBM
+	 * bandwidth, or a rate per SM the kernel runs on (what its loads in
+	 * flight allow, whatever the HBM); 0: as a stream (hbm_eff)
+	 */
+	double norm_eff;             /* MA_NORM: fraction of hbm_gbps */
+	double cast_up_sm_gbps;      /* MA_CAST_UP: GB/s per SM */
+	double gather_sm_gbps;       /* MA_GATHER: GB/s per SM */
+	double broadcast_sm_gbps;    /* MA_BROADCAST: GB/s per SM, at most hbm_eff */
+	double reduce_sm_gbps;       /* MA_REDUCE: GB/s per SM */
+	double multi_tensor_eff;     /* the optimizer's multi-tensor kernels (foreach, fused): fraction of hbm_gbps */
 	char source[160];
 };
 

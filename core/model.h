@@ -110,6 +110,24 @@ enum kernel_kind {
 	K_KIND_COUNT
 };
 
+/*
+ * How a memory-bound kernel moves its bytes, which sets the bandwidth it
+ * reaches (the runtime's catalog entry gives each pattern's rate; a
+ * pattern it gives no rate runs as a stream). The patterns are the
+ * templates PyTorch's eager element-wise kernels are instances of
+ * (aten/src/ATen/native/cuda/Loops.cuh, Reduce.cuh, layer_norm_kernel.cu);
+ * this project's kernels and Inductor's generated ones are streams.
+ */
+enum mem_access {
+	MA_STREAM,    /* contiguous operands of one dtype, vectorised loads: the GPU's streaming rate (hbm_eff) */
+	MA_NORM,      /* a reduction over each row, then a pass over it (RMSNorm forward and backward) */
+	MA_CAST_UP,   /* a copy into a wider dtype (bf16 to fp32): unrolled, element-wide loads */
+	MA_GATHER,    /* a copy of an expanded tensor: an offset computed per element (repeat_kv) */
+	MA_BROADCAST, /* an element-wise op with a broadcast operand, strided offsets (RoPE's complex product) */
+	MA_REDUCE,    /* a sum over a middle dimension (repeat_kv's backward) */
+	MA_COUNT
+};
+
 #define KERNEL_NAME_MAX 24
 
 struct kernel {
@@ -119,6 +137,7 @@ struct kernel {
 	uint64_t flops;    /* floating-point operations the kernel executes */
 	uint64_t bytes;    /* HBM bytes read plus written */
 	int backward;      /* K_ATTN: 1 for the backward kernel (priced apart from the forward) */
+	enum mem_access access; /* K_ELEMENTWISE: how it moves its bytes */
 };
 
 #define MODEL_MAX_KERNELS 64

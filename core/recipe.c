@@ -59,6 +59,13 @@ static void ew(struct klist *l, const char *name, uint64_t bytes, uint64_t flops
 	klist_put(l, name, K_ELEMENTWISE, 0, 0, 0, flops, bytes);
 }
 
+/* An element-wise kernel that moves its bytes by pattern `access` (model.h). */
+static void ew_as(struct klist *l, const char *name, uint64_t bytes, uint64_t flops, enum mem_access access)
+{
+	ew(l, name, bytes, flops);
+	l->k[l->n - 1].access = access;
+}
+
 /* ---- the block's tensors ------------------------------------------------- */
 
 enum tensor {
@@ -141,6 +148,7 @@ struct op {
 	int saves[MAXT];          /* what its backward reads */
 	int bwd_kernels;          /* element-wise: kernels its backward launches (0: a view, none) */
 	const char *bwd_name;
+	enum mem_access fwd_access, bwd_access; /* element-wise: how its forward and backward kernels move bytes */
 };
 
 #define L(...) { __VA_ARGS__, T_NONE }
@@ -148,35 +156,50 @@ struct op {
 /*
  * The block's first ops, eager and compiled alike: the norm, the three
  * projections, and RoPE's casts and complex product (which Inductor leaves
- * to eager kernels: compile_block), up to k's cast back.
+ * to eager kernels: compile_block), up to k's cast back. NORM and UP are
+ * how the norm's kernels and the casts to fp32 move their bytes: eager
+ * PyTorch's templates (MA_NORM, MA_CAST_UP), or Inductor's generated
+ * kernels (MA_STREAM). The complex product is eager in both, a broadcast
+ * of the rotation table over the heads (Loops.cuh's elementwise_kernel
+ * with offsets, the H200 profile's elementwise_kernel<128, 2>).
  */
-#define QKV_ROPE_OPS \
-	{ "attn_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X), L(T_XN1, T_RSTD1), L(T_X, T_RSTD1), 2, "attn_norm_bwd" }, \
-	{ "wq", K_GEMM, SAC_MM, L(T_XN1), L(T_Q), L(T_XN1), 0, NULL }, \
-	{ "wk", K_GEMM, SAC_MM, L(T_XN1), L(T_K), L(T_XN1), 0, NULL }, \
-	{ "wv", K_GEMM, SAC_MM, L(T_XN1), L(T_V), L(T_XN1), 0, NULL }, \
-	{ "q_float", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QF), L(T_NONE), 1, "q_float_bwd" }, \
-	{ "k_float", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KF), L(T_NONE), 1, "k_float_bwd" }, \
-	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_QF), L(T_QC), L(T_NONE), 1, "q_rope_bwd" }, \
-	{ "q_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_QC), L(T_QR), L(T_NONE), 1, "q_type_as_bwd" }, \
-	{ "k_rope", K_ELEMENTWISE, SAC_OTHER, L(T_KF), L(T_KC), L(T_NONE), 1, "k_rope_bwd" }
+#define QKV_ROPE_OPS(NORM, UP) \
+	{ "attn_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X), L(T_XN1, T_RSTD1), L(T_X, T_RSTD1), 2, "attn_norm_bwd", NORM, NORM }, \
+	{ "wq", K_GEMM, SAC_MM, L(T_XN1), L(T_Q), L(T_XN1), 0, NULL, MA_STREAM, MA_STREAM }, \
+	{ "wk", K_GEMM, SAC_MM, L(T_XN1), L(T_K), L(T_XN1), 0, NULL, MA_STREAM, MA_STREAM }, \
+	{ "wv", K_GEMM, SAC_MM, L(T_XN1), L(T_V), L(T_XN1), 0, NULL, MA_STREAM, MA_STREAM }, \
+	{ "q_float", K_ELEMENTWISE, SAC_OTHER, L(T_Q), L(T_QF), L(T_NONE), 1, "q_float_bwd", UP, MA_STREAM }, \
+	{ "k_float", K_ELEMENTWISE, SAC_OTHER, L(T_K), L(T_KF), L(T_NONE), 1, "k_float_bwd", UP, MA_STREAM }, \
+	{ "q_rope", K_ELEMENTWISE, SAC_OTHER, L(T_QF), L(T_QC), L(T_NONE), 1, "q_rope_bwd", MA_BROADCAST, MA_BROADCAST }, \
+	{ "q_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_QC), L(T_QR), L(T_NONE), 1, "q_type_as_bwd", MA_STREAM, UP }, \
+	{ "k_rope", K_ELEMENTWISE, SAC_OTHER, L(T_KF), L(T_KC), L(T_NONE), 1, "k_rope_bwd", MA_BROADCAST, MA_BROADCAST }
 
-/* PyTorch eager, torchtitan's TransformerBlock (see the top of this file). */
+/*
+ * PyTorch eager, torchtitan's TransformerBlock (see the top of this file).
+ * How each kernel moves its bytes, by the template the H200 session's
+ * profile names (data/pytorch/nvidia-h200-fsdp2-w1.h5, each run's
+ * `kernels`): the norms vectorized_layer_norm_kernel,
+ * layer_norm_grad_input_kernel and GammaBetaBackward (MA_NORM); the casts
+ * to fp32 unrolled_elementwise_kernel with direct_copy (MA_CAST_UP; the
+ * casts back are vectorised streams); repeat_kv's copy
+ * elementwise_kernel<128, 4> (MA_GATHER) and its backward's sum
+ * reduce_kernel (MA_REDUCE); the rest vectorized_elementwise_kernel.
+ */
 static const struct op eager_block[] = {
-	QKV_ROPE_OPS,
-	{ "k_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KR), L(T_NONE), 1, "k_type_as_bwd" },
-	{ "k_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KR), L(T_KE), L(T_NONE), 1, "k_repeat_bwd" },
-	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd" },
-	{ "attention", K_ATTN, SAC_ATTN, L(T_QR, T_KE, T_VE), L(T_ATT, T_LSE), L(T_QR, T_KE, T_VE, T_ATT, T_LSE), 0, NULL },
-	{ "wo", K_GEMM, SAC_MM, L(T_ATT), L(T_WO), L(T_ATT), 0, NULL },
-	{ "residual1", K_ELEMENTWISE, SAC_OTHER, L(T_X, T_WO), L(T_H), L(T_NONE), 0, NULL },
-	{ "mlp_norm", K_ELEMENTWISE, SAC_OTHER, L(T_H), L(T_XN2, T_RSTD2), L(T_H, T_RSTD2), 2, "mlp_norm_bwd" },
-	{ "w1", K_GEMM, SAC_MM, L(T_XN2), L(T_G), L(T_XN2), 0, NULL },
-	{ "w3", K_GEMM, SAC_MM, L(T_XN2), L(T_U), L(T_XN2), 0, NULL },
-	{ "silu", K_ELEMENTWISE, SAC_OTHER, L(T_G), L(T_S), L(T_G), 1, "silu_bwd" },
-	{ "mul", K_ELEMENTWISE, SAC_OTHER, L(T_S, T_U), L(T_P), L(T_S, T_U), 2, "mul_bwd" },
-	{ "w2", K_GEMM, SAC_MM, L(T_P), L(T_DN), L(T_P), 0, NULL },
-	{ "residual2", K_ELEMENTWISE, SAC_OTHER, L(T_H, T_DN), L(T_OUT), L(T_NONE), 0, NULL },
+	QKV_ROPE_OPS(MA_NORM, MA_CAST_UP),
+	{ "k_type_as", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KR), L(T_NONE), 1, "k_type_as_bwd", MA_STREAM, MA_CAST_UP },
+	{ "k_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KR), L(T_KE), L(T_NONE), 1, "k_repeat_bwd", MA_GATHER, MA_REDUCE },
+	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd", MA_GATHER, MA_REDUCE },
+	{ "attention", K_ATTN, SAC_ATTN, L(T_QR, T_KE, T_VE), L(T_ATT, T_LSE), L(T_QR, T_KE, T_VE, T_ATT, T_LSE), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "wo", K_GEMM, SAC_MM, L(T_ATT), L(T_WO), L(T_ATT), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "residual1", K_ELEMENTWISE, SAC_OTHER, L(T_X, T_WO), L(T_H), L(T_NONE), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "mlp_norm", K_ELEMENTWISE, SAC_OTHER, L(T_H), L(T_XN2, T_RSTD2), L(T_H, T_RSTD2), 2, "mlp_norm_bwd", MA_NORM, MA_NORM },
+	{ "w1", K_GEMM, SAC_MM, L(T_XN2), L(T_G), L(T_XN2), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "w3", K_GEMM, SAC_MM, L(T_XN2), L(T_U), L(T_XN2), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "silu", K_ELEMENTWISE, SAC_OTHER, L(T_G), L(T_S), L(T_G), 1, "silu_bwd", MA_STREAM, MA_STREAM },
+	{ "mul", K_ELEMENTWISE, SAC_OTHER, L(T_S, T_U), L(T_P), L(T_S, T_U), 2, "mul_bwd", MA_STREAM, MA_STREAM },
+	{ "w2", K_GEMM, SAC_MM, L(T_P), L(T_DN), L(T_P), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "residual2", K_ELEMENTWISE, SAC_OTHER, L(T_H, T_DN), L(T_OUT), L(T_NONE), 0, NULL, MA_STREAM, MA_STREAM },
 };
 
 /*
@@ -195,21 +218,21 @@ static const struct op eager_block[] = {
  * sum h as wo's output, as many bytes (torch/_inductor/scheduler.py fusion,
  * torch/_functorch/partitioners.py min_cut_rematerialization_partition;
  * experiments/pytorch/saved.py lists PyTorch 2.11's choice, and kept()
- * says what checkpointing changes).
+ * says what checkpointing changes). Generated kernels are streams.
  */
 static const struct op compile_block[] = {
-	QKV_ROPE_OPS,
-	{ "k_type_as_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KE), L(T_NONE), 1, "k_type_as_repeat_bwd" },
-	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd" },
-	{ "attention", K_ATTN, SAC_ATTN, L(T_QR, T_KE, T_VE), L(T_ATT, T_LSE), L(T_QR, T_KE, T_VE, T_ATT, T_LSE), 0, NULL },
-	{ "wo", K_GEMM, SAC_MM, L(T_ATT), L(T_WO), L(T_ATT), 0, NULL },
+	QKV_ROPE_OPS(MA_STREAM, MA_STREAM),
+	{ "k_type_as_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_KC), L(T_KE), L(T_NONE), 1, "k_type_as_repeat_bwd", MA_STREAM, MA_STREAM },
+	{ "v_repeat", K_ELEMENTWISE, SAC_OTHER, L(T_V), L(T_VE), L(T_NONE), 1, "v_repeat_bwd", MA_STREAM, MA_STREAM },
+	{ "attention", K_ATTN, SAC_ATTN, L(T_QR, T_KE, T_VE), L(T_ATT, T_LSE), L(T_QR, T_KE, T_VE, T_ATT, T_LSE), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "wo", K_GEMM, SAC_MM, L(T_ATT), L(T_WO), L(T_ATT), 0, NULL, MA_STREAM, MA_STREAM },
 	{ "residual1_mlp_norm", K_ELEMENTWISE, SAC_OTHER, L(T_X, T_WO), L(T_H, T_XN2, T_RSTD2), L(T_H, T_RSTD2), 2,
-	  "mlp_norm_bwd" },
-	{ "w1", K_GEMM, SAC_MM, L(T_XN2), L(T_G), L(T_XN2), 0, NULL },
-	{ "w3", K_GEMM, SAC_MM, L(T_XN2), L(T_U), L(T_XN2), 0, NULL },
-	{ "silu_mul", K_ELEMENTWISE, SAC_OTHER, L(T_G, T_U), L(T_P), L(T_G, T_U), 1, "silu_mul_bwd" },
-	{ "w2", K_GEMM, SAC_MM, L(T_P), L(T_DN), L(T_P), 0, NULL },
-	{ "residual2", K_ELEMENTWISE, SAC_OTHER, L(T_H, T_DN), L(T_OUT), L(T_NONE), 0, NULL },
+	  "mlp_norm_bwd", MA_STREAM, MA_STREAM },
+	{ "w1", K_GEMM, SAC_MM, L(T_XN2), L(T_G), L(T_XN2), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "w3", K_GEMM, SAC_MM, L(T_XN2), L(T_U), L(T_XN2), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "silu_mul", K_ELEMENTWISE, SAC_OTHER, L(T_G, T_U), L(T_P), L(T_G, T_U), 1, "silu_mul_bwd", MA_STREAM, MA_STREAM },
+	{ "w2", K_GEMM, SAC_MM, L(T_P), L(T_DN), L(T_P), 0, NULL, MA_STREAM, MA_STREAM },
+	{ "residual2", K_ELEMENTWISE, SAC_OTHER, L(T_H, T_DN), L(T_OUT), L(T_NONE), 0, NULL, MA_STREAM, MA_STREAM },
 };
 
 #undef L
@@ -358,7 +381,8 @@ static void op_forward(struct klist *l, const struct op *o, const struct model_d
 		    list_bytes(o->in, d, a) + list_bytes(o->out, d, a));
 		break;
 	default:
-		ew(l, o->name, list_bytes(o->in, d, a) + list_bytes(o->out, d, a), list_bytes(o->out, d, 1));
+		ew_as(l, o->name, list_bytes(o->in, d, a) + list_bytes(o->out, d, a), list_bytes(o->out, d, 1),
+		      o->fwd_access);
 	}
 }
 
@@ -405,7 +429,7 @@ static void op_backward(struct klist *l, const struct op *o, const struct model_
 		for (int k = 0; k < o->bwd_kernels; k++) {
 			snprintf(name, sizeof name, o->bwd_kernels > 1 ? "%s%d" : "%s", o->bwd_name, k);
 			/* each kernel reads the incoming gradient and the saved tensors; the input gradients are written once */
-			ew(l, name, dout + saves + (k == 0 ? din : 0), din / (uint64_t)a);
+			ew_as(l, name, dout + saves + (k == 0 ? din : 0), din / (uint64_t)a, o->bwd_access);
 		}
 	}
 }
@@ -485,7 +509,9 @@ static void block_kernels(struct klist *l, const struct table *t, const struct m
  * logits for each row's maximum and the log of its sum of exponentials
  * (Inductor's decomposition of log_softmax: amax, then log(sum(exp(x -
  * amax)))), and one backward kernel writing the bf16 gradient of the
- * logits from logits, those two and targets.
+ * logits from logits, those two and targets. The final norm is eager
+ * PyTorch's under both: torchtitan compiles each block and the loss
+ * (apply_compile), not the model around them.
  */
 /*
  * Passes over the N x V fp32 logits ATen's (log_)softmax kernels make, a
@@ -518,10 +544,10 @@ static void head_kernels(struct klist *l, enum kernel_recipe r, const struct mod
 	uint64_t N = (uint64_t)d->N, ND = N * d->D, NV = N * d->V;
 
 	if (ph == PH_FWD) {
-		ew(l, "final_norm", 2 * ND * a + 4 * N, 4 * ND);
+		ew_as(l, "final_norm", 2 * ND * a + 4 * N, 4 * ND, MA_NORM);
 		klist_gemm(l, "output", d->N, d->V, d->D, a);
 		if (r == KR_EAGER) {
-			ew(l, "loss_float", NV * (a + 4), 0);
+			ew_as(l, "loss_float", NV * (a + 4), 0, MA_CAST_UP);
 			ew(l, "log_softmax", softmax_passes(d->V, 0) * NV * 4, 5 * NV);
 			ew(l, "nll_loss", N * (8 + 4), N);
 		} else {
@@ -541,8 +567,8 @@ static void head_kernels(struct klist *l, enum kernel_recipe r, const struct mod
 	}
 	klist_gemm(l, "output_dgrad", d->N, d->D, d->V, a);
 	klist_gemm(l, "output_wgrad", d->V, d->D, d->N, a);
-	ew(l, "final_norm_bwd0", 3 * ND * a + 4 * N, 8 * ND);
-	ew(l, "final_norm_bwd1", 2 * ND * a + 4 * N, 2 * ND);
+	ew_as(l, "final_norm_bwd0", 3 * ND * a + 4 * N, 8 * ND, MA_NORM);
+	ew_as(l, "final_norm_bwd1", 2 * ND * a + 4 * N, 2 * ND, MA_NORM);
 }
 
 /* ---- public ---------------------------------------------------------------- */

@@ -432,8 +432,8 @@ static int class_predict(struct cmp *c, char *err, int errlen)
 										       cost.hbm_bytes_per_ns));
 			}
 		} else if (o->bytes || o->kind == OP_OPTIM) {
-			double ns = cost.cal ? cost_cal_op_ns(&cost, i, 0) : cost_memory_ns(&cost, o->bytes, cost.gpu->sms,
-											      cost.hbm_bytes_per_ns);
+			double ns = cost.cal ? cost_cal_op_ns(&cost, i, 0) : cost_op_memory_ns(&cost, o, cost.gpu->sms,
+												 cost.hbm_bytes_per_ns);
 			c->class_pred[o->kind == OP_OPTIM ? KC_OPTIM : KC_OTHER] += 1e-9 * ns;
 		}
 	}

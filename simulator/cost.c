@@ -223,14 +223,72 @@ double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, dou
 		break;
 	}
 	case K_ELEMENTWISE:
-		return cost_memory_ns(c, k->bytes, sms, hbm);
+		t = (double)k->bytes / cost_access_bw(c, k->access, sms, hbm);
+		break;
 	default:
 		assert(!"bad kernel kind");
 	}
-	tmem = (double)k->bytes / cost_membw(c, sms, hbm);
-	if (tmem > t)
-		t = tmem;
+	if (k->kind != K_ELEMENTWISE) {
+		tmem = (double)k->bytes / cost_membw(c, sms, hbm);
+		if (tmem > t)
+			t = tmem;
+	}
 	return t > 1e3 * g->kernel_min_us ? t : 1e3 * g->kernel_min_us;
+}
+
+/*
+ * The bandwidth of a memory-bound kernel that moves its bytes by `access`
+ * on `sms` SMs, where a stream gets `hbm` of the HBM (the runtime's rates,
+ * core/catalog.ini): a fraction of the HBM scales the stream's; a rate per
+ * SM caps it, the SMs the kernel has times that rate.
+ */
+double cost_access_bw(const struct cost *c, enum mem_access access, int sms, double hbm)
+{
+	const struct runtime_spec *r = &c->s->exp->runtime;
+	double bw = cost_membw(c, sms, hbm), per_sm = 0;
+
+	switch (access) {
+	case MA_NORM:
+		return r->norm_eff > 0 ? bw * r->norm_eff / c->gpu->hbm_eff : bw;
+	case MA_CAST_UP: per_sm = r->cast_up_sm_gbps; break;
+	case MA_GATHER: per_sm = r->gather_sm_gbps; break;
+	case MA_BROADCAST: per_sm = r->broadcast_sm_gbps; break;
+	case MA_REDUCE: per_sm = r->reduce_sm_gbps; break;
+	default: break;
+	}
+	return per_sm > 0 && per_sm * sms < bw ? per_sm * sms : bw;
+}
+
+/* A copy into a wider element type: the narrowest it reads is narrower than the widest it writes. */
+static int copy_widens(const struct schedule *s, const struct op *o)
+{
+	int in = 0, out = 0;
+
+	if (o->kind != OP_COPY_IN && o->kind != OP_COPY_OUT && o->kind != OP_COPY && o->kind != OP_CONCAT)
+		return 0;
+	for (uint32_t i = 0; i < o->nopd; i++) {
+		const struct operand *x = &s->opds[o->opd_first + i];
+		int b = elem_bytes((enum elem)s->bufs[x->buf].elem);
+		if (x->role & OPD_IN && (!in || b < in))
+			in = b;
+		if (x->role & OPD_OUT && b > out)
+			out = b;
+	}
+	return in && out > in;
+}
+
+double cost_op_memory_ns(const struct cost *c, const struct op *o, int sms, double hbm)
+{
+	double eff = c->s->exp->runtime.multi_tensor_eff, t;
+
+	/* a foreach or fused optimizer's multi-tensor kernels at their own fraction of the HBM */
+	if (o->kind == OP_OPTIM && c->s->optim != OPT_PER_PARAM && eff > 0)
+		return cost_memory_ns(c, o->bytes, sms, hbm * eff / c->gpu->hbm_eff);
+	/* a copy that widens (FSDP2's bf16 gradients into its fp32 reduce-scatter input, chunk_cat) as a cast up */
+	if (!copy_widens(c->s, o))
+		return cost_memory_ns(c, o->bytes, sms, hbm);
+	t = (double)o->bytes / cost_access_bw(c, MA_CAST_UP, sms, hbm);
+	return t > 1e3 * c->gpu->kernel_min_us ? t : 1e3 * c->gpu->kernel_min_us;
 }
 
 double cost_ktab_fill(struct cost *c, struct cost_memo *m, int ktab, int sms, double hbm, uint32_t hk)

@@ -57,6 +57,10 @@ void cost_release(struct cost *c);
 
 /* One kernel on `sms` SMs with `hbm` bytes/ns of HBM bandwidth. */
 double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, double hbm);
+/* The bandwidth (bytes/ns) of a memory-bound kernel moving its bytes by `access` on `sms` SMs, a stream's being hbm. */
+double cost_access_bw(const struct cost *c, enum mem_access access, int sms, double hbm);
+/* An op without a kernel list, priced by its bytes (the optimizer's multi-tensor kernels at their own rate). */
+double cost_op_memory_ns(const struct cost *c, const struct op *o, int sms, double hbm);
 /* Computes the time of kernel list ktab into memo slot m, keyed by hk; see cost_ktab_ns. */
 double cost_ktab_fill(struct cost *c, struct cost_memo *m, int ktab, int sms, double hbm, uint32_t hk);
 

@@ -235,7 +235,7 @@ static inline void kernel_rate(struct engine *g, struct act *a, int sms, double 
 	if (o->ktab >= 0) {
 		ns = cost_ktab_ns(&g->cost, o->ktab, sms, share);
 	} else {
-		ns = cost_memory_ns(&g->cost, o->bytes, sms, share);
+		ns = cost_op_memory_ns(&g->cost, o, sms, share);
 		if (o->launches > 1) {
 			/* many small launches: each kernel takes at least its minimum time */
 			double floor = 1e3 * g->cost.gpu->kernel_min_us * o->launches;

@@ -87,6 +87,50 @@ static void test_eager_block(void)
  * write each way; rows that fit 48 KiB of shared memory are read once
  * forward; rows of at most 1024 values are a warp's, read once both ways.
  */
+/*
+ * How each kernel moves its bytes (enum mem_access): eager PyTorch's
+ * templates in the eager recipe, Inductor's generated streams in the
+ * compiled one, where the kernels it leaves eager (RoPE's complex product,
+ * the final norm outside the blocks) keep theirs.
+ */
+static void test_access_patterns(void)
+{
+	static const struct { const char *name; enum mem_access eager, compiled; } want[] = {
+		{ "attn_norm", MA_NORM, MA_STREAM },          { "attn_norm_bwd0", MA_NORM, MA_STREAM },
+		{ "q_float", MA_CAST_UP, MA_STREAM },          { "q_float_bwd", MA_STREAM, MA_STREAM },
+		{ "q_type_as", MA_STREAM, MA_STREAM },         { "q_type_as_bwd", MA_CAST_UP, MA_STREAM },
+		{ "q_rope", MA_BROADCAST, MA_BROADCAST },      { "k_rope_bwd", MA_BROADCAST, MA_BROADCAST },
+		{ "k_repeat", MA_GATHER, MA_COUNT },           { "v_repeat_bwd", MA_REDUCE, MA_STREAM },
+		{ "mlp_norm_bwd1", MA_NORM, MA_STREAM },       { "silu", MA_STREAM, MA_COUNT },
+		{ "final_norm", MA_NORM, MA_NORM },            { "final_norm_bwd1", MA_NORM, MA_NORM },
+		{ "loss_float", MA_CAST_UP, MA_COUNT },        { "loss_float_bwd", MA_STREAM, MA_COUNT },
+	};
+	for (int r = 0; r < 2; r++) {
+		enum kernel_recipe kr = r ? KR_COMPILE : KR_EAGER;
+		struct kernel k[2 * MODEL_MAX_KERNELS];
+		int n = 0, library = 0;
+
+		for (int s = 0; s < 2; s++)
+			for (int ph = 0; ph < 2; ph++)
+				n += recipe_kernels(kr, &l8b, 1, s ? SEG_HEAD : SEG_BLOCK, ph ? PH_BWD : PH_FWD, AC_NONE,
+						    LOSS_FULL, 2, k + n, 2 * MODEL_MAX_KERNELS - n);
+		for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+			enum mem_access a = r ? want[i].compiled : want[i].eager;
+			const struct kernel *x = named(k, n, want[i].name);
+			/* MA_COUNT: the recipe has no such kernel */
+			CU_ASSERT_EQUAL(x != NULL, a != MA_COUNT);
+			if (x && a != MA_COUNT && x->access != a)
+				CU_FAIL_FATAL(want[i].name);
+		}
+		for (int i = 0; i < n; i++)
+			if (k[i].kind != K_ELEMENTWISE) {
+				library++;
+				CU_ASSERT_EQUAL(k[i].access, MA_STREAM);
+			}
+		CU_ASSERT(library > 0);
+	}
+}
+
 static void test_eager_loss_softmax(void)
 {
 	struct kernel k[MODEL_MAX_KERNELS];
@@ -357,6 +401,7 @@ void suite_recipe(void)
 	CU_add_test(s, "a block's saved tensors: one each, summing to its saved bytes", test_saved_tensors);
 	CU_add_test(s, "eager block: kernels and bytes", test_eager_block);
 	CU_add_test(s, "the eager loss's softmax passes over the logits", test_eager_loss_softmax);
+	CU_add_test(s, "how each kernel moves its bytes, eager and compiled", test_access_patterns);
 	CU_add_test(s, "compiled block: fused kernels", test_compiled_block);
 	CU_add_test(s, "eager saved bytes per checkpointing mode", test_eager_saved_bytes);
 	CU_add_test(s, "compiled saved bytes per checkpointing mode", test_compiled_saved_bytes);

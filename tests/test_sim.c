@@ -102,7 +102,7 @@ static void test_sdpa_backend(void)
 	 * 33 heads of 8192 tokens, head dim 128 (33 x 64 blocks of 128 rows: 16
 	 * full waves on 132 SMs), causal FLOPs as the recipes count them
 	 */
-	struct kernel f = { "attention", K_ATTN, 33, 8192, 128, 0, 0, 0 }, b = f;
+	struct kernel f = { "attention", K_ATTN, 33, 8192, 128, 0, 0, 0, MA_STREAM }, b = f;
 
 	f.flops = 33ull * 2 * 8192 * 8192 * 128;
 	b.flops = 5 * f.flops / 2;
@@ -199,6 +199,83 @@ static void test_step_limits(void)
 	config_release(&e);
 }
 
+/*
+ * A memory-bound kernel's rate by how it moves its bytes (enum mem_access):
+ * under PyTorch's runtime a norm at norm_eff of the HBM, a gather capped at
+ * its rate per SM (times the SMs it has, so that fewer SMs slow it where a
+ * stream would not slow), a stream at hbm_eff; under the testbed runtime,
+ * whose catalog entry gives no rates, every pattern is a stream. The
+ * optimizer's multi-tensor kernels and a widening copy likewise.
+ */
+static void test_memory_access_rates(void)
+{
+	static const char *const runtimes[] = { "pytorch", "testbed" };
+	const uint64_t bytes = 1ull << 30;
+
+	for (int r = 0; r < 2; r++) {
+		struct experiment e;
+		struct schedule *s;
+		struct cost c;
+		char err[256], set[64];
+		struct kernel stream = { "x", K_ELEMENTWISE, 0, 0, 0, 0, bytes, 0, MA_STREAM };
+		struct kernel norm = stream, gather = stream, up = stream;
+		double hbm, ts, tn, tg, tg_few, tu;
+		int pt = r == 0, optim = -1, widen = -1;
+
+		norm.access = MA_NORM;
+		gather.access = MA_GATHER;
+		up.access = MA_CAST_UP;
+		config_init(&e);
+		config_set(&e, "cluster.gpu=h100-sxm", "t");
+		config_set(&e, "model.name=llama3-8b", "t");
+		config_set(&e, "model.layers=2", "t");
+		config_set(&e, "policy.precision=mixed", "t");
+		snprintf(set, sizeof set, "policy.runtime=%s", runtimes[r]);
+		config_set(&e, set, "t");
+		CU_ASSERT_FATAL(config_resolve(&e) == 0);
+		s = schedule_new(&e, err, sizeof(err));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+		hbm = c.hbm_bytes_per_ns;
+		CU_ASSERT_DOUBLE_EQUAL(hbm, 3350 * 0.9, 1e-9);
+		ts = cost_kernel_ns(&c, &stream, 132, hbm);
+		tn = cost_kernel_ns(&c, &norm, 132, hbm);
+		tg = cost_kernel_ns(&c, &gather, 132, hbm);
+		tg_few = cost_kernel_ns(&c, &gather, 66, hbm);
+		tu = cost_kernel_ns(&c, &up, 132, hbm);
+		CU_ASSERT_DOUBLE_EQUAL(ts, bytes / hbm, 1e-6 * ts);
+		if (pt) {
+			CU_ASSERT_DOUBLE_EQUAL(tn, bytes / (3350 * 0.62), 1e-6 * tn);
+			CU_ASSERT_DOUBLE_EQUAL(tg, bytes / (132 * 9.1), 1e-6 * tg);
+			CU_ASSERT_DOUBLE_EQUAL(tg_few / tg, 2.0, 1e-9);
+			CU_ASSERT_DOUBLE_EQUAL(tu, bytes / (132 * 15.0), 1e-6 * tu);
+		} else {
+			CU_ASSERT_DOUBLE_EQUAL(tn, ts, 1e-9 * ts);
+			CU_ASSERT_DOUBLE_EQUAL(tg, ts, 1e-9 * ts);
+			CU_ASSERT_DOUBLE_EQUAL(tu, ts, 1e-9 * ts);
+			/* a stream on half the SMs still has the quarter it needs to saturate the HBM */
+			CU_ASSERT_DOUBLE_EQUAL(tg_few, ts, 1e-9 * ts);
+		}
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			if (o->kind == OP_OPTIM && optim < 0)
+				optim = i;
+			if (o->kind == OP_COPY_IN && widen < 0)
+				widen = i;
+		}
+		CU_ASSERT_FATAL(optim >= 0);
+		CU_ASSERT_DOUBLE_EQUAL(cost_op_memory_ns(&c, &s->ops[optim], 132, hbm),
+				       s->ops[optim].bytes / (3350 * (pt ? 0.8 : 0.9)), 1e-3);
+		/* bf16 gradients cast into an fp32 reduce-scatter input: FSDP2's chunk_cat, or the testbed's stream */
+		CU_ASSERT_FATAL(widen >= 0);
+		CU_ASSERT_DOUBLE_EQUAL(cost_op_memory_ns(&c, &s->ops[widen], 132, hbm),
+				       s->ops[widen].bytes / (pt ? 132 * 15.0 : hbm), 1e-3);
+		cost_release(&c);
+		schedule_free(s);
+		config_release(&e);
+	}
+}
+
 static void test_wave_quantization(void)
 {
 	struct experiment e;
@@ -206,8 +283,8 @@ static void test_wave_quantization(void)
 	struct cost c;
 	char err[256];
 	/* h100: 128x256 tiles, one per SM, 132 SMs: 132 tiles fill one wave */
-	struct kernel k132 = { "g", K_GEMM, 128 * 12, 256 * 11, 4096, 0, 0, 0 };
-	struct kernel k133 = { "g", K_GEMM, 128 * 7, 256 * 19, 4096, 0, 0, 0 };
+	struct kernel k132 = { "g", K_GEMM, 128 * 12, 256 * 11, 4096, 0, 0, 0, MA_STREAM };
+	struct kernel k133 = { "g", K_GEMM, 128 * 7, 256 * 19, 4096, 0, 0, 0, MA_STREAM };
 	double t132, t133, t132_contended;
 
 	config_init(&e);
@@ -235,7 +312,7 @@ static void test_wave_quantization(void)
 		 * 64 against 85.3): 4/3 of one large wave instead of 2. The library's
 		 * choice is the smaller tile.
 		 */
-		struct kernel odd = { "g", K_GEMM, 128 * 7, 128 * 37, 4096, 0, 0, 0 };
+		struct kernel odd = { "g", K_GEMM, 128 * 7, 128 * 37, 4096, 0, 0, 0, MA_STREAM };
 		struct gemm_choice ch;
 		cost_gemm(&c, &odd, 132, &ch);
 		CU_ASSERT_EQUAL(ch.tile_m, 128);
@@ -807,6 +884,7 @@ void suite_sim(void)
 	CU_pSuite s = CU_add_suite("sim", NULL, NULL);
 	CU_add_test(s, "event queue order", test_eq_order);
 	CU_add_test(s, "wave quantization", test_wave_quantization);
+	CU_add_test(s, "memory-bound kernels at their access pattern's rate", test_memory_access_rates);
 	CU_add_test(s, "attention at the SDPA backend the policy names", test_sdpa_backend);
 	CU_add_test(s, "a step's limits: refused, never wrapped", test_step_limits);
 	CU_add_test(s, "collective cost", test_collective_cost);
