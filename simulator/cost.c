@@ -88,6 +88,11 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 	c->peak_flops_per_ns = 1e-9 * s->peak_flops * hw_clock_factor(g);
 	c->hbm_bytes_per_ns = g->hbm_gbps * g->hbm_eff;
 	c->attention = s->attention;
+	{
+		static const struct runtime_spec streams; /* every rate 0 */
+		c->rates = !e->launch_kernels[0] || !strcmp(e->launch_kernels, e->runtime.kernels) ? &e->runtime
+												  : &streams;
+	}
 	c->link_bytes_per_ns[LINK_INTRA] = e->cluster.intra_gbps;
 	/* the node's NICs: what a ring spanning nodes crosses them with; a rail's ring is capped at its share */
 	c->link_bytes_per_ns[LINK_INTER] = e->cluster.node_inter_gbps;
@@ -244,7 +249,7 @@ double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, dou
  */
 double cost_access_bw(const struct cost *c, enum mem_access access, int sms, double hbm)
 {
-	const struct runtime_spec *r = &c->s->exp->runtime;
+	const struct runtime_spec *r = c->rates;
 	double bw = cost_membw(c, sms, hbm), per_sm = 0;
 
 	switch (access) {
@@ -279,7 +284,7 @@ static int copy_widens(const struct schedule *s, const struct op *o)
 
 double cost_op_memory_ns(const struct cost *c, const struct op *o, int sms, double hbm)
 {
-	double eff = c->s->exp->runtime.multi_tensor_eff, t;
+	double eff = c->rates->multi_tensor_eff, t;
 
 	/* a foreach or fused optimizer's multi-tensor kernels at their own fraction of the HBM */
 	if (o->kind == OP_OPTIM && c->s->optim != OPT_PER_PARAM && eff > 0)

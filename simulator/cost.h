@@ -38,6 +38,13 @@ struct cost {
 	int attention;              /* enum attention_kernel of the runtime */
 	double hbm_bytes_per_ns;
 	double link_bytes_per_ns[LINK_COUNT];
+	/*
+	 * the runtime's rates of its memory-bound kernels by access pattern
+	 * (runtime_spec.norm_eff ...): its own when the step launches the
+	 * runtime's kernels, none (streams) when another's run under its
+	 * schedule (gpu_run's, experiment.launch_kernels)
+	 */
+	const struct runtime_spec *rates;
 	/* cache of op times by (ktab, SMs, HBM share) */
 	struct cost_memo { int32_t ktab, sms; uint32_t hbm_key; double ns; } *memo;
 	int memo_cap;               /* a power of two */
