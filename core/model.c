@@ -614,6 +614,14 @@ const char *ac_name(enum ac_mode a)
 	return n[a];
 }
 
+const char *mem_access_name(enum mem_access a)
+{
+	static const char *const n[] = { "stream", "norm", "cast-up", "gather", "broadcast", "reduce" };
+	_Static_assert(sizeof n / sizeof n[0] == MA_COUNT, "a name per access pattern");
+	assert(a >= 0 && a < MA_COUNT);
+	return n[a];
+}
+
 const char *kernel_kind_name(enum kernel_kind k)
 {
 	static const char *const n[] = { "gemm", "attention", "elementwise" };

@@ -334,5 +334,6 @@ const char *segment_name(enum segment_kind s);
 const char *module_name(enum module_kind k);
 const char *ac_name(enum ac_mode a);
 const char *kernel_kind_name(enum kernel_kind k);
+const char *mem_access_name(enum mem_access a);
 
 #endif

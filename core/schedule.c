@@ -2143,7 +2143,7 @@ const char *op_label(const struct schedule *s, int i, char *buf, int len)
 }
 
 /* An op's kernels, indented under it: name, kind, shape (GEMM: m x n, reduction k; attention: batch*heads x
- * seq, head dim), FLOPs and HBM bytes. */
+ * seq, head dim; element-wise: how it moves its bytes where not a stream), FLOPs and HBM bytes. */
 static void print_kernels(const struct schedule *s, const struct op *o, FILE *f)
 {
 	if (o->ktab < 0)
@@ -2156,6 +2156,8 @@ static void print_kernels(const struct schedule *s, const struct op *o, FILE *f)
 		else if (k->kind == K_ATTN)
 			snprintf(shape, sizeof shape, "%lldx%lld d=%lld%s", (long long)k->m, (long long)k->n,
 				 (long long)k->k, k->backward ? " bwd" : "");
+		else if (k->access != MA_STREAM)
+			snprintf(shape, sizeof shape, "%s", mem_access_name(k->access));
 		fprintf(f, "%7s   %-22s %-14s %14llu %16llu  %s\n", "", k->name, kernel_kind_name(k->kind),
 			(unsigned long long)k->bytes, (unsigned long long)k->flops, shape);
 	}
