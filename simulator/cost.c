@@ -245,7 +245,8 @@ double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, dou
  * The bandwidth of a memory-bound kernel that moves its bytes by `access`
  * on `sms` SMs, where a stream gets `hbm` of the HBM (the runtime's rates,
  * core/catalog.ini): a fraction of the HBM scales the stream's; a rate per
- * SM caps it, the SMs the kernel has times that rate.
+ * SM caps it, the SMs the kernel has times that rate. No pattern is faster
+ * than a stream (a GPU whose hbm_eff is set below a pattern's fraction).
  */
 double cost_access_bw(const struct cost *c, enum mem_access access, int sms, double hbm)
 {
@@ -254,7 +255,7 @@ double cost_access_bw(const struct cost *c, enum mem_access access, int sms, dou
 
 	switch (access) {
 	case MA_NORM:
-		return r->norm_eff > 0 ? bw * r->norm_eff / c->gpu->hbm_eff : bw;
+		return r->norm_eff > 0 && r->norm_eff < c->gpu->hbm_eff ? bw * r->norm_eff / c->gpu->hbm_eff : bw;
 	case MA_CAST_UP: per_sm = r->cast_up_sm_gbps; break;
 	case MA_GATHER: per_sm = r->gather_sm_gbps; break;
 	case MA_BROADCAST: per_sm = r->broadcast_sm_gbps; break;
@@ -287,7 +288,7 @@ double cost_op_memory_ns(const struct cost *c, const struct op *o, int sms, doub
 	double eff = c->rates->multi_tensor_eff, t;
 
 	/* a foreach or fused optimizer's multi-tensor kernels at their own fraction of the HBM */
-	if (o->kind == OP_OPTIM && c->s->optim != OPT_PER_PARAM && eff > 0)
+	if (o->kind == OP_OPTIM && c->s->optim != OPT_PER_PARAM && eff > 0 && eff < c->gpu->hbm_eff)
 		return cost_memory_ns(c, o->bytes, sms, hbm * eff / c->gpu->hbm_eff);
 	/* a copy that widens (FSDP2's bf16 gradients into its fp32 reduce-scatter input, chunk_cat) as a cast up */
 	if (!copy_widens(c->s, o))
