@@ -320,6 +320,17 @@ def helper_shares(fn):
     return shares
 
 
+def profiled_kernels(fn):
+    """The device kernels fn launches, by the profiler: "name xN (us)" of each, the longest first, for the log (which
+    of ATen's paths an op took: a fast kernel or a fallback)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0
+                   and not e.key.startswith(("aten::", "autograd::", "fsdp::"))), key=lambda r: -r[2])
+    return "; ".join("%s x%d (%.0f us)" % (n[:72], c, us) for n, c, us in rows[:6])
+
+
 def hand_elementwise(k, dev, dt, el, N, D, H, KV, Q, F_):
     """Without a ./sim: the forward's element-wise kernels, labelled with the recipe's bytes as written here."""
     x = torch.randn(1, N, D, device=dev, dtype=dt)
@@ -447,8 +458,12 @@ def main():
                 print("microbench: %s of %s (%d bytes) not measured: not an op written here" % (kind, unit, nbytes))
                 continue
             fn()
-            kernels.append((kind.encode(), K_EW, 0, 0, 0, 0, nbytes, t(fn, reps), 0.0))
+            ns = t(fn, reps)
+            kernels.append((kind.encode(), K_EW, 0, 0, 0, 0, nbytes, ns, 0.0))
             measured += 1
+            if cuda:  # what ran, to set against the kernels a step's profile names (chunk_cat, Memcpy DtoD)
+                print("microbench: %s of %s, %d bytes, %.1f us (%.0f GB/s): %s" %
+                      (kind, unit, nbytes, ns / 1e3, nbytes / ns, profiled_kernels(fn)))
             del fn
         except (RuntimeError, TypeError, ValueError) as e:
             print("microbench: %s of %s not measured: %s" % (kind, unit, str(e).splitlines()[0] if str(e) else e))
