@@ -63,7 +63,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: ./sim [EXPERIMENT.ini] [flags]\n"
 		   "  --schedule          print the op graph of the step, in issue order\n"
-		   "  --kernels           --schedule with each op's kernels: name, kind, bytes, FLOPs, shape or access pattern\n"
+		   "  --kernels           --schedule with each op's kernels: name, kind, shape or access pattern, FLOPs\n"
 		   "                      and bytes (the recipe of its runtime)\n"
 		   "  --json              print one JSON object instead of the summary\n"
 		   "  --out FILE.h5       append the run to an HDF5 results file\n"
