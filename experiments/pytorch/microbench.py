@@ -14,8 +14,9 @@ eager block and the loss, forward and backward, under the names and bytes
 `./sim --kernels` gives them (--sim); memory passes over sizes (`passes`,
 the schema's `dst += src`); foreach and fused AdamW per element;
 an empty op's cost (dispatch); on a GPU, how many kernels one stream holds
-launched and not yet run before a launch blocks (`launch_queue`). No run is
-timed end to end here.
+launched and not yet run before a launch blocks (`launch_queue`), and, with
+NVML, the SM clock its measurements ran at and the one seconds of GEMMs
+back to back hold. No run is timed end to end here.
 """
 import argparse, datetime, os, re, socket, statistics, subprocess, time
 
@@ -35,9 +36,25 @@ HOLD = 1_000_000  # cycles (about half a millisecond) the GPU sleeps while the h
 L2_FLUSH = 256 << 20  # bytes written before each measured run: several times any GPU's L2 (H100: 50 MB)
 
 
+def sm_clock_reader():
+    """A function giving the GPU's SM clock now, in MHz (NVML, through pynvml where installed), or None."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+        return lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+    except Exception:  # no pynvml, no NVML: the clocks go unrecorded
+        return None
+
+
+SM_CLOCKS = []  # the SM clock after each timed run on a GPU (MHz), where NVML can be read
+
+
 def timer(device):
     if device.type == "cuda":
         scrub = torch.empty(L2_FLUSH // 4, device=device, dtype=torch.float32)
+        clock = sm_clock_reader()
 
         def run(fn, reps):
             ts = []
@@ -52,6 +69,8 @@ def timer(device):
                 torch.cuda._sleep(HOLD)
                 a.record(); fn(); b.record(); b.synchronize()
                 ts.append(a.elapsed_time(b) * 1e6)
+                if clock:  # the clock the kernels ran at: a step at the power cap runs lower (gpu/README.md)
+                    SM_CLOCKS.append(clock())
             return statistics.median(ts)
     else:
         def run(fn, reps):
@@ -331,6 +350,27 @@ def profiled_kernels(fn):
     return "; ".join("%s x%d (%.0f us)" % (n[:72], c, us) for n, c, us in rows[:6])
 
 
+def sustained_clock(dev, dt, N, D, F_, seconds=3.0):
+    """The SM clock (MHz) a GPU holds under a sustained load of a block's largest GEMM back to back for `seconds`
+    (the power cap reached), the median of NVML's readings over its last second; None without NVML."""
+    clock = sm_clock_reader()
+    if clock is None:
+        return None
+    x, w = torch.randn(N, D, device=dev, dtype=dt), torch.randn(F_, D, device=dev, dtype=dt)
+    seen, t0 = [], time.time()
+    while time.time() - t0 < seconds:
+        for _ in range(8):
+            x @ w.t()
+        torch.cuda.synchronize()
+        if time.time() - t0 > seconds - 1:
+            seen.append(clock())
+    del x, w
+    mhz = statistics.median(seen) if seen else None
+    print("microbench: SM clock %s MHz under %.0f s of back-to-back GEMMs; %s MHz at the median of the measurements"
+          % (mhz, seconds, statistics.median(SM_CLOCKS) if SM_CLOCKS else "not read"))
+    return mhz
+
+
 def hand_elementwise(k, dev, dt, el, N, D, H, KV, Q, F_):
     """Without a ./sim: the forward's element-wise kernels, labelled with the recipe's bytes as written here."""
     x = torch.randn(1, N, D, device=dev, dtype=dt)
@@ -524,6 +564,7 @@ def main():
             scal[name] = float("nan")
     e1 = torch.empty(1, device=dev)
     dispatch = dispatch_ns(e1, reps) if cuda else t(lambda: e1.add_(1), reps)
+    sustained = sustained_clock(dev, dt, N, D, F_) if cuda and not a.quick else None
     queue = launch_queue_depth() if cuda else 0
     hw = a.hardware or (torch.cuda.get_device_name().lower().replace(" ", "-") if cuda else "cpu")
     kt = np.dtype([("name", "S24"), ("kind", "u1"), ("m", "<i8"), ("n", "<i8"), ("k", "<i8"), ("flops", "<u8"),
@@ -544,6 +585,10 @@ def main():
             s.attrs["adamw_fused_ns_per_elem"] = scal["fused"]
         s.attrs["host_adamw_ns_per_elem"] = scal["foreach"]
         s.attrs["launch_queue"] = np.int32(queue)
+        if SM_CLOCKS:  # read by no ./sim yet: what the measurements ran at, against a step's clocks
+            s.attrs["sm_clock_mhz"] = float(statistics.median(SM_CLOCKS))
+        if sustained:
+            s.attrs["sm_clock_sustained_mhz"] = float(sustained)
         s.create_dataset("kernels", data=np.array(kernels, dtype=kt))
         s.create_dataset("gemm", data=np.array(gemms, dtype=kt))
         s.create_dataset("passes", data=np.array(passes, dtype=[("bytes", "<u8"), ("ns", "<f8")]))
