@@ -43,9 +43,15 @@ def sm_clock_reader():
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
         pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
-        return lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
     except Exception:  # no pynvml, no NVML: the clocks go unrecorded
         return None
+
+    def read():
+        try:
+            return pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+        except Exception:  # a reading that fails costs that reading only
+            return None
+    return read
 
 
 SM_CLOCKS = []  # the SM clock after each timed run on a GPU (MHz), where NVML can be read
@@ -69,8 +75,9 @@ def timer(device):
                 torch.cuda._sleep(HOLD)
                 a.record(); fn(); b.record(); b.synchronize()
                 ts.append(a.elapsed_time(b) * 1e6)
-                if clock:  # the clock the kernels ran at: a step at the power cap runs lower (gpu/README.md)
-                    SM_CLOCKS.append(clock())
+                mhz = clock() if clock else None
+                if mhz:  # the clock the kernels ran at: a step at the power cap runs lower (gpu/README.md)
+                    SM_CLOCKS.append(mhz)
             return statistics.median(ts)
     else:
         def run(fn, reps):
@@ -342,11 +349,14 @@ def helper_shares(fn):
 def profiled_kernels(fn):
     """The device kernels fn launches, by the profiler: "name xN (us)" of each, the longest first, for the log (which
     of ATen's paths an op took: a fast kernel or a fallback)."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    rows = sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0
-                   and not e.key.startswith(("aten::", "autograd::", "fsdp::"))), key=lambda r: -r[2])
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        rows = sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0
+                       and not e.key.startswith(("aten::", "autograd::", "fsdp::"))), key=lambda r: -r[2])
+    except Exception as e:  # the log line's kernels only: the measurement stands
+        return "kernels not profiled (%s)" % (str(e).splitlines()[0] if str(e) else type(e).__name__)
     return "; ".join("%s x%d (%.0f us)" % (n[:72], c, us) for n, c, us in rows[:6])
 
 
@@ -362,8 +372,9 @@ def sustained_clock(dev, dt, N, D, F_, seconds=3.0):
         for _ in range(8):
             x @ w.t()
         torch.cuda.synchronize()
-        if time.time() - t0 > seconds - 1:
-            seen.append(clock())
+        mhz = clock() if time.time() - t0 > seconds - 1 else None
+        if mhz:
+            seen.append(mhz)
     del x, w
     mhz = statistics.median(seen) if seen else None
     print("microbench: SM clock %s MHz under %.0f s of back-to-back GEMMs; %s MHz at the median of the measurements"
