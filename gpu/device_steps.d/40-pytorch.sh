@@ -40,8 +40,9 @@ pack_logs() {
 }
 trap pack_logs EXIT
 phase() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$OUT/pytorch/phases.txt"; }
+# microbench: 20 s on the H200; since, a profile of each FSDP2 copy and 3 s of GEMMs for the SM clock
 phase microbench
-tmo 45 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
+tmo 60 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 for w in 1 "$n"; do
 	phase "fsdp_bench grid, $w rank(s)"
 	tmo 145 $PY "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile --alloc-trace \
