@@ -259,7 +259,7 @@ static void test_memory_access_rates(void)
 			CU_ASSERT_DOUBLE_EQUAL(tn, bytes / (3350 * 0.62), 1e-6 * tn);
 			CU_ASSERT_DOUBLE_EQUAL(tg, bytes / (132 * 9.1), 1e-6 * tg);
 			CU_ASSERT_DOUBLE_EQUAL(tg_few / tg, 2.0, 1e-9);
-			CU_ASSERT_DOUBLE_EQUAL(tu, bytes / (132 * 15.0), 1e-6 * tu);
+			CU_ASSERT_DOUBLE_EQUAL(tu, bytes / (132 * 15.6), 1e-6 * tu);
 		} else {
 			CU_ASSERT_DOUBLE_EQUAL(tn, ts, 1e-9 * ts);
 			CU_ASSERT_DOUBLE_EQUAL(tg, ts, 1e-9 * ts);
@@ -280,7 +280,7 @@ static void test_memory_access_rates(void)
 		/* bf16 gradients cast into an fp32 reduce-scatter input: FSDP2's chunk_cat, or the testbed's stream */
 		CU_ASSERT_FATAL(widen >= 0);
 		CU_ASSERT_DOUBLE_EQUAL(cost_op_memory_ns(&c, &s->ops[widen], 132, hbm),
-				       s->ops[widen].bytes / (pt ? 132 * 15.0 : hbm), 1e-3);
+				       s->ops[widen].bytes / (pt ? 132 * 15.6 : hbm), 1e-3);
 		cost_release(&c);
 		schedule_free(s);
 		config_release(&e);
