@@ -43,6 +43,12 @@ phase() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$OUT/pytorch/phases.t
 # microbench: 20 s on the H200; since, a profile of each FSDP2 copy and 3 s of GEMMs for the SM clock
 phase microbench
 tmo 60 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
+# the rates by template this GPU gives, beside the committed GPUs' and the catalog's (a table to read: a GPU
+# the script does not know the HBM of is named in its message)
+if [ -x ./sim ] && [ -f "$OUT/pytorch/$hw-pytorch-cal.h5" ]; then
+	tmo 20 $PY experiments/pytorch/rates.py --sim ./sim "$OUT/pytorch/$hw-pytorch-cal.h5" data/pytorch/*-pytorch-cal.h5 \
+		2>&1 | tee -a "$OUT/pytorch/microbench.log"
+fi
 for w in 1 "$n"; do
 	phase "fsdp_bench grid, $w rank(s)"
 	tmo 145 $PY "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --grid full --profile --alloc-trace \
