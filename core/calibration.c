@@ -1232,6 +1232,24 @@ static double compute_slowdown(const struct calibration *c, int beside)
 	return med;
 }
 
+double calibration_slowdown(const struct calibration *c, int beside)
+{
+	return beside ? compute_slowdown(c, beside) : 1.0;
+}
+
+int calibration_kernel_named(const struct calibration *c, const char *name, uint64_t *bytes, double *ns)
+{
+	for (int i = 0; i < c->nkernels; i++) {
+		const struct cal_kernel *x = &c->kernels[i];
+		if (x->kind == K_ELEMENTWISE && x->bytes > 0 && x->ns > 0 && !strcmp(x->name, name)) {
+			*bytes = x->bytes;
+			*ns = x->ns;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 double calibration_pass_ns(const struct calibration *c, uint64_t bytes)
 {
 	double *xs = xmalloc(sizeof(double) * (size_t)(c->npasses + 1));

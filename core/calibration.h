@@ -228,6 +228,10 @@ double calibration_collective_ns(const struct calibration *c, enum op_kind k, in
 int calibration_has_collective(const struct calibration *c, enum op_kind k, int ranks);
 /* A memory-bound op moving `bytes` (reads and writes counted): the pass of that much traffic. */
 double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
+/* How much what `beside` (enum cal_beside) says runs beside a kernel slows it: the measured kernels' median. */
+double calibration_slowdown(const struct calibration *c, int beside);
+/* The memory-bound kernel measured under `name`, at whatever size: 0 and its bytes and time alone, or -1. */
+int calibration_kernel_named(const struct calibration *c, const char *name, uint64_t *bytes, double *ns);
 /*
  * A copy of `bytes` from host to device memory (OP_H2D) or back (OP_D2H):
  * the measured copies of that direction, interpolated; a calibration

@@ -426,8 +426,7 @@ static int class_predict(struct cmp *c, char *err, int errlen)
 				enum kclass kc = kn->kind == K_GEMM ? KC_GEMM
 						 : kn->kind == K_ATTN || !strncmp(kn->name, "attention", 9) ? KC_ATTN
 						 : KC_OTHER;
-				int exact;
-				c->class_pred[kc] += 1e-9 * (cost.cal ? calibration_kernel_ns(cost.cal, kn, 0, &exact)
+				c->class_pred[kc] += 1e-9 * (cost.cal ? cost_cal_kernel_ns(&cost, kn, 0)
 								      : cost_kernel_ns(&cost, kn, cost.gpu->sms,
 										       cost.hbm_bytes_per_ns));
 			}

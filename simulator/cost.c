@@ -66,6 +66,34 @@ static int calibration_covers(const struct calibration *cal, const struct schedu
 	return 0;
 }
 
+/*
+ * The rate each access pattern's kernels reached in the calibration: over
+ * the schedule's memory-bound kernels of that pattern measured under their
+ * names (each name once), their bytes over their time.
+ */
+static void cal_access_rates(struct cost *c, const struct schedule *s)
+{
+	double bytes[MA_COUNT] = { 0 }, ns[MA_COUNT] = { 0 };
+
+	for (int i = 0; i < s->nkernels; i++) {
+		const struct kernel *k = &s->kernels[i];
+		uint64_t b;
+		double t;
+		int seen = 0;
+
+		if (k->kind != K_ELEMENTWISE || k->access == MA_STREAM)
+			continue;
+		for (int j = 0; j < i && !seen; j++)
+			seen = !strcmp(s->kernels[j].name, k->name);
+		if (!seen && calibration_kernel_named(c->cal, k->name, &b, &t) == 0) {
+			bytes[k->access] += (double)b;
+			ns[k->access] += t;
+		}
+	}
+	for (int a = 0; a < MA_COUNT; a++)
+		c->cal_access_rate[a] = ns[a] > 0 ? bytes[a] / ns[a] : 0;
+}
+
 int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 {
 	const struct experiment *e = s->exp;
@@ -81,6 +109,7 @@ int cost_init(struct cost *c, const struct schedule *s, char *err, int errlen)
 			for (int i = 0; i < s->nops; i++)
 				c->cal_op_ns[k][i] = -1;
 		}
+		cal_access_rates(c, s);
 	}
 	c->s = s;
 	c->gpu = g;
@@ -343,6 +372,16 @@ double cost_host_optim_ns(const struct cost *c, uint64_t params)
 
 /* ---- calibrated ------------------------------------------------------------- */
 
+double cost_cal_kernel_ns(const struct cost *c, const struct kernel *k, int beside)
+{
+	int exact;
+	double ns = calibration_kernel_ns(c->cal, k, beside, &exact);
+
+	if (exact || k->kind != K_ELEMENTWISE || k->access == MA_STREAM || !(c->cal_access_rate[k->access] > 0))
+		return ns;
+	return (double)k->bytes / c->cal_access_rate[k->access] * calibration_slowdown(c->cal, beside);
+}
+
 double cost_cal_op_ns(struct cost *c, int op, int beside)
 {
 	const struct schedule *s = c->s;
@@ -353,10 +392,8 @@ double cost_cal_op_ns(struct cost *c, int op, int beside)
 		return *memo;
 	if (o->ktab >= 0) {
 		const struct ktab *t = &s->ktabs[o->ktab];
-		for (uint32_t i = 0; i < t->count; i++) {
-			int exact;
-			ns += calibration_kernel_ns(c->cal, &s->kernels[t->first + i], beside, &exact);
-		}
+		for (uint32_t i = 0; i < t->count; i++)
+			ns += cost_cal_kernel_ns(c, &s->kernels[t->first + i], beside);
 	} else if (o->kind == OP_OPTIM) {
 		/* the update as measured, the clipping before it as a pass */
 		uint64_t clip = schedule_clip_bytes(s, op);

@@ -50,6 +50,12 @@ struct cost {
 	int memo_cap;               /* a power of two */
 	/* with a calibration (cluster.calibration): measured prices instead of the catalog's */
 	const struct calibration *cal;
+	/*
+	 * with a calibration, the rate (bytes/ns, alone) its memory-bound
+	 * kernels of each access pattern reached: those of the schedule's
+	 * kernels it measured under their names, at any size; 0 where none
+	 */
+	double cal_access_rate[MA_COUNT];
 	double *cal_op_ns[CAL_BESIDE_COUNT]; /* per op: its work alone and beside collectives (cal_beside); < 0 until asked */
 };
 
@@ -133,6 +139,12 @@ double cost_host_optim_ns(const struct cost *c, uint64_t params);
  * zero-fill of the buffers it accumulates into; and of a collective
  * (busy: with a kernel running beside it).
  */
+/*
+ * A kernel as the calibration prices it (calibration_kernel_ns); a
+ * memory-bound one it did not measure at its name and size, whose pattern
+ * it measured in other kernels, at those kernels' rate.
+ */
+double cost_cal_kernel_ns(const struct cost *c, const struct kernel *k, int beside);
 double cost_cal_op_ns(struct cost *c, int op, int beside);
 double cost_cal_collective_ns(const struct cost *c, const struct op *o, int busy);
 

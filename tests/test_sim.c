@@ -592,6 +592,65 @@ static void test_calibrated_optimizer(void)
 }
 
 /*
+ * With a calibration that measured some of eager PyTorch's memory-bound
+ * kernels by name at another size (microbench.py without a ./sim, or at
+ * other shapes), a kernel it did not measure whose access pattern it
+ * measured in another kernel runs at that kernel's rate: RMSNorm's
+ * backward at the forward's; a stream it did not measure (and a pattern
+ * none of whose kernels it measured) is the pass of its bytes, as before.
+ */
+static void test_calibrated_access_rates(void)
+{
+	char dir[] = "/tmp/test_sim_acc.XXXXXX", path[96], set[160], err[256];
+	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
+	struct cal_kernel norm = { "attn_norm", K_ELEMENTWISE, 0, 0, 0, 0, 1 << 24, 2e4, 0, 0, 0 };
+	struct calibration c;
+	struct experiment e;
+	struct schedule *sc;
+	struct cost cost;
+	const struct kernel *bwd = NULL, *silu = NULL, *rep = NULL;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/cal.h5", dir);
+	test_cal(&c, "pytorch", 1, pass);
+	c.kernels = &norm;
+	c.nkernels = 1;
+	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
+	snprintf(set, sizeof set, "cluster.calibration=%s", path);
+	config_init(&e);
+	config_set(&e, "model.name=tiny", "t");
+	config_set(&e, "cluster.nodes=1", "t");
+	config_set(&e, "cluster.gpus_per_node=1", "t");
+	config_set(&e, "policy.runtime=pytorch", "t");
+	config_set(&e, set, "t");
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	sc = schedule_new(&e, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+	CU_ASSERT_FATAL(cost_init(&cost, sc, err, sizeof err) == 0);
+	for (int i = 0; i < sc->nkernels; i++) {
+		const struct kernel *k = &sc->kernels[i];
+		bwd = !strcmp(k->name, "attn_norm_bwd0") ? k : bwd;
+		silu = !strcmp(k->name, "silu") ? k : silu;
+		rep = !strcmp(k->name, "k_repeat") ? k : rep;
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(bwd);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(silu);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rep);
+	CU_ASSERT_EQUAL(bwd->access, MA_NORM);
+	/* 2^24 bytes in 20 us: the forward's rate, whatever the size */
+	CU_ASSERT_DOUBLE_EQUAL(cost.cal_access_rate[MA_NORM], (double)(1 << 24) / 2e4, 1e-9);
+	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, bwd, 0), bwd->bytes / ((double)(1 << 24) / 2e4), 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, silu, 0), calibration_pass_ns(cost.cal, silu->bytes), 1e-6);
+	CU_ASSERT_EQUAL(cost.cal_access_rate[MA_GATHER], 0);
+	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, rep, 0), calibration_pass_ns(cost.cal, rep->bytes), 1e-6);
+	cost_release(&cost);
+	schedule_free(sc);
+	config_release(&e);
+	unlink(path);
+	rmdir(dir);
+}
+
+/*
  * With a calibration, a kernel beside two collectives at once (FSDP's
  * backward: a reduce-scatter and the next all-gather) runs at its time
  * measured beside two, beside one all-reduce (DDP's) at its time beside an
@@ -912,4 +971,5 @@ void suite_sim(void)
 	CU_add_test(s, "not fitting is reported", test_not_fitting_is_reported);
 	CU_add_test(s, "the caching allocator at the GPU's capacity", test_caching_allocator_at_capacity);
 	CU_add_test(s, "a calibrated optimizer step", test_calibrated_optimizer);
+	CU_add_test(s, "calibrated: a kernel not measured at the rate of its pattern's", test_calibrated_access_rates);
 }
