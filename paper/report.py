@@ -32,6 +32,7 @@ Exit status 0; 2 on bad arguments. Run with Debian's /usr/bin/python3
 (h5py, numpy); `make paper` runs it after paper/plots.py.
 """
 import json
+import lzma
 import os
 import statistics
 import sys
@@ -1079,15 +1080,16 @@ def pytorch_validation(data, figs):
 
 def compare_json(path):
     """What ./sim --compare --json said of a results file, kept beside it (FILE.h5.compare.json or
-    FILE.compare.json), or None."""
+    FILE.compare.json, or either xz-compressed, .compare.json.xz), or None."""
     path = path[:-3] if path.endswith(".xz") else path
     for p in (path + ".compare.json", os.path.splitext(path)[0] + ".compare.json"):
-        if os.path.isfile(p):
-            try:
-                with open(p) as f:
-                    return json.load(f)
-            except ValueError:
-                return None
+        for q, opener in ((p, open), (p + ".xz", lzma.open)):
+            if os.path.isfile(q):
+                try:
+                    with opener(q, "rt") as f:
+                        return json.load(f)
+                except (ValueError, lzma.LZMAError):
+                    return None
     return None
 
 
