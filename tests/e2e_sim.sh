@@ -101,12 +101,13 @@ assert [k[2] for k in recomp[2] if k[3] == "gemm"] == ["wk", "wo", "w3"], recomp
 PY
 then ok "--kernels: each op's kernels sum to its FLOPs and bytes; per-op recomputes wk, wo, w3"; else bad "--kernels"; fi
 
-# the catalog's rates of PyTorch's memory-bound kernels are what the committed microbenchmarks give
-# (experiments/pytorch/rates.py: the templates from --kernels' last column, the rates from the two GPUs' files)
+# the catalog's rates of PyTorch's memory-bound kernels, and the two GPUs' hbm_eff, are what the committed
+# microbenchmarks give (experiments/pytorch/rates.py: the templates from --kernels' last column, the rates from
+# the two GPUs' files)
 out=$(/usr/bin/python3 experiments/pytorch/rates.py --sim "$SIM" --check data/pytorch/nvidia-h100-80gb-hbm3-pytorch-cal.h5 \
 	data/pytorch/nvidia-h200-pytorch-cal.h5 2>&1); rc=$?
-[ $rc = 0 ] && [ "$(echo "$out" | grep -cE '^(norm|cast-up|gather|broadcast|reduce|optimizer) ')" = 6 ] \
-	&& ok "[runtime pytorch]'s six rates are the microbenchmarks' (rates.py --check)" \
+[ $rc = 0 ] && [ "$(echo "$out" | grep -cE '^(norm|cast-up|gather|broadcast|reduce|optimizer|stream) ')" = 8 ] \
+	&& ok "[runtime pytorch]'s six rates and the two GPUs' hbm_eff are the microbenchmarks' (rates.py --check)" \
 	|| bad "rates.py --check: $(echo "$out" | tail -7 | tr '\n' ' ')"
 
 # not fitting: still simulated, reported with what it needs

@@ -4,11 +4,11 @@ from microbench.py's calibration files: what [runtime pytorch]'s norm_eff,
 cast_up_sm_gbps, gather_sm_gbps, broadcast_sm_gbps, reduce_sm_gbps and
 multi_tensor_eff (core/catalog.ini) are read from.
 
-    python3 experiments/pytorch/rates.py [--sim ./sim] FILE.h5[:HBM_GBPS[:SMS]] ...
+    python3 experiments/pytorch/rates.py [--sim ./sim] FILE.h5[:GPU] ...
 
-Each file is a microbench.py session (its newest) of a GPU with HBM_GBPS of
-HBM (default: the catalog's figure for the GPU its name gives, h100 or
-h200) and SMS SMs (default 132). Which template each element-wise kernel
+Each file is a microbench.py session (its newest) of catalog GPU GPU
+(default: the one its name gives, h100-sxm or h200), whose HBM bandwidth,
+SMs and hbm_eff the catalog gives. Which template each element-wise kernel
 is comes from `./sim --kernels` at microbench.py's shape (the last column
 of an element-wise kernel: norm, cast-up, gather, broadcast, reduce; a
 stream without one), matched by name and bytes. For each template and
@@ -19,8 +19,9 @@ under 64 MB are left out (their time is mostly the launch's tail).
 Prints a table and, with --check, exits 1 when a rate of the catalog is
 further than --tolerance from what the files give: a template bound by its
 HBM (norm, the optimizer) against the files' mean fraction, one bound per
-SM against their largest rate per SM, so that a change of the catalog
-without its data, or of the data without the catalog, is seen.
+SM against their largest rate per SM, and each GPU's hbm_eff against its
+file's streams, so that a change of the catalog without its data, or of
+the data without the catalog, is seen.
 """
 import argparse, os, re, statistics, subprocess, sys
 
@@ -30,7 +31,7 @@ import h5py
 SHAPE = ["--model", "llama3-8b", "--layers", "1", "--hidden", "4096", "--ffn", "14336", "--heads", "32",
          "--kv-heads", "8", "--vocab", "128256", "--seq", "8192", "--batch", "1", "--nodes", "1",
          "--gpus-per-node", "1", "--runtime", "pytorch"]
-HBM = {"h100": 3350.0, "h200": 4800.0}
+GPUS = {"h100": "h100-sxm", "h200": "h200"}  # a file's GPU by its name (microbench.py's device names)
 PATTERNS = ("norm", "cast-up", "gather", "broadcast", "reduce")
 MIN_BYTES = 64 << 20
 # the catalog's fields: the pattern's, and whether its rate follows the HBM (a fraction) or the SMs (per SM)
@@ -50,23 +51,25 @@ def patterns(sim):
     return found
 
 
-def catalog_rates(path):
-    """[runtime pytorch]'s rates in core/catalog.ini: {field: value}."""
-    rates, inside = {}, False
+def catalog_section(path, section):
+    """The numeric fields of one section of core/catalog.ini ("runtime pytorch", "gpu h200"): {field: value}."""
+    found, inside = {}, False
     for line in open(path):
         line = line.strip()
         if line.startswith("["):
-            inside = line == "[runtime pytorch]"
+            inside = line == "[%s]" % section
         elif inside and "=" in line and not line.startswith("#"):
             k, v = (x.strip() for x in line.split("=", 1))
-            if k in [f for f, _ in FIELDS.values()]:
-                rates[k] = float(v)
-    return rates
+            try:
+                found[k] = float(v)
+            except ValueError:
+                pass
+    return found
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("files", nargs="+", help="FILE.h5[:HBM_GBPS[:SMS]]")
+    ap.add_argument("files", nargs="+", help="FILE.h5[:GPU]")
     ap.add_argument("--sim", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sim"))
     ap.add_argument("--catalog", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                       "core", "catalog.ini"))
@@ -75,14 +78,16 @@ def main():
     a = ap.parse_args()
     kinds = patterns(a.sim)
     per = {}  # pattern -> [(fraction of HBM, GB/s per SM)], one per file
+    streams = []  # (GPU, its hbm_eff, its file's streams' fraction)
     print("%-34s %-10s %8s %10s %10s  %s" % ("file", "template", "kernels", "of HBM", "GB/s/SM", "kernels used"))
     for spec in a.files:
         path, *rest = spec.split(":")
         name = os.path.basename(path)
-        hbm = float(rest[0]) if rest else next((v for k, v in HBM.items() if k in name), None)
-        sms = int(rest[1]) if len(rest) > 1 else 132
-        if hbm is None:
-            sys.exit("rates.py: %s: give its HBM bandwidth as %s:GBPS" % (path, path))
+        gpu = rest[0] if rest else next((v for k, v in GPUS.items() if k in name), None)
+        g = catalog_section(a.catalog, "gpu %s" % gpu) if gpu else {}
+        if not g.get("hbm_gbps") or not g.get("sms"):
+            sys.exit("rates.py: %s: name its catalog GPU as %s:GPU" % (path, path))
+        hbm, sms = g["hbm_gbps"], int(g["sms"])
         with h5py.File(path, "r") as f:
             cal = f["calibration"]
             s = cal[sorted(cal.keys())[-1]]
@@ -93,7 +98,10 @@ def main():
             if not used:
                 continue
             gbps = statistics.median(r for _, r in used)
-            per.setdefault(p, []).append((gbps / hbm, gbps / sms))
+            if p == "stream":
+                streams.append((gpu, g.get("hbm_eff", 0), gbps / hbm))
+            else:
+                per.setdefault(p, []).append((gbps / hbm, gbps / sms))
             print("%-34s %-10s %8d %10.2f %10.1f  %s" % (name[:34], p, len(used), gbps / hbm, gbps / sms,
                                                          ", ".join(n for n, _ in used)))
         for form, (b, ns) in adamw.items():
@@ -102,7 +110,7 @@ def main():
                 per.setdefault("optimizer", []).append((gbps / hbm, gbps / sms))
                 print("%-34s %-10s %8s %10.2f %10.1f  AdamW %s, %d bytes an element" %
                       (name[:34], "optimizer", "-", gbps / hbm, gbps / sms, form, b))
-    cat = catalog_rates(a.catalog)
+    cat = catalog_section(a.catalog, "runtime pytorch")
     bad = 0
     print("\n%-10s %-18s %9s %9s" % ("template", "catalog field", "catalog", "files"))
     for p, (field, bound) in FIELDS.items():
@@ -112,6 +120,11 @@ def main():
         off = abs(cat[field] / want - 1)
         bad += a.check and off > a.tolerance
         print("%-10s %-18s %9.3g %9.3g%s" % (p, field, cat[field], want,
+                                             "  off by %.0f%%" % (100 * off) if off > a.tolerance else ""))
+    for gpu, eff, got in streams:
+        off = abs(eff / got - 1)
+        bad += a.check and off > a.tolerance
+        print("%-10s %-18s %9.3g %9.3g%s" % ("stream", "%s hbm_eff" % gpu, eff, got,
                                              "  off by %.0f%%" % (100 * off) if off > a.tolerance else ""))
     return 1 if bad else 0
 
