@@ -267,7 +267,7 @@ double cost_kernel_ns(const struct cost *c, const struct kernel *k, int sms, dou
 		if (tmem > t)
 			t = tmem;
 	}
-	return t > 1e3 * g->kernel_min_us ? t : 1e3 * g->kernel_min_us;
+	return cost_floor_ns(c, t);
 }
 
 /*
@@ -314,16 +314,15 @@ static int copy_widens(const struct schedule *s, const struct op *o)
 
 double cost_op_memory_ns(const struct cost *c, const struct op *o, int sms, double hbm)
 {
-	double eff = c->rates->multi_tensor_eff, t;
+	double eff = c->rates->multi_tensor_eff;
 
 	/* a foreach or fused optimizer's multi-tensor kernels at their own fraction of the HBM */
 	if (o->kind == OP_OPTIM && c->s->optim != OPT_PER_PARAM && eff > 0 && eff < c->gpu->hbm_eff)
 		return cost_memory_ns(c, o->bytes, sms, hbm * eff / c->gpu->hbm_eff);
 	/* a copy that widens (FSDP2's bf16 gradients into its fp32 reduce-scatter input, chunk_cat) as a cast up */
-	if (!copy_widens(c->s, o))
-		return cost_memory_ns(c, o->bytes, sms, hbm);
-	t = (double)o->bytes / cost_access_bw(c, MA_CAST_UP, sms, hbm);
-	return t > 1e3 * c->gpu->kernel_min_us ? t : 1e3 * c->gpu->kernel_min_us;
+	if (copy_widens(c->s, o))
+		return cost_floor_ns(c, (double)o->bytes / cost_access_bw(c, MA_CAST_UP, sms, hbm));
+	return cost_memory_ns(c, o->bytes, sms, hbm);
 }
 
 double cost_ktab_fill(struct cost *c, struct cost_memo *m, int ktab, int sms, double hbm, uint32_t hk)

@@ -99,12 +99,17 @@ static inline double cost_membw(const struct cost *c, int sms, double hbm)
 	return need > sms ? hbm * sms / need : hbm;
 }
 
+/* A kernel's time t, at least the shortest time any kernel takes on the GPU (kernel_min_us). */
+static inline double cost_floor_ns(const struct cost *c, double t)
+{
+	double floor = 1e3 * c->gpu->kernel_min_us;
+	return t > floor ? t : floor;
+}
+
 /* A memory-bound op of `bytes` HBM traffic. */
 static inline double cost_memory_ns(const struct cost *c, uint64_t bytes, int sms, double hbm)
 {
-	double t = (double)bytes / cost_membw(c, sms, hbm);
-	double floor = 1e3 * c->gpu->kernel_min_us;
-	return t > floor ? t : floor;
+	return cost_floor_ns(c, (double)bytes / cost_membw(c, sms, hbm));
 }
 
 /* A collective op's shape: ranks, the links it crosses, its bytes and latency. */

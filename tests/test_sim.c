@@ -516,6 +516,20 @@ static void test_cal(struct calibration *c, const char *backend, int ranks, stru
 	c->adamw_ns_per_elem = c->host_adamw_ns_per_elem = 1.0;
 }
 
+/* The tiny model on one GPU under `runtime`, priced by the calibration `cal_set` names; not yet resolved. */
+static void tiny_on_one_gpu(struct experiment *e, const char *runtime, const char *cal_set)
+{
+	char set[64];
+
+	config_init(e);
+	config_set(e, "model.name=tiny", "t");
+	config_set(e, "cluster.nodes=1", "t");
+	config_set(e, "cluster.gpus_per_node=1", "t");
+	snprintf(set, sizeof set, "policy.runtime=%s", runtime);
+	config_set(e, set, "t");
+	config_set(e, cal_set, "t");
+}
+
 /*
  * A calibrated optimizer step over every parameter: the update at the
  * measured cost per call plus ns per element of the optimizer the policy
@@ -551,15 +565,10 @@ static void test_calibrated_optimizer(void)
 		uint64_t clip;
 		int op = -1;
 
-		config_init(&e);
-		config_set(&e, "model.name=tiny", "t");
-		config_set(&e, "cluster.nodes=1", "t");
-		config_set(&e, "cluster.gpus_per_node=1", "t");
-		config_set(&e, run >= 2 ? "policy.runtime=testbed" : "policy.runtime=pytorch", "t");
+		tiny_on_one_gpu(&e, run >= 2 ? "testbed" : "pytorch", set);
 		config_set(&e, optim, "t");
 		if (run == 3)
 			config_set(&e, "policy.offload=optim", "t");
-		config_set(&e, set, "t");
 		CU_ASSERT_FATAL(config_resolve(&e) == 0);
 		sc = schedule_new(&e, err, sizeof err);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
@@ -617,12 +626,7 @@ static void test_calibrated_access_rates(void)
 	c.nkernels = 1;
 	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
 	snprintf(set, sizeof set, "cluster.calibration=%s", path);
-	config_init(&e);
-	config_set(&e, "model.name=tiny", "t");
-	config_set(&e, "cluster.nodes=1", "t");
-	config_set(&e, "cluster.gpus_per_node=1", "t");
-	config_set(&e, "policy.runtime=pytorch", "t");
-	config_set(&e, set, "t");
+	tiny_on_one_gpu(&e, "pytorch", set);
 	CU_ASSERT_FATAL(config_resolve(&e) == 0);
 	sc = schedule_new(&e, err, sizeof err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
