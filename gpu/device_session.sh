@@ -72,6 +72,16 @@
 #   gpu_bench.h5   gpu_bench's runs
 # where <hardware> is gpu_run --hardware's device (h100, h200). Their
 # names are the ones they are committed under (gpu/README.md).
+#
+# Wherever nvidia-smi is, the GPU's SM clock, memory clock, power,
+# temperature and utilization are sampled every 250 ms for the whole call
+# (logs/clocks.csv), and when each step, each gpu_run of the calibrate and
+# runs steps and each command of the hooks began (logs/phases.txt, in
+# nvidia-smi's clock); at the end gpu/clocks.py's table of the SM clock and
+# power each phase ran at (logs/clocks.table) is added to the summary: a
+# kernel's time follows the SM clock, which falls at the board's power cap,
+# so a calibration and the runs it prices are compared at the clocks each
+# ran at (gpu/README.md, "The H200 session").
 set -u
 cd "$(dirname "$0")/.." || exit 1
 REPO=$PWD
@@ -100,6 +110,11 @@ declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=27
 	[compare]=60 [hooks]=300)
 
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# phase NAME: from now on the session does NAME (logs/phases.txt; the clock nvidia-smi stamps its samples
+# with, the machine's local time, to the millisecond: gpu/clocks.py sets the samples against these lines)
+PHASES=$LOGS/phases.txt
+phase() { echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$PHASES"; }
+export PHASES
 note() { echo "$*" >>"$SUMMARY"; }
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 # tmo SECONDS COMMAND...: the command under timeout, for SECONDS at most (0: no limit of its
@@ -351,6 +366,7 @@ step_calibrate() {
 	have_device || return 1
 	echo "calibration of $JOB into $CAL_FILE"
 	echo "== quick: a session in seconds, so that the runs have one if the full calibration does not finish"
+	phase "calibrate: quick"
 	# the watchdog ends a calibration that makes no progress for 60 s and says what each stream waits
 	# on (each measurement lasts milliseconds; the first GPU session's stopped, its GPU idle, and used
 	# the whole step)
@@ -362,12 +378,14 @@ step_calibrate() {
 	# the job's shapes only: the full-size run's norms' backward were priced as passes of their bytes
 	# and its attention scaled by FLOPs from seq 4096 (-6.0% on the step)
 	echo "== the full-size run's shapes, quick"
+	phase "calibrate: full-size shapes, quick"
 	# shellcheck disable=SC2086
 	tmo 90 $MPI1 ./gpu_run "$EXP" --device "$DEVICE" $FULL --emulate-world 16 --set run.timeout_s=60 \
 		--calibrate "$CAL_FILE" --quick || rc=1
 	# the pytorch runtime's copies (FSDP2's per-tensor unpack and pack, each size its schedule launches:
 	# the first H200 session priced them as passes, 40 % short), a quick session of the job under it
 	echo "== the pytorch runtime's copies, quick"
+	phase "calibrate: pytorch copies, quick"
 	# shellcheck disable=SC2086
 	tmo 60 $MPI1 ./gpu_run "$EXP" $JOB --set policy.runtime=pytorch --set run.timeout_s=60 \
 		--calibrate "$CAL_FILE" --quick || rc=1
@@ -377,6 +395,7 @@ step_calibrate() {
 		return 1
 	fi
 	echo "== full (at most ${left_s}s)"
+	phase "calibrate: full"
 	# shellcheck disable=SC2086
 	tmo "$left_s" $MPI1 ./gpu_run "$EXP" $JOB --set run.timeout_s=60 --calibrate "$CAL_FILE" || rc=1
 	return $rc
@@ -391,6 +410,7 @@ step_runs() {
 		local name=$1 s=$2 r
 		shift 2
 		echo "== gpu_run $name: $*"
+		phase "runs: $name"
 		tmo "$s" $MPI1 ./gpu_run "$EXP" "$@" >"$WORK/run.out" 2>&1
 		r=$?
 		cat "$WORK/run.out"
@@ -541,6 +561,7 @@ run_step() {
 	budget=${MAX_S[$name]}
 	[ "$budget" -gt "$remain" ] && budget=$remain
 	say "== $name (at most ${budget}s)"
+	phase "$name"
 	t0=$(date +%s)
 	STEP_END=$((t0 + budget)) timeout -k 15 "$budget" bash -c "step_$name" >"$LOGS/$name.log" 2>&1
 	rc=$?
@@ -562,6 +583,18 @@ if [ -f "$CARRY" ]; then
 	if tar -xzf "$CARRY"; then UNPACKED="unpacked $CARRY"; else UNPACKED="FAILED to unpack $CARRY"; fi
 fi
 setup_libs
+# the GPU's clocks and power for the whole call (a sampler that ends by itself should the call be killed)
+CLOCKS_CSV=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+	CLOCKS_CSV=$LOGS/clocks.csv
+	timeout $((BUDGET_S + 120)) nvidia-smi \
+		--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+		--format=csv -lms 250 >"$CLOCKS_CSV" 2>/dev/null &
+	SMI=$!
+	trap 'kill "$SMI" 2>/dev/null' EXIT
+fi
+export CLOCKS_CSV # the hooks sample none of their own then, and add their commands to PHASES
+export -f phase
 export -f tmo step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
 	have_gpu have_device catalog_gpu
 
@@ -577,6 +610,19 @@ steps=("$@")
 for s in "${steps[@]}"; do
 	run_step "$s"
 done
+phase end
+if [ -n "$CLOCKS_CSV" ]; then
+	kill "$SMI" 2>/dev/null
+	wait "$SMI" 2>/dev/null
+	if "${PY:-python3}" gpu/clocks.py "$CLOCKS_CSV" "$PHASES" >"$LOGS/clocks.table" 2>&1; then
+		{
+			echo "the GPU's SM clock and power per phase (logs/clocks.table, gpu/clocks.py):"
+			sed 's/^/  /' "$LOGS/clocks.table"
+		} >>"$SUMMARY"
+	else
+		note "WARN gpu/clocks.py: $(tail -1 "$LOGS/clocks.table")"
+	fi
+fi
 sync_out
 pack
 note "done in $(($(date +%s) - START))s; logs in logs.tar.gz; results: $(cd "$OUT" && ls -- *.h5 *.compare.* 2>/dev/null | tr '\n' ' ')"

@@ -20,6 +20,9 @@
 #   2. a step that needs the GPU (test) fails saying so, and the session
 #      goes on; a step of no such name is listed as such;
 #   3. DEVICE of another value exits 2.
+# Where nvidia-smi is (here a fake one), the GPU's clocks are sampled for the
+# whole call and gpu/clocks.py's table per phase ends the summary (1b);
+# clocks.py is checked on the first H200 session's samples too.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -45,7 +48,24 @@ trap 'rm -rf "$tmp" "$data"' EXIT
 # the carried archive (gpu/pack.sh's, here a marker file) is unpacked into the tree first
 mkdir -p "$tmp/pack/$data" && echo carried >"$tmp/pack/$data/marker"
 tar -czf "$tmp/carry.tar.gz" -C "$tmp/pack" "$data/marker"
-CARRY=$tmp/carry.tar.gz OUT=$tmp/out DATA=$data DEVICE=cpu BUDGET_S=400 \
+# an nvidia-smi that samples a GPU at 1980 MHz and 250 W, 60% busy (and lists no GPU): the session's
+# clock sampler and its table per phase
+mkdir -p "$tmp/bin"
+cat >"$tmp/bin/nvidia-smi" <<'EOF'
+#!/bin/sh
+case "$*" in
+*--query-gpu=timestamp*)
+	echo "timestamp, clocks.current.sm [MHz], clocks.current.memory [MHz], power.draw [W], temperature.gpu, utilization.gpu [%]"
+	while :; do
+		echo "$(date '+%Y/%m/%d %H:%M:%S.%3N'), 1980 MHz, 3201 MHz, 250.00 W, 40, 60 %"
+		sleep 0.25
+	done
+	;;
+esac
+exit 0
+EOF
+chmod +x "$tmp/bin/nvidia-smi"
+PATH=$tmp/bin:$PATH CARRY=$tmp/carry.tar.gz OUT=$tmp/out DATA=$data DEVICE=cpu BUDGET_S=400 \
 	bash gpu/device_session.sh calibrate runs compare test nosuch >"$tmp/log" 2>&1
 rc=$?
 sum=$tmp/out/summary.txt
@@ -128,6 +148,33 @@ if [ "$(stamp)" = "$before" ]; then
 	ok "nothing written under data/"
 else
 	bad "data/" "written: $(diff <(echo "$before") <(stamp) | head -3)"
+fi
+
+# 1b. the GPU's clocks per phase: every step, each gpu_run of calibrate and runs
+rows=$(grep -cE '^  (calibrate|calibrate: (quick|full-size shapes, quick|pytorch copies, quick|full)|runs|runs: [a-z0-9+-]+|compare|test) +[0-9.]+ +[0-9]+ +[0-9]+  1980 \(1980-1980\), 250 W$' "$sum")
+listed=$(tar -tzf "$tmp/out/logs.tar.gz" | grep -cE '^logs/(clocks\.csv|phases\.txt|clocks\.table)$')
+if grep -q "^the GPU's SM clock and power per phase" "$sum" && [ "$rows" = 28 ] && [ "$listed" = 3 ]; then
+	ok "the GPU's SM clock and power per phase (a row for each of the 4 calibrations, 23 runs and the comparison), the samples in the logs"
+else
+	bad "clocks" "$rows rows, $listed files in the logs: $(grep -A4 "SM clock" "$sum")"
+fi
+# gpu/clocks.py on the first H200 session's hook (nvidia-smi's own output): the FSDP2 steps at the
+# power cap, the microbenchmarks at full clock
+table=$(python3 gpu/clocks.py data/device/20261128-h200/call2-clocks.csv.gz data/device/20261128-h200/call2-phases.txt)
+if echo "$table" | grep -qE '^fsdp_bench grid, 1 rank\(s\) +85\.9 +343 +188  1575 \(1485-1920\), 684 W$' &&
+	echo "$table" | grep -qE '^microbench +19\.8 +80 +33  1980 \(1575-1980\), 138 W$' &&
+	echo "$table" | grep -qE '^unshard.py, saved.py +47\.5 +190 +0  no busy sample$'; then
+	ok "clocks.py on the H200's samples: FSDP2's steps at 1575 MHz and 684 W, the microbenchmarks at 1980 MHz"
+else
+	bad "clocks.py" "$table"
+fi
+head -2 data/device/20261128-h200/call2-phases.txt | tail -1 >"$tmp/one-phase"
+python3 gpu/clocks.py data/device/20261128-h200/call2-clocks.csv.gz "$tmp/one-phase" >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc = 2 ] && grep -q "1 phase line(s); a phase lasts until the next line" "$tmp/err"; then
+	ok "clocks.py: one phase line, exit 2"
+else
+	bad "clocks.py one phase" "exit $rc: $(cat "$tmp/err")"
 fi
 
 # 2. steps that cannot run

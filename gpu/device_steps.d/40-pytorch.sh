@@ -20,8 +20,10 @@ type tmo >/dev/null 2>&1 || tmo() { shift; "$@"; }
 RUN=(-m torch.distributed.run --standalone --local-addr 127.0.0.1)
 rc=0
 # the GPU's clocks, power and temperature through the hook (clocks.csv, every 250 ms), and when each command
-# began and ended (phases.txt): whether a step ran at the clocks its kernels' microbenchmarks ran at
-if command -v nvidia-smi >/dev/null; then
+# began and ended (phases.txt): whether a step ran at the clocks its kernels' microbenchmarks ran at.
+# Under gpu/device_session.sh, which samples the whole call (CLOCKS_CSV), the commands go to its
+# phases too (PHASES) and the hook samples nothing of its own
+if [ -z "${CLOCKS_CSV:-}" ] && command -v nvidia-smi >/dev/null; then
 	# (a sampler that ends by itself, should the hook be killed before its trap runs)
 	timeout 900 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
 		--format=csv -lms 250 >"$OUT/pytorch/clocks.csv" 2>/dev/null &
@@ -39,7 +41,12 @@ pack_logs() {
 	)
 }
 trap pack_logs EXIT
-phase() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $*" >>"$OUT/pytorch/phases.txt"; }
+phase() {
+	local t
+	t=$(date '+%Y/%m/%d %H:%M:%S.%3N') # nvidia-smi's clock: the machine's local time
+	echo "$t $*" >>"$OUT/pytorch/phases.txt"
+	[ -z "${PHASES:-}" ] || echo "$t hooks: 40-pytorch: $*" >>"$PHASES"
+}
 # microbench: 20 s on the H200; since, a profile of each FSDP2 copy and 3 s of GEMMs for the SM clock
 phase microbench
 tmo 60 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
