@@ -397,6 +397,16 @@ static int conj_table(const struct op *o)
 	return !strcmp(o->name, "q_rope") || !strcmp(o->name, "k_rope");
 }
 
+/*
+ * z = x * y: PyTorch's mul_tensor_backward for each factor
+ * (tools/autograd/derivatives.yaml), dx = dz * y and dy = dz * x, a kernel
+ * each that reads dz and the other factor and writes its factor's gradient.
+ */
+static int product_rule(const struct op *o)
+{
+	return !strcmp(o->name, "mul");
+}
+
 static void op_backward(struct klist *l, const struct op *o, const struct model_dims *d, int a)
 {
 	char name[KERNEL_NAME_MAX];
@@ -428,6 +438,11 @@ static void op_backward(struct klist *l, const struct op *o, const struct model_
 		}
 		for (int k = 0; k < o->bwd_kernels; k++) {
 			snprintf(name, sizeof name, o->bwd_kernels > 1 ? "%s%d" : "%s", o->bwd_name, k);
+			if (product_rule(o)) { /* kernel k: dz and the other factor read, factor k's gradient written */
+				uint64_t dk = tensor_bytes(o->in[k], d, a);
+				ew_as(l, name, dout + (saves - dk) + dk, dk / (uint64_t)a, o->bwd_access);
+				continue;
+			}
 			/* each kernel reads the incoming gradient and the saved tensors; the input gradients are written once */
 			ew_as(l, name, dout + saves + (k == 0 ? din : 0), din / (uint64_t)a, o->bwd_access);
 		}

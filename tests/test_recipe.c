@@ -79,6 +79,13 @@ static void test_eager_block(void)
 	CU_ASSERT_EQUAL(named(k, n, "q_rope_conj")->bytes, 2 * 8192ull * 64 * 8);
 	CU_ASSERT(named(k, n, "k_rope_conj") + 1 == named(k, n, "k_rope_bwd"));
 	CU_ASSERT_EQUAL(named(k, n, "attention_bwd")->backward, 1);
+	/* mul's backward, a kernel per factor (ds = dp * u, du = dp * s): dp and the other factor read, the
+	 * factor's gradient written, N x F each of the three */
+	CU_ASSERT_EQUAL(named(k, n, "mul_bwd0")->bytes, 3 * N * F * 2);
+	CU_ASSERT_EQUAL(named(k, n, "mul_bwd1")->bytes, 3 * N * F * 2);
+	CU_ASSERT_EQUAL(named(k, n, "mul_bwd0")->flops, N * F);
+	/* RMSNorm's two (the input's gradient and the weight's) read the same; the first writes dx too */
+	CU_ASSERT_EQUAL(named(k, n, "mlp_norm_bwd0")->bytes - named(k, n, "mlp_norm_bwd1")->bytes, N * D * 2);
 }
 
 /*

@@ -15,7 +15,11 @@ stream without one), matched by name and bytes. For each template and
 file: the kernels' rates (bytes over time; the median of the template's
 kernels), as a fraction of the HBM and per SM; for the optimizer, AdamW's
 foreach (84 bytes an element) and fused (28) steps per element. Kernels of
-under 64 MB are left out (their time is mostly the launch's tail).
+under 64 MB are left out (their time is mostly the launch's tail), and so
+is a kernel that moved its bytes faster than the HBM's datasheet rate: it
+cannot have, from a cold L2, so its row's bytes are not what it moved
+(the first H100 file's `mul` timed `g * g`, one tensor read for two;
+listed apart).
 Prints a table and, with --check, exits 1 when a rate of the catalog is
 further than --tolerance from what the files give: a template bound by its
 HBM (norm, the optimizer) against the files' mean fraction, one bound per
@@ -93,8 +97,14 @@ def main():
             s = cal[sorted(cal.keys())[-1]]
             rows = [(r["name"].decode(), int(r["bytes"]), float(r["ns"])) for r in s["kernels"][:] if r["kind"] == 2]
             adamw = {"foreach": (84, s.attrs.get("adamw_ns_per_elem")), "fused": (28, s.attrs.get("adamw_fused_ns_per_elem"))}
+        impossible = [n for n, b, ns in rows if kinds.get((n, b)) and b >= MIN_BYTES and ns > 0 and b / ns > hbm]
+        if impossible:
+            print("%-34s %-10s %8d %10s %10s  %s" % (name[:34], "left out", len(impossible), "> 1", "",
+                                                     ", ".join(impossible) + ": faster than the HBM, so not the "
+                                                     "bytes it moved"))
         for p in PATTERNS + ("stream",):
-            used = [(n, b / ns) for n, b, ns in rows if kinds.get((n, b)) == p and b >= MIN_BYTES and ns > 0]
+            used = [(n, b / ns) for n, b, ns in rows if kinds.get((n, b)) == p and b >= MIN_BYTES and ns > 0 and
+                    n not in impossible]
             if not used:
                 continue
             gbps = statistics.median(r for _, r in used)
