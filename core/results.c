@@ -596,6 +596,11 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 		h5file_read_u64(s, g, "outside_bytes", &m->outside_bytes);
 	h5file_read_i32(s, g, "fits", &i);
 	m->fits = i;
+	m->profile_span_s = m->profile_busy_s = 0;
+	if (h5file_has_attr(g, "profile_span_s") && h5file_has_attr(g, "profile_busy_s")) {
+		h5file_read_f64(s, g, "profile_span_s", &m->profile_span_s);
+		h5file_read_f64(s, g, "profile_busy_s", &m->profile_busy_s);
+	}
 	m->alloc_retries = m->alloc_ooms = m->alloc_retries_step = 0; /* files written before the allocator had a capacity */
 	m->has_alloc_retries = h5file_has_attr(g, "alloc_retries");
 	if (m->has_alloc_retries) {
@@ -799,6 +804,10 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 	if (!r->error[0] && strcmp(r->source, "sim") && !(isfinite(r->sum.step_time_s) && r->sum.step_time_s > 0))
 		snprintf(r->error, sizeof r->error, "its measured step time (summary step_time_s = %g) is not a time",
 			 r->sum.step_time_s);
+	if (!r->error[0] && (!(r->sum.profile_busy_s >= 0) || !(r->sum.profile_span_s >= r->sum.profile_busy_s)))
+		snprintf(r->error, sizeof r->error,
+			 "summary profile_busy_s = %g and profile_span_s = %g (allowed: 0 <= busy <= span seconds)",
+			 r->sum.profile_busy_s, r->sum.profile_span_s);
 	if (!r->error[0])
 		check_op_times(r);
 	H5Gclose(run);

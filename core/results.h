@@ -78,6 +78,14 @@ struct summary {
 	int alloc_retries;         /* flushes of its cache (PyTorch's num_alloc_retries) */
 	int alloc_ooms;            /* new segments reserved past the GPU's memory even so (num_ooms) */
 	int alloc_retries_step;    /* flushes in the last step (every step's, once the allocator settled) */
+	/*
+	 * a PyTorch run on a GPU, its profiled step (fsdp_bench.py
+	 * --profile): from its first kernel's start to its last one's end,
+	 * and the time some kernel of some stream ran; the rest is the GPU
+	 * idle, waiting for its host. Read where a run has them, never
+	 * written: 0 otherwise
+	 */
+	double profile_span_s, profile_busy_s;
 	int ncrit;
 	char crit_name[RESULTS_CRIT_MAX][48]; /* the op groups that dominate the critical path */
 	double crit_s[RESULTS_CRIT_MAX];      /* their time on it */

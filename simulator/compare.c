@@ -134,6 +134,12 @@ struct cmp {
 	struct sim_result r;
 	double rank_wait_s;              /* measured: the first rank's wait for the last, summed over the collectives */
 	/*
+	 * predicted: from the first device op's start to the last one's end,
+	 * and the time some op of some device stream runs (the rest: the GPU
+	 * idle), against a PyTorch run's profiled step (summary profile_*)
+	 */
+	double gpu_span_s, gpu_busy_s;
+	/*
 	 * A PyTorch run's own allocator events (alloc_trace) served by the
 	 * allocator of its runtime (alloc_replay): its model on PyTorch's
 	 * requests, apart from the schedule's
@@ -332,6 +338,45 @@ static void tally_beside(struct cmp *c)
 	}
 }
 
+/*
+ * The predicted step's device time: from its first device op's start to
+ * its last one's end (the host optimizer's stream is not the device's), and
+ * the union of those ops' times, as a profiled step's kernels give them
+ * (experiments/pytorch/timeline.py).
+ */
+static void gpu_idle(struct cmp *c)
+{
+	const struct schedule *s = c->s;
+	double *start = xmalloc(sizeof(double) * (size_t)(s->nops + 1));
+	double *end = xmalloc(sizeof(double) * (size_t)(s->nops + 1));
+	size_t n = 0;
+	double busy = 0, a, b;
+
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].stream != ST_HOST && c->r.ops[i].end_ns > c->r.ops[i].start_ns) {
+			start[n] = (double)c->r.ops[i].start_ns;
+			end[n++] = (double)c->r.ops[i].end_ns;
+		}
+	c->gpu_span_s = c->gpu_busy_s = 0;
+	if (n) {
+		gsl_sort2(start, 1, end, 1, n);
+		a = start[0], b = end[0]; /* the stretch of busy time so far; b, the latest end yet */
+		for (size_t i = 1; i < n; i++) {
+			if (start[i] > b) {
+				busy += b - a;
+				a = start[i];
+			}
+			if (end[i] > b)
+				b = end[i];
+		}
+		busy += b - a;
+		c->gpu_span_s = (b - start[0]) * 1e-9;
+		c->gpu_busy_s = busy * 1e-9;
+	}
+	free(start);
+	free(end);
+}
+
 /* Per op kind and per stream: the time ops spend, measured and predicted. */
 static void tally(struct cmp *c)
 {
@@ -512,6 +557,7 @@ static int predict(struct cmp *c, const char *calibration, int catalog_now, char
 	c->within_noise = m->sum.steps > 1 && c->pred.step_time_s >= m->sum.step_time_p10_s &&
 			  c->pred.step_time_s <= m->sum.step_time_p90_s; /* one figure has no noise to be inside */
 	tally(c);
+	gpu_idle(c);
 	if (c->timed)
 		tally_beside(c);
 	if (!c->timed && c->kernel_timed && class_predict(c, err, errlen) != 0)
@@ -729,6 +775,11 @@ static void print_text(FILE *out, const struct cmp *c)
 		fprintf(out, "  compute     not measured (no op times)  predicted %.3f ms\n", p->compute_s * 1e3);
 		fprintf(out, "  exposed comm not measured  predicted %.3f ms\n", p->exposed_comm_s * 1e3);
 	}
+	if (m->sum.profile_span_s > 0)
+		fprintf(out, "  GPU idle    measured %.3f ms of the profiled step's %.3f ms (no kernel running)  predicted "
+			     "%.3f ms of %.3f ms (no op running)\n",
+			(m->sum.profile_span_s - m->sum.profile_busy_s) * 1e3, m->sum.profile_span_s * 1e3,
+			(c->gpu_span_s - c->gpu_busy_s) * 1e3, c->gpu_span_s * 1e3);
 	if (m->nranks > 1)
 		fprintf(out, "  rank skew   %.3f ms: the collectives' first rank waiting for their last, summed "
 			     "(%d ranks measured; the model's ranks run alike)\n", c->rank_wait_s * 1e3, m->nranks);
@@ -879,6 +930,12 @@ static void print_json_run(FILE *out, const struct cmp *c, int first)
 	json_key_num(out, "measured_exposed_comm_s", c->timed ? m->sum.exposed_comm_s : NAN);
 	json_key_num(out, "predicted_exposed_comm_s", p->exposed_comm_s);
 	json_key_num(out, "measured_rank_wait_s", c->rank_wait_s);
+	/* a PyTorch run's profiled step on a GPU: the time no kernel ran, null where it has none */
+	json_key_num(out, "measured_gpu_idle_s",
+		     m->sum.profile_span_s > 0 ? m->sum.profile_span_s - m->sum.profile_busy_s : NAN);
+	json_key_num(out, "measured_gpu_span_s", m->sum.profile_span_s > 0 ? m->sum.profile_span_s : NAN);
+	json_key_num(out, "predicted_gpu_idle_s", c->gpu_span_s - c->gpu_busy_s);
+	json_key_num(out, "predicted_gpu_span_s", c->gpu_span_s);
 	json_key_num(out, "measured_peak_alloc_bytes", c->alloc_measured ? (double)m->sum.peak_alloc_bytes : NAN);
 	fprintf(out, ", \"predicted_peak_alloc_bytes\": %llu, \"peak_alloc_err\": ", (unsigned long long)p->peak_alloc_bytes);
 	json_num(out, c->alloc_err);

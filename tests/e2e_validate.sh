@@ -845,6 +845,8 @@ with h5py.File(sys.argv[1], "w") as f:
             g.attrs["build"] = "device"
         if name == "000000":  # the device memory outside the caching allocator (fsdp_bench.py on a GPU)
             s.attrs["outside_bytes"] = np.uint64(600 << 20)
+            # and its profiled step's kernels: 1.9 ms from the first's start to the last's end, 1.6 ms of it busy
+            s.attrs["profile_span_s"], s.attrs["profile_busy_s"] = 0.0019, 0.0016
             # and the cache's flushes over the run (memory_stats' num_alloc_retries), in its last step, its OOMs
             s.attrs["alloc_retries"], s.attrs["alloc_retries_step"] = np.int32(3), np.int32(1)
             s.attrs["alloc_ooms"] = np.int32(0)
@@ -887,6 +889,11 @@ assert abs(cl["gemm"]["err"] - (cl["gemm"]["predicted_s"] / 300e-6 - 1)) < 1e-6,
 assert b["compute_by_class"] == {}, b["compute_by_class"]  # no kernel times
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
 assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
+# the GPU idle in the profiled step (null where the run has none) against the predicted timeline's time with no
+# device op running: these ops of a tiny model wait for the host that launches them
+assert abs(a["measured_gpu_idle_s"] - 0.0003) < 1e-12 and a["measured_gpu_span_s"] == 0.0019, a
+assert b["measured_gpu_idle_s"] is None and b["measured_gpu_span_s"] is None, b
+assert 0 < a["predicted_gpu_idle_s"] < a["predicted_gpu_span_s"] <= a["predicted_step_s"], a
 # the flushes as measured where the run has them (null where not), beside the prediction's (none: it fits)
 assert (a["measured_alloc_retries"], a["measured_alloc_retries_step"], a["measured_alloc_ooms"]) == (3, 1, 0), a
 assert b["measured_alloc_retries"] is None and b["measured_alloc_ooms"] is None, b
@@ -929,11 +936,13 @@ if "$SIM" --compare "$pt" >"$tmp/pt.txt" 2>&1 && grep -q "work (summed kernels)"
 	grep -q "^    allgather/large  *20.0 MiB  *0$" "$tmp/pt.txt" && grep -q "^    streams of no op  *2.0 MiB  *-$" "$tmp/pt.txt" &&
 	[ "$(grep -c "^    compute by class (alone)  *kernels  *measured ms  *predicted ms  *error" "$tmp/pt.txt")" = 1 ] &&
 	grep -q "^    gemm  *40  *0.300 " "$tmp/pt.txt" &&
+	grep -q "^  GPU idle    measured 0.300 ms of the profiled step's 1.900 ms (no kernel running)  predicted [0-9.]* ms of [0-9.]* ms (no op running)$" "$tmp/pt.txt" &&
+	[ "$(grep -c "GPU idle" "$tmp/pt.txt")" = 1 ] &&
 	[ "$(grep -c "^    memory after  *alloc meas.  *predicted  *reserv. meas.  *predicted  *error$" "$tmp/pt.txt")" = 1 ] &&
 	grep -q "^    the build  *1.0 MiB  *[0-9.]* [KM]iB  *2.0 MiB  *[0-9.]* [KM]iB  *[-+][0-9.]*%$" "$tmp/pt.txt" &&
 	grep -q "^    step 1 (warm-up)  *1.0 MiB .* 8.0 MiB " "$tmp/pt.txt" && grep -q "^    built on the device: " "$tmp/pt.txt" &&
 	grep -q "^  allocator   PyTorch's 5 requests (alloc_trace) replayed: peak allocated 18.5 MiB (requested 18.5 MiB), reserved 22.0 MiB (traced 22.0 MiB, error +0.00%)$" "$tmp/pt.txt"; then
-	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, memory outside the allocator, reserved by pool, memory after the build and each warm-up step, its allocator's requests replayed"
+	ok "pytorch run, text: kernels by kind of work, 'not measured' where nothing was, the GPU idle, memory outside the allocator, reserved by pool, memory after the build and each warm-up step, its allocator's requests replayed"
 else
 	bad "pytorch run, text" "$(head -20 "$tmp/pt.txt")"
 fi
@@ -967,6 +976,24 @@ broken_run "a memory_by_step row reserving less than it allocates" \
         ("allocated_bytes", "<u8"), ("reserved_bytes", "<u8")]))'
 broken_run "a build of no known kind" "run 000000: attribute build = 'cpu' (allowed: device, meta)" \
 	'    f["runs/000000"].attrs["build"] = "cpu"'
+# a profiled step busier than it is long
+broken_run "a profile busier than its span" \
+	"run 000000: summary profile_busy_s = 0.002 and profile_span_s = 0.0019 (allowed: 0 <= busy <= span seconds)" \
+	'    f["runs/000000/summary"].attrs["profile_busy_s"] = 0.002'
+# timeline.py (fsdp_bench.py --profile's gaps), without PyTorch: kernels of two streams, one inside another,
+# two that touch, two gaps; the longest first, named by the kernels on either side
+if out=$(cd experiments/pytorch && /usr/bin/python3 -c '
+from timeline import gpu_gaps
+ks = [("b", 12.0, 20.0), ("a", 10.0, 15.0), ("c", 14.0, 16.0), ("d", 25.0, 30.0), ("e", 30.0, 31.0), ("f", 40.0, 42.0)]
+span, busy, gaps = gpu_gaps(ks)
+assert (span, busy) == (32.0, 10.0 + 6.0 + 2.0), (span, busy)
+assert gaps == [("e", "f", 21.0, 9.0), ("b", "d", 10.0, 5.0)], gaps
+assert gpu_gaps(ks, top=1)[2] == gaps[:1] and gpu_gaps([]) == (0.0, 0.0, [])
+print("span %g us, busy %g, gaps %s" % (span, busy, gaps))' 2>&1); then
+	ok "timeline.py: a profiled step's span, busy time and gaps ($out)"
+else
+	bad "timeline.py" "$out"
+fi
 # its figures: predicted against measured, no timeline or memory (it has neither); with its comparison
 # beside it, its compute by class of kernel
 if cp "$tmp/pt.json" "$pt.compare.json" && MPLBACKEND=Agg /usr/bin/python3 paper/plots.py "$pt" "$tmp/ptfig" >"$tmp/ptfig.log" 2>&1 &&

@@ -10,7 +10,9 @@ One process per GPU (or, on a machine without one, per CPU rank with gloo).
 Per policy: warm-up steps, then N measured steps (their median, 10th and
 90th percentiles), torch.cuda.max_memory_allocated / max_memory_reserved,
 and a PyTorch-profiler table of kernel times of one step (dataset
-`profile`). The model is torchtitan's Llama 3 block written out here
+`profile`), with, on a GPU, the time its kernels left the GPU idle and
+the longest such gaps (timeline.py: summary profile_span_s and
+profile_busy_s, dataset gpu_gaps). The model is torchtitan's Llama 3 block written out here
 (attention with RoPE through complex multiplication, repeat_kv, SDPA;
 RMSNorm; SwiGLU), as many layers as fit.
 """
@@ -29,6 +31,8 @@ except ImportError:  # older releases
     from torch.distributed._composable.fsdp import fully_shard, MixedPrecisionPolicy
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+from timeline import gpu_gaps  # the script's folder is first on the path
 
 
 # ---- the model -------------------------------------------------------------
@@ -333,7 +337,7 @@ def run_steps(model, opt, cfg, args, device, tracing=False, start=None):
     # the cache's flushes since the build began (the warm-up and measured steps'), in the last step, and the OOMs
     counts = alloc_counts(device)
     flushes = (counts[0] - start[0], counts[0] - last[0], counts[1] - start[1]) if counts and last and start else None
-    prof_rows = []
+    prof_rows, idle = [], None
     if args.profile:
         acts = [torch.profiler.ProfilerActivity.CPU] + (
             [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -346,6 +350,7 @@ def run_steps(model, opt, cfg, args, device, tracing=False, start=None):
             kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
                 not getattr(e, "is_user_annotation", False)
             prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
+        idle = profiled_idle(p) if device.type == "cuda" else None
     peaks = (0, 0, 0, "", None)
     if device.type == "cuda":
         # and the device memory in use outside the caching allocator (the CUDA context, NCCL's buffers): what
@@ -353,7 +358,20 @@ def run_steps(model, opt, cfg, args, device, tracing=False, start=None):
         free, total = torch.cuda.mem_get_info(device)
         peaks = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved(),
                  total - free - torch.cuda.memory_reserved(device), reserved_by_pool(model, device), flushes)
-    return times, peaks, prof_rows, collectives.seen, trace, [b for b in by_step if b is not None]
+    return times, peaks, prof_rows, collectives.seen, trace, [b for b in by_step if b is not None], idle
+
+
+def profiled_idle(p):
+    """The profiled step's kernels, every stream's, as timeline.gpu_gaps sets them out: (span_us, busy_us, gaps), or
+    None where the profiler gave no kernel with its times (a failure here costs these figures only)."""
+    try:
+        kernels = [(e.name, float(e.time_range.start), float(e.time_range.end)) for e in p.events()
+                   if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and
+                   not getattr(e, "is_user_annotation", False)]
+    except (AttributeError, RuntimeError, TypeError) as err:
+        print("profile: kernel times not read:", repr(err), file=sys.stderr)
+        return None
+    return gpu_gaps(kernels) if kernels else None
 
 
 def stream_names(model, device):
@@ -446,7 +464,7 @@ def config_attrs(cfg, world, hardware):
     }
 
 
-def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace=(), by_step=()):
+def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace=(), by_step=(), idle=None):
     with h5py.File(path, "a") as f:
         runs = f.require_group("runs")
         name = "%06d" % (max([int(k) for k in runs.keys()] + [-1]) + 1)
@@ -488,6 +506,12 @@ def append(path, cfg, world, hardware, times, peaks, prof, collectives, gpu_byte
             # sums them by kind of work (NCCL's collectives, the optimizer's, FSDP2's copies, compute)
             kt = np.dtype([("name", "S64"), ("calls", "<i4"), ("device_us", "<f8")])
             g.create_dataset("kernels", data=np.array([(n.encode(), c, b) for n, c, _, b, k in prof if k], dtype=kt))
+        if idle:  # the profiled step on a GPU: first kernel to last, the time some kernel ran, the longest gaps
+            span, busy, gaps = idle
+            s.attrs["profile_span_s"], s.attrs["profile_busy_s"] = span * 1e-6, busy * 1e-6
+            gt = np.dtype([("after", "S64"), ("before", "S64"), ("at_s", "<f8"), ("idle_s", "<f8")])
+            g.create_dataset("gpu_gaps", data=np.array([(a.encode()[:63], b.encode()[:63], t * 1e-6, d * 1e-6)
+                                                        for a, b, t, d in gaps], dtype=gt))
         if by_step:  # allocated and reserved after the build and after each warm-up step (./sim --compare's by step)
             mt = np.dtype([("allocated_bytes", "<u8"), ("reserved_bytes", "<u8")])
             g.create_dataset("memory_by_step", data=np.array(by_step, dtype=mt))
@@ -587,7 +611,7 @@ def main():
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         try:
-            times, peaks, prof, collectives, trace, by_step = measure(cfg, args, device, mesh, rank)
+            times, peaks, prof, collectives, trace, by_step, idle = measure(cfg, args, device, mesh, rank)
         except Exception as err:  # cuDNN's and NCCL's out of memory are RuntimeErrors
             if isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower():
                 if rank == 0:
@@ -601,7 +625,8 @@ def main():
             failed += 1
             continue
         if rank == 0:
-            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace, by_step)
+            name = append(args.out, cfg, world, hardware, times, peaks, prof, collectives, gpu_bytes, trace, by_step,
+                          idle)
             print("%s: %s step %.4f s, peak %.2f / %.2f GiB" % (name, {k: cfg[k] for k in ("ac", "optim", "reshard", "accum", "wrap", "optim_in_backward", "compile", "hold_logits")},
                   statistics.median(times), peaks[0] / 2**30, peaks[1] / 2**30))
     release(device)
