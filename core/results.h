@@ -82,8 +82,8 @@ struct summary {
 	 * a PyTorch run on a GPU, its profiled step (fsdp_bench.py
 	 * --profile): from its first kernel's start to its last one's end,
 	 * and the time some kernel of some stream ran; the rest is the GPU
-	 * idle, waiting for its host. Read where a run has them, never
-	 * written: 0 otherwise
+	 * idle, waiting for its host or for another stream. Read where a run
+	 * has them, never written: 0 otherwise
 	 */
 	double profile_span_s, profile_busy_s;
 	int ncrit;

@@ -1,6 +1,6 @@
 """Where a profiled step leaves the GPU idle: the stretches in which no
 kernel of any stream runs (fsdp_bench.py --profile; standard library only,
-so that it is checked without PyTorch, tests/e2e_pytorch.sh).
+so that it is checked without PyTorch: tests/e2e_validate.sh).
 
 A step whose host falls behind (eager dispatch, a synchronization, a
 Python callback between kernels) shows as time between kernels; a step
