@@ -151,10 +151,12 @@ else
 fi
 
 # 1b. the GPU's clocks per phase: every step, each gpu_run of calibrate and runs
-rows=$(grep -cE '^  (calibrate|calibrate: (quick|full-size shapes, quick|pytorch copies, quick|full)|runs|runs: [a-z0-9+-]+|compare|test) +[0-9.]+ +[0-9]+ +[0-9]+  1980 \(1980-1980\), 250 W$' "$sum")
+# (a step's own row lasts from its start to its first command's: it may hold a sample or none)
+rows=$(grep -cE '^  (calibrate: (quick|full-size shapes, quick|pytorch copies, quick|full)|runs: [a-z0-9+-]+) +[0-9.]+ +[0-9]+ +[0-9]+  1980 \(1980-1980\), 250 W$' "$sum")
 listed=$(tar -tzf "$tmp/out/logs.tar.gz" | grep -cE '^logs/(clocks\.csv|phases\.txt|clocks\.table)$')
-if grep -q "^the GPU's SM clock and power per phase" "$sum" && [ "$rows" = 28 ] && [ "$listed" = 3 ]; then
-	ok "the GPU's SM clock and power per phase (a row for each of the 4 calibrations, 23 runs and the comparison), the samples in the logs"
+if grep -q "^the GPU's SM clock and power per phase" "$sum" && [ "$rows" = 27 ] &&
+	grep -qE '^  compare +[0-9.]+ +[0-9]+ +[0-9]+  ' "$sum" && [ "$listed" = 3 ]; then
+	ok "the GPU's SM clock and power per phase (a row for each of the 4 calibrations and 23 runs, and for each step), the samples in the logs"
 else
 	bad "clocks" "$rows rows, $listed files in the logs: $(grep -A4 "SM clock" "$sum")"
 fi
