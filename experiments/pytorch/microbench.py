@@ -30,7 +30,8 @@ from fsdp_bench import shape_args  # the script's folder is first on the path
 K_GEMM, K_ATTN, K_EW = 0, 1, 2
 
 
-HOLD = 1_000_000  # cycles (about half a millisecond) the GPU sleeps while the host queues a measurement
+HOLD = 1_000_000  # cycles (about half a millisecond) the GPU sleeps while the host queues a measurement, at least
+HOLD_PER_S = 2e9  # torch.cuda._sleep's cycles a second (clock64 at about 2 GHz): a longer hold where the host needs it
 
 
 L2_FLUSH = 256 << 20  # bytes written before each measured run: several times any GPU's L2 (H100: 50 MB)
@@ -55,6 +56,7 @@ def sm_clock_reader():
 
 
 SM_CLOCKS = []  # the SM clock after each timed run on a GPU (MHz), where NVML can be read
+ISSUES = []  # the host's issue time (s) of each op measured behind a hold longer than HOLD (timer)
 
 
 def timer(device):
@@ -64,6 +66,20 @@ def timer(device):
 
         def run(fn, reps):
             ts = []
+            # the host's time to issue fn's work, the GPU idle: the hold below must outlast it, or the events time
+            # the host. Most ops take tens of us; chunk_cat (FSDP2's copy-in) builds on the host a 64-bit entry
+            # per 2 KiB block of its output and copies the table to the device (ATen's TensorShape.cu,
+            # get_chunk_cat_metadata and pack_vecs): milliseconds for a unit of GiBs, which the fixed half
+            # millisecond let into the first H200 session's copy_in rows (243 GB/s where the runs' profiles
+            # give chunk_cat 1.8 TB/s)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            issue_s = time.perf_counter() - t0
+            torch.cuda.synchronize()
+            hold = max(HOLD, int(2 * issue_s * HOLD_PER_S))
+            if hold > HOLD:
+                ISSUES.append(issue_s)
             for _ in range(reps):
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 # each run from a cold L2, as a training step's kernels find their inputs (written a kernel or
@@ -72,7 +88,7 @@ def timer(device):
                 scrub.zero_()
                 # the GPU busy while the host queues the events and the work: they time the device's work,
                 # not the Python, dispatch and launch in front of it (dispatch_ns measures those)
-                torch.cuda._sleep(HOLD)
+                torch.cuda._sleep(hold)
                 a.record(); fn(); b.record(); b.synchronize()
                 ts.append(a.elapsed_time(b) * 1e6)
                 mhz = clock() if clock else None
@@ -511,12 +527,15 @@ def main():
                 print("microbench: %s of %s (%d bytes) not measured: not an op written here" % (kind, unit, nbytes))
                 continue
             fn()
+            held = len(ISSUES)
             ns = t(fn, reps)
             kernels.append((kind.encode(), K_EW, 0, 0, 0, 0, nbytes, ns, 0.0))
             measured += 1
             if cuda:  # what ran, to set against the kernels a step's profile names (chunk_cat, Memcpy DtoD)
-                print("microbench: %s of %s, %d bytes, %.1f us (%.0f GB/s): %s" %
-                      (kind, unit, nbytes, ns / 1e3, nbytes / ns, profiled_kernels(fn)))
+                print("microbench: %s of %s, %d bytes, %.1f us (%.0f GB/s)%s: %s" %
+                      (kind, unit, nbytes, ns / 1e3, nbytes / ns,
+                       ", the host %.1f ms to issue it" % (1e3 * ISSUES[-1]) if len(ISSUES) > held else "",
+                       profiled_kernels(fn)))
             del fn
         except (RuntimeError, TypeError, ValueError) as e:
             print("microbench: %s of %s not measured: %s" % (kind, unit, str(e).splitlines()[0] if str(e) else e))
@@ -608,6 +627,9 @@ def main():
         # one process measures no collective: the table is there, empty, as ./sim reads every session's
         s.create_dataset("collectives", data=np.zeros(0, dtype=[("kind", "u1"), ("ranks", "<i4"), ("bytes", "<u8"),
                                                                 ("ns", "<f8"), ("ns_busy", "<f8")]))
+    if ISSUES:
+        print("microbench: %d ops took the host over %.2f ms to issue (up to %.1f ms): the GPU was held that long "
+              "and more before each of their runs" % (len(ISSUES), 0.5 * HOLD / HOLD_PER_S * 1e3, 1e3 * max(ISSUES)))
     print("%s: %d kernels, %d gemms, %d passes; AdamW foreach %.3g, fused %.3g ns/elem; launch queue %d kernels" %
           (a.out, len(kernels), len(gemms), len(passes), scal["foreach"], scal["fused"], queue))
 
