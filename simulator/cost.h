@@ -138,18 +138,18 @@ void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 double cost_host_optim_ns(const struct cost *c, uint64_t params);
 
 /*
+ * A kernel as the calibration prices it (calibration_kernel_ns); a
+ * memory-bound one it did not measure at its name and size, whose pattern
+ * it measured in other kernels, at those kernels' rate.
+ */
+double cost_cal_kernel_ns(const struct cost *c, const struct kernel *k, int beside);
+/*
  * Calibrated prices (c->cal set), in ns, of op `op` on its own: its
  * kernels (beside, enum cal_beside: what runs beside it), or its
  * memory-bound work, or the optimizer's per-element work, plus the
  * zero-fill of the buffers it accumulates into; and of a collective
  * (busy: with a kernel running beside it).
  */
-/*
- * A kernel as the calibration prices it (calibration_kernel_ns); a
- * memory-bound one it did not measure at its name and size, whose pattern
- * it measured in other kernels, at those kernels' rate.
- */
-double cost_cal_kernel_ns(const struct cost *c, const struct kernel *k, int beside);
 double cost_cal_op_ns(struct cost *c, int op, int beside);
 double cost_cal_collective_ns(const struct cost *c, const struct op *o, int busy);
 

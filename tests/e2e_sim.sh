@@ -106,8 +106,11 @@ then ok "--kernels: each op's kernels sum to its FLOPs and bytes; per-op recompu
 # the two GPUs' files)
 out=$(/usr/bin/python3 experiments/pytorch/rates.py --sim "$SIM" --check data/pytorch/nvidia-h100-80gb-hbm3-pytorch-cal.h5 \
 	data/pytorch/nvidia-h200-pytorch-cal.h5 2>&1); rc=$?
+# (the first H100 file's mul, g * g timed under a label of two tensors read, is faster than the HBM: left out)
 [ $rc = 0 ] && [ "$(echo "$out" | grep -cE '^(norm|cast-up|gather|broadcast|reduce|optimizer|stream) ')" = 8 ] \
-	&& ok "[runtime pytorch]'s six rates and the two GPUs' hbm_eff are the microbenchmarks' (rates.py --check)" \
+	&& echo "$out" | grep -qE '^nvidia-h100-80gb-hbm3-pytorch-cal\. left out +1 .* mul: faster than the HBM' \
+	&& ! echo "$out" | grep -E '^nvidia-h100.* stream ' | grep -qw mul \
+	&& ok "[runtime pytorch]'s six rates and the two GPUs' hbm_eff are the microbenchmarks' (rates.py --check; a row faster than the HBM left out)" \
 	|| bad "rates.py --check: $(echo "$out" | tail -7 | tr '\n' ' ')"
 
 # not fitting: still simulated, reported with what it needs
