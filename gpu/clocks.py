@@ -71,11 +71,12 @@ def read_phases(path):
     return out
 
 
-def percentile(v, q):
-    """v sorted: the q-th percentile, by linear interpolation between the nearest ranks."""
-    x = q / 100 * (len(v) - 1)
-    i = int(x)
-    return v[i] if i + 1 >= len(v) else v[i] + (x - i) * (v[i + 1] - v[i])
+def deciles(v):
+    """The 10th and 90th percentiles of v, interpolated between the nearest ranks (one value: itself)."""
+    if len(v) < 2:
+        return v[0], v[0]
+    d = statistics.quantiles(v, n=10, method="inclusive")
+    return d[0], d[-1]
 
 
 def table(samples, phases, busy_pct):
@@ -86,9 +87,10 @@ def table(samples, phases, busy_pct):
         busy = [s for s in inside if s[3] is not None and s[3] >= busy_pct]
         row = {"phase": name, "seconds": (end - start).total_seconds(), "samples": len(inside), "busy": len(busy)}
         if busy:
-            sm = sorted(s[1] for s in busy)
+            sm = [s[1] for s in busy]
             power = [s[2] for s in busy if s[2] is not None]
-            row.update(sm_mhz=statistics.median(sm), sm_p10=percentile(sm, 10), sm_p90=percentile(sm, 90),
+            p10, p90 = deciles(sm)
+            row.update(sm_mhz=statistics.median(sm), sm_p10=p10, sm_p90=p90,
                        power_w=statistics.median(power) if power else None)
         rows.append(row)
     return rows
