@@ -9,6 +9,7 @@
 #   make cases   the report's case studies into data/cases (only those missing)
 #   make paper   the report, paper/main.pdf, from data/ (installs TeX Live if missing)
 #   make gpu-test / gpu-bench   CUDA model checks and benchmark (need a GPU)
+#   make pytorch-check   experiments/pytorch/ against real PyTorch on this CPU (installs it in venv-torch/)
 #
 # Plain GNU make; objects under build/, one .d file per object (-MMD -MP).
 
@@ -69,7 +70,7 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcubla
 # those dlopen (Open MPI's components).
 BUNDLE_RPATH := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/gpu/bundle/lib'
 
-.PHONY: all run test check bench asan fuzz validate plots cases paper deps gpu-test gpu-bench clean features pkg-check pkg-check-tests
+.PHONY: all run test check bench asan fuzz validate plots cases paper deps gpu-test gpu-bench clean features pkg-check pkg-check-tests pytorch-check
 all: features $(SIM) $(GPU_RUN)
 
 features:
@@ -201,6 +202,16 @@ fuzz: deps
 validate: deps
 	@$(MAKE) --no-print-directory all
 	bash gpu/run/validate.sh
+
+# experiments/pytorch/ against real PyTorch on this CPU (tests/e2e_pytorch.sh), from a virtual
+# environment of its own: PyTorch 2.11 as on the lent GPU machines, with h5py (PyPI's wheel brings
+# the CUDA libraries too, about 5 GB, the first time). `make test` runs the same checks once it exists.
+PYTORCH_ENV ?= venv-torch
+pytorch-check: deps
+	@$(MAKE) --no-print-directory sim
+	@$(PYTORCH_ENV)/bin/python -c 'import torch, h5py' 2>/dev/null || { python3 -m venv $(PYTORCH_ENV) && \
+		$(PYTORCH_ENV)/bin/pip install -q torch==2.11.0 h5py numpy; }
+	PYTORCH_PYTHON=$(PYTORCH_ENV)/bin/python bash tests/e2e_pytorch.sh
 
 plots: deps
 	/usr/bin/python3 paper/plots.py data $(wildcard data/runs data/pytorch data/published) paper/figures

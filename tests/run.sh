@@ -2,7 +2,8 @@
 # Runs every test: the end-to-end checks of ./sim and ./gpu_run (bad input,
 # golden runs, calibration files refused, sweeps and the advisor, the runtime's equivalence checks,
 # data safety, the calibrate-run-compare loop, the GPU session's script rehearsed on the CPU,
-# the report's generator, configurations drawn at random), then the CUnit suites,
+# the report's generator, configurations drawn at random, experiments/pytorch/ against real PyTorch
+# where a Python has it), then the CUnit suites,
 # whose summary closes the output. Exit status is non-zero when anything
 # failed.
 #
@@ -30,6 +31,7 @@ bash tests/e2e_calibration.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_device_session.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_paper.sh || fail=1
 bash tests/e2e_random.sh || fail=1
+bash tests/e2e_pytorch.sh || fail=1
 
 "$RUN_TESTS" || fail=1
 exit $fail

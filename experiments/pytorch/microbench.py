@@ -141,12 +141,14 @@ def launch_queue_depth():
 
 def sim_listing(sim, a, *flags):
     """What `sim` prints for fsdp_bench.py's model of one block at the shape on one GPU under PyTorch with flags
-    (--kernels, --schedule, ...); None without a ./sim that runs."""
+    (--kernels, --schedule, ...), at the precision measured here (a.precision: mixed on a GPU, fp32 on a CPU, whose
+    tensors are fp32 and so are the bytes the rows are labelled with); None without a ./sim that runs."""
     if not sim or not os.access(sim, os.X_OK):
         return None
     cmd = [sim, "--model", "llama3-8b", "--layers", "1", "--hidden", str(a.hidden), "--ffn", str(a.ffn),
            "--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--vocab", str(a.vocab), "--seq", str(a.tokens),
-           "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch"] + list(flags)
+           "--batch", "1", "--nodes", "1", "--gpus-per-node", "1", "--runtime", "pytorch",
+           "--precision", a.precision] + list(flags)
     try:
         return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as e:  # a ./sim that does not run here
@@ -435,6 +437,7 @@ def main():
     dev = torch.device("cuda" if cuda else "cpu")
     dt = torch.bfloat16 if cuda else torch.float32
     el = 2 if cuda else 4
+    a.precision = "mixed" if cuda else "fp32"  # the recipe ./sim labels the rows from: its bytes are el's
     reps = 5 if a.quick else 20
     t = timer(dev)
     N, D, F_, H, KV, V = a.tokens, a.hidden, a.ffn, a.heads, a.kv_heads, a.vocab

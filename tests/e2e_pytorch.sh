@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# e2e_pytorch.sh - experiments/pytorch/ run against real PyTorch on this CPU
+# (gloo ranks, a model of two small blocks), where a Python with torch and
+# h5py is given (PYTORCH_PYTHON, else venv-torch/'s, which `make
+# pytorch-check` makes, else python3): the
+# commands the GPU session's hook (gpu/device_steps.d/40-pytorch.sh) runs,
+# with its flags, so that a GPU session does not spend its minutes on a
+# script that fails, and the checks of the schedule's structure that need
+# PyTorch itself:
+#
+#   1. saved.py: what a block, the loss and AdamW keep for backward, byte
+#      for byte against ./sim's recipes (exit 1 when a row differs);
+#   2. unshard.py: FSDP2's copies at world size 1 against ./sim's schedule;
+#   3. fsdp_bench.py's quick grid on 1 and 2 ranks (FSDP) and on 2 ranks
+#      (HSDP, two replicas of one rank): every policy a run in the file with
+#      source = pytorch and a step time; then attach_schedule.py: no
+#      collective at one rank, and on 2 ranks the collectives FSDP2 issued
+#      are the schedule's, kind, bytes and order, in every run; ./sim
+#      --compare predicts every run (--json: a finite prediction each);
+#   4. the hook's other runs (--grid one): expandable segments, a meta
+#      build, compiled (model+loss: Inductor's CPU code), each appended;
+#   5. microbench.py --quick at the runs' shape: a row of its own for each
+#      GEMM and attention the recipe lists at the precision it measures
+#      (fp32 here), and a file that ./sim --compare prices the one-rank
+#      runs with.
+# Without such a Python it says so and checks nothing (0 passed). One line
+# per check, then `N passed, N failed`; non-zero exit on failure.
+set -u
+cd "$(dirname "$0")/.."
+passed=0
+failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+SIM=${SIM:-./sim}
+PY=${PYTORCH_PYTHON:-python3}
+[ -n "${PYTORCH_PYTHON:-}" ] || [ ! -x venv-torch/bin/python ] || PY=venv-torch/bin/python
+if ! "$PY" -c 'import torch, h5py' 2>/dev/null; then
+	echo "e2e_pytorch: $PY has no torch with h5py (PYTORCH_PYTHON names one; make pytorch-check installs them); nothing checked"
+	echo "$passed passed, $failed failed"
+	exit 0
+fi
+echo "e2e_pytorch: $("$PY" -c 'import torch; print("torch", torch.__version__)')"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# the 40-pytorch hook's launcher, and a model small enough for a CPU
+RUN=(-m torch.distributed.run --standalone --local-addr 127.0.0.1)
+SHAPE=(--layers 2 --hidden 128 --ffn 256 --heads 4 --kv-heads 2 --vocab 512 --seq 64 --batch 1 --precision fp32)
+export OMP_NUM_THREADS=1
+
+# 1, 2. the structure against PyTorch's own
+for script in saved unshard; do
+	if "$PY" experiments/pytorch/$script.py --sim "$SIM" >"$tmp/$script.log" 2>&1 &&
+		grep -q "every row agrees" "$tmp/$script.log"; then
+		ok "$script.py: every row agrees with ./sim"
+	else
+		bad "$script.py" "$(tail -8 "$tmp/$script.log")"
+	fi
+done
+
+# runs FILE: "MEASURED OTHERS AGREE": the measured runs in FILE (source pytorch, a step time), the other
+# runs (the simulated ones ./sim --compare appends), and the measured runs whose collectives are the schedule's
+cat >"$tmp/runs.py" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    g = f["runs"]
+    attr = lambda r, k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(g[r].attrs.get(k, ""))
+    meas = [r for r in g if attr(r, "source") == "pytorch" and "summary" in g[r] and
+            g[r]["summary"].attrs.get("step_time_s", 0) > 0]
+    checks = [attr(r, "collectives_check") for r in meas]
+    print(len(meas), len(g) - len(meas), sum(c.startswith("the schedule's") and "in its order" in c for c in checks))
+EOF
+runs() { "$PY" "$tmp/runs.py" "$1"; }
+
+# 3. the grids: FSDP on 1 and 2 ranks, HSDP on 2
+bench() { # NAME RANKS ARGS...: fsdp_bench.py into $tmp/NAME.h5
+	local name=$1 w=$2
+	shift 2
+	timeout 600 "$PY" "${RUN[@]}" --nproc-per-node "$w" experiments/pytorch/fsdp_bench.py --steps 2 --warmup 1 \
+		"${SHAPE[@]}" --out "$tmp/$name.h5" "$@" >>"$tmp/$name.log" 2>&1
+}
+for c in "w1 1 --grid quick --profile --alloc-trace" "w2 2 --grid quick --profile" \
+	"hsdp 2 --grid quick --sharding hsdp --shard-group 1"; do
+	read -r name w args <<<"$c"
+	# shellcheck disable=SC2086
+	if ! bench "$name" "$w" $args; then
+		bad "fsdp_bench.py $args on $w rank(s)" "$(tail -5 "$tmp/$name.log")"
+		continue
+	fi
+	n=$(grep -c '^[0-9]\{6\}: {' "$tmp/$name.log")
+	read -r meas others _ <<<"$(runs "$tmp/$name.h5")"
+	if [ "$n" -ge 8 ] && [ "$meas" = "$n" ] && [ "$others" = 0 ]; then
+		ok "fsdp_bench.py $args on $w rank(s): $n policies, each a run with its step time"
+	else
+		bad "fsdp_bench.py $args on $w rank(s)" "$n policies logged, $meas measured runs, $others others"
+		continue
+	fi
+	if ! "$PY" experiments/pytorch/attach_schedule.py --sim "$SIM" "$tmp/$name.h5" >"$tmp/$name.attach" 2>&1; then
+		bad "attach_schedule.py ($name)" "$(tail -3 "$tmp/$name.attach")"
+		continue
+	fi
+	read -r meas _ agree <<<"$(runs "$tmp/$name.h5")"
+	ncoll=$(sed -n "s/.*run 000000: collectives: the schedule's \([0-9]*\) collectives.*/\1/p" "$tmp/$name.attach")
+	if [ "$w" = 1 ] && [ "$agree" = "$meas" ] && [ "$ncoll" = 0 ]; then
+		ok "attach_schedule.py ($name): no collective at one rank, as the schedule has it"
+	elif [ "$w" = 2 ] && [ "$agree" = "$meas" ] && [ "${ncoll:-0}" -gt 0 ]; then
+		ok "attach_schedule.py ($name): the collectives FSDP2 issued are the schedule's in all $meas runs ($ncoll in the first)"
+	else
+		bad "attach_schedule.py ($name)" "$agree of $meas agree: $(grep -v "in its order" "$tmp/$name.attach" | head -3)"
+	fi
+	if "$SIM" --compare "$tmp/$name.h5" --json >"$tmp/$name.json" 2>"$tmp/$name.err" &&
+		"$PY" -c 'import json, math, sys
+d = json.load(open(sys.argv[1]))
+ok = len(d["runs"]) == int(sys.argv[2]) and all(math.isfinite(r["predicted_step_s"]) and r["predicted_step_s"] > 0 and
+                                                r["measured_step_s"] > 0 for r in d["runs"])
+sys.exit(0 if ok else 1)' "$tmp/$name.json" "$meas"; then
+		ok "./sim --compare ($name): a finite prediction for each of its $meas runs"
+	else
+		bad "./sim --compare ($name)" "$(head -c 300 "$tmp/$name.err")"
+	fi
+done
+
+# 4. the hook's runs of the base policy alone, appended to the one-rank file
+before=$(runs "$tmp/w1.h5" 2>/dev/null | cut -d' ' -f1)
+for args in "--expandable-segments --alloc-trace" "--build meta --alloc-trace" "--compile model+loss --alloc-trace"; do
+	# shellcheck disable=SC2086
+	if bench w1 1 --grid one $args; then
+		ok "fsdp_bench.py --grid one $args"
+	else
+		bad "fsdp_bench.py --grid one $args" "$(tail -5 "$tmp/w1.log")"
+	fi
+done
+after=$(runs "$tmp/w1.h5" 2>/dev/null | cut -d' ' -f1)
+if [ -n "$before" ] && [ "$after" = $((before + 3)) ]; then ok "the three appended to the file ($before runs, then $after)"; else
+	bad "appended" "$before runs, then $after"
+fi
+
+# 5. a calibration session of the eager kernels at the runs' shape: every GEMM and attention of a block
+# and the head, as ./sim lists them at the precision measured (fp32 on a CPU), has a row of its own (name,
+# shape and bytes: ./sim prices each by its own measurement); the one-rank runs priced by it
+cat >"$tmp/rows.py" <<'EOF'
+import re, sys, h5py
+want = set()
+for line in open(sys.argv[1]):
+    m = re.match(r"^ {10}(\S+)\s+(?:gemm|attention)\s+(\d+)\s+\d+\s+(\d+)x(\d+) [kd]=(\d+)", line)
+    if m:
+        want.add((m.group(1), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(2))))
+with h5py.File(sys.argv[2], "r") as f:
+    ks = f["calibration"][sorted(f["calibration"])[-1]]["kernels"][()]
+have = {(r["name"].decode(), int(r["m"]), int(r["n"]), int(r["k"]), int(r["bytes"])) for r in ks}
+print(len(want), " ".join("%s:%dx%dx%d:%d" % w for w in sorted(want - have)))
+EOF
+"$PY" experiments/pytorch/attach_schedule.py --sim "$SIM" "$tmp/w1.h5" >"$tmp/w1.attach" 2>&1
+if "$PY" experiments/pytorch/microbench.py --quick --sim "$SIM" --hidden 128 --ffn 256 --heads 4 --kv-heads 2 \
+	--vocab 512 --tokens 64 --out "$tmp/cal.h5" >"$tmp/cal.log" 2>&1 &&
+	grep -q "of the recipe's .* element-wise kernels measured by name" "$tmp/cal.log"; then
+	"$SIM" --model llama3-8b --layers 1 --hidden 128 --ffn 256 --heads 4 --kv-heads 2 --vocab 512 --seq 64 \
+		--batch 1 --nodes 1 --gpus-per-node 1 --runtime pytorch --precision fp32 --kernels >"$tmp/kernels.txt"
+	read -r nwant absent <<<"$("$PY" "$tmp/rows.py" "$tmp/kernels.txt" "$tmp/cal.h5")"
+	if [ "${nwant:-0}" -gt 10 ] && [ -z "$absent" ]; then
+		ok "microbench.py: a row of its own for each of the recipe's $nwant GEMMs and attentions, at fp32's bytes"
+	else
+		bad "microbench.py's rows" "of ${nwant:-?} GEMMs and attentions, no row for: $absent"
+	fi
+	if "$SIM" --compare "$tmp/w1.h5" --calibration "$tmp/cal.h5" >"$tmp/cal.txt" 2>&1 &&
+		grep -q "calibration .*cal.h5@" "$tmp/cal.txt"; then
+		ok "./sim --compare --calibration: the one-rank runs priced by microbench.py's file"
+	else
+		bad "./sim --compare --calibration" "$(tail -3 "$tmp/cal.txt")"
+	fi
+else
+	bad "microbench.py" "$(tail -3 "$tmp/cal.log")"
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
