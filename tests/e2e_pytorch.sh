@@ -11,11 +11,11 @@
 #   1. saved.py: what a block, the loss and AdamW keep for backward, byte
 #      for byte against ./sim's recipes (exit 1 when a row differs);
 #   2. unshard.py: FSDP2's copies at world size 1 against ./sim's schedule;
-#   3. fsdp_bench.py's quick grid on 1 and 2 ranks (FSDP) and on 2 ranks
-#      (HSDP, two replicas of one rank): every policy a run in the file with
-#      source = pytorch and a step time; then attach_schedule.py: no
-#      collective at one rank, and on 2 ranks the collectives FSDP2 issued
-#      are the schedule's, kind, bytes and order, in every run; ./sim
+#   3. fsdp_bench.py's quick grid on 1 and 2 ranks (FSDP) and on 4 ranks
+#      (HSDP, two replicas of shard groups of 2): every policy a run in the
+#      file with source = pytorch and a step time; then attach_schedule.py:
+#      no collective at one rank, and on 2 and 4 ranks the collectives FSDP2
+#      issued are the schedule's, kind, bytes and order, in every run; ./sim
 #      --compare predicts every run (--json: a finite prediction each);
 #   4. the hook's other runs (--grid one): expandable segments, a meta
 #      build, compiled (model+loss: Inductor's CPU code), each appended;
@@ -71,7 +71,7 @@ with h5py.File(sys.argv[1], "r") as f:
 EOF
 runs() { "$PY" "$tmp/runs.py" "$1"; }
 
-# 3. the grids: FSDP on 1 and 2 ranks, HSDP on 2
+# 3. the grids: FSDP on 1 and 2 ranks, HSDP on 4 (2 x 2)
 bench() { # NAME RANKS ARGS...: fsdp_bench.py into $tmp/NAME.h5
 	local name=$1 w=$2
 	shift 2
@@ -79,7 +79,7 @@ bench() { # NAME RANKS ARGS...: fsdp_bench.py into $tmp/NAME.h5
 		"${SHAPE[@]}" --out "$tmp/$name.h5" "$@" >>"$tmp/$name.log" 2>&1
 }
 for c in "w1 1 --grid quick --profile --alloc-trace" "w2 2 --grid quick --profile" \
-	"hsdp 2 --grid quick --sharding hsdp --shard-group 1"; do
+	"hsdp 4 --grid quick --sharding hsdp --shard-group 2"; do
 	read -r name w args <<<"$c"
 	# shellcheck disable=SC2086
 	if ! bench "$name" "$w" $args; then
@@ -102,7 +102,7 @@ for c in "w1 1 --grid quick --profile --alloc-trace" "w2 2 --grid quick --profil
 	ncoll=$(sed -n "s/.*run 000000: collectives: the schedule's \([0-9]*\) collectives.*/\1/p" "$tmp/$name.attach")
 	if [ "$w" = 1 ] && [ "$agree" = "$meas" ] && [ "$ncoll" = 0 ]; then
 		ok "attach_schedule.py ($name): no collective at one rank, as the schedule has it"
-	elif [ "$w" = 2 ] && [ "$agree" = "$meas" ] && [ "${ncoll:-0}" -gt 0 ]; then
+	elif [ "$w" -gt 1 ] && [ "$agree" = "$meas" ] && [ "${ncoll:-0}" -gt 0 ]; then
 		ok "attach_schedule.py ($name): the collectives FSDP2 issued are the schedule's in all $meas runs ($ncoll in the first)"
 	else
 		bad "attach_schedule.py ($name)" "$agree of $meas agree: $(grep -v "in its order" "$tmp/$name.attach" | head -3)"
