@@ -1301,15 +1301,26 @@ double calibration_adamw_ns(const struct calibration *c, enum optim o, int host,
 	return c->adamw_call_ns + c->adamw_ns_per_elem * elems;
 }
 
-/* A GEMM or attention kernel from the measured ones of its kind, at its FLOPs. */
-static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind, const char *prefix,
-		       const struct kernel *k, int beside)
+/*
+ * Whether measured kernel x prices kernels of `kind`: a GEMM any GEMM; an
+ * attention kernel those of its direction (bwd: a backward's, "attention_bwd",
+ * named so by both measurers), the forward's and the backward's being
+ * different kernels.
+ */
+static int same_class(const struct cal_kernel *x, enum kernel_kind kind, int bwd)
+{
+	return x->kind == kind && x->flops > 0 && (kind != K_ATTN || !strstr(x->name, "bwd") == !bwd);
+}
+
+/* A GEMM or attention kernel from the measured ones of its kind (and direction, bwd), at its FLOPs. */
+static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind, int bwd, const struct kernel *k,
+		       int beside)
 {
 	double *xs = xmalloc(sizeof(double) * (size_t)(n + 1)), *ys = xmalloc(sizeof(double) * (size_t)(n + 1)), ns;
 	size_t m = 0;
 
 	for (int i = 0; i < n; i++)
-		if (ks[i].kind == kind && ks[i].flops > 0 && (!prefix || !strncmp(ks[i].name, prefix, strlen(prefix)))) {
+		if (same_class(&ks[i], kind, bwd)) {
 			xs[m] = (double)ks[i].flops;
 			ys[m++] = beside_ns(&ks[i], beside);
 		}
@@ -1317,6 +1328,47 @@ static double by_flops(const struct cal_kernel *ks, int n, enum kernel_kind kind
 	free(xs);
 	free(ys);
 	return ns;
+}
+
+/*
+ * The measured kernel a GEMM or attention kernel is priced from by FLOPs
+ * (the grid for a GEMM where there is one, else the kernels measured by
+ * name of its kind and direction) when it is smaller than all of them:
+ * there the table gives the smallest one's time (calibration_kernel_ns).
+ */
+static const struct cal_kernel *smallest_of(const struct cal_kernel *ks, int n, enum kernel_kind kind, int bwd)
+{
+	const struct cal_kernel *best = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (same_class(&ks[i], kind, bwd) && (!best || ks[i].flops < best->flops))
+			best = &ks[i];
+	return best;
+}
+
+int calibration_kernel_anchor(const struct calibration *c, const struct kernel *k, struct kernel *anchor)
+{
+	const struct cal_kernel *x = NULL;
+
+	if (k->kind == K_GEMM) {
+		x = smallest_of(c->gemm, c->ngemm, K_GEMM, 0);
+		if (!x)
+			x = smallest_of(c->kernels, c->nkernels, K_GEMM, 0);
+	} else if (k->kind == K_ATTN) {
+		x = smallest_of(c->kernels, c->nkernels, K_ATTN, strstr(k->name, "bwd") != NULL);
+	}
+	if (!x || k->flops >= x->flops)
+		return 0;
+	memset(anchor, 0, sizeof(*anchor));
+	snprintf(anchor->name, sizeof anchor->name, "%s", x->name);
+	anchor->kind = (enum kernel_kind)x->kind;
+	anchor->m = x->m;
+	anchor->n = x->n;
+	anchor->k = x->k;
+	anchor->flops = x->flops;
+	anchor->bytes = x->bytes;
+	anchor->backward = k->backward;
+	return 1;
 }
 
 double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact)
@@ -1333,13 +1385,12 @@ double calibration_kernel_ns(const struct calibration *c, const struct kernel *k
 	}
 	switch (k->kind) {
 	case K_GEMM:
-		ns = by_flops(c->gemm, c->ngemm, K_GEMM, NULL, k, 0);
+		ns = by_flops(c->gemm, c->ngemm, K_GEMM, 0, k, 0);
 		if (ns < 0)
-			ns = by_flops(c->kernels, c->nkernels, K_GEMM, NULL, k, 0);
+			ns = by_flops(c->kernels, c->nkernels, K_GEMM, 0, k, 0);
 		break;
 	case K_ATTN:
-		ns = by_flops(c->kernels, c->nkernels, K_ATTN, strstr(k->name, "bwd") ? "attention_bwd" : "attention",
-			      k, 0);
+		ns = by_flops(c->kernels, c->nkernels, K_ATTN, strstr(k->name, "bwd") != NULL, k, 0);
 		break;
 	default:
 		break;
@@ -1366,6 +1417,11 @@ double calibration_collective_ns(const struct calibration *c, enum op_kind k, in
 	free(xs);
 	free(ys);
 	return ns;
+}
+
+int calibration_host_dispatch(const struct calibration *c)
+{
+	return !strcmp(c->backend, "pytorch");
 }
 
 int calibration_has_collective(const struct calibration *c, enum op_kind k, int ranks)

@@ -101,7 +101,8 @@ struct calibration {
 	int ncolls;
 	struct cal_copy *copies;   /* host-device copies by direction and size (none in files from before them) */
 	int ncopies;
-	double dispatch_ns;        /* an op on a stream that does nothing: the runtime's own cost per op */
+	double dispatch_ns;        /* an op on a stream that does nothing: the runtime's own cost per op
+				    * (backend pytorch: the host's, per eager op: calibration_host_dispatch) */
 	double issue_ns;           /* the host issuing one op (the walker's cost per op) */
 	double wake_ns;            /* from an op's end to the start of an op of another stream waiting for it */
 	/*
@@ -218,6 +219,13 @@ void calibration_release(struct calibration *c);
  */
 double calibration_kernel_ns(const struct calibration *c, const struct kernel *k, int beside, int *exact);
 /*
+ * A GEMM or attention kernel not measured by name whose FLOPs are below
+ * every point it is priced from (calibration_kernel_ns gives it the
+ * smallest point's time): 1, and that point as a kernel in *anchor (its
+ * shape as measured); else 0.
+ */
+int calibration_kernel_anchor(const struct calibration *c, const struct kernel *k, struct kernel *anchor);
+/*
  * A collective of S bytes over `ranks` (interpolated between sizes); busy:
  * beside a kernel. -1 when no collective of that kind and group size was
  * measured (calibration_has_collective).
@@ -226,6 +234,17 @@ double calibration_collective_ns(const struct calibration *c, enum op_kind k, in
 				 int busy);
 /* Whether collectives of kind k over `ranks` were measured. */
 int calibration_has_collective(const struct calibration *c, enum op_kind k, int ranks);
+/*
+ * Whether dispatch_ns is the host's cost of each kernel rather than a cost
+ * of each op on its stream: a session of experiments/pytorch/microbench.py
+ * (backend pytorch) times one eager op issued from Python (the dispatcher
+ * and the launch) on a busy GPU, and each kernel's own time with events on
+ * the device, which holds no cost of the runtime's beside them; eager
+ * PyTorch issues each kernel so. gpu_run's backends (cpu, cuda) measure an
+ * empty op on a stream (the executor's cost per op, on the stream) and
+ * their walker's issue time per op (issue_ns).
+ */
+int calibration_host_dispatch(const struct calibration *c);
 /* A memory-bound op moving `bytes` (reads and writes counted): the pass of that much traffic. */
 double calibration_pass_ns(const struct calibration *c, uint64_t bytes);
 /* How much what `beside` (enum cal_beside) says runs beside a kernel slows it: the measured kernels' median. */

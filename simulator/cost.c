@@ -371,11 +371,28 @@ double cost_host_optim_ns(const struct cost *c, uint64_t params)
 
 /* ---- calibrated ------------------------------------------------------------- */
 
+/*
+ * A kernel priced by the calibration. One not measured by name: a GEMM or
+ * attention kernel smaller than every one measured of its kind is the
+ * smallest one's time scaled by what the model says of the two (its tiles
+ * and waves; attention's efficiency by sequence length; the floor of a
+ * kernel's time), since the table alone would give it the smallest's
+ * whole time (an attention measured at sequence 8192 and asked at 512);
+ * a memory-bound one at the rate its access pattern's measured kernels
+ * reached.
+ */
 double cost_cal_kernel_ns(const struct cost *c, const struct kernel *k, int beside)
 {
 	int exact;
 	double ns = calibration_kernel_ns(c->cal, k, beside, &exact);
+	struct kernel anchor;
 
+	if (!exact && (k->kind == K_GEMM || k->kind == K_ATTN)) {
+		if (calibration_kernel_anchor(c->cal, k, &anchor))
+			ns *= cost_kernel_ns(c, k, c->gpu->sms, c->hbm_bytes_per_ns) /
+			      cost_kernel_ns(c, &anchor, c->gpu->sms, c->hbm_bytes_per_ns);
+		return ns;
+	}
 	if (exact || k->kind != K_ELEMENTWISE || k->access == MA_STREAM || !(c->cal_access_rate[k->access] > 0))
 		return ns;
 	return (double)k->bytes / c->cal_access_rate[k->access] * calibration_slowdown(c->cal, beside);

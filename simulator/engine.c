@@ -50,7 +50,7 @@ struct act {
 /* What the CPU thread spends launching an op. */
 struct launch_cost {
 	uint64_t per_op, per_kernel;
-	int host;              /* the op's own host time counts (not with a calibration: its issue time has it) */
+	int host;              /* the op's own host time counts (not with a calibration of gpu_run's: its issue time has it) */
 };
 
 static struct launch_cost launch_cost_of(const struct schedule *s, const struct cost *cost)
@@ -58,7 +58,10 @@ static struct launch_cost launch_cost_of(const struct schedule *s, const struct 
 	const struct runtime_spec *rt = &s->exp->runtime;
 	struct launch_cost lc = { (uint64_t)llround(rt->op_overhead_us * 1e3), (uint64_t)llround(rt->launch_us * 1e3), 1 };
 
-	if (cost->cal) { /* the runtime's walker issues an op in the time it measured */
+	if (cost->cal && calibration_host_dispatch(cost->cal)) {
+		/* eager PyTorch: each kernel issued at the measured cost of one eager op; the runtime's hooks as before */
+		lc.per_kernel = (uint64_t)llround(cost->cal->dispatch_ns);
+	} else if (cost->cal) { /* the runtime's walker issues an op in the time it measured */
 		lc.per_op = (uint64_t)llround(cost->cal->issue_ns);
 		lc.per_kernel = 0;
 		lc.host = 0;
@@ -205,7 +208,7 @@ static void update_rates_calibrated(struct engine *g)
 	for (int i = 0; i < g->nact; i++) {
 		struct act *a = &g->act[i];
 		const struct op *o = &g->s->ops[a->op];
-		double ns = cal->dispatch_ns;
+		double ns = calibration_host_dispatch(cal) ? 0 : cal->dispatch_ns; /* the runtime's cost on the stream */
 		switch (a->type) {
 		case ACT_KERNEL:
 			ns += cost_cal_op_ns(&g->cost, a->op, beside) * (nkern > 1 ? nkern : 1);

@@ -531,6 +531,38 @@ static void tiny_on_one_gpu(struct experiment *e, const char *runtime, const cha
 }
 
 /*
+ * c written to path, and the tiny model on one GPU under pytorch priced by
+ * it: e resolved, its schedule (returned) and *cost ready.
+ */
+static struct schedule *tiny_priced_by(const struct calibration *c, const char *path, struct experiment *e,
+				       struct cost *cost)
+{
+	char set[160], err[256];
+	struct schedule *sc;
+
+	CU_ASSERT_FATAL(calibration_write(path, c) == 0);
+	snprintf(set, sizeof set, "cluster.calibration=%s", path);
+	tiny_on_one_gpu(e, "pytorch", set);
+	CU_ASSERT_FATAL(config_resolve(e) == 0);
+	sc = schedule_new(e, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+	CU_ASSERT_FATAL(cost_init(cost, sc, err, sizeof err) == 0);
+	return sc;
+}
+
+/* The schedule's last kernel named name (the fatal assertion fails without one). */
+static const struct kernel *kernel_named(const struct schedule *sc, const char *name)
+{
+	const struct kernel *k = NULL;
+
+	for (int i = 0; i < sc->nkernels; i++)
+		if (!strcmp(sc->kernels[i].name, name))
+			k = &sc->kernels[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	return k;
+}
+
+/*
  * A calibrated optimizer step over every parameter: the update at the
  * measured cost per call plus ns per element of the optimizer the policy
  * names (PyTorch's fused AdamW apart, where measured: per element alone),
@@ -601,6 +633,67 @@ static void test_calibrated_optimizer(void)
 }
 
 /*
+ * Eager PyTorch priced by its own calibration (microbench.py: backend
+ * pytorch), whose dispatch_ns is the host's cost of one eager op: an op's
+ * launch costs the runtime's hooks (op_overhead_us), that per kernel, and
+ * its DTensor work, and on the device an op takes its measured time alone,
+ * no cost of the runtime's added (its kernels were timed with events). A
+ * calibration of gpu_run's (cuda) keeps its meaning: its walker's issue_ns
+ * per op on the host, its dispatch_ns on the op's stream.
+ */
+static void test_calibrated_eager_dispatch(void)
+{
+	char dir[] = "/tmp/test_sim_cal.XXXXXX", path[96], err[256];
+	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	for (int b = 0; b < 2; b++) {
+		const double dispatch = 20e3, issue = 3e3;
+		struct calibration c;
+		struct experiment e;
+		struct schedule *s;
+		struct sim_result r;
+		struct cost cost;
+		int alone = 0, kernels = 0;
+
+		snprintf(path, sizeof path, "%s/cal%d.h5", dir, b);
+		test_cal(&c, b ? "cuda" : "pytorch", 1, pass);
+		c.dispatch_ns = dispatch;
+		c.issue_ns = issue;
+		s = tiny_priced_by(&c, path, &e, &cost);
+		CU_ASSERT(e.runtime.op_overhead_us > 0 && e.runtime.launch_us > 0);
+		CU_ASSERT_FATAL(engine_run(s, 0, &r, err, sizeof err) == 0);
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			uint64_t k = o->kind == OP_FREE || o->kind == OP_CPU_OPTIM ? 0 : o->launches;
+			uint64_t want = b ? (uint64_t)issue :
+					    (uint64_t)llround(e.runtime.op_overhead_us * 1e3) + k * (uint64_t)dispatch + o->host_ns;
+			int overlaps = 0;
+			CU_ASSERT_EQUAL(r.launch[i].end_ns - r.launch[i].start_ns, want);
+			kernels += (int)k;
+			if (o->kind != OP_FORWARD && o->kind != OP_BACKWARD)
+				continue;
+			for (int j = 0; j < s->nops; j++)
+				overlaps |= j != i && s->ops[j].kind != OP_FREE && r.ops[j].end_ns > r.ops[j].start_ns &&
+					    r.ops[j].start_ns < r.ops[i].end_ns && r.ops[i].start_ns < r.ops[j].end_ns;
+			if (overlaps)
+				continue;
+			alone++;
+			CU_ASSERT_DOUBLE_EQUAL((double)(r.ops[i].end_ns - r.ops[i].start_ns),
+					       cost_cal_op_ns(&cost, i, 0) + (b ? dispatch : 0), 1.0);
+		}
+		CU_ASSERT(alone >= 2);
+		CU_ASSERT(kernels > 20);
+		sim_result_release(&r);
+		cost_release(&cost);
+		schedule_free(s);
+		config_release(&e);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+/*
  * With a calibration that measured some of eager PyTorch's memory-bound
  * kernels by name at another size (microbench.py without a ./sim, or at
  * other shapes), a kernel it did not measure whose access pattern it
@@ -610,36 +703,24 @@ static void test_calibrated_optimizer(void)
  */
 static void test_calibrated_access_rates(void)
 {
-	char dir[] = "/tmp/test_sim_acc.XXXXXX", path[96], set[160], err[256];
+	char dir[] = "/tmp/test_sim_acc.XXXXXX", path[96];
 	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
 	struct cal_kernel norm = { "attn_norm", K_ELEMENTWISE, 0, 0, 0, 0, 1 << 24, 2e4, 0, 0, 0 };
 	struct calibration c;
 	struct experiment e;
 	struct schedule *sc;
 	struct cost cost;
-	const struct kernel *bwd = NULL, *silu = NULL, *rep = NULL;
+	const struct kernel *bwd, *silu, *rep;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/cal.h5", dir);
 	test_cal(&c, "pytorch", 1, pass);
 	c.kernels = &norm;
 	c.nkernels = 1;
-	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
-	snprintf(set, sizeof set, "cluster.calibration=%s", path);
-	tiny_on_one_gpu(&e, "pytorch", set);
-	CU_ASSERT_FATAL(config_resolve(&e) == 0);
-	sc = schedule_new(&e, err, sizeof err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
-	CU_ASSERT_FATAL(cost_init(&cost, sc, err, sizeof err) == 0);
-	for (int i = 0; i < sc->nkernels; i++) {
-		const struct kernel *k = &sc->kernels[i];
-		bwd = !strcmp(k->name, "attn_norm_bwd0") ? k : bwd;
-		silu = !strcmp(k->name, "silu") ? k : silu;
-		rep = !strcmp(k->name, "k_repeat") ? k : rep;
-	}
-	CU_ASSERT_PTR_NOT_NULL_FATAL(bwd);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(silu);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(rep);
+	sc = tiny_priced_by(&c, path, &e, &cost);
+	bwd = kernel_named(sc, "attn_norm_bwd0");
+	silu = kernel_named(sc, "silu");
+	rep = kernel_named(sc, "k_repeat");
 	CU_ASSERT_EQUAL(bwd->access, MA_NORM);
 	/* 2^24 bytes in 20 us: the forward's rate, whatever the size */
 	CU_ASSERT_DOUBLE_EQUAL(cost.cal_access_rate[MA_NORM], (double)(1 << 24) / 2e4, 1e-9);
@@ -647,6 +728,72 @@ static void test_calibrated_access_rates(void)
 	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, silu, 0), calibration_pass_ns(cost.cal, silu->bytes), 1e-6);
 	CU_ASSERT_EQUAL(cost.cal_access_rate[MA_GATHER], 0);
 	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, rep, 0), calibration_pass_ns(cost.cal, rep->bytes), 1e-6);
+	cost_release(&cost);
+	schedule_free(sc);
+	config_release(&e);
+	unlink(path);
+	rmdir(dir);
+}
+
+/*
+ * A GEMM or attention kernel smaller than every one the calibration
+ * measured of its kind (an attention measured at sequence 8192, asked at
+ * the tiny model's 32) is the smallest one's time scaled by the model's
+ * ratio of the two, not that one's whole time; one above it is the table's
+ * (the largest one's rate per FLOP, an attention's from the rows of its
+ * own direction), one measured by name its row.
+ */
+static void test_calibrated_below_the_table(void)
+{
+	char dir[] = "/tmp/test_sim_low.XXXXXX", path[96];
+	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
+	/* attention of 32 heads at sequence 8192, head dim 128, causal: 2 x 2 x 32 x 8192^2 x 128 / 2 FLOPs */
+	struct cal_kernel rows[] = {
+		{ "attention", K_ATTN, 32, 8192, 128, 549755813888ull, 1ull << 27, 9e5, 0, 0, 0 },
+		{ "attention_bwd", K_ATTN, 32, 8192, 128, 1374389534720ull, 1ull << 28, 2.6e6, 0, 0, 0 },
+	};
+	struct cal_kernel grid[] = { { "gemm", K_GEMM, 4096, 4096, 4096, 137438953472ull, 3ull << 25, 2.5e5, 0, 0, 0 } };
+	struct calibration c;
+	struct experiment e;
+	struct schedule *sc;
+	struct cost cost;
+	const struct kernel *attn, *attn_bwd, *wq;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/cal.h5", dir);
+	test_cal(&c, "pytorch", 1, pass);
+	c.kernels = rows;
+	c.nkernels = 2;
+	c.gemm = grid;
+	c.ngemm = 1;
+	sc = tiny_priced_by(&c, path, &e, &cost);
+	attn = kernel_named(sc, "attention");
+	attn_bwd = kernel_named(sc, "attention_bwd");
+	wq = kernel_named(sc, "wq");
+	for (int i = 0; i < 3; i++) {
+		const struct kernel *k = i == 0 ? attn : i == 1 ? attn_bwd : wq;
+		const struct cal_kernel *x = i == 0 ? &rows[0] : i == 1 ? &rows[1] : &grid[0];
+		struct kernel a = { .kind = (enum kernel_kind)x->kind, .m = x->m, .n = x->n, .k = x->k,
+				    .flops = x->flops, .bytes = x->bytes, .backward = k->backward };
+		double want = x->ns * cost_kernel_ns(&cost, k, cost.gpu->sms, cost.hbm_bytes_per_ns) /
+			      cost_kernel_ns(&cost, &a, cost.gpu->sms, cost.hbm_bytes_per_ns);
+		CU_ASSERT(k->flops < x->flops);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, k, 0), want, 1e-9 * want);
+		CU_ASSERT(want < x->ns / 10);
+	}
+	{ /* above the table: the largest point's time per FLOP; the row measured by name: its own */
+		struct kernel big = *wq;
+		big.flops = 2 * grid[0].flops;
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, &big, 0), 2 * grid[0].ns, 1e-6);
+		big = *attn;
+		big.m = rows[0].m, big.n = rows[0].n, big.k = rows[0].k, big.flops = rows[0].flops, big.bytes = rows[0].bytes;
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, &big, 0), rows[0].ns, 1e-6);
+		/* a forward of twice the forward's FLOPs: from the forward alone (the backward's row is larger still) */
+		big.n = 2 * rows[0].n;
+		big.flops = 2 * rows[0].flops;
+		CU_ASSERT(big.flops < rows[1].flops);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, &big, 0), 2 * rows[0].ns, 1e-6);
+	}
 	cost_release(&cost);
 	schedule_free(sc);
 	config_release(&e);
@@ -975,5 +1122,7 @@ void suite_sim(void)
 	CU_add_test(s, "not fitting is reported", test_not_fitting_is_reported);
 	CU_add_test(s, "the caching allocator at the GPU's capacity", test_caching_allocator_at_capacity);
 	CU_add_test(s, "a calibrated optimizer step", test_calibrated_optimizer);
+	CU_add_test(s, "calibrated eager PyTorch: dispatch on the host, per kernel", test_calibrated_eager_dispatch);
 	CU_add_test(s, "calibrated: a kernel not measured at the rate of its pattern's", test_calibrated_access_rates);
+	CU_add_test(s, "calibrated: a kernel below the table scaled from its smallest", test_calibrated_below_the_table);
 }
