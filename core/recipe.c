@@ -341,10 +341,40 @@ static tset kept(const struct table *t, enum ac_mode ac)
 	}
 }
 
+/*
+ * repeat_kv of a model without GQA (as many KV heads as heads: Llama 2 7B
+ * and 13B) returns its input (torchtitan's repeat_kv: n_rep == 1): the
+ * expanded k and v are k and v themselves, no kernel makes them and they
+ * take no memory of their own (experiments/pytorch/recipe.py and saved.py
+ * at such a shape).
+ */
+static int no_repeat(const struct model_dims *d)
+{
+	return d->H == d->KV;
+}
+
+static int repeat_op(const struct op *o)
+{
+	return !strcmp(o->name, "k_repeat") || !strcmp(o->name, "v_repeat");
+}
+
+/* s with the expanded k and v as the tensors they are (no_repeat) */
+static tset alias(tset s, const struct model_dims *d)
+{
+	if (!no_repeat(d))
+		return s;
+	if (s >> T_KE & 1)
+		s = (s & ~((tset)1 << T_KE)) | (tset)1 << T_KR;
+	if (s >> T_VE & 1)
+		s = (s & ~((tset)1 << T_VE)) | (tset)1 << T_V;
+	return s;
+}
+
 static uint64_t set_bytes(tset s, const struct model_dims *d, int a)
 {
 	uint64_t b = 0;
 
+	s = alias(s, d);
 	for (int t = 0; t < T_COUNT; t++)
 		if (s >> t & 1)
 			b += aligned(tensor_bytes(t, d, a));
@@ -370,22 +400,6 @@ static int64_t cols(int t, const struct model_dims *d)
 	return (int64_t)(tensor_bytes(t, d, 1) / (uint64_t)d->N);
 }
 
-static void op_forward(struct klist *l, const struct op *o, const struct model_dims *d, int a)
-{
-	switch (o->kind) {
-	case K_GEMM:
-		klist_gemm(l, o->name, d->N, cols(o->out[0], d), cols(o->in[0], d), a);
-		break;
-	case K_ATTN:
-		klist_put(l, o->name, K_ATTN, d->B * d->H, d->T, d->Q, attn_flops(d),
-		    list_bytes(o->in, d, a) + list_bytes(o->out, d, a));
-		break;
-	default:
-		ew_as(l, o->name, list_bytes(o->in, d, a) + list_bytes(o->out, d, a), list_bytes(o->out, d, 1),
-		      o->fwd_access);
-	}
-}
-
 /*
  * RoPE's complex product (q_rope, k_rope, eager and compiled alike): its
  * backward (MulBackward0, grad * other.conj()) first clones the lazy
@@ -395,6 +409,35 @@ static void op_forward(struct klist *l, const struct op *o, const struct model_d
 static int conj_table(const struct op *o)
 {
 	return !strcmp(o->name, "q_rope") || !strcmp(o->name, "k_rope");
+}
+
+/*
+ * What RoPE's product reads of the rotation table besides its operand: the
+ * table, T x Q/2 complex64, broadcast over the batch and heads and read
+ * once (forward: the table; backward: its conjugate). PyTorch's dispatcher
+ * gives the product these bytes (experiments/pytorch/recipe.py).
+ */
+static uint64_t table_bytes(const struct op *o, const struct model_dims *d)
+{
+	return conj_table(o) ? (uint64_t)d->T * (uint64_t)d->Q * 4 : 0;
+}
+
+static void op_forward(struct klist *l, const struct op *o, const struct model_dims *d, int a)
+{
+	if (no_repeat(d) && repeat_op(o))
+		return;
+	switch (o->kind) {
+	case K_GEMM:
+		klist_gemm(l, o->name, d->N, cols(o->out[0], d), cols(o->in[0], d), a);
+		break;
+	case K_ATTN:
+		klist_put(l, o->name, K_ATTN, d->B * d->H, d->T, d->Q, attn_flops(d),
+		    list_bytes(o->in, d, a) + list_bytes(o->out, d, a));
+		break;
+	default:
+		ew_as(l, o->name, list_bytes(o->in, d, a) + list_bytes(o->out, d, a) + table_bytes(o, d),
+		      list_bytes(o->out, d, 1), o->fwd_access);
+	}
 }
 
 /*
@@ -412,6 +455,8 @@ static void op_backward(struct klist *l, const struct op *o, const struct model_
 	char name[KERNEL_NAME_MAX];
 	uint64_t dout = list_bytes(o->out, d, a), saves = list_bytes(o->saves, d, a), din = list_bytes(o->in, d, a);
 
+	if (no_repeat(d) && repeat_op(o))
+		return;
 	switch (o->kind) {
 	case K_GEMM: {
 		int64_t in = cols(o->in[0], d), out = cols(o->out[0], d);
@@ -443,8 +488,9 @@ static void op_backward(struct klist *l, const struct op *o, const struct model_
 				ew_as(l, name, dout + (saves - dk) + dk, dk / (uint64_t)a, o->bwd_access);
 				continue;
 			}
-			/* each kernel reads the incoming gradient and the saved tensors; the input gradients are written once */
-			ew_as(l, name, dout + saves + (k == 0 ? din : 0), din / (uint64_t)a, o->bwd_access);
+			/* each kernel reads the incoming gradient and the saved tensors (RoPE's: the table's conjugate); the
+			 * input gradients are written once */
+			ew_as(l, name, dout + saves + table_bytes(o, d) + (k == 0 ? din : 0), din / (uint64_t)a, o->bwd_access);
 		}
 	}
 }
@@ -667,6 +713,7 @@ int recipe_head_logits(enum kernel_recipe r, const struct model_shape *m, int ba
 /* The tensors of set s, one entry each, in out[] from n on; returns the new count. */
 static int set_tensors(tset s, const struct model_dims *d, int a, uint64_t *out, int n)
 {
+	s = alias(s, d);
 	for (int t = 0; t < T_COUNT; t++)
 		if (s >> t & 1)
 			out[n++] = aligned(tensor_bytes(t, d, a));
@@ -735,8 +782,10 @@ int recipe_transient_tensors(enum kernel_recipe r, const struct model_shape *m, 
 		all |= saved_by(&t.ops[i]);
 		made |= outputs_of(&t.ops[i]);
 	}
+	all = alias(all, &d);
+	made = alias(made, &d);
 	if (ac != AC_NONE)
-		return set_tensors(all & ~kept(&t, ac), &d, act_bytes, out, 0);
+		return set_tensors(all & ~alias(kept(&t, ac), &d), &d, act_bytes, out, 0);
 	if (ph == PH_RECOMPUTE)
 		return 0;
 	/* forward without checkpointing: what it makes and no backward reads (the output is the residual stream) */

@@ -11,6 +11,8 @@
 #   1. saved.py: what a block, the loss and AdamW keep for backward, byte
 #      for byte against ./sim's recipes (exit 1 when a row differs);
 #   2. unshard.py: FSDP2's copies at world size 1 against ./sim's schedule;
+#      recipe.py: the kernels an eager block launches (PyTorch's dispatcher)
+#      against the recipe's, kind and bytes, with GQA and without;
 #   3. fsdp_bench.py's quick grid on 1 and 2 ranks (FSDP) and on 4 ranks
 #      (HSDP, two replicas of shard groups of 2): every policy a run in the
 #      file with source = pytorch and a step time; then attach_schedule.py:
@@ -54,6 +56,16 @@ for script in saved unshard; do
 		ok "$script.py: every row agrees with ./sim"
 	else
 		bad "$script.py" "$(tail -8 "$tmp/$script.log")"
+	fi
+done
+
+for shape in "" "--hidden 256 --heads 4 --kv-heads 4 --ffn 640 --seq 64 --batch 1"; do
+	# shellcheck disable=SC2086
+	if "$PY" experiments/pytorch/recipe.py --sim "$SIM" $shape >"$tmp/recipe.log" 2>&1 &&
+		grep -q "every kernel agrees" "$tmp/recipe.log"; then
+		ok "recipe.py ${shape:-(GQA)}: $(grep -c '^  ' "$tmp/recipe.log") rows, every kernel the recipe's"
+	else
+		bad "recipe.py ${shape:-(GQA)}" "$(grep -E 'differs|kernels|Error' "$tmp/recipe.log" | head -8)"
 	fi
 done
 

@@ -39,6 +39,39 @@ static const struct kernel *named(const struct kernel *k, int n, const char *nam
 	return NULL;
 }
 
+/*
+ * A model without GQA (as many KV heads as heads): repeat_kv returns its
+ * input, so no kernel copies k or v, forward or backward (the two copies
+ * and their two sums gone, every other kernel as with GQA), and the
+ * expanded k and v the attention saves are k and v themselves: no tensors
+ * of their own among the forward's transients (two fewer: the roped k and
+ * v, which the saved expanded ones are). Eager and compiled.
+ */
+static void test_no_gqa(void)
+{
+	struct model_shape mha = l8b;
+	struct kernel k[MODEL_MAX_KERNELS], g[MODEL_MAX_KERNELS];
+	uint64_t tm[RECIPE_TRANSIENT_MAX], tg[RECIPE_TRANSIENT_MAX];
+
+	mha.kv_heads = mha.heads;
+	for (int r = KR_EAGER; r <= KR_COMPILE; r++)
+		for (int ph = PH_FWD; ph <= PH_BWD; ph += PH_BWD - PH_FWD) {
+			int n = recipe_kernels(r, &mha, 1, SEG_BLOCK, ph, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
+			int ng = recipe_kernels(r, &l8b, 1, SEG_BLOCK, ph, AC_NONE, LOSS_FULL, 2, g, MODEL_MAX_KERNELS);
+			int copies = r == KR_EAGER ? 2 : 1; /* compiled: k's cast and copy are one kernel, which stays */
+			CU_ASSERT_EQUAL(n, ng - copies);
+			CU_ASSERT_PTR_NULL(named(k, n, ph == PH_FWD ? "v_repeat" : "v_repeat_bwd"));
+			CU_ASSERT_PTR_NOT_NULL(named(g, ng, ph == PH_FWD ? "v_repeat" : "v_repeat_bwd"));
+			if (r == KR_EAGER)
+				CU_ASSERT_PTR_NULL(named(k, n, ph == PH_FWD ? "k_repeat" : "k_repeat_bwd"));
+		}
+	{
+		int nm = recipe_transient_tensors(KR_EAGER, &mha, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2, tm);
+		int ng = recipe_transient_tensors(KR_EAGER, &l8b, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2, tg);
+		CU_ASSERT_EQUAL(nm, ng - 2);
+	}
+}
+
 static void test_eager_block(void)
 {
 	struct kernel k[MODEL_MAX_KERNELS];
@@ -52,9 +85,10 @@ static void test_eager_block(void)
 	CU_ASSERT_EQUAL(n, 22);
 	CU_ASSERT_EQUAL(count(k, n, K_GEMM), 7);
 	CU_ASSERT_EQUAL(flops(k, n, K_GEMM), 2 * N * mats);
-	/* RoPE of k: bf16 read, fp32 written; the complex product fp32 to fp32; back to bf16 */
+	/* RoPE of k: bf16 read, fp32 written; the complex product fp32 to fp32, the table (T x Q/2 complex64)
+	 * read once; back to bf16 */
 	CU_ASSERT_EQUAL(named(k, n, "k_float")->bytes, N * KVQ * (2 + 4));
-	CU_ASSERT_EQUAL(named(k, n, "k_rope")->bytes, N * KVQ * (4 + 4));
+	CU_ASSERT_EQUAL(named(k, n, "k_rope")->bytes, N * KVQ * (4 + 4) + 8192ull * 64 * 8);
 	CU_ASSERT_EQUAL(named(k, n, "k_type_as")->bytes, N * KVQ * (4 + 2));
 	/* repeat_kv copies k to every query head: (N, KV Q) read, (N, H Q) written */
 	CU_ASSERT_EQUAL(named(k, n, "k_repeat")->bytes, N * (KVQ + D) * 2);
@@ -78,6 +112,8 @@ static void test_eager_block(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(named(k, n, "q_rope_conj"));
 	CU_ASSERT_EQUAL(named(k, n, "q_rope_conj")->bytes, 2 * 8192ull * 64 * 8);
 	CU_ASSERT(named(k, n, "k_rope_conj") + 1 == named(k, n, "k_rope_bwd"));
+	/* the product's backward: the gradient and the conjugate read, the input's gradient written */
+	CU_ASSERT_EQUAL(named(k, n, "k_rope_bwd")->bytes, N * KVQ * (4 + 4) + 8192ull * 64 * 8);
 	CU_ASSERT_EQUAL(named(k, n, "attention_bwd")->backward, 1);
 	/* mul's backward, a kernel per factor (ds = dp * u, du = dp * s): dp and the other factor read, the
 	 * factor's gradient written, N x F each of the three */
@@ -175,7 +211,7 @@ static void test_compiled_block(void)
 	 * two casts for each of q and k (the first H100 session's profile: 19 kernels) */
 	n = recipe_kernels(KR_COMPILE, &l8b, 1, SEG_BLOCK, PH_FWD, AC_NONE, LOSS_FULL, 2, k, MODEL_MAX_KERNELS);
 	CU_ASSERT_EQUAL(n, 19);
-	CU_ASSERT_EQUAL(named(k, n, "k_rope")->bytes, N * 1024 * (4 + 4));
+	CU_ASSERT_EQUAL(named(k, n, "k_rope")->bytes, N * 1024 * (4 + 4) + 8192ull * 64 * 8);
 	CU_ASSERT_EQUAL(count(k, n, K_GEMM), 7);
 	CU_ASSERT_EQUAL(named(k, n, "silu_mul")->bytes, 3 * N * F * 2);
 	/* the residual add fused with the next norm: x and wo out read, h, its norm and rstd written */
@@ -407,6 +443,7 @@ void suite_recipe(void)
 	CU_pSuite s = CU_add_suite("recipe", NULL, NULL);
 	CU_add_test(s, "a block's saved tensors: one each, summing to its saved bytes", test_saved_tensors);
 	CU_add_test(s, "eager block: kernels and bytes", test_eager_block);
+	CU_add_test(s, "a model without GQA: repeat_kv copies nothing", test_no_gqa);
 	CU_add_test(s, "the eager loss's softmax passes over the logits", test_eager_loss_softmax);
 	CU_add_test(s, "how each kernel moves its bytes, eager and compiled", test_access_patterns);
 	CU_add_test(s, "compiled block: fused kernels", test_compiled_block);
