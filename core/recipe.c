@@ -22,12 +22,13 @@
  *
  * Sources (torchtitan torchtitan/models/llama3/model/model.py, PyTorch
  * 2.11): Attention.forward: wq, wk, wv; apply_rotary_emb: xq.float(),
- * view_as_complex, * freqs_cis (complex64), view_as_real, type_as(xq),
+ * view_as_complex, * freqs_cis (complex64: the table read once besides
+ * the operand), view_as_real, type_as(xq),
  * whose product's backward (MulBackward0: grad * freqs_cis.conj()) clones
  * the table's lazy conjugate first (PyTorch 2.11 on a CPU: _conj, clone,
  * mul; the H100 profile: four kernels each for q and k);
  * repeat_kv: unsqueeze, expand, reshape (a copy of the non-contiguous
- * expansion); transpose(1, 2) views into F.scaled_dot_product_attention,
+ * expansion; without GQA it returns its input: no_repeat); transpose(1, 2) views into F.scaled_dot_product_attention,
  * whose flash backend (aten::_scaled_dot_product_flash_attention) saves
  * query, key, value, output and logsumexp and whose output is already
  * laid out (B, T, H, Q), so .transpose(1, 2).contiguous() copies nothing;
