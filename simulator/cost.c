@@ -387,13 +387,15 @@ double cost_cal_kernel_ns(const struct cost *c, const struct kernel *k, int besi
 	double ns = calibration_kernel_ns(c->cal, k, beside, &exact);
 	struct kernel anchor;
 
-	if (!exact && (k->kind == K_GEMM || k->kind == K_ATTN)) {
+	if (exact)
+		return ns;
+	if (k->kind != K_ELEMENTWISE) { /* a GEMM or attention kernel */
 		if (calibration_kernel_anchor(c->cal, k, &anchor))
 			ns *= cost_kernel_ns(c, k, c->gpu->sms, c->hbm_bytes_per_ns) /
 			      cost_kernel_ns(c, &anchor, c->gpu->sms, c->hbm_bytes_per_ns);
 		return ns;
 	}
-	if (exact || k->kind != K_ELEMENTWISE || k->access == MA_STREAM || !(c->cal_access_rate[k->access] > 0))
+	if (k->access == MA_STREAM || !(c->cal_access_rate[k->access] > 0))
 		return ns;
 	return (double)k->bytes / c->cal_access_rate[k->access] * calibration_slowdown(c->cal, beside);
 }

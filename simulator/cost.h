@@ -138,7 +138,9 @@ void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 double cost_host_optim_ns(const struct cost *c, uint64_t params);
 
 /*
- * A kernel as the calibration prices it (calibration_kernel_ns); a
+ * A kernel as the calibration prices it (calibration_kernel_ns); a GEMM
+ * or attention kernel smaller than every one measured of its kind, the
+ * smallest one's time scaled by the model's ratio of the two; a
  * memory-bound one it did not measure at its name and size, whose pattern
  * it measured in other kernels, at those kernels' rate.
  */
