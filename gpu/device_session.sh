@@ -107,7 +107,7 @@ ALL_STEPS=(host test bench memcheck racecheck calibrate runs compare hooks)
 declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [calibrate]=60 [runs]=150
 	[compare]=15 [hooks]=30)
 declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [calibrate]=180 [runs]=300
-	[compare]=60 [hooks]=300)
+	[compare]=60 [hooks]=360)
 
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 # phase NAME: from now on the session does NAME (logs/phases.txt; the clock nvidia-smi stamps its samples

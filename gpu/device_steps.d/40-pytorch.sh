@@ -63,6 +63,14 @@ for w in 1 "$n"; do
 		--out "$OUT/pytorch/$hw-fsdp2-w$w.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-w$w.log" || rc=1
 	[ "$n" = 1 ] && break
 done
+# a model small enough that the host bounds its step (./sim: 9.9 ms on an H200, 9.1 ms of it the CPU
+# launching): the host model (eager dispatch per kernel, FSDP2's hooks per op, the launch queue) against
+# real PyTorch, the full grid in seconds; into a file of its own, apart from llama3-8b's shapes
+phase "fsdp_bench host-bound model"
+tmo 60 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid full --profile \
+	--layers 8 --hidden 512 --ffn 1536 --heads 8 --kv-heads 4 --vocab 8192 --seq 512 --batch 1 \
+	--gpu "$gpu" --steps 20 --warmup 3 \
+	--out "$OUT/pytorch/$hw-fsdp2-small-w1.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-small.log" || rc=1
 # the base policy again with expandable segments (PYTORCH_CUDA_ALLOC_CONF is read once per process):
 # reserved against the run above without them, which ./sim models (policy.expandable_segments)
 phase "fsdp_bench expandable segments"
