@@ -85,6 +85,7 @@ int fabric_record_attr(struct fabric_record *r, const char *name, const char *va
 		return 0;
 	if (!strcmp(name, "fabric")) {
 		r->emulated = !strcmp(value, "emulated");
+		r->staged = !strcmp(value, "staged");
 	} else if (!strcmp(name, "fabric.world")) {
 		r->world = atoi(value);
 	} else if (!strcmp(name, "fabric.engine")) {
@@ -110,6 +111,11 @@ int fabric_record_check(const struct fabric_record *r, const struct schedule *s,
 {
 	const struct gpu_spec *gpu = &s->exp->cluster.gpu;
 
+	if (r->staged) {
+		snprintf(err, errlen, "its collectives went through host memory and MPI (gpu_run --staged-collectives: "
+				      "several ranks on one GPU), which checks a run's numbers, not its time: not compared");
+		return -1;
+	}
 	if (!r->emulated)
 		return 0;
 	if (r->world && r->world != s->world) {

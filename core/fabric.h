@@ -20,7 +20,10 @@
  * ./sim --compare predicts it: a run whose links were overridden
  * (--emulate-gbps, --emulate-lat-us) or whose traffic held other SMs than
  * the simulator's collectives (--emulate-engine ce, --emulate-ctas) is not
- * what the simulator prices, and is refused with the reason.
+ * what the simulator prices, and is refused with the reason; so is a run
+ * whose collectives went through host memory and MPI (fabric = staged,
+ * gpu_run --staged-collectives: several ranks on one GPU, its numbers
+ * checked, its times no GPU job's).
  */
 #ifndef CORE_FABRIC_H
 #define CORE_FABRIC_H
@@ -55,6 +58,7 @@ void fabric_collective(const struct fabric_link *l, enum op_kind k, int n, uint6
 /* What a run recorded of its fabric: gpu_run's run attributes fabric.* (zero: nothing recorded). */
 struct fabric_record {
 	int emulated;                  /* fabric = "emulated" */
+	int staged;                    /* fabric = "staged": collectives through host memory and MPI */
 	int world;                     /* fabric.world */
 	double link_gbps[GRP_COUNT];   /* fabric.<group>.link_gbps, 0 when not recorded */
 	double step_lat_us[GRP_COUNT]; /* fabric.<group>.step_latency_us, < 0 when not recorded */
@@ -70,7 +74,7 @@ int fabric_record_attr(struct fabric_record *r, const char *name, const char *va
  * 0 when what run r recorded is what ./sim prices for schedule s (a real
  * fabric, or an emulated one on every group's link of fabric_link_of,
  * with the traffic on the SMs the simulator's collectives hold); else -1
- * with the reason in err.
+ * with the reason in err (a staged fabric always).
  */
 int fabric_record_check(const struct fabric_record *r, const struct schedule *s, char *err, int errlen);
 

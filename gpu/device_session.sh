@@ -49,6 +49,13 @@
 #   hooks      gpu/device_steps.d/*.sh, in name order, if any (PyTorch
 #              reference runs of later issues); each gets $OUT and the
 #              library environment, and its own log
+#   staged     several real ranks on the one GPU (--staged-collectives:
+#              collectives through host memory and MPI): ddp, zero2, fsdp
+#              on 2 ranks, hsdp 2 x 2 and fsdp on 4 (llama3-8b's blocks, 2
+#              of them, seq 1024, vocab 32768, 3 steps); each policy's first loss is
+#              fsdp's, the rest within STAGED_RTOL: the numbers of ranks
+#              other than 0, which no emulated run has (not compared, no
+#              file kept; DEVICE=cpu rehearses it on the CPU backend)
 #
 # A command of the `run` tool may last 10 minutes: the steps share a budget
 # (BUDGET_S, default 560 s); a step is started only when the budget still
@@ -103,11 +110,11 @@ BENCH_H5=$OUT/gpu_bench.h5
 export REPO OUT WORK LOGS BENCH_H5 DEVICE HOST_LD_LIBRARY_PATH
 export HDF5_USE_FILE_LOCKING=FALSE PYTHONUNBUFFERED=1
 
-ALL_STEPS=(host test bench memcheck racecheck calibrate runs compare hooks)
+ALL_STEPS=(host test bench memcheck racecheck calibrate runs compare hooks staged)
 declare -A MIN_S=([host]=15 [test]=45 [memcheck]=120 [racecheck]=60 [bench]=90 [calibrate]=60 [runs]=150
-	[compare]=15 [hooks]=30)
+	[compare]=15 [hooks]=30 [staged]=60)
 declare -A MAX_S=([host]=60 [test]=150 [memcheck]=300 [racecheck]=200 [bench]=270 [calibrate]=180 [runs]=300
-	[compare]=60 [hooks]=360)
+	[compare]=60 [hooks]=360 [staged]=240)
 
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 # phase NAME: from now on the session does NAME (logs/phases.txt; the clock nvidia-smi stamps its samples
@@ -494,6 +501,78 @@ PY
 	return $rc
 }
 
+# Several real ranks on the one GPU (cuda: --staged-collectives, each collective through pinned host
+# memory and MPI, since NCCL refuses two ranks on one GPU; cpu: the CPU backend's MPI as it is): the
+# CUDA backend's numbers for ranks other than 0, which the emulated runs never have (their shards,
+# packs, reductions and optimizer ranges). ddp, zero2 and fsdp on 2 ranks, hsdp 2 x 2 against fsdp on
+# 4: every policy's first loss is fsdp's (the same parameters, the same data: shards put together
+# wrong would change it), and its later losses and final parameters agree within STAGED_RTOL (the
+# reductions' order may differ: 1e-2 on cuda's bf16, 1e-5 on the CPU's fp32). Not compared by ./sim
+# (fabric = staged), nothing written to data/. STAGED_SET: more settings (words) for the policies
+# checked against fsdp, none for fsdp's runs (tests/e2e_device_session.sh makes them differ so).
+step_staged() {
+	local rc=0 n=0 bad=0 flag="" tol shape set=${STAGED_SET:-}
+	have_device || return 1
+	if [ "$DEVICE" = cuda ]; then
+		flag=--staged-collectives
+		tol=${STAGED_RTOL:-1e-2}
+		shape="--set cluster.gpu=$CATALOG_GPU --set model.layers=2 --set model.seq=1024 --set model.vocab=32768"
+	else
+		tol=${STAGED_RTOL:-1e-5}
+		shape="--set model.layers=2"
+	fi
+	staged() { # NAME NP NODES SECONDS ARGS...: the run's losses and parameter sums, one per line
+		local name=$1 np=$2 nodes=$3 s=$4 r
+		shift 4
+		echo "== gpu_run $name: $np ranks on this $DEVICE, $*"
+		phase "staged: $name"
+		# shellcheck disable=SC2086
+		tmo "$s" mpirun --allow-run-as-root --mca btl self,vader --bind-to none --oversubscribe -np "$np" \
+			./gpu_run "$EXP" --device "$DEVICE" $shape $flag --set run.warmup=0 --set run.steps=3 \
+			--set cluster.nodes="$nodes" --set cluster.gpus_per_node=$((np / nodes)) "$@" \
+			>"$WORK/staged-$name.out" 2>&1
+		r=$?
+		n=$((n + 1))
+		grep -E '^(step|params|gpu_run)' "$WORK/staged-$name.out"
+		awk '/^step [0-9]+ loss /{ print $4 } /^params sum /{ print $3; print $5 }' "$WORK/staged-$name.out" \
+			>"$WORK/staged-$name.nums"
+		if [ $r -ne 0 ] || [ "$(wc -l <"$WORK/staged-$name.nums")" -ne 5 ]; then
+			echo "gpu_run $name: FAILED ($r)"
+			tail -5 "$WORK/staged-$name.out"
+			bad=$((bad + 1))
+			rc=1
+		fi
+	}
+	same() { # NAME REF: NAME's numbers against REF's
+		[ -s "$WORK/staged-$1.nums" ] && [ -s "$WORK/staged-$2.nums" ] || return 0
+		if paste "$WORK/staged-$1.nums" "$WORK/staged-$2.nums" | awk -v tol="$tol" '
+			function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+			NR == 1 && rel($1, $2) > 1e-6 { print "first loss " $1 " against " $2; bad = 1 }
+			NR > 1 && rel($1, $2) > tol { print "line " NR ": " $1 " against " $2; bad = 1 }
+			$1 != $1 + 0 { print "not a number: " $1; bad = 1 }
+			END { exit bad }'; then
+			echo "$1 = $2: the same first loss, the rest within $tol"
+		else
+			echo "$1 against $2: DIFFERENT"
+			bad=$((bad + 1))
+			rc=1
+		fi
+	}
+	staged fsdp2 2 1 90
+	# shellcheck disable=SC2086
+	staged ddp2 2 1 90 --set policy.sharding=ddp $set
+	# shellcheck disable=SC2086
+	staged zero2-2 2 1 90 --set policy.sharding=zero2 $set
+	staged fsdp4 4 1 120
+	# shellcheck disable=SC2086
+	staged hsdp4 4 2 120 --set policy.sharding=hsdp --set policy.shard_group=2 $set
+	same ddp2 fsdp2
+	same zero2-2 fsdp2
+	same hsdp4 fsdp4
+	echo "staged: $n runs, $bad failed or differed"
+	return $rc
+}
+
 step_compare() {
 	local rc=0 runs_abs
 	[ -f "$RUNS_FILE" ] || { echo "no runs ($RUNS_FILE): run the runs step first"; return 1; }
@@ -540,6 +619,7 @@ figures() {
 	racecheck) grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|passed, ' "$log" | tr '\n' ' ' ;;
 	bench) grep -c 'FAILED' "$log" | sed 's/$/ failed (table below)/' ;;
 	runs) grep -E 'runs, [0-9]+ failed' "$log" ;;
+	staged) grep -E '^staged: [0-9]+ runs' "$log" ;;
 	calibrate) grep -E '^calibration: ' "$log" | tail -1 ;;
 	compare) awk '/^== priced by/ { by = $5 } /measured runs? compared/ { printf "%s: %s; ", by, $0 }' "$log" ;;
 	*) tail -1 "$log" ;;
@@ -595,7 +675,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 export CLOCKS_CSV # the hooks sample none of their own then, and add their commands to PHASES
 export -f phase
-export -f tmo step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks \
+export -f tmo step_host step_test step_memcheck step_racecheck step_bench step_calibrate step_runs step_compare step_hooks step_staged \
 	have_gpu have_device catalog_gpu
 
 {

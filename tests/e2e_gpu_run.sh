@@ -397,6 +397,10 @@ two 1 "option of the cuda backend" --nccl-max-ctas 4
 two 1 "more than --nccl-max-ctas" --device cuda --nccl-min-ctas 8 --nccl-max-ctas 4
 two 1 "autotuning synchronizes the stream" --device cuda --calibrate --gemm-autotune
 two 1 "the two would wait for each other" --device cuda --calibrate --attention cudnn
+two 1 "option of the cuda backend" --staged-collectives
+two 1 "an emulated rank has no peers" --device cuda --staged-collectives --emulate-world 2
+two 1 "staged ones go through the host" --device cuda --staged-collectives --calibrate
+two 1 "nothing to configure" --device cuda --staged-collectives --nccl-cta-policy zero
 two 1 "it goes with --calibrate" --series s1
 two 1 "a name of 1 to 23" --calibrate --series "a b"
 two 1 "--series needs a name" --calibrate --series --quick

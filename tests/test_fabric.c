@@ -222,6 +222,12 @@ static void test_record_check(void)
 	fabric_record_attr(&r, "fabric.world", "8");
 	CU_ASSERT_EQUAL(fabric_record_check(&r, s, err, sizeof err), -1);
 	CU_ASSERT(strstr(err, "rank 0 of 8 ranks") != NULL);
+	/* collectives staged through host memory (several ranks on one GPU): never priced */
+	fabric_record_init(&r);
+	CU_ASSERT(fabric_record_attr(&r, "fabric", "staged") == 1);
+	CU_ASSERT(r.staged && !r.emulated);
+	CU_ASSERT_EQUAL(fabric_record_check(&r, s, err, sizeof err), -1);
+	CU_ASSERT(strstr(err, "--staged-collectives") && strstr(err, "not compared"));
 	schedule_free(s);
 	config_release(&e);
 }
@@ -233,5 +239,5 @@ void suite_fabric(void)
 	CU_add_test(s, "links of shard, replica and world rings", test_links);
 	CU_add_test(s, "latency: ring steps, or a tree across nodes", test_latency);
 	CU_add_test(s, "./sim prices every collective by the rule", test_sim_prices_the_rule);
-	CU_add_test(s, "recorded emulated fabrics: checked, overrides refused", test_record_check);
+	CU_add_test(s, "recorded fabrics: emulated ones checked, overrides and staged ones refused", test_record_check);
 }

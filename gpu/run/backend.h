@@ -190,9 +190,11 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *c, const
  * One GPU per rank: the local_rank-th device of this node (local_size
  * ranks share it), made current. -1 with a message in err when the node
  * has fewer GPUs than ranks (NCCL refuses two ranks on one GPU: run one
- * rank of the job with --emulate-world) or none at all.
+ * rank of the job with --emulate-world, or stage the collectives) or none
+ * at all. staged (gpu_run --staged-collectives: no NCCL): ranks share the
+ * node's GPUs in turn, device local_rank % GPUs.
  */
-int backend_cuda_select(int local_rank, int local_size, char *err, int errlen);
+int backend_cuda_select(int local_rank, int local_size, int staged, char *err, int errlen);
 /* The failure hook of the CUDA check macros: the message is printed; abort the job (every rank). */
 void backend_cuda_on_failure(struct comm *c);
 

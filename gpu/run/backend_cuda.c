@@ -57,7 +57,14 @@
  * staging copy first, as autocast does. All-gather: this rank's shard is
  * cast (or copied) into its slot of the output, then an in-place
  * ncclAllGather; reductions are ncclReduceScatter / ncclAllReduce with
- * ncclAvg in the buffer's type. The optimizer: the CUDA model's AdamW
+ * ncclAvg in the buffer's type. Staged (--staged-collectives, several
+ * ranks on one GPU, which NCCL refuses): the stream copies the input into
+ * its pinned host buffer (a reduction's as fp32), the host thread runs the
+ * collective over MPI once that copy has landed (in issue order on every
+ * rank, so every communicator sees its collectives in the same order),
+ * sets the stream's flag, and the stream, waiting on it, copies the
+ * output back (a reduction's averaged in fp32, rounded once to the
+ * buffer's type). The optimizer: the CUDA model's AdamW
  * forms as the policy names them (fused: one launch per unit shard;
  * foreach: one multi-tensor launch per 192 model tensors; per-param: one
  * launch per model tensor), after scaling the gradient by 1/M when M > 1;
@@ -124,13 +131,19 @@ typedef ncclResult_t (*nccl_win_dereg_fn)(ncclComm_t, void *);
 
 /* ---- the host stream: a thread and its queue --------------------------------------- */
 
-enum hcmd_type { H_RECORD, H_WAIT_DEVICE, H_WAIT_FLAG, H_OPTIM, H_ZERO, H_BENCH_ADAMW };
+enum hcmd_type { H_RECORD, H_WAIT_DEVICE, H_WAIT_FLAG, H_OPTIM, H_ZERO, H_BENCH_ADAMW, H_COLL };
 
 struct hcmd {
 	enum hcmd_type type;
 	int event;
-	void *p;                      /* H_ZERO */
-	uint64_t bytes;
+	void *p;                      /* H_ZERO; H_COLL: the host copy of the input */
+	uint64_t bytes;               /* H_COLL: an all-gather's bytes per rank, a reduction's fp32 elements */
+	void *q;                      /* H_COLL: the host buffer of the output */
+	struct comm_handle *h;        /* H_COLL: the group's communicator */
+	enum op_kind kind;            /* H_COLL */
+	cudaEvent_t ready;            /* H_COLL: the input is on the host */
+	int stream;                   /* H_COLL: the stream it sets free, by its flag's value `seq` */
+	uint32_t seq;
 	struct optim_tensor *t;       /* H_OPTIM: owned, freed once run */
 	int count;
 	struct ref_adamw_hparams hp;
@@ -201,6 +214,15 @@ struct cu {
 	int64_t *most;
 	/* emulated fabric on the copy engine: a clock word per stream */
 	uint64_t *emu_t0;
+	/*
+	 * staged collectives (comm->staged): per stream, a pinned host buffer the
+	 * stream copies a collective's input into and its output from, and the
+	 * count of its collectives, the value of its flag hflag[nevents + 1 + st]
+	 * that the host thread sets once it has run one over MPI
+	 */
+	void *shost[ST_COUNT];
+	uint64_t shost_bytes[ST_COUNT];
+	uint32_t sseq[ST_COUNT];
 	/* calibration (cu_kernel): one kernel's operands, token ids, host optimizer's memory; grown, kept */
 	void *bench;
 	uint64_t bench_bytes;
@@ -318,6 +340,17 @@ static void *host_main(void *arg)
 		case H_OPTIM:
 			host_adamw(k.t, k.count, &k.hp, k.step, k.scale, c->host_threads);
 			free(k.t);
+			break;
+		case H_COLL: /* a staged collective: its input is on the host once the stream passes `ready` */
+			cudaCheck(cudaEventSynchronize(k.ready));
+			cudaCheck(cudaEventDestroy(k.ready));
+			if (k.kind == OP_ALLGATHER)
+				comm_all_gather_bytes(k.h, k.q, k.p, (size_t)k.bytes);
+			else if (k.kind == OP_REDUCE_SCATTER)
+				comm_reduce_scatter_mean(k.h, k.q, k.p, (size_t)k.bytes);
+			else
+				comm_all_reduce_mean(k.h, k.p, (size_t)k.bytes);
+			__atomic_store_n(&c->hflag[c->nevents + 1 + k.stream], k.seq, __ATOMIC_SEQ_CST);
 			break;
 		case H_ZERO: /* cudaMemset of device memory may return before it is done: wait, then go on */
 			cudaCheck(cudaMemset(k.p, 0, k.bytes));
@@ -862,6 +895,46 @@ static void emu_of(const struct comm_handle *h, enum op_kind k, uint64_t S, stru
 	e->lat_ns = p.step_lat_ns;
 }
 
+/*
+ * Stream st's host buffer, at least `bytes`. It grows only once the stream
+ * has run all it was given: its earlier collectives' copies read the old
+ * one (and the host thread, which those wait for, never waits for this
+ * thread).
+ */
+static void *staged_buffer(struct cu *c, int st, uint64_t bytes)
+{
+	if (bytes > c->shost_bytes[st]) {
+		cudaCheck(cudaStreamSynchronize(c->cs[st]));
+		if (c->shost[st])
+			cudaCheck(cudaFreeHost(c->shost[st]));
+		c->shost[st] = NULL;
+		cudaCheck(cudaHostAlloc(&c->shost[st], bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+		c->shost_bytes[st] = bytes;
+	}
+	return c->shost[st];
+}
+
+/*
+ * A staged collective of stream st (several ranks on one GPU: no NCCL):
+ * the stream has queued its input's copy into the host buffer; the host
+ * thread runs the collective over the group's MPI communicator once that
+ * copy has landed (in issue order, as every rank does), and the stream
+ * waits for it before it copies the output back.
+ */
+static void staged_run(struct cu *c, int st, struct comm_handle *h, enum op_kind kind, void *in, void *out,
+		       uint64_t n)
+{
+	struct hcmd k = { .type = H_COLL, .p = in, .q = out, .bytes = n, .h = h, .kind = kind, .stream = st };
+
+	cudaCheck(cudaEventCreateWithFlags(&k.ready, cudaEventDisableTiming));
+	cudaCheck(cudaEventRecord(k.ready, c->cs[st]));
+	k.seq = ++c->sseq[st];
+	host_push(c, &k);
+	driverCheck(c->wait_value((CUstream)c->cs[st],
+				  c->hflag_dev + sizeof(uint32_t) * (size_t)(c->nevents + 1 + st), k.seq,
+				  CU_STREAM_WAIT_VALUE_GEQ));
+}
+
 static void cu_all_gather(struct backend *b, int stream, struct comm_handle *h, void *out, enum elem oe,
 			  const void *in, enum elem ie, size_t count)
 {
@@ -896,6 +969,14 @@ static void cu_all_gather(struct backend *b, int stream, struct comm_handle *h, 
 		}
 		return;
 	}
+	if (c->comm->staged) { /* the host buffer: every rank's slot, then this rank's own */
+		size_t total = slot_bytes * (size_t)h->size;
+		char *host = staged_buffer(c, stream, total + slot_bytes);
+		cudaCheck(cudaMemcpyAsync(host + total, slot, slot_bytes, cudaMemcpyDefault, st));
+		staged_run(c, stream, h, OP_ALLGATHER, host + total, host, slot_bytes);
+		cudaCheck(cudaMemcpyAsync(out, host, total, cudaMemcpyDefault, st));
+		return;
+	}
 	ncclCheck(ncclAllGather(slot, out, count, nccl_type(oe), (ncclComm_t)h->nccl, st));
 }
 
@@ -916,6 +997,14 @@ static void cu_reduce_scatter(struct backend *b, int stream, struct comm_handle 
 		bcu_emu_reduce_scatter(out, in, count, e, h->rank, h->size, &em, c->comm->emu.ctas, st);
 		return;
 	}
+	if (c->comm->staged) { /* fp32 on the host: the input's n chunks, then this rank's mean */
+		size_t full = count * (size_t)h->size;
+		float *host = staged_buffer(c, stream, sizeof(float) * (full + count));
+		bcu_convert(host, ELEM_FP32, in, e, full, st);
+		staged_run(c, stream, h, OP_REDUCE_SCATTER, host, host + full, count);
+		bcu_convert(out, e, host + full, ELEM_FP32, count, st);
+		return;
+	}
 	ncclCheck(ncclReduceScatter(in, out, count, nccl_type(e), ncclAvg, (ncclComm_t)h->nccl, st));
 }
 
@@ -930,6 +1019,13 @@ static void cu_all_reduce(struct backend *b, int stream, struct comm_handle *h, 
 		emu_of(h, OP_ALLREDUCE, (uint64_t)count * ebytes(e), &em);
 		h->wire_bytes += em.q * (uint64_t)em.steps + em.r;
 		bcu_emu_all_reduce(buf, count, e, h->size, &em, c->comm->emu.ctas, st);
+		return;
+	}
+	if (c->comm->staged) { /* fp32 on the host, averaged in place */
+		float *host = staged_buffer(c, stream, sizeof(float) * count);
+		bcu_convert(host, ELEM_FP32, buf, e, count, st);
+		staged_run(c, stream, h, OP_ALLREDUCE, host, host, count);
+		bcu_convert(buf, e, host, ELEM_FP32, count, st);
 		return;
 	}
 	ncclCheck(ncclAllReduce(buf, buf, count, nccl_type(e), ncclAvg, (ncclComm_t)h->nccl, st));
@@ -1292,7 +1388,10 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	put(ctx, "nccl.version", s);
 	cudnn_version(s, sizeof(s));
 	put(ctx, "cudnn.version", s);
-	if (!c->comm->emulated) {
+	if (c->comm->staged) {
+		put(ctx, "backend.collectives", "staged: each stream's input to pinned host memory, MPI on the host "
+						"thread in issue order, the output back (no NCCL communicator)");
+	} else if (!c->comm->emulated) {
 		put_int(put, ctx, "nccl.min_ctas", no->min_ctas);
 		put_int(put, ctx, "nccl.max_ctas", no->max_ctas);
 		put_int(put, ctx, "nccl.cga_cluster_size", no->cga_cluster);
@@ -1413,6 +1512,10 @@ static void cu_wd_describe(void *ctx, char *buf, size_t n)
 			if (k->type == H_WAIT_DEVICE || k->type == H_WAIT_FLAG) {
 				event_what(c, k->event, what, sizeof what);
 				snprintf(buf + used, n - used, "%sstream host waiting for %s", used ? "; " : "", what);
+			} else if (k->type == H_COLL) {
+				snprintf(buf + used, n - used, "%sstream host in a staged %s of stream %s (MPI, the other "
+								"ranks' host threads)", used ? "; " : "",
+					 op_kind_name(k->kind), stream_name(k->stream));
 			} else {
 				snprintf(buf + used, n - used, "%sstream host running its %s", used ? "; " : "",
 					 k->type == H_OPTIM ? "optimizer step" : "command");
@@ -1468,6 +1571,9 @@ static void cu_release(struct backend *b)
 	cudaCheck(cudaFree(c->bench)); /* stream-ordered allocations: cudaFree after the streams have ended is fine */
 	cudaCheck(cudaFree(c->bench_ids));
 	cudaCheck(cudaFreeHost((void *)c->hflag));
+	for (int st = 0; st < ST_COUNT; st++)
+		if (c->shost[st])
+			cudaCheck(cudaFreeHost(c->shost[st]));
 	free(c->host_bench);
 	pthread_mutex_destroy(&c->wd_mu);
 	for (int st = 0; st < ST_COUNT; st++)
@@ -1644,7 +1750,7 @@ static void windows_setup(struct cu *c)
 				"plain memory (NCCL may then use CTAs)\n", c->comm->nccl_version);
 }
 
-int backend_cuda_select(int local_rank, int local_size, char *err, int errlen)
+int backend_cuda_select(int local_rank, int local_size, int staged, char *err, int errlen)
 {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -1655,9 +1761,15 @@ int backend_cuda_select(int local_rank, int local_size, char *err, int errlen)
 		(void)cudaGetLastError();
 		return -1;
 	}
+	if (staged) {
+		cudaCheck(cudaSetDevice(local_rank % n));
+		return local_rank % n;
+	}
 	if (local_size > n) {
 		snprintf(err, errlen, "%d ranks on this node but %d GPU%s: NCCL cannot put two ranks on one GPU; "
-				      "run one rank of the job with --emulate-world N (mpirun -np 1)",
+				      "run one rank of the job with --emulate-world N (mpirun -np 1), or check the "
+				      "numbers of several with --staged-collectives (collectives through host memory "
+				      "and MPI, slow)",
 			 local_size, n, n == 1 ? "" : "s");
 		return -1;
 	}
@@ -1745,8 +1857,10 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 	c->host_ns = xcalloc((size_t)c->nevents + 1, sizeof(uint64_t));
 	{
 		void *flags = NULL, *dflags = NULL;
-		cudaCheck(cudaHostAlloc(&flags, sizeof(uint32_t) * (size_t)(c->nevents + 1), cudaHostAllocMapped));
-		memset(flags, 0, sizeof(uint32_t) * (size_t)(c->nevents + 1));
+		/* the events' flags, the gates' timeouts, then a staged collective's flag per stream */
+		size_t words = (size_t)c->nevents + 1 + ST_COUNT;
+		cudaCheck(cudaHostAlloc(&flags, sizeof(uint32_t) * words, cudaHostAllocMapped));
+		memset(flags, 0, sizeof(uint32_t) * words);
 		cudaCheck(cudaHostGetDevicePointer(&dflags, flags, 0));
 		c->hflag = flags;
 		c->hflag_dev = (CUdeviceptr)(uintptr_t)dflags;

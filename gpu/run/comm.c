@@ -152,6 +152,15 @@ void comm_all_gather(struct comm_handle *h, float *out, const float *in, size_t 
 	wait_for(&req);
 }
 
+void comm_all_gather_bytes(struct comm_handle *h, void *out, const void *in, size_t bytes)
+{
+	MPI_Request req;
+	int n = mpi_count(bytes);
+
+	mpi_check(MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, h->comm, &req));
+	wait_for(&req);
+}
+
 void comm_reduce_scatter_mean(struct comm_handle *h, float *out, const float *in, size_t count)
 {
 	MPI_Request req;
@@ -360,6 +369,12 @@ void comm_describe(const struct comm *c, void (*put)(void *ctx, const char *key,
 	char v[64], k[64];
 	uint64_t wire = 0;
 
+	if (c->staged) {
+		put(ctx, "fabric", "staged");
+		put(ctx, "fabric.path", "host memory and MPI (gpu_run --staged-collectives): numbers checked, times not "
+					"a GPU job's");
+		return;
+	}
 	if (!c->emulated) {
 		put(ctx, "fabric", "real");
 		return;
@@ -437,7 +452,7 @@ void comm_nccl_init(struct comm *c, const struct schedule *s, const struct comm_
 	(void)s;
 	c->nccl_opts = *o;
 	ncclCheck(ncclGetVersion(&c->nccl_version));
-	if (c->emulated)
+	if (c->emulated || c->staged)
 		return;
 	memset(&id, 0, sizeof(id));
 	if (c->rank == 0)

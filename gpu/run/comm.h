@@ -14,6 +14,12 @@
  * (docs/STYLE.md): mpi_check prints the call, file:line and MPI's own
  * error string, then MPI_Abort.
  *
+ * Staged (CUDA build, gpu_run --staged-collectives): several ranks share
+ * one GPU, which NCCL refuses; the CUDA backend hands each collective to
+ * its host thread, which runs it over the group's MPI communicator on
+ * host memory (comm_all_gather_bytes and the fp32 means here), no NCCL
+ * communicator made. Correct and slow: the run is marked fabric = staged.
+ *
  * NCCL (CUDA build, comm_nccl_init): rank 0 makes the unique id and
  * broadcasts it over MPI; every rank joins one world communicator with
  * the run's NCCL configuration (CTAs, CGA cluster size, CTA policy: how
@@ -90,6 +96,7 @@ struct comm {
 	MPI_Comm group[GRP_COUNT];                 /* GRP_SHARD, GRP_REPLICA, GRP_WORLD */
 	struct comm_handle handle[GRP_COUNT][ST_COUNT];
 	int emulated;         /* comm_init_emulated */
+	int staged;           /* CUDA, several ranks on one GPU: collectives through host memory and MPI (no NCCL) */
 	struct comm_emu_opts emu;
 	struct ncclComm *nccl_world; /* the communicator the others are split from */
 	struct comm_nccl_opts nccl_opts;
@@ -119,6 +126,8 @@ struct comm_handle *comm_handle_of(struct comm *c, int group, int stream);
 
 /* fp32 collectives, blocking: out (count x size) = every rank's in; the reductions average. */
 void comm_all_gather(struct comm_handle *h, float *out, const float *in, size_t count);
+/* The same over bytes of any type: out (bytes x size) = every rank's `bytes` bytes of in. */
+void comm_all_gather_bytes(struct comm_handle *h, void *out, const void *in, size_t bytes);
 void comm_reduce_scatter_mean(struct comm_handle *h, float *out, const float *in, size_t count);
 void comm_all_reduce_mean(struct comm_handle *h, float *buf, size_t count);
 
@@ -159,7 +168,7 @@ void comm_describe(const struct comm *c, void (*put)(void *ctx, const char *key,
 /*
  * CUDA build only (GPU_RUN_CUDA): NCCL communicators for every used
  * (group, stream), with configuration o, on the current device. Collective
- * over MPI_COMM_WORLD. Nothing to do for an emulated comm. Failures go
+ * over MPI_COMM_WORLD. Nothing to do for an emulated or a staged comm. Failures go
  * through ncclCheck (gpu/cuda/check.h: message, then the abort hook).
  */
 void comm_nccl_init(struct comm *c, const struct schedule *s, const struct comm_nccl_opts *o);

@@ -70,6 +70,7 @@ struct run_opts {
 	struct comm_emu_opts emu;        /* emu.world > 0: --emulate-world */
 	struct comm_nccl_opts nccl;
 	struct cuda_opts cuda;
+	int staged;                      /* --staged-collectives: collectives through host memory and MPI */
 	int cuda_flag;                   /* a flag only the cuda backend reads was given: its name */
 	const char *cuda_flag_name;
 };
@@ -101,6 +102,10 @@ static void usage(FILE *f)
 		   "  --attention A          cuda: mma (the mma.sync flash kernels, the default) or\n"
 		   "                         cudnn (cuDNN's fused SDPA, falling back to mma)\n"
 		   "  --gemm-autotune        cuda: time cuBLASLt's top 8 algorithms once per shape\n"
+		   "  --staged-collectives   cuda: collectives through host memory and MPI, no NCCL,\n"
+		   "                         so that several ranks may share one GPU: the numbers of\n"
+		   "                         an N-rank job checked on one GPU (slow; the run is\n"
+		   "                         marked fabric = staged and ./sim --compare skips it)\n"
 		   "  --calibrate [FILE.h5]  measure this machine's kernels, collectives and\n"
 		   "                         overheads for ./sim --calibration (default file:\n"
 		   "                         data/calibration/<hardware>-<backend>.h5; a calibration\n"
@@ -218,7 +223,7 @@ static int ends_with(const char *s, const char *end)
 static const char *const own_flags[] = { "--help", "--serialize", "--quick", "--hardware", "--calibrate", "--series",
 					 "--emulate-world", "--emulate-gbps", "--emulate-lat-us", "--emulate-engine",
 					 "--emulate-ctas", "--nccl-max-ctas", "--nccl-min-ctas", "--nccl-cga",
-					 "--nccl-cta-policy", "--attention", "--gemm-autotune", NULL };
+					 "--nccl-cta-policy", "--attention", "--gemm-autotune", "--staged-collectives", NULL };
 
 #define SERIES_RULE "1 to %d letters, digits, '.', '_' or '-', not starting with '-'"
 
@@ -310,6 +315,10 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 			o->cuda.gemm_autotune = 1;
 			takes = 0;
 			cuda_only = 1;
+		} else if (!strcmp(a, "--staged-collectives")) {
+			o->staged = 1;
+			takes = 0;
+			cuda_only = 1;
 		} else {
 			continue;
 		}
@@ -340,6 +349,23 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		say0(rank, "gpu_run: --calibrate with --attention cudnn: a cuDNN plan that needs a larger workspace "
 			   "synchronizes the device, and the calibration queues its work behind a gate first, so the "
 			   "two would wait for each other; calibrate with mma (the default)");
+		finish(2);
+	}
+	if (o->staged && o->emu.world > 0) {
+		say0(rank, "gpu_run: --staged-collectives with --emulate-world: an emulated rank has no peers to stage "
+			   "collectives with; run the N ranks (mpirun -np N) with --staged-collectives, or one as rank 0 "
+			   "of N with --emulate-world");
+		finish(2);
+	}
+	if (o->staged && o->calibrate) {
+		say0(rank, "gpu_run: --calibrate with --staged-collectives: a calibration measures the collectives "
+			   "./sim prices (NCCL's, or an emulated fabric's), and staged ones go through the host");
+		finish(2);
+	}
+	if (o->staged && (o->nccl.min_ctas > 0 || o->nccl.max_ctas > 0 || o->nccl.cga_cluster >= 0 ||
+			  o->nccl.cta_policy >= 0)) {
+		say0(rank, "gpu_run: --staged-collectives makes no NCCL communicator: the --nccl-* flags have "
+			   "nothing to configure");
 		finish(2);
 	}
 	if (o->nccl.min_ctas > 0 && o->nccl.max_ctas > 0 && o->nccl.min_ctas > o->nccl.max_ctas) {
@@ -590,7 +616,7 @@ static struct backend *backend_new(const struct experiment *e, const struct sche
 		 */
 		if (o->calibrate)
 			setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-		bad = backend_cuda_select(lrank, lsize, err, errlen) < 0;
+		bad = backend_cuda_select(lrank, lsize, o->staged, err, errlen) < 0;
 		mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
 		if (any) {
 			if (!bad)
@@ -677,6 +703,7 @@ int main(int argc, char **argv)
 		comm_init_emulated(&c, s, &opts.emu);
 	else
 		comm_init(&c, s);
+	c.staged = opts.staged; /* the CUDA backend's collectives through the host (the option is CUDA's alone) */
 	be = backend_new(&e, s, &c, &opts, err, sizeof(err));
 	if (!be) {
 		/* every rank fails alike; rank 0 says why (its own reason, or that another rank failed) */
