@@ -22,7 +22,9 @@
 #   3. DEVICE of another value exits 2.
 # Where nvidia-smi is (here a fake one), the GPU's clocks are sampled for the
 # whole call and gpu/clocks.py's table per phase ends the summary (1b);
-# clocks.py is checked on the first H200 session's samples too.
+# clocks.py is checked on the first H200 session's samples too. The staged
+# step (several real ranks, each policy's numbers fsdp's) is rehearsed on the
+# CPU backend, and shown to fail when a policy's numbers differ (1c).
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -187,7 +189,6 @@ else
 fi
 if grep -q "^SKIP nosuch: no such step" "$sum"; then ok "an unknown step is listed"; else bad "unknown step" "$(tail -3 "$sum")"; fi
 
-# 3. DEVICE
 # 1c. the staged step, rehearsed: several real ranks, every policy's numbers fsdp's; and it fails when
 # they are not: another learning rate (the same first loss, later ones apart), another seed (another
 # first loss)
@@ -212,6 +213,7 @@ for c in "run.lr=0.003:line 2" "run.seed=7:first loss"; do
 	rm -rf "$tmp/out4"
 done
 
+# 3. DEVICE
 DEVICE=rocm OUT=$tmp/out2 bash gpu/device_session.sh host >"$tmp/log2" 2>&1
 rc=$?
 if [ $rc = 2 ] && grep -q "DEVICE=rocm (allowed: cuda, cpu)" "$tmp/log2"; then ok "DEVICE=rocm: exit 2"; else
