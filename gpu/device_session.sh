@@ -50,8 +50,9 @@
 #              reference runs of later issues); each gets $OUT and the
 #              library environment, and its own log
 #   staged     several real ranks on the one GPU (--staged-collectives:
-#              collectives through host memory and MPI): ddp, zero2, fsdp
-#              on 2 ranks, hsdp 2 x 2 and fsdp on 4 (llama3-8b's blocks, 2
+#              collectives through host memory and MPI): ddp, zero2, the
+#              optimizer offloaded and in backward, fsdp on 2 ranks, hsdp
+#              2 x 2 and fsdp on 4 (llama3-8b's blocks, 2
 #              of them, seq 1024, vocab 32768, 3 steps); each policy's first loss is
 #              fsdp's, the rest within STAGED_RTOL: the numbers of ranks
 #              other than 0, which no emulated run has (not compared, no
@@ -504,8 +505,8 @@ PY
 # Several real ranks on the one GPU (cuda: --staged-collectives, each collective through pinned host
 # memory and MPI, since NCCL refuses two ranks on one GPU; cpu: the CPU backend's MPI as it is): the
 # CUDA backend's numbers for ranks other than 0, which the emulated runs never have (their shards,
-# packs, reductions and optimizer ranges). ddp, zero2 and fsdp on 2 ranks, hsdp 2 x 2 against fsdp on
-# 4: every policy's first loss is fsdp's (the same parameters, the same data: shards put together
+# packs, reductions and optimizer ranges). ddp, zero2, the optimizer offloaded and in backward, and
+# fsdp on 2 ranks, hsdp 2 x 2 against fsdp on 4: every policy's first loss is fsdp's (the same parameters, the same data: shards put together
 # wrong would change it), and its later losses and final parameters agree within STAGED_RTOL (the
 # reductions' order may differ: 1e-2 on cuda's bf16, 1e-5 on the CPU's fp32). Not compared by ./sim
 # (fabric = staged), nothing written to data/. STAGED_SET: more settings (words) for the policies
@@ -563,11 +564,18 @@ step_staged() {
 	staged ddp2 2 1 90 --set policy.sharding=ddp $set
 	# shellcheck disable=SC2086
 	staged zero2-2 2 1 90 --set policy.sharding=zero2 $set
+	# the host thread's queue holds the host optimizer's steps among the staged collectives
+	# shellcheck disable=SC2086
+	staged offload2 2 1 90 --set policy.offload=optim $set
+	# shellcheck disable=SC2086
+	staged optim-in-bwd2 2 1 90 --set policy.optim_in_backward=true $set
 	staged fsdp4 4 1 120
 	# shellcheck disable=SC2086
 	staged hsdp4 4 2 120 --set policy.sharding=hsdp --set policy.shard_group=2 $set
 	same ddp2 fsdp2
 	same zero2-2 fsdp2
+	same offload2 fsdp2
+	same optim-in-bwd2 fsdp2
 	same hsdp4 fsdp4
 	echo "staged: $n runs, $bad failed or differed"
 	return $rc
