@@ -530,24 +530,39 @@ static void tiny_on_one_gpu(struct experiment *e, const char *runtime, const cha
 	config_set(e, cal_set, "t");
 }
 
-/*
- * c written to path, and the tiny model on one GPU under pytorch priced by
- * it: e resolved, its schedule (returned) and *cost ready.
- */
-static struct schedule *tiny_priced_by(const struct calibration *c, const char *path, struct experiment *e,
-				       struct cost *cost)
+/* The tiny model on one GPU under pytorch, priced by a calibration written to a file of its own. */
+struct priced {
+	char dir[32], path[96];
+	struct experiment e; /* resolved */
+	struct schedule *sc;
+	struct cost cost;    /* ready */
+};
+
+/* c written to a new temporary file, and the tiny model priced by it into *p. */
+static void tiny_priced_by(const struct calibration *c, struct priced *p)
 {
 	char set[160], err[256];
-	struct schedule *sc;
 
-	CU_ASSERT_FATAL(calibration_write(path, c) == 0);
-	snprintf(set, sizeof set, "cluster.calibration=%s", path);
-	tiny_on_one_gpu(e, "pytorch", set);
-	CU_ASSERT_FATAL(config_resolve(e) == 0);
-	sc = schedule_new(e, err, sizeof err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
-	CU_ASSERT_FATAL(cost_init(cost, sc, err, sizeof err) == 0);
-	return sc;
+	snprintf(p->dir, sizeof p->dir, "/tmp/test_sim_cal.XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(p->dir));
+	snprintf(p->path, sizeof p->path, "%s/cal.h5", p->dir);
+	CU_ASSERT_FATAL(calibration_write(p->path, c) == 0);
+	snprintf(set, sizeof set, "cluster.calibration=%s", p->path);
+	tiny_on_one_gpu(&p->e, "pytorch", set);
+	CU_ASSERT_FATAL(config_resolve(&p->e) == 0);
+	p->sc = schedule_new(&p->e, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->sc);
+	CU_ASSERT_FATAL(cost_init(&p->cost, p->sc, err, sizeof err) == 0);
+}
+
+/* What tiny_priced_by made, released, its file removed. */
+static void tiny_priced_free(struct priced *p)
+{
+	cost_release(&p->cost);
+	schedule_free(p->sc);
+	config_release(&p->e);
+	unlink(p->path);
+	rmdir(p->dir);
 }
 
 /* The schedule's last kernel named name (the fatal assertion fails without one). */
@@ -643,31 +658,29 @@ static void test_calibrated_optimizer(void)
  */
 static void test_calibrated_eager_dispatch(void)
 {
-	char dir[] = "/tmp/test_sim_cal.XXXXXX", path[96], err[256];
+	char err[256];
 	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	for (int b = 0; b < 2; b++) {
 		const double dispatch = 20e3, issue = 3e3;
 		struct calibration c;
-		struct experiment e;
-		struct schedule *s;
+		struct priced p;
 		struct sim_result r;
-		struct cost cost;
+		struct schedule *s;
 		int alone = 0, kernels = 0;
 
-		snprintf(path, sizeof path, "%s/cal%d.h5", dir, b);
 		test_cal(&c, b ? "cuda" : "pytorch", 1, pass);
 		c.dispatch_ns = dispatch;
 		c.issue_ns = issue;
-		s = tiny_priced_by(&c, path, &e, &cost);
-		CU_ASSERT(e.runtime.op_overhead_us > 0 && e.runtime.launch_us > 0);
+		tiny_priced_by(&c, &p);
+		s = p.sc;
+		CU_ASSERT(p.e.runtime.op_overhead_us > 0 && p.e.runtime.launch_us > 0);
 		CU_ASSERT_FATAL(engine_run(s, 0, &r, err, sizeof err) == 0);
 		for (int i = 0; i < s->nops; i++) {
 			const struct op *o = &s->ops[i];
 			uint64_t k = o->kind == OP_FREE || o->kind == OP_CPU_OPTIM ? 0 : o->launches;
 			uint64_t want = b ? (uint64_t)issue :
-					    (uint64_t)llround(e.runtime.op_overhead_us * 1e3) + k * (uint64_t)dispatch + o->host_ns;
+					    (uint64_t)llround(p.e.runtime.op_overhead_us * 1e3) + k * (uint64_t)dispatch + o->host_ns;
 			int overlaps = 0;
 			CU_ASSERT_EQUAL(r.launch[i].end_ns - r.launch[i].start_ns, want);
 			kernels += (int)k;
@@ -680,17 +693,13 @@ static void test_calibrated_eager_dispatch(void)
 				continue;
 			alone++;
 			CU_ASSERT_DOUBLE_EQUAL((double)(r.ops[i].end_ns - r.ops[i].start_ns),
-					       cost_cal_op_ns(&cost, i, 0) + (b ? dispatch : 0), 1.0);
+					       cost_cal_op_ns(&p.cost, i, 0) + (b ? dispatch : 0), 1.0);
 		}
 		CU_ASSERT(alone >= 2);
 		CU_ASSERT(kernels > 20);
 		sim_result_release(&r);
-		cost_release(&cost);
-		schedule_free(s);
-		config_release(&e);
-		unlink(path);
+		tiny_priced_free(&p);
 	}
-	rmdir(dir);
 }
 
 /*
@@ -703,36 +712,28 @@ static void test_calibrated_eager_dispatch(void)
  */
 static void test_calibrated_access_rates(void)
 {
-	char dir[] = "/tmp/test_sim_acc.XXXXXX", path[96];
 	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
 	struct cal_kernel norm = { "attn_norm", K_ELEMENTWISE, 0, 0, 0, 0, 1 << 24, 2e4, 0, 0, 0 };
 	struct calibration c;
-	struct experiment e;
-	struct schedule *sc;
-	struct cost cost;
+	struct priced p;
+	struct cost *cost = &p.cost;
 	const struct kernel *bwd, *silu, *rep;
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/cal.h5", dir);
 	test_cal(&c, "pytorch", 1, pass);
 	c.kernels = &norm;
 	c.nkernels = 1;
-	sc = tiny_priced_by(&c, path, &e, &cost);
-	bwd = kernel_named(sc, "attn_norm_bwd0");
-	silu = kernel_named(sc, "silu");
-	rep = kernel_named(sc, "k_repeat");
+	tiny_priced_by(&c, &p);
+	bwd = kernel_named(p.sc, "attn_norm_bwd0");
+	silu = kernel_named(p.sc, "silu");
+	rep = kernel_named(p.sc, "k_repeat");
 	CU_ASSERT_EQUAL(bwd->access, MA_NORM);
 	/* 2^24 bytes in 20 us: the forward's rate, whatever the size */
-	CU_ASSERT_DOUBLE_EQUAL(cost.cal_access_rate[MA_NORM], (double)(1 << 24) / 2e4, 1e-9);
-	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, bwd, 0), bwd->bytes / ((double)(1 << 24) / 2e4), 1e-6);
-	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, silu, 0), calibration_pass_ns(cost.cal, silu->bytes), 1e-6);
-	CU_ASSERT_EQUAL(cost.cal_access_rate[MA_GATHER], 0);
-	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, rep, 0), calibration_pass_ns(cost.cal, rep->bytes), 1e-6);
-	cost_release(&cost);
-	schedule_free(sc);
-	config_release(&e);
-	unlink(path);
-	rmdir(dir);
+	CU_ASSERT_DOUBLE_EQUAL(cost->cal_access_rate[MA_NORM], (double)(1 << 24) / 2e4, 1e-9);
+	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, bwd, 0), bwd->bytes / ((double)(1 << 24) / 2e4), 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, silu, 0), calibration_pass_ns(cost->cal, silu->bytes), 1e-6);
+	CU_ASSERT_EQUAL(cost->cal_access_rate[MA_GATHER], 0);
+	CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, rep, 0), calibration_pass_ns(cost->cal, rep->bytes), 1e-6);
+	tiny_priced_free(&p);
 }
 
 /*
@@ -745,7 +746,6 @@ static void test_calibrated_access_rates(void)
  */
 static void test_calibrated_below_the_table(void)
 {
-	char dir[] = "/tmp/test_sim_low.XXXXXX", path[96];
 	struct cal_pass pass[] = { { 1 << 20, 1e5 }, { 1 << 30, 1e8 } };
 	/* attention of 32 heads at sequence 8192, head dim 128, causal: 2 x 2 x 32 x 8192^2 x 128 / 2 FLOPs */
 	struct cal_kernel rows[] = {
@@ -754,51 +754,44 @@ static void test_calibrated_below_the_table(void)
 	};
 	struct cal_kernel grid[] = { { "gemm", K_GEMM, 4096, 4096, 4096, 137438953472ull, 3ull << 25, 2.5e5, 0, 0, 0 } };
 	struct calibration c;
-	struct experiment e;
-	struct schedule *sc;
-	struct cost cost;
+	struct priced p;
+	struct cost *cost = &p.cost;
 	const struct kernel *attn, *attn_bwd, *wq;
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/cal.h5", dir);
 	test_cal(&c, "pytorch", 1, pass);
 	c.kernels = rows;
 	c.nkernels = 2;
 	c.gemm = grid;
 	c.ngemm = 1;
-	sc = tiny_priced_by(&c, path, &e, &cost);
-	attn = kernel_named(sc, "attention");
-	attn_bwd = kernel_named(sc, "attention_bwd");
-	wq = kernel_named(sc, "wq");
+	tiny_priced_by(&c, &p);
+	attn = kernel_named(p.sc, "attention");
+	attn_bwd = kernel_named(p.sc, "attention_bwd");
+	wq = kernel_named(p.sc, "wq");
 	for (int i = 0; i < 3; i++) {
 		const struct kernel *k = i == 0 ? attn : i == 1 ? attn_bwd : wq;
 		const struct cal_kernel *x = i == 0 ? &rows[0] : i == 1 ? &rows[1] : &grid[0];
 		struct kernel a = { .kind = (enum kernel_kind)x->kind, .m = x->m, .n = x->n, .k = x->k,
 				    .flops = x->flops, .bytes = x->bytes, .backward = k->backward };
-		double want = x->ns * cost_kernel_ns(&cost, k, cost.gpu->sms, cost.hbm_bytes_per_ns) /
-			      cost_kernel_ns(&cost, &a, cost.gpu->sms, cost.hbm_bytes_per_ns);
+		double want = x->ns * cost_kernel_ns(cost, k, cost->gpu->sms, cost->hbm_bytes_per_ns) /
+			      cost_kernel_ns(cost, &a, cost->gpu->sms, cost->hbm_bytes_per_ns);
 		CU_ASSERT(k->flops < x->flops);
-		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, k, 0), want, 1e-9 * want);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, k, 0), want, 1e-9 * want);
 		CU_ASSERT(want < x->ns / 10);
 	}
 	{ /* above the table: the largest point's time per FLOP; the row measured by name: its own */
 		struct kernel big = *wq;
 		big.flops = 2 * grid[0].flops;
-		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, &big, 0), 2 * grid[0].ns, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, &big, 0), 2 * grid[0].ns, 1e-6);
 		big = *attn;
 		big.m = rows[0].m, big.n = rows[0].n, big.k = rows[0].k, big.flops = rows[0].flops, big.bytes = rows[0].bytes;
-		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, &big, 0), rows[0].ns, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, &big, 0), rows[0].ns, 1e-6);
 		/* a forward of twice the forward's FLOPs: from the forward alone (the backward's row is larger still) */
 		big.n = 2 * rows[0].n;
 		big.flops = 2 * rows[0].flops;
 		CU_ASSERT(big.flops < rows[1].flops);
-		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(&cost, &big, 0), 2 * rows[0].ns, 1e-6);
+		CU_ASSERT_DOUBLE_EQUAL(cost_cal_kernel_ns(cost, &big, 0), 2 * rows[0].ns, 1e-6);
 	}
-	cost_release(&cost);
-	schedule_free(sc);
-	config_release(&e);
-	unlink(path);
-	rmdir(dir);
+	tiny_priced_free(&p);
 }
 
 /*
