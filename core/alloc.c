@@ -2358,3 +2358,124 @@ uint64_t alloc_capacity(const struct allocator *a)
 {
 	return a->capacity;
 }
+
+/* ---- a repeating stretch of requests ------------------------------------------------ */
+
+/*
+ * Free block k has a clock entry for stream t that every later request of
+ * its pool has passed, given the clock of the next (`next`: its pool's
+ * requests come in issue order from one stream, their clocks only grow);
+ * or was freed long enough before its pool's last request to be old for
+ * every later one.
+ */
+static int passed(const uint32_t *next, const struct block *k, int t)
+{
+	return k->ready[t] <= next[t];
+}
+
+static int aged(const struct allocator *a, const struct pool *p, const struct block *k)
+{
+	return a->cfg.wait_age && p->op >= k->freed_op + a->cfg.wait_age;
+}
+
+int alloc_pool(const struct allocator *a, int stream, uint64_t bytes)
+{
+	return 2 * stream + !(round_up(bytes ? bytes : 1, a->cfg.round) < SMALL_SIZE);
+}
+
+int alloc_movable(const struct allocator *a)
+{
+	return a->cfg.caching && !a->cfg.expandable;
+}
+
+void alloc_state_from(struct allocator *a, struct alloc_state *st, const struct alloc_frame *f)
+{
+	size_t room = 2 + 2 * (size_t)a->nsegs + (3 + ST_COUNT) * (size_t)a->nblocks;
+	uint64_t *w;
+
+	assert(alloc_movable(a) && !a->draining);
+	if (st->len + room > st->cap) {
+		st->cap = 2 * (st->len + room);
+		st->v = xrealloc(st->v, sizeof(*st->v) * st->cap);
+	}
+	if (a->capfirst < a->nsegs) {
+		a->capfirst = 2 * a->nsegs;
+		a->first = xrealloc(a->first, sizeof(int) * (size_t)a->capfirst);
+	}
+	for (int b = 0; b < a->nblocks; b++)
+		if (a->blocks[b].buf != -2 && a->blocks[b].prev < 0)
+			a->first[a->blocks[b].seg] = b;
+	w = st->v + st->len;
+	*w++ = a->capacity;
+	*w++ = (uint64_t)a->flushed;
+	for (int i = 0; i < a->nsegs; i++) {
+		if (a->segs[i].released)
+			continue;
+		*w++ = (uint64_t)a->segs[i].pool << 48 | a->segs[i].bytes;
+		for (int b = a->first[i]; b >= 0; b = a->blocks[b].next) {
+			const struct block *k = &a->blocks[b];
+			const struct pool *p = &a->pools[k->pool];
+			*w++ = k->size;
+			*w++ = k->buf >= 0 ? f->code(f->ctx, k->buf) : (uint64_t)(int64_t)k->buf;
+			if (k->buf >= 0)
+				continue;
+			/* free: its age and clock as the frame sees them, those every later request has passed as such */
+			*w++ = (uint64_t)(!a->cfg.wait_age ? 0 : aged(a, p, k) ? UINT32_MAX : k->freed_op - f->op) << 32 |
+			       k->waits;
+			for (uint32_t m = k->waits; m; m &= m - 1) {
+				int t = __builtin_ctz(m);
+				*w++ = passed(f->next[k->pool], k, t) ? UINT64_MAX :
+									(uint64_t)(uint32_t)(k->ready[t] - f->pos[t]);
+			}
+		}
+	}
+	st->len = (size_t)(w - st->v);
+	assert(st->len <= st->cap);
+}
+
+void alloc_move(struct allocator *a, const struct alloc_move *mv)
+{
+	int moved[NPOOLS];
+
+	assert(alloc_movable(a) && !a->draining);
+	for (int p = 0; p < NPOOLS; p++)
+		moved[p] = a->pools[p].op >= mv->since;
+	for (int b = 0; b < a->nblocks; b++) {
+		struct block *k = &a->blocks[b];
+		const struct pool *p = &a->pools[k->pool];
+		if (k->buf == -2)
+			continue;
+		if (k->buf >= 0) { /* held: by the buffer of the ops moved to */
+			int nb = mv->buf(mv->ctx, k->buf);
+			if (nb != k->buf) {
+				a->buf_block[k->buf] = -1;
+				k->buf = -4 - nb; /* below every mark of a block without one (-3): set in a second pass, as two may trade */
+			}
+			continue;
+		}
+		/* free: what the moved ops freed moves with them; what every later request has passed stays */
+		for (uint32_t m = k->waits; m; m &= m - 1) {
+			int t = __builtin_ctz(m);
+			if (!passed(mv->next[k->pool], k, t))
+				k->ready[t] += mv->dpos[t];
+		}
+		if (a->cfg.wait_age && !aged(a, p, k))
+			k->freed_op += mv->dop;
+	}
+	for (int b = 0; b < a->nblocks; b++) {
+		struct block *k = &a->blocks[b];
+		if (k->buf < -3) {
+			k->buf = -4 - k->buf;
+			a->buf_block[k->buf] = b;
+		}
+	}
+	for (int p = 0; p < NPOOLS; p++) {
+		struct pool *q = &a->pools[p];
+		if (moved[p]) { /* its last request: the one as many windows on */
+			q->op += mv->dop;
+			memcpy(q->clk, mv->clock(mv->ctx, q->op), sizeof(q->clk));
+		}
+		level_rebuild(a, q);
+	}
+	a->n.retries += mv->retries;
+}

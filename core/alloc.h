@@ -204,6 +204,62 @@ struct alloc_state {
 void alloc_state(struct allocator *a, struct alloc_state *st);
 
 /*
+ * A stretch of requests that repeats (the microbatches of a step,
+ * core/memory.c): the ops of one stretch are those of the stretch before,
+ * issued dop later, each stream's dpos[t] positions later, allocating
+ * and freeing the buffers numbered so many after theirs. Whether the
+ * allocator then repeats too depends on its state at the stretches'
+ * starts, seen each from its own start (alloc_frame): the op and stream
+ * positions counted from there; a held buffer by the number `code`
+ * gives it (one that moves with the stretches, or one that stays); a
+ * free block's age and clock entries that every later request of its
+ * pool has passed (its pool's requests come in issue order from one
+ * stream: at or past the next one's clock, `next`) as such, whatever
+ * they are. Two states equal so make the same
+ * decisions on requests equal so: ages and clocks are only compared with
+ * later requests' (passed ones are passed by all), and kept as the later
+ * of two on a merge, where a passed entry never wins over one that is
+ * not; a block just freed merges with a neighbour of equal clock, which
+ * has one stream's entry alone, not passed. Caching allocators without
+ * expandable segments (alloc_movable). Appended to st->v as alloc_state.
+ */
+struct alloc_frame {
+	uint32_t op;               /* issue index the state is seen from */
+	uint32_t pos[ST_COUNT];    /* each stream's ops issued before it */
+	uint64_t (*code)(void *ctx, int buf);
+	void *ctx;
+	/* each pool's next request's clock (UINT32_MAX: none), below which entries are passed */
+	const uint32_t (*next)[ST_COUNT];
+};
+int alloc_movable(const struct allocator *a);
+/* The pool a request of `bytes` by an op of `stream` draws on (caching: 2 * stream, + 1 from 1 MiB up). */
+int alloc_pool(const struct allocator *a, int stream, uint64_t bytes);
+void alloc_state_from(struct allocator *a, struct alloc_state *st, const struct alloc_frame *f);
+
+/*
+ * The allocator as it would be after the same stretch again, some times
+ * over (the caller found it in the same state at the start of two
+ * stretches, and skips the stretches between): each free block's age and
+ * clock entries not yet passed move dop and dpos[t] later, as the ops
+ * that freed it do; each pool requested at or after op `since` (within
+ * the stretches repeated) has its last request moved so; each buffer held
+ * becomes the one `buf` names; the flushes of the stretches skipped are
+ * counted. A pool's last request moves as a whole, its clock the op's
+ * (`clock`): a stream whose positions a pool's requests do not follow
+ * (they never depend on its ops) keeps its place in their clocks.
+ */
+struct alloc_move {
+	uint32_t dop, dpos[ST_COUNT];
+	uint32_t since;
+	int (*buf)(void *ctx, int buf);
+	const uint32_t *(*clock)(void *ctx, uint32_t op); /* an op's clock (the moved last requests') */
+	void *ctx;
+	const uint32_t (*next)[ST_COUNT];                 /* the frame's (alloc_frame.next) */
+	uint32_t retries;
+};
+void alloc_move(struct allocator *a, const struct alloc_move *mv);
+
+/*
  * PyTorch's own requests, as its caching allocator recorded them
  * (torch.cuda.memory._record_memory_history; a PyTorch run's alloc_trace,
  * experiments/pytorch/fsdp_bench.py): a block given out (ALLOC_EV_ALLOC,

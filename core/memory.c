@@ -4,6 +4,7 @@
 #include "memory.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,117 @@ void memory_alloc_cfg(const struct experiment *e, struct alloc_cfg *cfg)
 	};
 }
 
+/* A buffer the allocator handles: device memory of its own. */
+static int on_device(const struct buffer *b)
+{
+	return !b->host && b->alias_of < 0;
+}
+
+/*
+ * Op i is op i - len (the window before) again, one microbatch later: the
+ * same kind and stream, position moved by a window's ops, each entry of
+ * its clock too, or the same (follows[its stream][t] says which, 1 or 2:
+ * the same for every op of its stream, whose clocks only grow; a stream
+ * whose entries differ in kind from op to op could see a block ready in
+ * one window and not in the next), and the same requests, of buffers *dbuf numbers later (the first pair sets
+ * it) allocated and freed a window later, alike in all the allocator and
+ * memory_grant read.
+ */
+static int op_repeats(const struct schedule *s, int i, int len, const uint32_t *dpos, int *dbuf,
+		      uint8_t (*follows)[ST_COUNT])
+{
+	const struct op *o = &s->ops[i], *p = &s->ops[i - len];
+
+	if (o->kind != p->kind || o->stream != p->stream || o->micro != p->micro + 1 || o->nalloc != p->nalloc ||
+	    o->nfree != p->nfree || s->stream_pos[i] != s->stream_pos[i - len] + dpos[o->stream])
+		return 0;
+	for (int t = 0; t < ST_COUNT; t++) {
+		uint32_t now = s->clock[(size_t)i * ST_COUNT + t], was = s->clock[(size_t)(i - len) * ST_COUNT + t];
+		uint8_t *f = &follows[o->stream][t];
+		if (!dpos[t] && now == was)
+			continue;
+		if (now != was + dpos[t] && now != was)
+			return 0;
+		if (*f && *f != 1 + (now == was)) /* a stream's ops all follow t's positions, or none does */
+			return 0;
+		*f = (uint8_t)(1 + (now == was));
+	}
+	for (int j = 0; j < o->nalloc + o->nfree; j++) {
+		int b = (int)s->bufrefs[o->buf_first + j], c = (int)s->bufrefs[p->buf_first + j];
+		const struct buffer *x = &s->bufs[b], *y = &s->bufs[c];
+		if (*dbuf == INT_MIN)
+			*dbuf = b - c;
+		if (b - c != *dbuf || x->bytes != y->bytes || x->cat != y->cat || x->host != y->host ||
+		    x->once != y->once || x->stream != y->stream || (x->alias_of < 0) != (y->alias_of < 0) ||
+		    x->alloc_op != y->alloc_op + len || (x->free_op < 0) != (y->free_op < 0) ||
+		    (x->free_op >= 0 && x->free_op != y->free_op + len))
+			return 0;
+	}
+	return 1;
+}
+
+/* The longest run of microbatches, each a stretch of ops in issue order, whose ops repeat the one before's. */
+static void find_series(const struct schedule *s, struct mem_series *out)
+{
+	int first = -1, len = 0, n = 0, dbuf = INT_MIN; /* the run being followed */
+	uint32_t dpos[ST_COUNT];
+	uint8_t follows[ST_COUNT][ST_COUNT];
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0, end; i < s->nops; i = end) {
+		int micro = s->ops[i].micro, w = 1;
+		for (end = i + 1; end < s->nops && s->ops[end].micro == micro; end++)
+			;
+		if (micro < 0) {
+			n = 0;
+			continue;
+		}
+		if (n && end - i == len && i == first + n * len) {
+			for (int j = i; j < end && w; j++)
+				w = op_repeats(s, j, len, dpos, &dbuf, follows);
+		} else {
+			w = 0;
+		}
+		if (!w) { /* a run of one window, this one */
+			first = i, len = end - i, n = 1, dbuf = INT_MIN;
+			memset(dpos, 0, sizeof(dpos));
+			memset(follows, 0, sizeof(follows));
+			for (int j = i; j < end; j++)
+				dpos[s->ops[j].stream]++;
+			continue;
+		}
+		if (++n > out->n) {
+			*out = (struct mem_series){ first, len, n, dbuf == INT_MIN ? 0 : dbuf, { 0 }, { 0 }, NULL };
+			memcpy(out->dpos, dpos, sizeof(dpos));
+		}
+	}
+	if (out->n)
+		for (int j = 0; j < out->first; j++)
+			out->pos[s->ops[j].stream]++;
+}
+
+/* The series' next[]: the ops walked backwards once, each pool's request the latest seen. */
+static void next_requests(struct memory *m)
+{
+	const struct schedule *s = m->s;
+	struct mem_series *x = &m->series;
+	uint32_t next[2 * ST_COUNT][ST_COUNT];
+
+	x->next = xmalloc(sizeof(*x->next) * (size_t)x->n);
+	memset(next, 0xff, sizeof(next));
+	for (int i = s->nops - 1, j = x->n - 1; i >= x->first; i--) {
+		const struct op *o = &s->ops[i];
+		for (int k = 0; k < o->nalloc; k++) {
+			const struct buffer *b = &s->bufs[s->bufrefs[o->buf_first + k]];
+			if (on_device(b))
+				memcpy(next[alloc_pool(m->a, o->stream, b->bytes)], &s->clock[(size_t)i * ST_COUNT],
+				       sizeof(next[0]));
+		}
+		if (j >= 0 && i == x->first + j * x->len)
+			memcpy(x->next[j--], next, sizeof(next));
+	}
+}
+
 struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn reserve, void *ctx)
 {
 	struct alloc_cfg cfg;
@@ -71,6 +183,12 @@ struct memory *memory_new(const struct schedule *s, int record, alloc_reserve_fn
 	/* an op's entries are written when it is granted (memory_grant), before anyone reads them */
 	m->wait = xmalloc(sizeof(int32_t) * (size_t)(s->nops > 0 ? s->nops : 1) * ST_COUNT);
 	m->sync = xmalloc((size_t)(s->nops > 0 ? s->nops : 1));
+	if (!record && alloc_movable(m->a)) {
+		find_series(s, &m->series);
+		m->skip = m->series.n > 1;
+	}
+	if (m->skip)
+		next_requests(m);
 	return m;
 }
 
@@ -79,17 +197,13 @@ void memory_free(struct memory *m)
 	if (!m)
 		return;
 	alloc_free(m->a);
+	free(m->series.next);
 	free(m->samples);
 	free(m->wait);
 	free(m->sync);
 	free(m);
 }
 
-/* A buffer the allocator handles: device memory of its own. */
-static int on_device(const struct buffer *b)
-{
-	return !b->host && b->alias_of < 0;
-}
 
 /* The timeline's sample at t_ns (one per time: a later one at the same time replaces it). */
 static __attribute__((noinline)) void sample_record(struct memory *m, uint64_t t_ns, uint64_t reserved)
@@ -390,6 +504,7 @@ struct marks {
 	uint32_t retries[CHECKPOINTS];  /* the step's flushes before checkpoint c */
 	uint32_t ooms[CHECKPOINTS];     /* its segments past the capacity before c */
 	int nsamples[CHECKPOINTS];      /* its timeline's samples before c */
+	uint8_t skipped[CHECKPOINTS];   /* checkpoint c fell among skipped windows (memory.skip): no state */
 	int n;                          /* checkpoints taken */
 	uint32_t end_retries, end_ooms; /* over the whole step */
 };
@@ -417,6 +532,18 @@ static void mark(struct memory *m, struct marks *x, int c)
 	x->retries[c] = m->peaks.step_retries;
 	x->ooms[c] = m->step_ooms;
 	x->nsamples[c] = m->nsamples;
+	x->skipped[c] = 0;
+	x->n = c + 1;
+}
+
+/* Checkpoint c fell among the windows a step skipped: no state to meet there. */
+static void mark_skipped(struct marks *x, int c)
+{
+	assert(c == x->n);
+	if (!c)
+		x->st.len = 0;
+	x->at[c] = x->at[c + 1] = x->st.len;
+	x->skipped[c] = 1;
 	x->n = c + 1;
 }
 
@@ -424,7 +551,7 @@ static int mark_same(const struct marks *x, const struct marks *y, int c)
 {
 	size_t n = x->at[c + 1] - x->at[c];
 
-	return c < y->n && y->at[c + 1] - y->at[c] == n &&
+	return c < y->n && !x->skipped[c] && !y->skipped[c] && y->at[c + 1] - y->at[c] == n &&
 	       !memcmp(x->st.v + x->at[c], y->st.v + y->at[c], sizeof(*x->st.v) * n);
 }
 
@@ -475,6 +602,123 @@ static void after_step(struct memory *m, int k, int met)
 	p->nafter = k + 2;
 }
 
+/*
+ * The windows of memory.series a step has come to: the allocator seen from
+ * the start of each of the last three (with the bytes by category), and
+ * the step's flushes before it.
+ */
+struct windows {
+	struct alloc_state st[3]; /* window j's in st[j % 3] */
+	int at[3];                /* which window's it holds, -1 */
+	uint32_t retries[3];
+	int j;                    /* windows seen, the next one's index */
+};
+
+struct window_view {
+	const struct memory *m;
+	int j;     /* the window the state is seen from (its first op, for code) or the windows skipped (for buf) */
+	int upto;  /* ops before this one moved with the windows */
+};
+
+/* A held buffer as seen from window v->j's start: one of an earlier window's, by its number in the first window. */
+static uint64_t window_code(void *ctx, int buf)
+{
+	const struct window_view *v = ctx;
+	const struct mem_series *x = &v->m->series;
+	int a = v->m->s->bufs[buf].alloc_op;
+
+	if (a < x->first || a >= v->upto)
+		return (uint64_t)(uint32_t)buf;
+	return 1ull << 62 | (uint64_t)(uint32_t)(buf - v->j * x->dbuf);
+}
+
+static const uint32_t *window_clock(void *ctx, uint32_t op)
+{
+	const struct window_view *v = ctx;
+
+	return &v->m->s->clock[(size_t)op * ST_COUNT];
+}
+
+/* A held buffer after v->j windows are skipped: an earlier window's becomes the one of the window v->j later. */
+static int window_buf(void *ctx, int buf)
+{
+	const struct window_view *v = ctx;
+	const struct mem_series *x = &v->m->series;
+	int a = v->m->s->bufs[buf].alloc_op;
+
+	return a < x->first || a >= v->upto ? buf : buf + v->j * x->dbuf;
+}
+
+/*
+ * Op i is about to issue. At the start of window j of the series, the
+ * allocator as seen from there is kept; when it equals what it was at the
+ * start of window j - p (p = 1 or 2), windows j - p to j - 1 repeat from
+ * here to the series' end: the allocator moves past as many whole
+ * repeats as fit, the skipped ops taking the waits and syncs of the ops
+ * p windows before them, and the step their flushes. Returns the op to
+ * issue next.
+ */
+static int window_start(struct memory *m, struct windows *w, int i)
+{
+	const struct mem_series *x = &m->series;
+	struct window_view v = { m, 0, i };
+	struct alloc_frame f = { (uint32_t)i, { 0 }, window_code, &v, NULL };
+	struct alloc_state *st;
+	int j = w->j;
+
+	if (i != x->first + j * x->len || j >= x->n)
+		return i;
+	f.next = (const uint32_t (*)[ST_COUNT])x->next[j];
+	w->j++;
+	st = &w->st[j % 3];
+	st->len = 0;
+	v.j = j;
+	for (int t = 0; t < ST_COUNT; t++)
+		f.pos[t] = x->pos[t] + (uint32_t)j * x->dpos[t];
+	alloc_state_from(m->a, st, &f);
+	if (st->len + MEM_CAT_COUNT > st->cap) {
+		st->cap = 2 * (st->len + MEM_CAT_COUNT);
+		st->v = xrealloc(st->v, sizeof(*st->v) * st->cap);
+	}
+	memcpy(st->v + st->len, m->cur, sizeof(m->cur));
+	st->len += MEM_CAT_COUNT;
+	w->at[j % 3] = j;
+	w->retries[j % 3] = m->peaks.step_retries;
+	for (int p = 1; p <= 2 && p <= j; p++) {
+		const struct alloc_state *was = &w->st[(j - p) % 3];
+		int skip = (x->n - j) / p * p, len = skip * x->len;
+		struct alloc_move mv = { (uint32_t)len, { 0 }, (uint32_t)(i - p * x->len), window_buf, window_clock, &v,
+					 f.next, 0 };
+		if (w->at[(j - p) % 3] != j - p || was->len != st->len || memcmp(was->v, st->v, sizeof(*st->v) * st->len))
+			continue;
+		if (!skip)
+			return i;
+		v.j = skip;
+		for (int t = 0; t < ST_COUNT; t++)
+			mv.dpos[t] = (uint32_t)skip * x->dpos[t];
+		mv.retries = (uint32_t)(skip / p) * (m->peaks.step_retries - w->retries[(j - p) % 3]);
+		alloc_move(m->a, &mv);
+		m->peaks.step_retries += mv.retries;
+		m->peaks.retries += mv.retries;
+		for (int o = i; o < i + len; o++) {
+			/* the op waited for: the one p windows' positions on, on its stream, as the block's clock moved */
+			int from = o - p * x->len;
+			for (int t = 0; t < ST_COUNT; t++) {
+				int32_t b = m->wait[(size_t)from * ST_COUNT + t];
+				m->wait[(size_t)o * ST_COUNT + t] =
+					b < 0 ? -1 :
+						m->s->stream_ops[m->s->stream_first[t] + m->s->stream_pos[b] +
+								 (uint32_t)p * x->dpos[t]];
+			}
+			m->sync[o] = m->sync[from];
+		}
+		m->skipped += (uint64_t)len;
+		w->j = x->n; /* what is left of the series is simulated */
+		return i + len;
+	}
+	return i;
+}
+
 void memory_predict(struct memory *m, const uint64_t *issue_ns)
 {
 	const struct run_settings *run = &m->s->exp->run;
@@ -484,6 +728,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	uint64_t more = 0;    /* flushes of the steps not simulated */
 	struct marks x[2];    /* the checkpoints of this step and of the one before */
 	struct mem_sample *kept = NULL; /* the timeline of the step before */
+	struct windows win;             /* memory.skip: the windows of this step */
 	int nkept = 0, capkept = 0;
 
 	int runs = steps < 1 ? 1 : steps, period = 0; /* the run's steps; steps: those to simulate */
@@ -496,6 +741,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	h = xcalloc((size_t)steps + 1, sizeof(*h));
 	retries = xcalloc((size_t)steps, sizeof(*retries));
 	memset(x, 0, sizeof(x));
+	memset(&win, 0, sizeof(win));
 	layout_of(m, &h[0]);
 	for (k = 0, stop = steps; k < stop; k++) {
 		struct marks *cur = &x[k & 1], *prev = &x[!(k & 1)];
@@ -515,14 +761,28 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 		m->begin_total = m->total;
 		m->begin_reserved = m->counts->reserved;
 		cur->n = 0;
-		for (int i = 0; i < nops; i++) {
-			if (check && c < CHECKPOINTS - 1 && i == (int)((int64_t)(c + 1) * nops / CHECKPOINTS)) {
+		win.j = 0;
+		win.at[0] = win.at[1] = win.at[2] = -1;
+		for (int i = 0; i < nops && met < 0; i++) {
+			for (int at; check && c < CHECKPOINTS - 1 && i >= (at = (int)((int64_t)(c + 1) * nops / CHECKPOINTS));
+			     c++) {
+				if (i > at) {
+					mark_skipped(cur, c);
+					continue;
+				}
 				mark(m, cur, c);
 				if (k && mark_same(cur, prev, c)) {
 					met = c;
 					break;
 				}
-				c++;
+			}
+			if (met >= 0)
+				break;
+			if (m->skip && (i = window_start(m, &win, i)) >= nops)
+				break;
+			if (i == (int)((int64_t)(c + 1) * nops / CHECKPOINTS) && check && c < CHECKPOINTS - 1) {
+				i--; /* a checkpoint where the skip ended: taken at the top */
+				continue;
 			}
 			issue_op(m, i, issue_ns[i]);
 		}
@@ -592,4 +852,6 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	free(kept);
 	free(x[0].st.v);
 	free(x[1].st.v);
+	for (int j = 0; j < 3; j++)
+		free(win.st[j].v);
 }

@@ -98,6 +98,34 @@ struct memory {
 	int replayed;
 	int steps;                           /* steps begun (memory_step_begin) */
 	uint64_t once_total;                 /* bytes granted to buffers made once, in the first step (buffer.once) */
+	/*
+	 * memory_predict: the microbatches whose ops repeat, those of one
+	 * microbatch the ones of the microbatch before (memory_new finds
+	 * the longest such run): n windows of len ops from op `first`, each
+	 * window's ops `len` later than the window before's, its buffers
+	 * dbuf numbers later, each stream t's positions dpos[t] later (pos[t]
+	 * before the first window). n = 0: none.
+	 */
+	struct mem_series {
+		int first, len, n, dbuf;
+		uint32_t dpos[ST_COUNT], pos[ST_COUNT];
+		/*
+		 * next[j][p]: the clock of pool p's first request from window
+		 * j's start on (UINT32_MAX: none; a buffer made once counts,
+		 * the requests after it have later clocks): alloc_frame.next
+		 */
+		uint32_t (*next)[2 * ST_COUNT][ST_COUNT];
+	} series;
+	/*
+	 * memory_predict skips windows (on when memory_new finds a series, the
+	 * allocator can move (alloc_movable) and no timeline is kept): where
+	 * the allocator, seen from a window's start, is as it was at the start
+	 * of the window before (or of the one before that), every later
+	 * window goes as those did, and the allocator moves past them at
+	 * once; the ops skipped so far
+	 */
+	int skip;
+	uint64_t skipped;
 };
 
 /*

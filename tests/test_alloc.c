@@ -642,7 +642,8 @@ static void test_memory_of_a_step(void)
  * the peaks, the flushes over the run, the last step's waits and syncs and
  * its timeline are the same, and the step ends with the same bytes.
  */
-static void memory_steps_met(const char *model, const char *nodes, const char *mb, const char *policy, int replays)
+static void memory_steps_met(const char *model, const char *nodes, const char *mb, const char *policy, int replays,
+			     int skips)
 {
 	struct experiment e;
 	struct schedule *s = test_schedule(&e, model, "cluster.gpu=h100-sxm", nodes, "cluster.gpus_per_node=8",
@@ -650,6 +651,7 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 	int steps = e.run.warmup + e.run.steps;
 	uint64_t *issue = calloc((size_t)s->nops, sizeof(uint64_t)), end = 1000 * (uint64_t)s->nops;
 	struct memory *m = memory_new(s, 1, NULL, NULL), *full = memory_new(s, 1, NULL, NULL);
+	struct memory *quick = memory_new(s, 0, NULL, NULL); /* no timeline: windows skipped */
 	struct mem_after after[MEM_AFTER_MAX];
 
 	memset(after, 0, sizeof(after));
@@ -657,7 +659,11 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 		issue[i] = 1000 * (uint64_t)(i / 3); /* ops issued at the same time share a sample */
 	memory_predict(m, issue);
 	CU_ASSERT_EQUAL(m->replayed, replays); /* the case takes the checkpoints' shortcut, or ends at a step's end */
+	CU_ASSERT_EQUAL(m->skipped, 0);
 	memory_step_end(m, end);
+	memory_predict(quick, issue);
+	CU_ASSERT_EQUAL(quick->skipped > 0, skips); /* the case skips windows, or finds none that repeat */
+	memory_step_end(quick, end);
 	CU_ASSERT_EQUAL_FATAL(memory_persistent(full), 0);
 	after[0] = (struct mem_after){ full->total, full->counts->reserved };
 	for (int k = 0; k < steps; k++) {
@@ -689,6 +695,20 @@ static void memory_steps_met(const char *model, const char *nodes, const char *m
 		CU_ASSERT(!memcmp(m->samples, full->samples, sizeof(*m->samples) * (size_t)m->nsamples));
 	CU_ASSERT(!memcmp(m->cur, full->cur, sizeof(m->cur)));
 	CU_ASSERT_EQUAL(m->total, full->total);
+	/* windows skipped: the same peaks, flushes, waits and syncs, bytes after each step and at the end */
+	CU_ASSERT_EQUAL(quick->peaks.nafter, m->peaks.nafter);
+	CU_ASSERT(!memcmp(quick->peaks.after, after, sizeof(after[0]) * (size_t)quick->peaks.nafter));
+	CU_ASSERT_EQUAL(quick->peaks.alloc, full->peaks.alloc);
+	CU_ASSERT_EQUAL(quick->peaks.reserved, full->peaks.reserved);
+	CU_ASSERT(!memcmp(quick->peaks.by_cat, full->peaks.by_cat, sizeof(quick->peaks.by_cat)));
+	CU_ASSERT_EQUAL(quick->peaks.retries, full->peaks.retries);
+	CU_ASSERT_EQUAL(quick->peaks.step_retries, full->peaks.step_retries);
+	CU_ASSERT_EQUAL(quick->peaks.ooms, full->peaks.ooms);
+	CU_ASSERT(!memcmp(quick->wait, full->wait, sizeof(*quick->wait) * (size_t)s->nops * ST_COUNT));
+	CU_ASSERT(!memcmp(quick->sync, full->sync, (size_t)s->nops));
+	CU_ASSERT(!memcmp(quick->cur, full->cur, sizeof(quick->cur)));
+	CU_ASSERT_EQUAL(quick->total, full->total);
+	memory_free(quick);
 	memory_free(full);
 	memory_free(m);
 	free(issue);
@@ -771,14 +791,18 @@ static void test_memory_state_in_place(void)
 static void test_memory_steps_met(void)
 {
 	/* fits: the second step begins as the first ended, reserving nothing new (no checkpoint met) */
-	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full", 0);
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=full", 0, 0);
 	/* flushes every step and segments past the GPU's memory: a step meets the one before at a checkpoint */
-	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none", 1);
-	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=per-op", 1);
-	/* the same with expandable segments */
-	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true", 1);
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.ac=none", 1, 0);
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=per-op", 1, 0);
+	/* (four microbatches: the first and last differ from the others, two windows too few to skip one) */
+	/* the same with expandable segments (no window skipped: alloc_movable) */
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true", 1, 0);
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4",
-			 "policy.expandable_segments=true", 1);
+			 "policy.expandable_segments=true", 1, 0);
+	/* eight microbatches: windows skipped, fitting (fsdp) and past the memory (hsdp, an all-reduce stream no op waits for) */
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=2", "policy.microbatches=8", "policy.sharding=fsdp", 1, 1);
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=128", "policy.microbatches=8", "policy.sharding=hsdp", 1, 1);
 }
 
 /*
