@@ -179,8 +179,10 @@ void *memory_ptr(const struct memory *m, int buf);
  * pools, sizes and order, and with the capacity it began with: every later
  * step is then the same, and its counts of flushes are added for each; or
  * once a step, at one of its checkpoints, is in the state the step before
- * it was in there: the rest of it is the rest of that one),
- * recording the last step's timeline at the op issue times
+ * it was in there: the rest of it is the rest of that one; and within a
+ * step, without a timeline, skipping the microbatches that repeat once
+ * the allocator is seen in the same state at two of their starts:
+ * memory.skip), recording the last step's timeline at the op issue times
  * `issue_ns`: what the runtime measures over the same run. The last step
  * is left open (its waits in m->wait) for the caller to end with
  * memory_step_end once it knows when the step ends.

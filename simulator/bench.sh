@@ -28,6 +28,12 @@ if command -v valgrind >/dev/null && [ "${BENCH_INSTR:-1}" = 1 ]; then
 		printf '  %-16s%s M\n' "$rt:" "$(awk "BEGIN { printf \"%.1f\", (${ir[1]} - ${ir[0]}) / 2e6 }")"
 	done
 fi
+echo "llama3-70b, 128 nodes x 8 h100-sxm, fsdp, full checkpointing, pytorch: 8 and 32 microbatches (the repeated ones skipped):"
+for mb in 8 32; do
+	printf '  %-16s' "M=$mb:"
+	taskset -c 0 ./sim --model llama3-70b --gpu h100-sxm --nodes 128 --gpus-per-node 8 --policy fsdp --ac full \
+		--microbatches "$mb" --runtime pytorch --bench 20
+done
 echo "llama3-8b, 2 x 8 h100-sxm, fsdp:"
 taskset -c 0 ./sim experiments/llama3.ini --bench 500
 echo "--policy all, llama3-8b, 2 x 8 h100-sxm, 4 microbatches:"

@@ -17,7 +17,9 @@ within it, MFU within [0, 1], the categories at the peak summing to the
 peak allocated, reserved at least allocated, and `fits` saying whether
 reserved is within the GPU's memory; every fifth also writes --trace,
 whose events lie within the step, one after another on each stream, and
-whose memory counters stay within the peaks.
+whose memory counters stay within the peaks, and gives the same JSON
+without it (no timeline kept: the allocator skips repeated microbatches),
+as do three configurations of 8 to 12 microbatches.
 
 policy-all: a row of the ranking (step time, peak reserved, fits) is what
 ./sim gives for that policy alone (the ranking shares schedules and
@@ -200,12 +202,34 @@ def trace_errors(path, j):
     return errs
 
 
+# microbatches that repeat (core/memory.h, memory.skip), each run with a trace and without
+SIM_SKIPS = [
+    ["--model", "llama3-8b", "--nodes", "2", "--gpus-per-node", "8", "--runtime", "pytorch", "--microbatches", "8"],
+    ["--model", "llama3-70b", "--nodes", "128", "--gpus-per-node", "8", "--runtime", "pytorch", "--policy", "hsdp",
+     "--microbatches", "8"],
+    ["--model", "llama3-70b", "--nodes", "16", "--gpus-per-node", "8", "--runtime", "pytorch-compile",
+     "--microbatches", "12", "--ac", "per-op", "--reshard", "no"],
+]
+
+
+def same_without_trace(args, j):
+    """What ./sim's JSON without --trace (no timeline: repeated microbatches skipped) has other than with it."""
+    i = args.index("--trace")
+    k, why = sim_json(args[:i] + args[i + 2:])
+    if k is None:
+        return ["without --trace: " + why]
+    return ["without --trace, %s %r, with it %r" % (key, k.get(key), j.get(key))
+            for key in sorted(set(j) | set(k)) if j.get(key) != k.get(key)]
+
+
 def check_sim(n, seed):
     rng = random.Random(seed)
     ran = refused = traced = 0
     tmp = tempfile.mkdtemp(prefix="random_configs.")
-    for i, args in enumerate(SIM_ONCE_BROKEN + [draw_sim(rng) for _ in range(n)]):
-        trace = os.path.join(tmp, "t%d.json" % i) if i % 5 == 0 else None  # every fifth: its trace too
+    fixed = SIM_ONCE_BROKEN + SIM_SKIPS
+    for i, args in enumerate(fixed + [draw_sim(rng) for _ in range(n)]):
+        # every fifth, and the fixed ones: its trace too
+        trace = os.path.join(tmp, "t%d.json" % i) if i % 5 == 0 or i < len(fixed) else None
         if trace:
             args = args + ["--trace", trace]
         j, why = sim_json(args)
@@ -234,13 +258,15 @@ def check_sim(n, seed):
         if trace:
             errs += ["trace: " + x for x in trace_errors(trace, j)]
             traced += 1
+            # without the trace no timeline is kept, and the allocator may skip repeated microbatches: the same
+            errs += same_without_trace(args, j)
         if errs:
             fail("sim: " + "; ".join(errs), [SIM] + args + ["--json"])
     if not failed:  # else the failures' commands name their traces
         shutil.rmtree(tmp)
-    print("sim: %d configurations (%d that once broke it, %d drawn, seed %d), %d simulated (%d traced), %d refused "
-          "with a message, %d failed" % (len(SIM_ONCE_BROKEN) + n, len(SIM_ONCE_BROKEN), n, seed, ran, traced, refused,
-                                         failed))
+    print("sim: %d configurations (%d that once broke it, %d of repeated microbatches, %d drawn, seed %d), %d "
+          "simulated (%d traced and run again without), %d refused with a message, %d failed"
+          % (len(fixed) + n, len(SIM_ONCE_BROKEN), len(SIM_SKIPS), n, seed, ran, traced, refused, failed))
 
 
 # ---- policy-all -----------------------------------------------------------------
