@@ -143,6 +143,15 @@ static void find_series(const struct schedule *s, struct mem_series *out)
 			memcpy(out->dpos, dpos, sizeof(dpos));
 		}
 	}
+	if (out->n && !out->first) {
+		/*
+		 * from the second window: a pool whose last request is at or
+		 * after a repeated window's start moves with the windows
+		 * (alloc_move.since), and one not asked yet this step is at 0
+		 */
+		out->first = out->len;
+		out->n--;
+	}
 	if (out->n)
 		for (int j = 0; j < out->first; j++)
 			out->pos[s->ops[j].stream]++;

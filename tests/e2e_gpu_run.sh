@@ -19,7 +19,9 @@
 #      for the same configuration, byte for byte (one allocator, core/alloc.c);
 #      and at a capacity small enough that the caching allocator flushes its
 #      cache (releasing segments) and overruns it: the numbers of a run
-#      without a capacity, ./sim's memory and ./sim's allocator line;
+#      without a capacity, ./sim's memory and ./sim's allocator line, also
+#      with eight microbatches (./sim skips those that repeat, the run
+#      allocates for every op);
 #   4. run.out appends one run per invocation (/runs/000000, /runs/000001)
 #      with its ops and memory datasets, and the ops show a collective
 #      overlapping compute;
@@ -258,6 +260,22 @@ print("%d flushes, %d OOMs" % (m[0], m[2]))' "$tmp/capcmp.json" \
 	fi
 else
 	bad "capacity" "exit status $?: $(tail -3 "$tmp/capfree.err" "$tmp/capped.err")"
+fi
+# eight microbatches at that capacity: ./sim skips the ones that repeat (core/memory.h, memory.skip), the runtime
+# allocates for every op; the same peak memory, flushes and segments past the capacity
+mb8=(--set policy.runtime=pytorch --set run.batch=8 --set policy.microbatches=8 --set cluster.hbm_gib=0.007)
+if run mb8 2 "${STEPS[@]}" "${mb8[@]}"; then
+	line=$(sed -n 's/^summary: allocator: //p' "$tmp/mb8.out")
+	simline=$("$SIM" "$EXP" "${STEPS[@]}" "${mb8[@]}" | sed -n 's/^  allocator: //p')
+	if ! got=$(memory mb8); then
+		bad "8 microbatches memory" "$got"
+	elif [ -z "$line" ] || [ "$line" != "$simline" ]; then
+		bad "8 microbatches" "allocator: '$line', ./sim's: '$simline'"
+	else
+		ok "8 microbatches at a 7.2 MiB capacity: peak memory = ./sim's ($got), as its ${line%% (*}"
+	fi
+else
+	bad "8 microbatches" "exit status $?: $(tail -3 "$tmp/mb8.err")"
 fi
 
 # 3. results file: one run per invocation, appended
