@@ -2385,7 +2385,7 @@ int alloc_pool(const struct allocator *a, int stream, uint64_t bytes)
 
 int alloc_movable(const struct allocator *a)
 {
-	return a->cfg.caching && !a->cfg.expandable;
+	return a->cfg.caching;
 }
 
 void alloc_state_from(struct allocator *a, struct alloc_state *st, const struct alloc_frame *f)

@@ -220,8 +220,10 @@ void alloc_state(struct allocator *a, struct alloc_state *st);
  * later requests' (passed ones are passed by all), and kept as the later
  * of two on a merge, where a passed entry never wins over one that is
  * not; a block just freed merges with a neighbour of equal clock, which
- * has one stream's entry alone, not passed. Caching allocators without
- * expandable segments (alloc_movable). Appended to st->v as alloc_state.
+ * has one stream's entry alone, not passed. Caching allocators
+ * (alloc_movable; with expandable segments too: pages are mapped with no
+ * clock, and a flush unmaps only blocks it has cleared). Appended to st->v
+ * as alloc_state.
  */
 struct alloc_frame {
 	uint32_t op;               /* issue index the state is seen from */
