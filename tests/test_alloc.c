@@ -788,6 +788,52 @@ static void test_memory_state_in_place(void)
 	config_release(&e);
 }
 
+/*
+ * The microbatches that repeat: those between the first (which reduces
+ * into fresh gradients) and the last (the optimizer follows), a stretch of
+ * ops each, whose buffers and stream positions move by a microbatch's;
+ * none without a caching allocator or with a timeline kept.
+ */
+static void test_memory_series(void)
+{
+	struct experiment e, t;
+	struct schedule *s = test_schedule(&e, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=2",
+					   "cluster.gpus_per_node=8", "policy.runtime=pytorch", "policy.microbatches=8", NULL);
+	struct schedule *tb = test_schedule(&t, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=2",
+					    "cluster.gpus_per_node=8", "policy.microbatches=8", NULL);
+	struct memory *m = memory_new(s, 0, NULL, NULL), *rec = memory_new(s, 1, NULL, NULL);
+	struct memory *arena = memory_new(tb, 0, NULL, NULL);
+	const struct mem_series *x = &m->series;
+	uint32_t sum = 0;
+	int first = -1, mb = -1;
+
+	CU_ASSERT(m->skip && !rec->skip && !arena->skip);
+	CU_ASSERT_FATAL(x->n >= 2 && x->n <= 6);
+	CU_ASSERT(x->dbuf > 0);
+	for (int t = 0; t < ST_COUNT; t++)
+		sum += x->dpos[t];
+	CU_ASSERT_EQUAL(sum, (uint32_t)x->len);
+	/* a window is a microbatch, from its first op, neither the first microbatch nor the last */
+	mb = s->ops[x->first].micro;
+	CU_ASSERT(mb >= 1 && mb + x->n <= 7);
+	CU_ASSERT(s->ops[x->first - 1].micro == mb - 1);
+	for (int i = x->first; i < x->first + x->n * x->len; i++) {
+		CU_ASSERT_EQUAL(s->ops[i].micro, mb + (i - x->first) / x->len);
+		if (first < 0 && s->ops[i].nalloc)
+			first = i;
+	}
+	/* each window allocates the buffers of the one before, dbuf numbers on */
+	CU_ASSERT_FATAL(first >= 0);
+	CU_ASSERT_EQUAL((int)s->bufrefs[s->ops[first + x->len].buf_first], (int)s->bufrefs[s->ops[first].buf_first] + x->dbuf);
+	memory_free(arena);
+	memory_free(rec);
+	memory_free(m);
+	schedule_free(tb);
+	schedule_free(s);
+	config_release(&t);
+	config_release(&e);
+}
+
 static void test_memory_steps_met(void)
 {
 	/* fits: the second step begins as the first ended, reserving nothing new (no checkpoint met) */
@@ -861,6 +907,7 @@ void suite_alloc(void)
 	CU_add_test(s, "expandable segments: a request larger than a range", test_expandable_huge);
 	CU_add_test(s, "memory of a step in issue order", test_memory_of_a_step);
 	CU_add_test(s, "memory over a run: a step that meets the step before goes on as it did", test_memory_steps_met);
+	CU_add_test(s, "memory over a step: the microbatches that repeat", test_memory_series);
 	CU_add_test(s, "the optimizer's state made once, at the first step", test_memory_lazy_state);
 	CU_add_test(s, "the first step's optimizer state in the segments it has: no repeat of itself", test_memory_state_in_place);
 	CU_add_test(s, "expandable segments reserve less for a step that fragments", test_expandable_step);
