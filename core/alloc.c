@@ -2171,17 +2171,18 @@ int alloc_segment_pool(const struct allocator *a, int i)
 	return a->segs[i].released ? -1 : a->segs[i].pool;
 }
 
-void alloc_state(struct allocator *a, struct alloc_state *st)
+/*
+ * Room in st for `room` more values, and each reserved segment's first
+ * block (a->first), found in one pass over the table. Returns where the
+ * state goes on.
+ */
+static uint64_t *state_begin(struct allocator *a, struct alloc_state *st, size_t room)
 {
-	size_t room = 2 + NPOOLS * (ST_COUNT + 1) + 2 * (size_t)a->nsegs + (3 + ST_COUNT) * (size_t)a->nblocks;
-	uint64_t *w;
-
 	assert(a->cfg.caching && !a->draining);
 	if (st->len + room > st->cap) {
 		st->cap = 2 * (st->len + room);
 		st->v = xrealloc(st->v, sizeof(*st->v) * st->cap);
 	}
-	/* each reserved segment's first block, found in one pass over the table */
 	if (a->capfirst < a->nsegs) {
 		a->capfirst = 2 * a->nsegs;
 		a->first = xrealloc(a->first, sizeof(int) * (size_t)a->capfirst);
@@ -2189,7 +2190,14 @@ void alloc_state(struct allocator *a, struct alloc_state *st)
 	for (int b = 0; b < a->nblocks; b++)
 		if (a->blocks[b].buf != -2 && a->blocks[b].prev < 0)
 			a->first[a->blocks[b].seg] = b;
-	w = st->v + st->len;
+	return st->v + st->len;
+}
+
+void alloc_state(struct allocator *a, struct alloc_state *st)
+{
+	uint64_t *w = state_begin(a, st, 2 + NPOOLS * (ST_COUNT + 1) + 2 * (size_t)a->nsegs +
+						 (3 + ST_COUNT) * (size_t)a->nblocks);
+
 	*w++ = a->capacity;
 	for (int p = 0; p < NPOOLS; p++) {
 		for (int t = 0; t < ST_COUNT; t++)
@@ -2390,22 +2398,8 @@ int alloc_movable(const struct allocator *a)
 
 void alloc_state_from(struct allocator *a, struct alloc_state *st, const struct alloc_frame *f)
 {
-	size_t room = 2 + 2 * (size_t)a->nsegs + (3 + ST_COUNT) * (size_t)a->nblocks;
-	uint64_t *w;
+	uint64_t *w = state_begin(a, st, 2 + 2 * (size_t)a->nsegs + (3 + ST_COUNT) * (size_t)a->nblocks);
 
-	assert(alloc_movable(a) && !a->draining);
-	if (st->len + room > st->cap) {
-		st->cap = 2 * (st->len + room);
-		st->v = xrealloc(st->v, sizeof(*st->v) * st->cap);
-	}
-	if (a->capfirst < a->nsegs) {
-		a->capfirst = 2 * a->nsegs;
-		a->first = xrealloc(a->first, sizeof(int) * (size_t)a->capfirst);
-	}
-	for (int b = 0; b < a->nblocks; b++)
-		if (a->blocks[b].buf != -2 && a->blocks[b].prev < 0)
-			a->first[a->blocks[b].seg] = b;
-	w = st->v + st->len;
 	*w++ = a->capacity;
 	*w++ = (uint64_t)a->flushed;
 	for (int i = 0; i < a->nsegs; i++) {

@@ -227,19 +227,32 @@ fi
 # the caching allocator at the GPU's capacity (a 7.2 MiB "GPU"; the tiny model reserves 10 MiB): flushes release cached segments,
 # whose memory goes back to the backend, and the run goes on with the numbers of a run without a
 # capacity, ./sim's peak memory and ./sim's counts of flushes and segments past the capacity
+# as_sim NAME ARGS...: the run NAME's peak memory and allocator line (flushes, segments past the capacity) are
+# ./sim's for ARGS; prints them, or what differs
+as_sim() {
+	local name=$1 line simline got
+	shift
+	line=$(sed -n 's/^summary: allocator: //p' "$tmp/$name.out")
+	simline=$("$SIM" "$EXP" "$@" | sed -n 's/^  allocator: //p')
+	if ! got=$(memory "$name"); then
+		echo "$got"
+		return 1
+	elif [ -z "$line" ] || [ "$line" != "$simline" ]; then
+		echo "allocator: '$line', ./sim's: '$simline'"
+		return 1
+	fi
+	echo "peak memory = ./sim's ($got), as its ${line%% (*}"
+}
 cap=(--set policy.runtime=pytorch --set run.batch=8)
 if run capfree 2 "${STEPS[@]}" "${cap[@]}" &&
 	run capped 2 "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.007 --set run.out="$tmp/capped.h5"; then
 	line=$(sed -n 's/^summary: allocator: //p' "$tmp/capped.out")
-	simline=$("$SIM" "$EXP" "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.007 | sed -n 's/^  allocator: //p')
 	if ! diff=$(same capfree capped); then
 		bad "capacity" "losses differ from the run without one: $diff"
-	elif ! got=$(memory capped); then
-		bad "capacity memory" "$got"
-	elif [ -z "$line" ] || [ "$line" != "$simline" ]; then
-		bad "capacity" "allocator: '$line', ./sim's: '$simline'"
+	elif ! got=$(as_sim capped "${STEPS[@]}" "${cap[@]}" --set cluster.hbm_gib=0.007); then
+		bad "capacity" "$got"
 	else
-		ok "at a 7.2 MiB capacity: the numbers of a run without one ($diff), peak memory = ./sim's ($got), as its ${line%% (*}"
+		ok "at a 7.2 MiB capacity: the numbers of a run without one ($diff), $got"
 	fi
 	# ./sim --compare of that run: the flushes and OOMs it measured, beside the predicted ones
 	if "$SIM" --compare "$tmp/capped.h5" --json >"$tmp/capcmp.json" 2>"$tmp/capcmp.err" &&
@@ -265,14 +278,10 @@ fi
 # allocates for every op; the same peak memory, flushes and segments past the capacity
 mb8=(--set policy.runtime=pytorch --set run.batch=8 --set policy.microbatches=8 --set cluster.hbm_gib=0.007)
 if run mb8 2 "${STEPS[@]}" "${mb8[@]}"; then
-	line=$(sed -n 's/^summary: allocator: //p' "$tmp/mb8.out")
-	simline=$("$SIM" "$EXP" "${STEPS[@]}" "${mb8[@]}" | sed -n 's/^  allocator: //p')
-	if ! got=$(memory mb8); then
-		bad "8 microbatches memory" "$got"
-	elif [ -z "$line" ] || [ "$line" != "$simline" ]; then
-		bad "8 microbatches" "allocator: '$line', ./sim's: '$simline'"
+	if got=$(as_sim mb8 "${STEPS[@]}" "${mb8[@]}"); then
+		ok "8 microbatches at a 7.2 MiB capacity: $got"
 	else
-		ok "8 microbatches at a 7.2 MiB capacity: peak memory = ./sim's ($got), as its ${line%% (*}"
+		bad "8 microbatches" "$got"
 	fi
 else
 	bad "8 microbatches" "exit status $?: $(tail -3 "$tmp/mb8.err")"
