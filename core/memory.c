@@ -794,6 +794,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 				continue;
 			}
 			issue_op(m, i, issue_ns[i]);
+			m->peaks.ops_issued++;
 		}
 		if (met >= 0) {
 			/*
@@ -847,6 +848,7 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	if (m->peaks.nafter < MEM_AFTER_MAX)
 		m->peaks.nafter = runs + 1 < MEM_AFTER_MAX ? runs + 1 : MEM_AFTER_MAX;
 	m->peaks.retries += (uint32_t)more;
+	m->peaks.ops_skipped = m->skipped;
 	memset(m->peaks.end_by_pool, 0, sizeof(m->peaks.end_by_pool));
 	if (m->s->exp->runtime.caching_allocator) /* an arena's pools are lifetime classes, not streams */
 		for (int i = 0; i < alloc_segments(m->a); i++) {

@@ -57,6 +57,8 @@ struct mem_peaks {
 	 */
 	struct mem_after after[MEM_AFTER_MAX];
 	int nafter;
+	/* memory_predict's work: the ops it issued to the allocator, and those of repeated microbatches it skipped */
+	uint64_t ops_issued, ops_skipped;
 };
 
 /*

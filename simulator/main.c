@@ -80,7 +80,8 @@ static void usage(FILE *f)
 		   "  --memory-budget GiB what fits means (default: the GPU's memory)\n"
 		   "  --global-batch N    sequences per optimizer step: microbatches follow\n"
 		   "  under mpirun, --policy all, --sweep and --advise share the work among the ranks\n"
-		   "  --bench N           build and simulate the step N times; print the speed\n"
+		   "  --bench N           build and simulate the step N times; print the speed, and the steps'\n"
+		   "                      worth of ops the allocator model issued and skipped\n"
 		   "  --compare RUN.h5 [--calibration FILE[@NNNNNN] | none] [--catalog-now] [--json]\n"
 		   "                      predict every measured run of RUN.h5 and say how far each\n"
 		   "                      prediction is; the predictions are appended to RUN.h5\n"
@@ -377,7 +378,7 @@ static int run_bench(const struct experiment *e, int n)
 {
 	struct timespec t0, t1;
 	struct rusage ru;
-	uint64_t events = 0;
+	uint64_t events = 0, issued = 0, skipped = 0;
 	int nops = 0;
 	double s;
 
@@ -396,6 +397,8 @@ static int run_bench(const struct experiment *e, int n)
 			return 2;
 		}
 		events += r.events;
+		issued = r.peaks.ops_issued;
+		skipped = r.peaks.ops_skipped;
 		nops = sc->nops;
 		sim_result_release(&r);
 		schedule_free(sc);
@@ -405,6 +408,9 @@ static int run_bench(const struct experiment *e, int n)
 	s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
 	printf("%d steps of %d ops: %.1f us per simulated step, %.2f M events/s, peak RSS %.1f MB\n", n, nops,
 	       1e6 * s / n, events / s / 1e6, ru.ru_maxrss / 1024.0);
+	/* the allocator's share: the run's steps it replayed (core/memory.h, memory_predict) */
+	printf("  allocator: %.2f steps' ops issued, %.2f steps' skipped (repeated microbatches)\n",
+	       nops ? (double)issued / nops : 0.0, nops ? (double)skipped / nops : 0.0);
 	return 0;
 }
 

@@ -34,6 +34,17 @@ for g in "${goldens[@]}"; do
 done
 [ "${1:-}" = --update ] && { echo "goldens updated"; exit 0; }
 
+# repeated microbatches: without a timeline ./sim skips them (core/memory.h, memory.skip) and --bench says how many;
+# the summary is that of a run that simulates every op (--trace keeps the timeline)
+m16=(experiments/llama3.ini --microbatches 16 --runtime pytorch)
+skipped=$("$SIM" "${m16[@]}" --bench 1 | sed -n "s/^  allocator: .*, \([0-9.]*\) steps' skipped .*/\1/p")
+if awk -v s="$skipped" 'BEGIN { exit !(s > 0) }' &&
+	cmp -s <("$SIM" "${m16[@]}") <("$SIM" "${m16[@]}" --trace "$tmp/m16.json"); then
+	ok "16 microbatches under pytorch: $skipped steps' ops skipped, the summary of every op simulated"
+else
+	bad "16 microbatches under pytorch: '$skipped' steps' ops skipped, or the summaries differ"
+fi
+
 # --out appends: two runs, then a third after a failed (bad input) one
 "$SIM" experiments/llama3.ini --out "$tmp/r.h5" > /dev/null
 "$SIM" experiments/llama3.ini --policy hsdp --out "$tmp/r.h5" > /dev/null
