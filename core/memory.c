@@ -67,13 +67,13 @@ static int on_device(const struct buffer *b)
 
 /*
  * Op i is op i - len (the window before) again, one microbatch later: the
- * same kind and stream, position moved by a window's ops, each entry of
- * its clock too, or the same (follows[its stream][t] says which, 1 or 2:
- * the same for every op of its stream, whose clocks only grow; a stream
- * whose entries differ in kind from op to op could see a block ready in
- * one window and not in the next), and the same requests, of buffers *dbuf numbers later (the first pair sets
- * it) allocated and freed a window later, alike in all the allocator and
- * memory_grant read.
+ * same kind and stream, its position moved by a window's ops, each entry
+ * of its clock too or not at all (follows[its stream][t] says which, 1 or
+ * 2, the same for every op of its stream, whose clocks only grow: a
+ * stream whose entries moved for some ops and not for others could see a
+ * block ready in one window and not in the next), and the same requests,
+ * of buffers *dbuf numbers later (the first pair sets it) allocated and
+ * freed a window later, alike in all the allocator and memory_grant read.
  */
 static int op_repeats(const struct schedule *s, int i, int len, const uint32_t *dpos, int *dbuf,
 		      uint8_t (*follows)[ST_COUNT])

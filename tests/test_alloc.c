@@ -839,10 +839,14 @@ static void test_memory_steps_met(void)
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4", "policy.ac=per-op", 1, 0);
 	/* (four microbatches: the first and last differ from the others, two windows too few to skip one) */
 	/* the same with expandable segments */
-	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4", "policy.expandable_segments=true", 1, 0);
+	memory_steps_met("model.name=llama3-8b", "cluster.nodes=1", "policy.microbatches=4",
+			 "policy.expandable_segments=true", 1, 0);
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=4",
 			 "policy.expandable_segments=true", 1, 0);
-	/* eight microbatches: windows skipped, fitting (fsdp) and past the memory (hsdp, an all-reduce stream no op waits for) */
+	/*
+	 * eight microbatches: windows skipped, fitting (fsdp) and past the
+	 * memory (hsdp, with an all-reduce stream no op waits for)
+	 */
 	memory_steps_met("model.name=llama3-8b", "cluster.nodes=2", "policy.microbatches=8", "policy.sharding=fsdp", 1, 1);
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=128", "policy.microbatches=8", "policy.sharding=hsdp", 1, 1);
 	memory_steps_met("model.name=llama3-8b", "cluster.nodes=2", "policy.microbatches=8", "policy.expandable_segments=true",
