@@ -773,6 +773,9 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 		win.j = 0;
 		win.at[0] = win.at[1] = win.at[2] = -1;
 		for (int i = 0; i < nops && met < 0; i++) {
+			if (m->skip && (i = window_start(m, &win, i)) >= nops)
+				break;
+			/* the checkpoints up to op i: those the windows skipped have no state */
 			for (int at; check && c < CHECKPOINTS - 1 && i >= (at = (int)((int64_t)(c + 1) * nops / CHECKPOINTS));
 			     c++) {
 				if (i > at) {
@@ -787,12 +790,6 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 			}
 			if (met >= 0)
 				break;
-			if (m->skip && (i = window_start(m, &win, i)) >= nops)
-				break;
-			if (i == (int)((int64_t)(c + 1) * nops / CHECKPOINTS) && check && c < CHECKPOINTS - 1) {
-				i--; /* a checkpoint where the skip ended: taken at the top */
-				continue;
-			}
 			issue_op(m, i, issue_ns[i]);
 			m->peaks.ops_issued++;
 		}
