@@ -502,6 +502,12 @@ const char *const *config_names_with_custom(const char *const *catalog)
 	return buf;
 }
 
+/* "a" or "an" before what a key's value names ("an activation checkpointing mode") */
+static const char *article(const char *what)
+{
+	return strchr("aeiou", what[0]) && what[0] ? "an" : "a";
+}
+
 int config_value_parse(struct experiment *e, int k, const char *value, char *err, size_t errlen)
 {
 	const struct key *key = &keys[k];
@@ -575,8 +581,8 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 		int i = name_index(key->names, value);
 		if (i < 0) {
 			config_allowed_text(key->names, NULL, value, allowed, sizeof allowed);
-			snprintf(err, errlen, "%s.%s = '%s' is not a %s%s", key->section, key->name, value,
-				 key->what, allowed);
+			snprintf(err, errlen, "%s.%s = '%s' is not %s %s%s", key->section, key->name, value,
+				 article(key->what), key->what, allowed);
 			return -1;
 		}
 		if (key->type == KT_ENUM)
@@ -601,8 +607,8 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 				return -1;
 			}
 			config_allowed_text(key->names, k_form, value, allowed, sizeof allowed);
-			snprintf(err, errlen, "%s.%s = '%s' is not a %s%s", key->section, key->name, value,
-				 key->what, allowed);
+			snprintf(err, errlen, "%s.%s = '%s' is not %s %s%s", key->section, key->name, value,
+				 article(key->what), key->what, allowed);
 			return -1;
 		}
 		if (rc == -2) {
@@ -637,8 +643,8 @@ int config_value_parse(struct experiment *e, int k, const char *value, char *err
 		}
 		if (!known && strcmp(value, CUSTOM) != 0) {
 			config_allowed_text(config_names_with_custom(cat), NULL, value, allowed, sizeof allowed);
-			snprintf(err, errlen, "%s.%s = '%s' is not a %s%s", key->section, key->name, value,
-				 key->what, allowed);
+			snprintf(err, errlen, "%s.%s = '%s' is not %s %s%s", key->section, key->name, value,
+				 article(key->what), key->what, allowed);
 			return -1;
 		}
 		snprintf(p, key->size, "%s", value);
