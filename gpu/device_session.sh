@@ -358,6 +358,8 @@ step_bench() {
 			/^MFU/ { mfu = $2 " (conventional), " $(NF - 4) " causal" }
 			/^attention: cuDNN was asked for/ { att = "cudnn fell back" }
 			/^attention: cuDNN.s plans/ { att = "cudnn, mask indices " $NF }
+			/^attention: cuDNN.s backward under GQA by the graph/ { att = att ", GQA backward of KV heads" }
+			/^attention: cuDNN.s backward under GQA by the repeated/ { att = att ", GQA backward on repeated K, V" }
 			END { printf "  %-10s rc=%s  %s  MFU %s %s\n", name, rc, b, mfu, att }' \
 			"$WORK/bench.out" >>"$LOGS/bench.table"
 	}
@@ -365,6 +367,7 @@ step_bench() {
 	bench selective 60 --ac selective
 	bench full32 80 --blocks 32 --ac full --warmup 1 --repeats 1
 	bench cudnn 45 --attention cudnn
+	bench cudnn-rep 45 --attention cudnn --cudnn-gqa repeat
 	bench autotune 60 --gemm-autotune
 	return $rc
 }

@@ -192,8 +192,16 @@ if grep -q "^SKIP nosuch: no such step" "$sum"; then ok "an unknown step is list
 # 1c. the staged step, rehearsed: several real ranks, every policy's numbers fsdp's; and it fails when
 # they are not: another learning rate (the same first loss, later ones apart), another seed (another
 # first loss)
-DEVICE=cpu OUT=$tmp/out3 DATA=$data BUDGET_S=200 bash gpu/device_session.sh staged >"$tmp/log3" 2>&1
+# (CARRY: an archive that is not there; the script's default, gpu/carry.tar.gz, would put the binaries a
+# session packed over this tree's: the rehearsal checks that it did not)
+CARRY=$tmp/absent.tar.gz DEVICE=cpu OUT=$tmp/out3 DATA=$data BUDGET_S=200 bash gpu/device_session.sh staged \
+	>"$tmp/log3" 2>&1
 rc=$?
+if grep -q "^carried: no $tmp/absent.tar.gz " "$tmp/out3/summary.txt"; then
+	ok "a rehearsal unpacks no archive but the one CARRY names (not gpu/carry.tar.gz over the tree's binaries)"
+else
+	bad "carry" "$(grep '^carried:' "$tmp/out3/summary.txt" 2>/dev/null)"
+fi
 if [ $rc = 0 ] && grep -q "^OK staged rc=0 .*: staged: 7 runs, 0 failed or differed$" "$tmp/out3/summary.txt" &&
 	[ "$(grep -c ': the same first loss, the rest within 1e-5$' "$tmp/log3")" = 5 ]; then
 	ok "staged (rehearsed on the CPU backend): ddp, zero2, the optimizer offloaded and in backward on 2 ranks, and hsdp 2 x 2 give fsdp's numbers"
@@ -201,8 +209,8 @@ else
 	bad "staged" "exit $rc: $(grep ' staged ' "$tmp/out3/summary.txt" 2>/dev/null) $(tail -3 "$tmp/log3")"
 fi
 for c in "run.lr=0.003:line 2" "run.seed=7:first loss"; do
-	STAGED_SET="--set ${c%%:*}" DEVICE=cpu OUT=$tmp/out4 DATA=$data BUDGET_S=200 bash gpu/device_session.sh staged \
-		>"$tmp/log4" 2>&1
+	CARRY=$tmp/absent.tar.gz STAGED_SET="--set ${c%%:*}" DEVICE=cpu OUT=$tmp/out4 DATA=$data BUDGET_S=200 \
+		bash gpu/device_session.sh staged >"$tmp/log4" 2>&1
 	rc=$?
 	if [ $rc = 0 ] && grep -q "^FAIL staged rc=1 .*: staged: 7 runs, 5 failed or differed$" "$tmp/out4/summary.txt" &&
 		[ "$(tar -xzOf "$tmp/out4/logs.tar.gz" logs/staged.log | grep -c "^${c#*:}")" -ge 5 ]; then
@@ -214,7 +222,7 @@ for c in "run.lr=0.003:line 2" "run.seed=7:first loss"; do
 done
 
 # 3. DEVICE
-DEVICE=rocm OUT=$tmp/out2 bash gpu/device_session.sh host >"$tmp/log2" 2>&1
+CARRY=$tmp/absent.tar.gz DEVICE=rocm OUT=$tmp/out2 bash gpu/device_session.sh host >"$tmp/log2" 2>&1
 rc=$?
 if [ $rc = 2 ] && grep -q "DEVICE=rocm (allowed: cuda, cpu)" "$tmp/log2"; then ok "DEVICE=rocm: exit 2"; else
 	bad "DEVICE=rocm" "exit $rc: $(cat "$tmp/log2")"

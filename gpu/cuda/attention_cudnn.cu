@@ -27,22 +27,29 @@
  * Q, K, V and their gradients are strided views of the QKV row (N, (H +
  * 2 KV) Q), O and dO of (N, H Q): no copies. K and V have KV heads (GQA).
  * The forward graph takes them as they are (its matmuls broadcast K and V
- * over each group of H / KV query heads). The backward's would have to
- * reduce dK and dV over a group, which a matmul cannot (cuDNN 9.19 on an
- * H100: CUDNN_STATUS_BAD_PARAM, the first GPU session): under GQA the
- * backward runs the graph of H key and value heads on a copy of the QKV
- * row with K and V repeated per query head (expand_kv), then sums each
- * group's dK and dV into the KV heads' (reduce_kv, fp32), in two buffers
- * of its own (struct cudnn_sdpa's rep, allocated once, at the largest
- * shape: a synchronization the first time, as a plan's workspace).
+ * over each group of H / KV query heads). In the backward a matmul cannot
+ * write dK and dV of KV heads itself (cuDNN 9.19 on an H100:
+ * CUDNN_STATUS_BAD_PARAM, the first GPU session); under GQA the graph
+ * writes them as cudnn-frontend's SDPA backward node does
+ * (CompositeSDPABackwardNode: dK_fullhead, dV_fullhead): each matmul into
+ * a virtual tensor of H heads (B, H, T, Q), reduced (ADD) into the KV
+ * heads' (B, KV, T, Q), the pattern its fused engines take as GQA. Where
+ * cuDNN builds no plan for that graph (or cuda_ctx_attention_gqa_repeat
+ * asks for it), the backward runs the graph of H key and value heads on a
+ * copy of the QKV row with K and V repeated per query head (expand_kv),
+ * then sums each group's dK and dV into the KV heads' (reduce_kv, fp32),
+ * in two buffers of its own (struct cudnn_sdpa's rep, allocated once, at
+ * the largest shape: a synchronization the first time, as a plan's
+ * workspace): the form the first GPU sessions ran.
  *
  * Plans are built once per (shape, direction) and cached in the context's
  * struct cudnn_sdpa with the descriptors they were built from; the
  * plan's own workspace is allocated then (cudaMalloc: the first call of a
  * shape synchronizes). gpu_test's cudnn group compares it with the
  * reference where cuDNN builds a plan: the FLOAT-index graphs passed on an
- * H100 and an H200 (cuDNN 9.19, 2026-11-27 and -28); the INT32 form has
- * not run on a GPU yet.
+ * H100 and an H200 (cuDNN 9.19, 2026-11-27 and -28), GQA's backward on
+ * the repeated copy; the INT32 form and the backward graph of KV heads
+ * have not run on a GPU yet (gpu_test runs GQA's cases both ways).
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -318,7 +325,7 @@ struct plan {
 	cudnnDataType_t index;   /* the causal mask's indices the plan was built with (make_plan) */
 };
 
-#define PLANS_MAX 8
+#define PLANS_MAX 16
 
 struct cudnn_sdpa {
 	cudnnHandle_t handle;
@@ -328,6 +335,8 @@ struct cudnn_sdpa {
 	size_t workspace_bytes;
 	bf16 *rep;           /* GQA backward: the QKV row with K and V per query head, then its gradient */
 	size_t rep_bytes;
+	int gqa_last;        /* the last GQA backward: 1 by the graph of KV heads, 2 on the repeated copy, 0 none */
+	char gqa_why[160];   /* why the graph of KV heads did not run, when it did not */
 };
 
 /* The strided views: Q, K, V of the QKV row; O, dO of the attention output row. */
@@ -342,6 +351,7 @@ struct views {
 	int64_t st_dim[4], st_str[4];   /* scores transposed (B, H, T, T) */
 	int64_t r_dim[4], r_str[4];     /* row statistics (B, H, T, 1) */
 	int64_t one_dim[4], one_str[4]; /* a scalar */
+	int64_t g_dim[4], g_str[4];     /* GQA: dK or dV of every query head (B, H, T, Q), before the group sums */
 	cudnnDataType_t index;          /* the causal mask's row and column indices: INT32, or FLOAT */
 };
 
@@ -377,6 +387,8 @@ static void views_of(struct views *v, int64_t B, int64_t T, int64_t H, int64_t K
 	set4(v->r_str, H * T, T, 1, 1);
 	set4(v->one_dim, 1, 1, 1, 1);
 	set4(v->one_str, 1, 1, 1, 1);
+	set4(v->g_dim, B, H, T, Q);
+	set4(v->g_str, H * T * Q, T * Q, Q, 1);
 }
 
 /*
@@ -470,13 +482,19 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 		cudnnBackendDescriptor_t ds1 = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t dst = gb_tensor(g, 0, F, v->st_dim, v->st_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t k = gb_tensor(g, 0, H, v->k_dim, v->k_str, T_VIRTUAL);
+		/* GQA: dK and dV of every query head, in the input's type as cudnn-frontend has them */
+		int gqa = v->k_dim[1] < v->q_dim[1];
+		cudnnBackendDescriptor_t dkh = gqa ? gb_tensor(g, 0, H, v->g_dim, v->g_str, T_VIRTUAL) : NULL;
+		cudnnBackendDescriptor_t dvh = gqa ? gb_tensor(g, 0, H, v->g_dim, v->g_str, T_VIRTUAL) : NULL;
 
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_SUB, s, stats, NULL, d, -1, F);
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_EXP, d, NULL, NULL, p, -1, F);
 		/* dV = P^T dO */
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_IDENTITY, p, NULL, NULL, pb, -1, F);
 		ops[(*n)++] = gb_reshape(g, pb, pbt);
-		ops[(*n)++] = gb_matmul(g, pbt, dout, dv);
+		ops[(*n)++] = gb_matmul(g, pbt, dout, gqa ? dvh : dv);
+		if (gqa) /* each KV head's dV the sum of its group's */
+			ops[(*n)++] = gb_reduce(g, CUDNN_REDUCE_TENSOR_ADD, dvh, dv);
 		/* dS = P (dO V^T - sum) scale */
 		ops[(*n)++] = gb_matmul(g, dout, vt, dp);
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_SUB, dp, sum, NULL, dp1, -1, F);
@@ -486,7 +504,9 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 		ops[(*n)++] = gb_reshape(g, kt, k);
 		ops[(*n)++] = gb_matmul(g, ds1, k, dqacc);
 		ops[(*n)++] = gb_reshape(g, ds1, dst);
-		ops[(*n)++] = gb_matmul(g, dst, q, dk);
+		ops[(*n)++] = gb_matmul(g, dst, q, gqa ? dkh : dk);
+		if (gqa)
+			ops[(*n)++] = gb_reduce(g, CUDNN_REDUCE_TENSOR_ADD, dkh, dk);
 		ops[(*n)++] = gb_pw(g, CUDNN_POINTWISE_IDENTITY, dqacc, NULL, NULL, dq, -1, F);
 	}
 }
@@ -795,7 +815,7 @@ static int rep_reserve(struct cudnn_sdpa *sp, size_t bytes, const char **why)
 
 int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
 			const float *lse, int B, int T, int H, int KV, int Q, void *workspace, size_t workspace_bytes,
-			cudaStream_t st, const char **why)
+			int gqa_repeat, cudaStream_t st, const char **why)
 {
 	size_t N = (size_t)B * T, acc = align256(N * H * Q * sizeof(float)), row = (size_t)3 * H * Q;
 	struct plan *pl;
@@ -804,9 +824,19 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 		*why = "cuDNN backward: the context scratch is smaller than the dQ accumulator and row sums";
 		return -1;
 	}
-	if (KV == H) {
+	if (KV == H || !gqa_repeat) {
+		/* the graph of the KV heads there are (under GQA, with the group sums in it) */
 		pl = plan_for(sp, B, T, H, KV, Q, 1, why);
-		return pl ? run_backward(sp, pl, dqkv, dout, qkv, out, lse, B, T, H, KV, Q, workspace, st, why) : -1;
+		if (pl && run_backward(sp, pl, dqkv, dout, qkv, out, lse, B, T, H, KV, Q, workspace, st, why) == 0) {
+			if (KV < H) {
+				(*sp)->gqa_last = 1;
+				(*sp)->gqa_why[0] = '\0';
+			}
+			return 0;
+		}
+		if (KV == H || !*sp)
+			return -1;
+		snprintf((*sp)->gqa_why, sizeof((*sp)->gqa_why), "%s", *why);
 	}
 	/* GQA: the graph of H key and value heads on a copy with K and V repeated, then each group's sums */
 	pl = plan_for(sp, B, T, H, H, Q, 1, why);
@@ -826,7 +856,16 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 		reduce_kv_kernel<<<grid, 256, 0, st>>>(dqkv, drep, N, H, KV, Q);
 		cudaCheck(cudaGetLastError());
 	}
+	(*sp)->gqa_last = 2;
+	if (gqa_repeat)
+		snprintf((*sp)->gqa_why, sizeof((*sp)->gqa_why), "the repeated copy was asked for");
 	return 0;
+}
+
+const char *cudnn_sdpa_gqa(const struct cudnn_sdpa *sp, const char **why)
+{
+	*why = sp && sp->gqa_last == 2 && sp->gqa_why[0] ? sp->gqa_why : NULL;
+	return !sp || !sp->gqa_last ? NULL : sp->gqa_last == 1 ? "the graph of KV heads" : "the repeated copy";
 }
 
 const char *cudnn_sdpa_mask(const struct cudnn_sdpa *sp)
@@ -880,10 +919,10 @@ int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16
 
 int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
 			const float *lse, int B, int T, int H, int KV, int Q, void *workspace, size_t workspace_bytes,
-			cudaStream_t st, const char **why)
+			int gqa_repeat, cudaStream_t st, const char **why)
 {
 	(void)sp, (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)H, (void)KV;
-	(void)Q, (void)workspace, (void)workspace_bytes, (void)st;
+	(void)Q, (void)workspace, (void)workspace_bytes, (void)gqa_repeat, (void)st;
 	*why = "built without cuDNN's headers (cudnn_graph.h)";
 	return -1;
 }
@@ -891,6 +930,13 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 const char *cudnn_sdpa_mask(const struct cudnn_sdpa *sp)
 {
 	(void)sp;
+	return NULL;
+}
+
+const char *cudnn_sdpa_gqa(const struct cudnn_sdpa *sp, const char **why)
+{
+	(void)sp;
+	*why = NULL;
 	return NULL;
 }
 

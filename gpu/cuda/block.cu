@@ -66,7 +66,7 @@ void cuda_attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *d
 	const char *why = NULL;
 	if (ctx->attention == CUDA_ATTN_CUDNN
 	    && cudnn_sdpa_backward(&ctx->sdpa, dqkv, dout, qkv, out, lse, B, T, H, KV, Q,
-				   ctx->scratch, ctx->scratch_bytes, st, &why) == 0) {
+				   ctx->scratch, ctx->scratch_bytes, ctx->gqa_repeat, st, &why) == 0) {
 		ctx->attention_used = CUDA_ATTN_CUDNN;
 		ctx->attention_msg = NULL;
 		return;

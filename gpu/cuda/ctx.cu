@@ -142,6 +142,16 @@ const char *cuda_ctx_attention_mask(const struct cuda_ctx *ctx)
 	return cudnn_sdpa_mask(ctx->sdpa);
 }
 
+void cuda_ctx_attention_gqa_repeat(struct cuda_ctx *ctx, int on)
+{
+	ctx->gqa_repeat = on != 0;
+}
+
+const char *cuda_ctx_attention_gqa(const struct cuda_ctx *ctx, const char **why)
+{
+	return cudnn_sdpa_gqa(ctx->sdpa, why);
+}
+
 void cuda_ctx_gemm_autotune(struct cuda_ctx *ctx, int on)
 {
 	ctx->autotune = on != 0;

@@ -97,6 +97,16 @@ void cuda_ctx_attention(struct cuda_ctx *ctx, enum cuda_attention a);
 enum cuda_attention cuda_ctx_attention_used(const struct cuda_ctx *ctx, const char **msg);
 /* The index type of the causal mask in cuDNN's attention plans ("int32", "float", both; NULL: no plan yet) */
 const char *cuda_ctx_attention_mask(const struct cuda_ctx *ctx);
+/*
+ * cuDNN's backward under GQA: the graph of KV heads, its dK and dV summed
+ * over each group inside it, as cudnn-frontend builds it (the default), or
+ * (on) the graph of H heads on a copy with K and V repeated, then the
+ * group sums (the form the first GPU sessions ran; also where cuDNN builds
+ * no plan for the first).
+ */
+void cuda_ctx_attention_gqa_repeat(struct cuda_ctx *ctx, int on);
+/* How the last GQA backward by cuDNN ran ("the graph of KV heads", "the repeated copy"; NULL: none), *why: why not the first */
+const char *cuda_ctx_attention_gqa(const struct cuda_ctx *ctx, const char **why);
 /* cuDNN's version (cudnnGetVersion: 91000 for 9.10.0), loading it if need be; 0 with the reason when not loadable. */
 size_t cuda_cudnn_version(const char **why);
 

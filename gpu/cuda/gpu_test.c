@@ -371,11 +371,15 @@ static void test_rope(void)
 	check("rope backward (in place)", down_bf16(d2, (size_t)N * W), bwd_ref, (size_t)N * W, 1e-2);
 }
 
-/* cudnn: through the context with cuDNN asked for; returns without checks when it fell back. */
+/*
+ * cudnn: through the context with cuDNN asked for (2: GQA's backward on
+ * the repeated copy); returns without checks when it fell back.
+ */
 static void attention_case_with(int B, int T, int H, int KV, int Q, int cudnn)
 {
 	char tag[80];
-	snprintf(tag, sizeof(tag), "%sB%d T%d H%d KV%d Q%d", cudnn ? "cuDNN " : "", B, T, H, KV, Q);
+	snprintf(tag, sizeof(tag), "%sB%d T%d H%d KV%d Q%d", cudnn == 2 ? "cuDNN (repeated K, V) " : cudnn ? "cuDNN " : "",
+		 B, T, H, KV, Q);
 	size_t N = (size_t)B * T, W = (size_t)(H + 2 * KV) * Q, HQ = (size_t)H * Q;
 	size_t nl = (size_t)B * H * T;
 	float *qkv = randn(N * W, 1.0f), *dout = randn(N * HQ, 1.0f);
@@ -390,11 +394,19 @@ static void attention_case_with(int B, int T, int H, int KV, int Q, int cudnn)
 	if (cudnn) {
 		const char *why = NULL;
 		cuda_ctx_attention(ctx, CUDA_ATTN_CUDNN);
+		cuda_ctx_attention_gqa_repeat(ctx, cudnn == 2);
 		cuda_attention_forward_ctx(ctx, d_out, d_lse, d_qkv, B, T, H, KV, Q, stream);
 		int fwd = cuda_ctx_attention_used(ctx, &why) == CUDA_ATTN_CUDNN;
 		cuda_attention_backward_ctx(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, Q, stream);
 		int bwd = cuda_ctx_attention_used(ctx, why ? NULL : &why) == CUDA_ATTN_CUDNN;
 		cuda_ctx_attention(ctx, CUDA_ATTN_MMA);
+		cuda_ctx_attention_gqa_repeat(ctx, 0);
+		if (bwd && KV < H) {
+			/* which graph the checks below check: a note, as a fallback is */
+			const char *not_kv = NULL, *how = cuda_ctx_attention_gqa(ctx, &not_kv);
+			printf("note attention %s: the backward by %s%s%s\n", tag, how ? how : "?",
+			       not_kv ? ": " : "", not_kv ? not_kv : "");
+		}
 		if (!fwd || !bwd) {
 			/* not a failure: the mma kernels ran, and they are checked by the attention group */
 			printf("note attention %s: cuDNN %s%s%s: the mma kernels ran instead\n", tag,
@@ -446,8 +458,10 @@ static void test_attention(void)
 static void test_cudnn(void)
 {
 	attention_case_with(2, 128, 4, 4, 64, 1);
-	attention_case_with(1, 256, 8, 2, 128, 1); /* GQA */
+	attention_case_with(1, 256, 8, 2, 128, 1); /* GQA: the graph of KV heads (the repeated copy without a plan) */
 	attention_case_with(1, 300, 4, 1, 64, 1);  /* T not a multiple of a tile */
+	attention_case_with(1, 256, 8, 2, 128, 2); /* GQA on the repeated copy, the fallback */
+	attention_case_with(1, 300, 4, 1, 64, 2);
 }
 
 static void test_swiglu(void)

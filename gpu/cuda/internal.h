@@ -55,6 +55,7 @@ struct cuda_ctx {
 	int attention_used;            /* what the last attention launch used */
 	const char *attention_msg;     /* why cuDNN was not used, when asked for */
 	struct cudnn_sdpa *sdpa;       /* cuDNN's plans and handle (attention_cudnn.c), NULL until used */
+	int gqa_repeat;                /* cuDNN's GQA backward on the repeated copy (cuda_ctx_attention_gqa_repeat) */
 	int autotune;                  /* time the heuristic's candidates per GEMM shape */
 	int prof_on;
 	int nprof;                     /* entries recorded since the last read */
@@ -121,10 +122,17 @@ int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16
 		       const char **why);
 int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
 			const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
-			void *workspace, size_t workspace_bytes, cudaStream_t st, const char **why);
+			void *workspace, size_t workspace_bytes, int gqa_repeat, cudaStream_t st,
+			const char **why);
 void cudnn_sdpa_free(struct cudnn_sdpa *s);
 /* The causal mask's index type cuDNN's plans were built with: "int32", "float", "int32 and float", NULL: none */
 const char *cudnn_sdpa_mask(const struct cudnn_sdpa *s);
+/*
+ * How the last GQA backward ran: "the graph of KV heads", "the repeated
+ * copy", NULL: none yet; *why: why not by the graph of KV heads, when not
+ * (NULL otherwise).
+ */
+const char *cudnn_sdpa_gqa(const struct cudnn_sdpa *s, const char **why);
 
 /* dx = rmsnorm backward + dres (dres may be NULL); dx may alias dout or dres. */
 void rmsnorm_backward_add(bf16 *dx, float *dw, const bf16 *dout, const bf16 *dres,

@@ -1405,6 +1405,14 @@ static void cu_describe(struct backend *b, void (*put)(void *ctx, const char *ke
 	put(ctx, "kernels.attention_used", used == CUDA_ATTN_CUDNN ? "cudnn" : "mma");
 	if (c->opt.attention && used != CUDA_ATTN_CUDNN && why)
 		put(ctx, "kernels.attention_fallback", why);
+	{
+		/* under GQA, which graph cuDNN's backward ran (cuda_model.h) */
+		const char *not_kv = NULL, *gqa = cuda_ctx_attention_gqa(c->ctx, &not_kv);
+		if (gqa)
+			put(ctx, "kernels.attention_gqa_backward", gqa);
+		if (gqa && not_kv)
+			put(ctx, "kernels.attention_gqa_why", not_kv);
+	}
 	put(ctx, "kernels.gemm_algorithms", c->opt.gemm_autotune ? "timed (top 8 of the heuristic)" : "heuristic's first");
 	put(ctx, "backend.host_waits", "cuStreamWaitValue32");
 	put(ctx, "backend.flag_writes", "cuStreamWriteValue32");
