@@ -164,7 +164,7 @@ run: deps
 	./sim experiments/llama3.ini
 
 test: deps
-	@$(MAKE) --no-print-directory all $(RUN_TESTS)
+	@$(MAKE) --no-print-directory all $(RUN_TESTS) gpu_test_bin
 	bash tests/run.sh
 
 check: test

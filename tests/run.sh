@@ -3,7 +3,7 @@
 # golden runs, calibration files refused, sweeps and the advisor, the runtime's equivalence checks,
 # data safety, the calibrate-run-compare loop, the GPU session's script rehearsed on the CPU,
 # the report's generator, configurations drawn at random, experiments/pytorch/ against real PyTorch
-# where a Python has it), then the CUnit suites,
+# where a Python has it, cuDNN's attention graphs where CUDA was found), then the CUnit suites,
 # whose summary closes the output. Exit status is non-zero when anything
 # failed.
 #
@@ -32,6 +32,11 @@ bash tests/e2e_calibration.sh || fail=1
 "${mpi_env[@]}" bash tests/e2e_paper.sh || fail=1
 bash tests/e2e_random.sh || fail=1
 bash tests/e2e_pytorch.sh || fail=1
+# cuDNN's attention graphs, operation by operation, checked by cuDNN on the host (./gpu_test is built where
+# CUDA is, and the check runs where libcudnn.so.9 loads; the rest of gpu_test needs a GPU: make gpu-test)
+if [ -x ./gpu_test ]; then
+	./gpu_test cudnn_ops || fail=1
+fi
 
 "$RUN_TESTS" || fail=1
 exit $fail

@@ -900,12 +900,47 @@ size_t cuda_cudnn_version(const char **why)
 	return api_load(why) == 0 ? api.GetVersion() : 0;
 }
 
+int cuda_cudnn_check_ops(int B, int T, int H, int KV, int Q, int backward, int int32_index, char *why, size_t n)
+{
+	struct gb g;
+	struct views v;
+	cudnnBackendDescriptor_t ops[48];
+	const char *no;
+	int nops = 0;
+
+	if (api_load(&no) != 0) {
+		snprintf(why, n, "%s", no);
+		return 1;
+	}
+	memset(&g, 0, sizeof(g));
+	g.next_uid = U_VIRTUAL;
+	views_of(&v, B, T, H, KV, Q);
+	v.index = int32_index ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
+	if (backward)
+		build_backward(&g, &v, ops, &nops);
+	else
+		build_forward(&g, &v, ops, &nops);
+	if (g.failed)
+		snprintf(why, n, "%s", g.why);
+	else
+		snprintf(why, n, "%d operations", nops);
+	gb_free(&g);
+	return g.failed ? -1 : 0;
+}
+
 #else /* no cudnn_graph.h at build time */
 
 size_t cuda_cudnn_version(const char **why)
 {
 	*why = "built without cuDNN's headers (cudnn_graph.h)";
 	return 0;
+}
+
+int cuda_cudnn_check_ops(int B, int T, int H, int KV, int Q, int backward, int int32_index, char *why, size_t n)
+{
+	(void)B, (void)T, (void)H, (void)KV, (void)Q, (void)backward, (void)int32_index;
+	snprintf(why, n, "built without cuDNN's headers (cudnn_graph.h)");
+	return 1;
 }
 
 int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int KV,

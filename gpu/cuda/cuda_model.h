@@ -109,6 +109,16 @@ void cuda_ctx_attention_gqa_repeat(struct cuda_ctx *ctx, int on);
 const char *cuda_ctx_attention_gqa(const struct cuda_ctx *ctx, const char **why);
 /* cuDNN's version (cudnnGetVersion: 91000 for 9.10.0), loading it if need be; 0 with the reason when not loadable. */
 size_t cuda_cudnn_version(const char **why);
+/*
+ * The operations of the attention graph (forward, or backward; under GQA,
+ * KV < H, the graph of the KV heads with the group sums, or with KV = H
+ * the graph the repeated copy runs), built and finalized one by one in
+ * cuDNN as attention_cudnn.cu builds them, without a device (cuDNN checks
+ * each operation's tensors on the host; the graph and its plans need a
+ * device): 0 when every descriptor finalizes, -1 when cuDNN refuses one,
+ * 1 when cuDNN is not loadable; why says which, or how many operations.
+ */
+int cuda_cudnn_check_ops(int B, int T, int H, int KV, int Q, int backward, int int32_index, char *why, size_t n);
 
 /*
  * cuBLASLt algorithm selection: 0 (the default until measured) takes the

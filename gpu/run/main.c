@@ -578,12 +578,6 @@ static void mpi_start(int *argc, char ***argv)
 
 	/* streams that wait in a collective should give their core to the compute stream */
 	setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-	/*
-	 * started without mpirun (one process): Open MPI's singleton starts a
-	 * daemon for processes it might spawn, about half a second; gpu_run
-	 * spawns none
-	 */
-	setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
 	mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
 	if (provided < MPI_THREAD_MULTIPLE) {
 		text_line(stderr, "gpu_run: this MPI gives thread level %d, and the backend's streams need "
