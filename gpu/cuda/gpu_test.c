@@ -466,9 +466,10 @@ static void test_cudnn(void)
 
 /*
  * The cuDNN graphs' operations, finalized one by one in cuDNN without a
- * device (cuda_cudnn_check_ops): llama3-8b's shape and a small one, both
+ * device (cuda_cudnn_check_ops): llama3-8b's shape and small ones, both
  * directions, both mask index types; under GQA the graph of the KV heads
- * and the repeated copy's. cuDNN refuses a graph whose heads do not group
+ * and the repeated copy's, and the 70b's and 405b's groups of 8 and 16
+ * query heads. cuDNN refuses a graph whose heads do not group
  * (8 query heads summed into 3), which the check must see.
  */
 static void test_cudnn_ops(void)
@@ -486,6 +487,8 @@ static void test_cudnn_ops(void)
 		{ 2, 128, 4, 4, 64, 0, 1, "B2 T128 H4 forward" },
 		{ 2, 128, 4, 4, 64, 1, 1, "B2 T128 H4 backward" },
 		{ 1, 256, 8, 1, 64, 1, 1, "T256 H8 KV1 backward" },
+		{ 1, 8192, 64, 8, 128, 1, 1, "llama3-70b backward, KV heads" },
+		{ 1, 8192, 128, 8, 128, 1, 1, "llama3-405b backward, KV heads" },
 	};
 	char why[200];
 
