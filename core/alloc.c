@@ -234,6 +234,12 @@ static inline uint64_t round_up(uint64_t x, uint64_t r)
 	return (x + r - 1) / r * r;
 }
 
+/* A caching allocator's pool for a request of r bytes, rounded, by an op of `stream`: its small or its large pool. */
+static inline int caching_pool(int stream, uint64_t r)
+{
+	return 2 * stream + !(r < SMALL_SIZE);
+}
+
 struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserve_fn reserve, void *ctx)
 {
 	struct allocator *a = xcalloc(1, sizeof(*a));
@@ -1974,7 +1980,7 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 {
 	uint64_t r = round_up(bytes ? bytes : 1, a->cfg.round), split_min;
 	int small = a->cfg.caching && r < SMALL_SIZE;
-	int pool = a->cfg.caching ? 2 * rq->pool + !small : rq->pool, best;
+	int pool = a->cfg.caching ? caching_pool(rq->pool, r) : rq->pool, best;
 	/* the arena keeps brief buffers at the high end of holes and the others low, first fit */
 	int high = !a->cfg.caching && rq->brief, first_fit = !a->cfg.caching && !rq->brief;
 	struct block *k;
@@ -2388,7 +2394,7 @@ static int aged(const struct allocator *a, const struct pool *p, const struct bl
 
 int alloc_pool(const struct allocator *a, int stream, uint64_t bytes)
 {
-	return 2 * stream + !(round_up(bytes ? bytes : 1, a->cfg.round) < SMALL_SIZE);
+	return caching_pool(stream, round_up(bytes ? bytes : 1, a->cfg.round));
 }
 
 int alloc_movable(const struct allocator *a)

@@ -721,7 +721,7 @@ static int window_start(struct memory *m, struct windows *w, int i)
 			}
 			m->sync[o] = m->sync[from];
 		}
-		m->skipped += (uint64_t)len;
+		m->peaks.ops_skipped += (uint64_t)len;
 		w->j = x->n; /* what is left of the series is simulated */
 		return i + len;
 	}
@@ -845,7 +845,6 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 	if (m->peaks.nafter < MEM_AFTER_MAX)
 		m->peaks.nafter = runs + 1 < MEM_AFTER_MAX ? runs + 1 : MEM_AFTER_MAX;
 	m->peaks.retries += (uint32_t)more;
-	m->peaks.ops_skipped = m->skipped;
 	memset(m->peaks.end_by_pool, 0, sizeof(m->peaks.end_by_pool));
 	if (m->s->exp->runtime.caching_allocator) /* an arena's pools are lifetime classes, not streams */
 		for (int i = 0; i < alloc_segments(m->a); i++) {

@@ -124,10 +124,9 @@ struct memory {
 	 * the allocator, seen from a window's start, is as it was at the start
 	 * of the window before (or of the one before that), every later
 	 * window goes as those did, and the allocator moves past them at
-	 * once; the ops skipped so far
+	 * once (the ops skipped: peaks.ops_skipped)
 	 */
 	int skip;
-	uint64_t skipped;
 };
 
 /*

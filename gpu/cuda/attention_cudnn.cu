@@ -511,6 +511,31 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 	}
 }
 
+#define OPS_MAX 48
+
+/*
+ * The operations of the graph of a shape and direction into ops (OPS_MAX),
+ * the causal mask's indices of type `index`, in g (emptied first);
+ * returns how many.
+ */
+static int build_ops(struct gb *g, int B, int T, int H, int KV, int Q, int backward, cudnnDataType_t index,
+		     cudnnBackendDescriptor_t *ops)
+{
+	struct views v;
+	int n = 0;
+
+	memset(g, 0, sizeof(*g));
+	g->next_uid = U_VIRTUAL;
+	views_of(&v, B, T, H, KV, Q);
+	v.index = index;
+	if (backward)
+		build_backward(g, &v, ops, &n);
+	else
+		build_forward(g, &v, ops, &n);
+	cuda_assert(n <= OPS_MAX);
+	return n;
+}
+
 /*
  * Graph, heuristics (mode A), the first engine configuration that finalizes
  * into a plan, the causal mask's indices of type `index`: 0, or -1 with
@@ -519,20 +544,11 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 static int try_plan(struct cudnn_sdpa *sp, struct plan *pl, cudnnDataType_t index)
 {
 	struct gb *g = &pl->g;
-	struct views v;
-	cudnnBackendDescriptor_t ops[48], graph, heur, cfgs[8];
-	int n = 0;
+	cudnnBackendDescriptor_t ops[OPS_MAX], graph, heur, cfgs[8];
+	int n = build_ops(g, pl->B, pl->T, pl->H, pl->KV, pl->Q, pl->backward, index, ops);
 	int64_t found = 0;
 	cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
 
-	memset(g, 0, sizeof(*g));
-	g->next_uid = U_VIRTUAL;
-	views_of(&v, pl->B, pl->T, pl->H, pl->KV, pl->Q);
-	v.index = index;
-	if (pl->backward)
-		build_backward(g, &v, ops, &n);
-	else
-		build_forward(g, &v, ops, &n);
 	graph = gb_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
 	gb_set(g, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, ops);
 	gb_set(g, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &sp->handle);
@@ -903,23 +919,15 @@ size_t cuda_cudnn_version(const char **why)
 int cuda_cudnn_check_ops(int B, int T, int H, int KV, int Q, int backward, int int32_index, char *why, size_t n)
 {
 	struct gb g;
-	struct views v;
-	cudnnBackendDescriptor_t ops[48];
+	cudnnBackendDescriptor_t ops[OPS_MAX];
 	const char *no;
-	int nops = 0;
+	int nops;
 
 	if (api_load(&no) != 0) {
 		snprintf(why, n, "%s", no);
 		return 1;
 	}
-	memset(&g, 0, sizeof(g));
-	g.next_uid = U_VIRTUAL;
-	views_of(&v, B, T, H, KV, Q);
-	v.index = int32_index ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
-	if (backward)
-		build_backward(&g, &v, ops, &nops);
-	else
-		build_forward(&g, &v, ops, &nops);
+	nops = build_ops(&g, B, T, H, KV, Q, backward, int32_index ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT, ops);
 	if (g.failed)
 		snprintf(why, n, "%s", g.why);
 	else

@@ -402,10 +402,13 @@ static void attention_case_with(int B, int T, int H, int KV, int Q, int cudnn)
 		cuda_ctx_attention(ctx, CUDA_ATTN_MMA);
 		cuda_ctx_attention_gqa_repeat(ctx, 0);
 		if (bwd && KV < H) {
-			/* which graph the checks below check: a note, as a fallback is */
+			/* which graph the checks below check: a note, as a fallback is; the repeated copy when asked for */
 			const char *not_kv = NULL, *how = cuda_ctx_attention_gqa(ctx, &not_kv);
 			printf("note attention %s: the backward by %s%s%s\n", tag, how ? how : "?",
 			       not_kv ? ": " : "", not_kv ? not_kv : "");
+			if (cudnn == 2)
+				report(how && !strcmp(how, "the repeated copy"), tag, "the backward by %s, asked for the repeated copy",
+				       how ? how : "?");
 		}
 		if (!fwd || !bwd) {
 			/* not a failure: the mma kernels ran, and they are checked by the attention group */
