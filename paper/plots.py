@@ -43,6 +43,7 @@ Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
 packages); `make plots` runs it on data/ into paper/figures.
 """
 import json
+import multiprocessing
 import os
 import sys
 
@@ -304,6 +305,35 @@ def _colors(n, cmap="tab20"):
     """n distinct colors, stable by index."""
     cm = plt.get_cmap(cmap)
     return [cm(i % cm.N) for i in range(n)]
+
+
+# The figures of each run and of each run beside its prediction, drawn by
+# _draw on several cores: each is drawn and saved alone (names set by the
+# run), so the order does not matter.
+_JOBS = []
+
+
+def _job(i):
+    fn, args = _JOBS[i]
+    fn(*args)
+
+
+def _draw(jobs):
+    """Call each (function, arguments) of jobs, in forked processes, one per
+    core (PLOTS_JOBS=N sets how many): matplotlib draws on one core, and a
+    file of 750 runs is 1,500 figures, each saved twice (png, pdf)."""
+    global _JOBS
+    n = min(len(jobs), int(os.environ.get("PLOTS_JOBS") or 0) or os.cpu_count() or 1)
+    if n <= 1:
+        for fn, args in jobs:
+            fn(*args)
+        return
+    _JOBS = jobs  # the children inherit it (fork): nothing is pickled but an index
+    try:
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            pool.map(_job, range(len(jobs)), chunksize=1)
+    finally:
+        _JOBS = []
 
 
 def _save(fig, outdir, name):
@@ -1140,7 +1170,7 @@ def main(argv):
         sys.stderr.write("plots: no .h5 files in %s\n" % " ".join(argv[1:-1]))
         return 1
     os.makedirs(outdir, exist_ok=True)
-    runs, status = [], 0
+    runs, status, jobs = [], 0, []
     for path in files:
         try:
             file_runs = load_runs(path)
@@ -1158,9 +1188,9 @@ def main(argv):
         paired = set()
         for m, p in pairs:
             if m.timed:
-                plot_vs_sim_timeline(m, p, outdir)
+                jobs.append((plot_vs_sim_timeline, (m, p, outdir)))
             if m.memory is not None:
-                plot_vs_sim_memory(m, p, outdir)
+                jobs.append((plot_vs_sim_memory, (m, p, outdir)))
             paired.update((m.index, p.index))
         if pairs:
             plot_predicted_vs_measured(pairs, outdir, file_runs[0].stem)
@@ -1170,11 +1200,12 @@ def main(argv):
             if run.index in paired or run.attrs.get("source") == "sim" and run.attrs.get("compares"):
                 continue
             if run.timed:
-                plot_timeline(run, outdir)
+                jobs.append((plot_timeline, (run, outdir)))
             if run.memory is not None:
-                plot_memory(run, outdir)
+                jobs.append((plot_memory, (run, outdir)))
             if "sweep" not in run.attrs:  # a sweep's timelines are its rows, not policies to compare
                 runs.append(run)
+    _draw(jobs)
     stems = sorted(set(r.stem for r in runs))
     for stem in stems:
         plot_policies(casedata.latest([r for r in runs if r.stem == stem]), outdir,
