@@ -313,6 +313,14 @@ def _colors(n, cmap="tab20"):
 _JOBS = []
 
 
+def _processes():
+    """PLOTS_JOBS, else the cores; None when PLOTS_JOBS is not a whole number from 1."""
+    v = os.environ.get("PLOTS_JOBS", "")
+    if not v:
+        return os.cpu_count() or 1
+    return int(v) if v.isdigit() and int(v) >= 1 else None
+
+
 def _job(i):
     fn, args = _JOBS[i]
     fn(*args)
@@ -323,7 +331,7 @@ def _draw(jobs):
     core (PLOTS_JOBS=N sets how many): matplotlib draws on one core, and a
     file of 750 runs is 1,500 figures, each saved twice (png, pdf)."""
     global _JOBS
-    n = min(len(jobs), int(os.environ.get("PLOTS_JOBS") or 0) or os.cpu_count() or 1)
+    n = min(len(jobs), _processes())
     if n <= 1:
         for fn, args in jobs:
             fn(*args)
@@ -1164,6 +1172,10 @@ def main(argv):
             sys.stderr.write("usage: plots.py --cases CASES_DIR OUTDIR\n")
             return 2
         return main_cases(argv[2], argv[3])
+    if _processes() is None:
+        sys.stderr.write("plots: PLOTS_JOBS=%s: how many processes draw, a whole number from 1\n" %
+                         os.environ["PLOTS_JOBS"])
+        return 2
     files = results_files(argv[1:-1])
     outdir = argv[-1]
     if not files:

@@ -10,13 +10,15 @@
 #      missing; once present it is included, from a path that exists;
 #   3. with no data at all, every fragment is still written and says what
 #      is missing; with a quick validation (gpu/run/validate.sh --quick)
-#      the validation fragment has a row per measured run and the op kinds;
+#      the validation fragment has a row per measured run and the op kinds,
+#      and paper/plots.py draws each of its measured runs beside its
+#      prediction (timeline, memory), the same PNGs from 2 processes as 1;
 #   4. the policy labels name what differs (hsdp, fsdp + block+io);
 #      a measured run is paired with its calibrated prediction where it has
 #      one (the H200's runs: calibrated, then the newer catalog ones);
 #   5. each case-study experiment runs with ./sim, and each CPU one with
 #      gpu_run for one step;
-#   6. bad arguments to report.py and paper/cases.sh exit 2.
+#   6. bad arguments to report.py and paper/cases.sh (and PLOTS_JOBS) exit 2.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -146,6 +148,27 @@ if bash gpu/run/validate.sh --quick --out "$tmp/val" >"$tmp/vlog" 2>&1; then
 	# the same file xz-compressed, as data/runs keeps them, beside an older one of the machine: the same
 	# runs, read as they are, and the older one only listed
 	runs=$(ls "$tmp/val/runs/"*.h5)
+	# plots.py: each measured run beside its prediction, a timeline and a memory figure, drawn by
+	# 2 processes as by one (the same PNGs); PLOTS_JOBS that is not a count refused
+	stem=$(basename "$runs" .h5)
+	want=$($PY -c 'import sys; sys.path.insert(0, "paper"); import casedata, report
+print(len(casedata.compared_pairs(report.load(sys.argv[1]))))' "$runs" 2>&1)
+	if PLOTS_JOBS=2 $PY paper/plots.py "$runs" "$tmp/pl2" >"$tmp/pl2.log" 2>&1 &&
+		PLOTS_JOBS=1 $PY paper/plots.py "$runs" "$tmp/pl1" >"$tmp/pl1.log" 2>&1 &&
+		[ "$(ls "$tmp/pl2" | grep -c "^${stem}_run[0-9]*_vs_sim_timeline.png$")" = "$want" ] &&
+		[ "$(ls "$tmp/pl2" | grep -c "^${stem}_run[0-9]*_vs_sim_memory.png$")" = "$want" ] && [ "$want" -gt 0 ] &&
+		(cd "$tmp/pl1" && md5sum *.png) >"$tmp/pl1.md5" && (cd "$tmp/pl2" && md5sum -c --quiet "$tmp/pl1.md5") &&
+		[ "$(ls "$tmp/pl1" | wc -l)" = "$(ls "$tmp/pl2" | wc -l)" ]; then
+		ok "plots.py: $want runs beside their predictions, a timeline and a memory figure each, the same PNGs from 2 processes as from 1"
+	else
+		bad "plots.py" "$want pairs; $(tail -2 "$tmp/pl2.log") $(ls "$tmp/pl2" 2>&1 | head -3)"
+	fi
+	PLOTS_JOBS=two $PY paper/plots.py "$runs" "$tmp/pl3" >/dev/null 2>"$tmp/pl3.err"; r=$?
+	if [ $r = 2 ] && grep -q "PLOTS_JOBS=two: how many processes draw" "$tmp/pl3.err" && [ ! -e "$tmp/pl3" ]; then
+		ok "plots.py: PLOTS_JOBS=two exits 2 with a message, nothing drawn"
+	else
+		bad "plots.py PLOTS_JOBS=two" "exit $r: $(cat "$tmp/pl3.err")"
+	fi
 	older=$(dirname "$runs")/$(basename "$runs" | sed 's/-[0-9]*-[0-9]*\.h5$/-20000101-000000.h5/')
 	cp "$runs" "$older" && xz -k "$older" && rm "$older"
 	xz "$runs"
