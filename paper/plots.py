@@ -42,6 +42,7 @@ paper/cases.sh writes (below, "the report's case studies").
 Run with Debian's /usr/bin/python3 (matplotlib, h5py and numpy from Debian
 packages); `make plots` runs it on data/ into paper/figures.
 """
+import concurrent.futures
 import json
 import multiprocessing
 import os
@@ -338,8 +339,9 @@ def _draw(jobs):
         return
     _JOBS = jobs  # the children inherit it (fork): nothing is pickled but an index
     try:
-        with multiprocessing.get_context("fork").Pool(n) as pool:
-            pool.map(_job, range(len(jobs)), chunksize=1)
+        # a process that dies (killed, out of memory) raises BrokenProcessPool here, not a wait
+        with concurrent.futures.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
+            list(ex.map(_job, range(len(jobs))))
     finally:
         _JOBS = []
 
