@@ -505,7 +505,7 @@ const char *const *config_names_with_custom(const char *const *catalog)
 /* "a" or "an" before what a key's value names ("an activation checkpointing mode") */
 static const char *article(const char *what)
 {
-	return strchr("aeiou", what[0]) && what[0] ? "an" : "a";
+	return what[0] && strchr("aeiou", what[0]) ? "an" : "a";
 }
 
 int config_value_parse(struct experiment *e, int k, const char *value, char *err, size_t errlen)

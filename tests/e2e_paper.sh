@@ -13,6 +13,7 @@
 #      the validation fragment has a row per measured run and the op kinds,
 #      and paper/plots.py draws each of its measured runs beside its
 #      prediction (timeline, memory), the same PNGs from 2 processes as 1;
+#      report.py's runs loaded with some attributes refuse another;
 #   4. the policy labels name what differs (hsdp, fsdp + block+io);
 #      a measured run is paired with its calibrated prediction where it has
 #      one (the H200's runs: calibrated, then the newer catalog ones);
@@ -162,6 +163,26 @@ print(len(casedata.compared_pairs(report.load(sys.argv[1]))))' "$runs" 2>&1)
 		ok "plots.py: $want runs beside their predictions, a timeline and a memory figure each, the same PNGs from 2 processes as from 1"
 	else
 		bad "plots.py" "$want pairs; $(tail -2 "$tmp/pl2.log") $(ls "$tmp/pl2" 2>&1 | head -3)"
+	fi
+	# report.py's inventory loads some attributes of each run: another asked of such a run is an error
+	if out=$($PY - "$runs" 2>&1 <<'PY'
+import sys
+sys.path.insert(0, "paper")
+import report
+light, full = report.load(sys.argv[1], ("source", "fabric")), report.load(sys.argv[1])
+assert [r.attrs.get("source") for r in light] == [r.attrs.get("source") for r in full]
+assert light[0].ops is None and full[0].ops is not None
+try:
+    light[0].attrs.get("model.name", "?")
+except KeyError as e:
+    print("%d runs, %s" % (len(light), e))
+else:
+    raise SystemExit("an attribute not loaded read as its default")
+PY
+); then
+		ok "report.py: runs loaded with some attributes: theirs as the full load's; another refused ($out)"
+	else
+		bad "report.py, runs loaded with some attributes" "$out"
 	fi
 	PLOTS_JOBS=two $PY paper/plots.py "$runs" "$tmp/pl3" >/dev/null 2>"$tmp/pl3.err"; r=$?
 	if [ $r = 2 ] && grep -q "PLOTS_JOBS=two: how many processes draw" "$tmp/pl3.err" && [ ! -e "$tmp/pl3" ]; then
