@@ -18,6 +18,7 @@ if [ $# -ne 1 ]; then
 fi
 bin=$(realpath -- "$1" 2>/dev/null || echo "$1")
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/mpi_local.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 name=$(basename "$bin")

@@ -28,6 +28,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+. tests/mpi_local.sh
 passed=0
 failed=0
 ok() { echo "ok   device_session $1"; passed=$((passed + 1)); }

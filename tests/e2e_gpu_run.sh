@@ -41,6 +41,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+. tests/mpi_local.sh
 SIM=${SIM:-./sim}             # the binaries under test (make asan: build-asan/)
 GPU_RUN=${GPU_RUN:-./gpu_run}
 

@@ -22,6 +22,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+. tests/mpi_local.sh
 SEED=${RANDOM_SEED:-1}
 passed=0
 failed=0

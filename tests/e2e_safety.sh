@@ -28,6 +28,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+. tests/mpi_local.sh
 SIM=$(realpath "${SIM:-./sim}")
 GPU_RUN=$(realpath "${GPU_RUN:-./gpu_run}")
 EXP=$(realpath experiments/tiny.ini)

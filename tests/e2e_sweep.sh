@@ -23,6 +23,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+. tests/mpi_local.sh
 SIM=${SIM:-./sim}
 SIM=$(realpath "$SIM")
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)

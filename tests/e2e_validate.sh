@@ -67,6 +67,7 @@
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.."
+. tests/mpi_local.sh
 SIM=${SIM:-./sim}
 GPU_RUN=${GPU_RUN:-./gpu_run}
 
