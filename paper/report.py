@@ -55,11 +55,11 @@ class Run:
         self.stem = casedata.results_stem(path)
         self.index = int(name)
         if keys is not None:  # the attributes named alone, no summary and no ops (load(keys=...))
-            self.attrs = _Named(keys, ((k, _text(group.attrs[k])) for k in keys if k in group.attrs))
+            self.attrs = _Named(keys, ((k, _text(v)) for k, v in casedata.read_attrs(group, keys).items()))
             self.summary, self.ops, self.kind_names, self.stream_names = {}, None, {}, {}
             return
-        self.attrs = {k: _text(v) for k, v in group.attrs.items()}
-        self.summary = dict(group["summary"].attrs.items())
+        self.attrs = {k: _text(v) for k, v in casedata.read_attrs(group).items()}
+        self.summary = casedata.read_attrs(group["summary"])
         self.ops = group["ops"][()]
         self.kind_names = _enum_names(group["ops"].dtype, "kind")
         self.stream_names = _enum_names(group["ops"].dtype, "stream")

@@ -185,6 +185,36 @@ PY
 	else
 		bad "report.py, runs loaded with some attributes" "$out"
 	fi
+	# casedata.read_attrs, the report's and the figures' reader of attributes: what h5py's attrs give
+	# (a string as its bytes), in their order, of every run and summary; a subset by keys
+	if out=$($PY - "$runs" 2>&1 <<'PY'
+import sys
+import h5py
+import numpy as np
+sys.path.insert(0, "paper")
+import casedata
+n, kinds = 0, set()
+with h5py.File(sys.argv[1], "r") as f:
+    groups = [f["runs"][r] for r in sorted(f["runs"])]
+    for g in groups + [g["summary"] for g in groups]:
+        want, got = dict(g.attrs.items()), casedata.read_attrs(g)
+        assert list(got) == list(want), (g.name, list(got), list(want))
+        for key, w in want.items():
+            v = got[key].decode() if isinstance(got[key], bytes) else got[key]
+            same = np.array_equal(v, w) if isinstance(w, np.ndarray) else v == w or (v != v and w != w)
+            assert type(v) is type(w) and same, (g.name, key, repr(v), repr(w))
+            kinds.add(type(w).__name__)
+            n += 1
+        some = list(want)[::7] + ["no.such.key"]
+        assert list(casedata.read_attrs(g, some)) == some[:-1], g.name
+assert {"str", "int32", "float64"} <= kinds, kinds
+print("%d attributes of %d groups, %s" % (n, 2 * len(groups), " ".join(sorted(kinds))))
+PY
+); then
+		ok "casedata.read_attrs: h5py's attributes, in order, of every run and summary ($out)"
+	else
+		bad "casedata.read_attrs" "$out"
+	fi
 	PLOTS_JOBS=two $PY paper/plots.py "$runs" "$tmp/pl3" >/dev/null 2>"$tmp/pl3.err"; r=$?
 	if [ $r = 2 ] && grep -q "PLOTS_JOBS=two: how many processes draw" "$tmp/pl3.err" && [ ! -e "$tmp/pl3" ]; then
 		ok "plots.py: PLOTS_JOBS=two exits 2 with a message, nothing drawn"
