@@ -135,6 +135,20 @@ if run learn 2 --set run.steps=8; then
 else
 	bad "tiny learns" "exit status $?: $(tail -3 "$tmp/learn.err")"
 fi
+# where the run's time went: its phases sum to the whole, and the steps' wall clock holds every step's time
+if out=$(awk '/^step [0-9]+ loss /{ ms += $6; n++ }
+	/^gpu_run: .* s in all: / { line = $0; k = split($0, w, " ")
+		for (i = 2; i <= k; i++) { if (w[i] == "s," || w[i] == "s") part[++np] = w[i - 1]; if (w[i] == "steps") steps = w[i - 1] } }
+	END { if (np != 7 || steps != n || n != 9) { print "no phases line of " n " steps: " line; exit 1 }
+		for (i = 2; i <= np; i++) { if (part[i] < 0) { print "a negative phase: " line; exit 1 } sum += part[i] }
+		if (sum < part[1] - 0.011 || sum > part[1] + 0.011) { print "the phases sum to " sum " s, not " part[1]; exit 1 }
+		if (part[5] * 1000 < ms - 10) { print "the steps took " part[5] " s, less than their " ms " ms"; exit 1 }
+		printf "%s s in all, its %d steps %s s (their own times %.3f s)", part[1], n, part[5], ms / 1000 }' \
+	"$tmp/learn.out"); then
+	ok "the run's time by phase: $out"
+else
+	bad "the run's time by phase" "$out"
+fi
 
 # 2. equivalence: run NAME and compare with REF
 STEPS=(--set run.warmup=0 --set run.steps=3)

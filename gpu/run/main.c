@@ -19,7 +19,8 @@
  * an emulated fabric (comm.h), on either backend. What the run was on
  * (device, library versions, NCCL configuration, the emulated fabric's
  * parameters) is printed and added to the run's attributes in the results
- * file (runinfo.h).
+ * file (runinfo.h). Last, rank 0 prints where the run's wall-clock time
+ * went (start, backend, buffers and weights, steps, results, release).
  *
  * Exit status: 0 on success, 2 on bad input (every rank: all see the same
  * input and fail alike; only rank 0 prints; nothing is written; a step
@@ -44,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "calibrate.h"
@@ -571,6 +573,31 @@ static void measured_summary(const struct schedule *s, const struct op_timing *s
 	free(v);
 }
 
+/* The wall clock in seconds (the phases of a run). */
+static double wall_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/*
+ * Where a run's time went, one line: at[0] its start, at[i] the end of
+ * phase i (the steps' own time is what each step line says, summed).
+ */
+enum run_phase { RP_START = 1, RP_BACKEND, RP_BUFFERS, RP_STEPS, RP_RESULTS, RP_RELEASE, RP_COUNT };
+
+static void print_phases(const double *at, int steps)
+{
+	printf("gpu_run: %.2f s in all: start (MPI, the experiment, the schedule) %.2f s, backend (device, libraries, "
+	       "communicators) %.2f s, buffers and initial weights %.2f s, %d steps %.2f s, results %.2f s, "
+	       "release %.2f s\n",
+	       at[RP_RELEASE] - at[0], at[RP_START] - at[0], at[RP_BACKEND] - at[RP_START],
+	       at[RP_BUFFERS] - at[RP_BACKEND], steps, at[RP_STEPS] - at[RP_BUFFERS], at[RP_RESULTS] - at[RP_STEPS],
+	       at[RP_RELEASE] - at[RP_RESULTS]);
+}
+
 /* MPI with every thread free to call it: each stream of the CPU backend runs its own collectives. */
 static void mpi_start(int *argc, char ***argv)
 {
@@ -672,7 +699,9 @@ int main(int argc, char **argv)
 	char hw[64];
 	char err[512], accum[32], wrap[32], phase[64];
 	FILE *quiet = NULL;
+	double at[RP_COUNT];
 
+	at[0] = wall_s();
 	mpi_start(&argc, &argv);
 	xalloc_failed = abort_job;
 	mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -704,6 +733,7 @@ int main(int argc, char **argv)
 	else
 		comm_init(&c, s);
 	c.staged = opts.staged; /* the CUDA backend's collectives through the host (the option is CUDA's alone) */
+	at[RP_START] = wall_s();
 	be = backend_new(&e, s, &c, &opts, err, sizeof(err));
 	if (!be) {
 		/* every rank fails alike; rank 0 says why (its own reason, or that another rank failed) */
@@ -735,6 +765,7 @@ int main(int argc, char **argv)
 		release_run(be, &c, s, &e, quiet);
 		return rc;
 	}
+	at[RP_BACKEND] = wall_s();
 	x = exec_new(s, &c, be, opts.serialize, err, sizeof(err));
 	{
 		/* a step the device cannot hold: every rank stops before the first step, exit 2; the first that failed says why */
@@ -747,6 +778,7 @@ int main(int argc, char **argv)
 			finish(2);
 		}
 	}
+	at[RP_BUFFERS] = wall_s();
 	t = xcalloc((size_t)s->nops, sizeof(*t));
 	total = e.run.warmup + e.run.steps;
 	if (rank == 0)
@@ -795,6 +827,7 @@ int main(int argc, char **argv)
 			memcpy(steps_t + (size_t)j * s->nops, t, sizeof(*t) * (size_t)s->nops);
 		}
 	}
+	at[RP_STEPS] = wall_s();
 	measured_summary(s, steps_t, step_s, compute_s, exposed_s, e.run.steps, &exec_memory(x)->peaks, &sum);
 	be->ops->hardware(be, hw, sizeof hw);
 	watchdog_waiting("the all-reduce of the parameter sums");
@@ -844,6 +877,7 @@ int main(int argc, char **argv)
 	watchdog_waiting("the broadcast of the exit status (rank 0 writes run.out)");
 	mpi_check(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	runinfo_release(&info);
+	at[RP_RESULTS] = wall_s();
 	free(t);
 	free(steps_t);
 	free(by_rank);
@@ -852,5 +886,10 @@ int main(int argc, char **argv)
 	free(exposed_s);
 	exec_free(x);
 	release_run(be, &c, s, &e, quiet);
+	at[RP_RELEASE] = wall_s();
+	if (rank == 0) {
+		print_phases(at, total);
+		fflush(stdout);
+	}
 	return rc;
 }
