@@ -143,7 +143,8 @@ $(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
 
 $(BUILD)/tests/main.o: $(BUILD)/tests/suites.h
 
-$(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(BUILD)/gpu/run/host_adamw.o $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
+$(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(BUILD)/gpu/run/host_adamw.o $(BUILD)/gpu/run/parts.o \
+		$(BUILD)/gpu/run/layout.o $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUNIT_LIBS)
 
 # The fuzz target (make fuzz builds it with clang, BUILD=build-fuzz).

@@ -131,10 +131,10 @@ static void test_bf16_threads_agree(void)
 
 static void test_thread_count(void)
 {
-	int one = host_adamw_threads(1);
-	CU_ASSERT(one >= 1 && one <= HOST_ADAMW_THREADS_MAX);
-	CU_ASSERT_EQUAL(host_adamw_threads(1 << 20), 1); /* more ranks than CPUs: one each */
-	CU_ASSERT(host_adamw_threads(2) <= one);
+	int one = parts_threads(1);
+	CU_ASSERT(one >= 1 && one <= PARTS_MAX);
+	CU_ASSERT_EQUAL(parts_threads(1 << 20), 1); /* more ranks than CPUs: one each */
+	CU_ASSERT(parts_threads(2) <= one);
 }
 
 void suite_host_adamw(void)

@@ -192,7 +192,7 @@ struct cu {
 	write_value_fn write_value;   /* cuStreamWriteValue32 (required) */
 	int gated[ST_COUNT];          /* calls queued on a stream since it began waiting for an unrecorded event, -1: none */
 	int gate_timeouts;            /* gates opened by their timeout (GATE_TIMEOUT_NS) */
-	int host_threads;             /* the host optimizer's (host_adamw_threads) */
+	int host_threads;             /* the host optimizer's (parts_threads) */
 	/* the watchdog: each CUDA stream's events of this step in record order, and how many have passed */
 	pthread_mutex_t wd_mu;
 	int *rec[ST_COUNT];
@@ -1828,7 +1828,7 @@ struct backend *backend_cuda_new(const struct schedule *s, struct comm *comm, co
 		int lrank = 0, lsize = 1;
 		if (!comm->emulated)
 			comm_node(&lrank, &lsize);
-		c->host_threads = host_adamw_threads(lsize);
+		c->host_threads = parts_threads(lsize);
 	}
 	for (int i = 0; i < s->nbufs; i++) {
 		uint64_t need = need_bytes(c, &s->bufs[i]);

@@ -68,6 +68,10 @@ void comm_init(struct comm *c, const struct schedule *s)
 	/* failures inside collectives come back as return codes, for mpi_check */
 	mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 	c->shard_rank = c->rank % s->shard_n;
+	{
+		int lrank;
+		comm_node(&lrank, &c->local_ranks);
+	}
 	c->group[GRP_NONE] = MPI_COMM_NULL;
 	mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->rank / s->shard_n, c->rank, &c->group[GRP_SHARD]));
 	mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->shard_rank, c->rank, &c->group[GRP_REPLICA]));
@@ -189,6 +193,7 @@ void comm_init_emulated(struct comm *c, const struct schedule *s, const struct c
 	memset(c, 0, sizeof(*c));
 	c->rank = 0;
 	c->world = o->world;
+	c->local_ranks = 1;
 	c->shard_rank = 0;
 	c->emulated = 1;
 	c->emu = *o;

@@ -92,6 +92,7 @@ struct comm_nccl_opts {
 
 struct comm {
 	int rank, world;      /* of the job: MPI_COMM_WORLD's, or rank 0 of the emulated N */
+	int local_ranks;      /* the job's processes on this one's node (comm_node), 1 emulated: they share its CPUs */
 	int shard_rank;       /* index inside the shard group = which shard this rank keeps */
 	MPI_Comm group[GRP_COUNT];                 /* GRP_SHARD, GRP_REPLICA, GRP_WORLD */
 	struct comm_handle handle[GRP_COUNT][ST_COUNT];

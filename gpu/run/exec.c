@@ -19,6 +19,7 @@
 
 #include "data.h"
 #include "layout.h"
+#include "parts.h"
 #include "xalloc.h"
 
 #define ADAM_BETA1 0.9f
@@ -209,7 +210,11 @@ static void fill_persistent(struct exec *x)
 		if (b->kind == BUF_SHARD_PARAM || b->kind == BUF_HOST_MASTER) {
 			const struct unit_layout *u = &x->lay->units[b->unit];
 			assert(elems_of(b) == u->shard_floats);
-			layout_shard_init(u, shard, x->c->shard_rank, x->e->run.seed);
+			/* on the node's CPUs this rank may take, a thread for each 2^20 elements at most */
+			int threads = parts_threads(x->c->local_ranks);
+			if ((size_t)threads > (u->shard_floats >> 20) + 1)
+				threads = (int)(u->shard_floats >> 20) + 1;
+			layout_shard_init(u, shard, x->c->shard_rank, x->e->run.seed, threads);
 			if (b->elem == ELEM_BF16) {
 				uint16_t *h = (uint16_t *)shard; /* in place, front to back */
 				for (size_t k = 0; k < u->shard_floats; k++)

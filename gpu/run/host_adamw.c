@@ -7,17 +7,17 @@
  * tensor it overlaps, scales the gradient and steps those elements: with
  * ref_adamw itself where everything is fp32, else element by element
  * through fp32 with the same arithmetic. The threads are made for the
- * call and joined before it returns (a step has one host optimizer call
- * per unit or one in all; a thread costs some tens of microseconds).
+ * call and joined before it returns (parts.h; a step has one host
+ * optimizer call per unit or one in all; a thread costs some tens of
+ * microseconds).
  */
 #include "host_adamw.h"
 
 #include <assert.h>
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "parts.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <pmmintrin.h>
@@ -109,16 +109,14 @@ static void *run_part(void *arg)
 void host_adamw(const struct optim_tensor *t, int count, const struct ref_adamw_hparams *hp, int step, float scale,
 		int threads)
 {
-	struct part w[HOST_ADAMW_THREADS_MAX];
-	pthread_t tid[HOST_ADAMW_THREADS_MAX];
+	struct part w[PARTS_MAX];
 	size_t total = 0;
-	int made;
 
 	assert(threads >= 1);
 	for (int i = 0; i < count; i++)
 		total += t[i].n;
-	if (threads > HOST_ADAMW_THREADS_MAX)
-		threads = HOST_ADAMW_THREADS_MAX;
+	if (threads > PARTS_MAX)
+		threads = PARTS_MAX;
 	if ((size_t)threads > total)
 		threads = total ? (int)total : 1;
 	for (int i = 0; i < threads; i++) {
@@ -128,27 +126,5 @@ void host_adamw(const struct optim_tensor *t, int count, const struct ref_adamw_
 		w[i].mxcsr = _mm_getcsr();
 #endif
 	}
-	for (made = 1; made < threads; made++)
-		if (pthread_create(&tid[made], NULL, run_part, &w[made]) != 0)
-			break;
-	run_part(&w[0]);
-	for (int i = made; i < threads; i++) /* the parts no thread could be made for */
-		run_part(&w[i]);
-	for (int i = 1; i < made; i++)
-		pthread_join(tid[i], NULL);
-}
-
-int host_adamw_threads(int local_ranks)
-{
-	cpu_set_t set;
-	int cpus = 0;
-
-	if (sched_getaffinity(0, sizeof(set), &set) == 0)
-		cpus = CPU_COUNT(&set);
-	if (cpus < 1)
-		cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (local_ranks < 1)
-		local_ranks = 1;
-	cpus /= local_ranks;
-	return cpus < 1 ? 1 : cpus > HOST_ADAMW_THREADS_MAX ? HOST_ADAMW_THREADS_MAX : cpus;
+	parts_run(run_part, w, sizeof(*w), threads);
 }

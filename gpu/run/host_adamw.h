@@ -13,18 +13,11 @@
 #define GPU_RUN_HOST_ADAMW_H
 
 #include "backend.h"
+#include "parts.h"
 #include "ref.h"
 
-/* One step over t[0..count-1]; threads >= 1 (the caller's thread is one of them). */
+/* One step over t[0..count-1]; threads >= 1 (the caller's thread is one of them; more than PARTS_MAX taken as PARTS_MAX). */
 void host_adamw(const struct optim_tensor *t, int count, const struct ref_adamw_hparams *hp, int step, float scale,
 		int threads);
-
-/*
- * The threads a rank's host optimizer takes: the CPUs this process may run
- * on (its affinity), shared by the `local_ranks` ranks of its node, at
- * least 1 and at most HOST_ADAMW_THREADS_MAX.
- */
-#define HOST_ADAMW_THREADS_MAX 64
-int host_adamw_threads(int local_ranks);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parts.h"
 #include "xalloc.h"
 
 
@@ -181,16 +182,49 @@ static void init_values(const struct layout_tensor *t, float *out, uint64_t key,
 					     : t->init_mean + t->init_std * init_normal(key, k0 + i);
 }
 
-void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigned long seed)
-{
-	uint64_t key = mix64((uint64_t)seed);
+/* One thread's part of a shard's initial values: elements [lo, hi) of its pieces, counted in tensor order. */
+struct init_part {
+	const struct unit_layout *u;
+	float *shard;
+	int r;
+	uint64_t key;
+	size_t lo, hi;
+};
 
+static void *init_part_run(void *arg)
+{
+	const struct init_part *w = arg;
+	size_t base = 0;
+
+	for (int i = 0; i < w->u->ntensors && base < w->hi; i++) {
+		size_t dst, src, n = layout_rank_piece(w->u, &w->u->t[i], w->r, &dst, &src);
+		size_t lo = w->lo > base ? w->lo - base : 0, hi = w->hi - base < n ? w->hi - base : n;
+		if (lo < hi)
+			init_values(&w->u->t[i], w->shard + dst + lo, w->key, w->u->t[i].model_off + src + lo, hi - lo);
+		base += n;
+	}
+	return NULL;
+}
+
+void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigned long seed, int threads)
+{
+	struct init_part w[PARTS_MAX];
+	size_t total = 0;
+
+	assert(threads >= 1);
 	memset(shard, 0, sizeof(float) * u->shard_floats);
 	for (int i = 0; i < u->ntensors; i++) {
-		size_t dst, src, n = layout_rank_piece(u, &u->t[i], r, &dst, &src);
-		if (n)
-			init_values(&u->t[i], shard + dst, key, u->t[i].model_off + src, n);
+		size_t dst, src;
+		total += layout_rank_piece(u, &u->t[i], r, &dst, &src);
 	}
+	if (threads > PARTS_MAX)
+		threads = PARTS_MAX;
+	if ((size_t)threads > total)
+		threads = total ? (int)total : 1;
+	for (int i = 0; i < threads; i++)
+		w[i] = (struct init_part){ u, shard, r, mix64((uint64_t)seed), total * (size_t)i / (size_t)threads,
+					   total * (size_t)(i + 1) / (size_t)threads };
+	parts_run(init_part_run, w, sizeof(*w), threads);
 }
 
 void layout_unpack(const struct unit_layout *u, float *flat, const float *gathered, int n)

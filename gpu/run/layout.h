@@ -86,9 +86,12 @@ void layout_shard_from_model(const struct unit_layout *u, float *shard, const fl
  * scaled to unit variance; |z| <= 3.47). So a shard holds exactly the
  * values of its slice of the model whatever the world size, wrapping or
  * shard layout, each rank makes only its shards (a 70B model never exists
- * whole on one rank), and the cost is O(shard). Pads are zero.
+ * whole on one rank), and the cost is O(shard), split over `threads`
+ * (>= 1, the caller's one of them) by element ranges: each element is
+ * computed alone, so the shard is the same bytes whatever their number.
+ * Pads are zero.
  */
-void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigned long seed);
+void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigned long seed, int threads);
 /* Per tensor: the whole unit, flat, from the n shards one after the other (an all-gather's output). */
 void layout_unpack(const struct unit_layout *u, float *flat, const float *gathered, int n);
 /* Per tensor: the n shards one after the other (a reduce-scatter's input), pads zeroed, from flat. */
