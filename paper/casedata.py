@@ -14,6 +14,7 @@ Results files are appended to, never rewritten, so a configuration run
 twice appears twice: `latest()` keeps the newest run of each configuration,
 so new data replaces old in the report without an edit.
 """
+import functools
 import gzip
 import io
 import json
@@ -43,7 +44,6 @@ def read_attrs(group, keys=None):
     data/'s 9,000 runs were most of the report's time (this: 2.3 times
     faster). keys: those of them the group has, alone."""
     import h5py
-    import numpy as np
     gid = group.id
     out = {}
     names = list(group.attrs) if keys is None else [k for k in keys if h5py.h5a.exists(gid, k.encode())]
@@ -67,16 +67,12 @@ def read_attrs(group, keys=None):
     return out
 
 
-_VSTR = []
-
-
+@functools.lru_cache(maxsize=None)
 def _vstr():
     """The numpy dtype and HDF5 memory type a variable-length string is read as (h5py's object strings)."""
-    if not _VSTR:
-        import h5py
-        dtype = h5py.string_dtype()
-        _VSTR.extend((dtype, h5py.h5t.py_create(dtype)))
-    return _VSTR[0], _VSTR[1]
+    import h5py
+    dtype = h5py.string_dtype()
+    return dtype, h5py.h5t.py_create(dtype)
 
 
 def results_stem(path):
