@@ -360,11 +360,15 @@ step_bench() {
 		awk -v name="$name" -v rc="$r" '
 			/^block forward/ { b = $(NF - 7) " ms fwd+bwd per block" }
 			/^MFU/ { mfu = $2 " (conventional), " $(NF - 4) " causal" }
-			/^attention: cuDNN was asked for/ { att = "cudnn fell back" }
-			/^attention: cuDNN.s plans/ { att = "cudnn, mask indices " $NF }
+			/^attention: cuDNN was asked for/ { fell = 1 }
+			/^attention: cuDNN.s plans/ { m = $0; sub(/.*indices /, "", m); att = att ", mask indices " m }
 			/^attention: cuDNN.s backward under GQA by the graph/ { att = att ", GQA backward of KV heads" }
 			/^attention: cuDNN.s backward under GQA by the repeated/ { att = att ", GQA backward on repeated K, V" }
-			END { printf "  %-10s rc=%s  %s  MFU %s %s\n", name, rc, b, mfu, att }' \
+			END {
+				if (fell || att != "")
+					att = (fell ? "cudnn fell back" : "cudnn") att
+				printf "  %-10s rc=%s  %s  MFU %s %s\n", name, rc, b, mfu, att
+			}' \
 			"$WORK/bench.out" >>"$LOGS/bench.table"
 	}
 	bench default 60
@@ -372,6 +376,7 @@ step_bench() {
 	bench full32 80 --blocks 32 --ac full --warmup 1 --repeats 1
 	bench cudnn 45 --attention cudnn
 	bench cudnn-rep 45 --attention cudnn --cudnn-gqa repeat
+	bench cudnn-f32 45 --attention cudnn --cudnn-mask float
 	bench autotune 60 --gemm-autotune
 	return $rc
 }
@@ -630,7 +635,8 @@ figures() {
 	local log=$LOGS/$1.log
 	case $1 in
 	host) grep -m1 -E '^NVIDIA|^name,' "$log" >/dev/null && sed -n '/^name, driver/{n;p;q}' "$log" ;;
-	test | memcheck) grep -E 'passed, [0-9]+ failed|ERROR SUMMARY' "$log" | tr '\n' ' ' ;;
+	test) grep -E 'passed, [0-9]+ failed|^note cuDNN.s plans|^note attention cuDNN .*: the backward by' "$log" | tr '\n' ' ' ;;
+	memcheck) grep -E 'passed, [0-9]+ failed|ERROR SUMMARY' "$log" | tr '\n' ' ' ;;
 	racecheck) grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|passed, ' "$log" | tr '\n' ' ' ;;
 	bench) grep -c 'FAILED' "$log" | sed 's/$/ failed (table below)/' ;;
 	runs) grep -E 'runs, [0-9]+ failed' "$log" ;;

@@ -49,7 +49,8 @@
  * reference where cuDNN builds a plan: the FLOAT-index graphs passed on an
  * H100 and an H200 (cuDNN 9.19, 2026-11-27 and -28), GQA's backward on
  * the repeated copy; the INT32 form and the backward graph of KV heads
- * have not run on a GPU yet (gpu_test runs GQA's cases both ways).
+ * have not run on a GPU yet (gpu_test runs GQA's cases both ways, and
+ * checks the FLOAT form too, asked for by cuda_ctx_attention_mask_float).
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -317,6 +318,7 @@ enum {
 
 struct plan {
 	int B, T, H, KV, Q, backward;
+	int mask_float;          /* asked for the FLOAT-index mask alone (CUDNN_SDPA_MASK_FLOAT); part of the key */
 	cudnnBackendDescriptor_t exec;
 	int64_t workspace;
 	struct gb g;             /* what the plan was built from, kept alive with it */
@@ -325,7 +327,7 @@ struct plan {
 	cudnnDataType_t index;   /* the causal mask's indices the plan was built with (make_plan) */
 };
 
-#define PLANS_MAX 16
+#define PLANS_MAX 32 /* gpu_test's cudnn group builds up to 15, failed ones included */
 
 struct cudnn_sdpa {
 	cudnnHandle_t handle;
@@ -603,13 +605,18 @@ static int try_plan(struct cudnn_sdpa *sp, struct plan *pl, cudnnDataType_t inde
  * performance), then FLOAT, the form the first GPU sessions ran: on the
  * H200 (cuDNN 9.19) that graph took 1.101 ms forward and 3.751 ms backward
  * at T 8192, where PyTorch's SDPA through cudnn-frontend took 0.904 and
- * 2.595 (gpu/README.md). Which one built is in pl->index.
+ * 2.595 (gpu/README.md). Which one built is in pl->index. Asked for
+ * FLOAT alone (pl->mask_float), the INT32 form is not tried: the graph
+ * that passed on the first GPUs, chosen without a rebuild should the INT32
+ * form build a plan that fails or is wrong.
  */
 static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 {
-	pl->index = CUDNN_DATA_INT32;
-	if (try_plan(sp, pl, CUDNN_DATA_INT32) == 0)
-		return;
+	if (!pl->mask_float) {
+		pl->index = CUDNN_DATA_INT32;
+		if (try_plan(sp, pl, CUDNN_DATA_INT32) == 0)
+			return;
+	}
 	pl->index = CUDNN_DATA_FLOAT;
 	if (try_plan(sp, pl, CUDNN_DATA_FLOAT) != 0)
 		pl->failed = 1;
@@ -617,7 +624,7 @@ static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 
 /* The plan for a shape and direction, built on first use; NULL (with *why) when there is none. */
 static struct plan *plan_for(struct cudnn_sdpa **spp, int B, int T, int H, int KV, int Q, int backward,
-			     const char **why)
+			     unsigned flags, const char **why)
 {
 	struct cudnn_sdpa *sp;
 	struct plan *pl;
@@ -638,9 +645,11 @@ static struct plan *plan_for(struct cudnn_sdpa **spp, int B, int T, int H, int K
 		*spp = sp;
 	}
 	sp = *spp;
+	int mask_float = (flags & CUDNN_SDPA_MASK_FLOAT) != 0;
 	for (int i = 0; i < sp->nplans; i++) {
 		pl = &sp->plans[i];
-		if (pl->B == B && pl->T == T && pl->H == H && pl->KV == KV && pl->Q == Q && pl->backward == backward) {
+		if (pl->B == B && pl->T == T && pl->H == H && pl->KV == KV && pl->Q == Q && pl->backward == backward
+		    && pl->mask_float == mask_float) {
 			*why = pl->failed ? pl->why : NULL;
 			return pl->failed ? NULL : pl;
 		}
@@ -657,6 +666,7 @@ static struct plan *plan_for(struct cudnn_sdpa **spp, int B, int T, int H, int K
 	pl->KV = KV;
 	pl->Q = Q;
 	pl->backward = backward;
+	pl->mask_float = mask_float;
 	make_plan(sp, pl);
 	if (pl->failed) {
 		*why = pl->why;
@@ -724,9 +734,10 @@ static int execute(struct cudnn_sdpa *sp, struct plan *pl, const int64_t *uids, 
 }
 
 int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H,
-		       int KV, int Q, void *workspace, size_t workspace_bytes, cudaStream_t st, const char **why)
+		       int KV, int Q, void *workspace, size_t workspace_bytes, unsigned flags, cudaStream_t st,
+		       const char **why)
 {
-	struct plan *pl = plan_for(sp, B, T, H, KV, Q, 0, why);
+	struct plan *pl = plan_for(sp, B, T, H, KV, Q, 0, flags, why);
 	float scale = 1.0f / sqrtf((float)Q), neg = -1e10f;
 
 	(void)workspace;
@@ -831,8 +842,9 @@ static int rep_reserve(struct cudnn_sdpa *sp, size_t bytes, const char **why)
 
 int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
 			const float *lse, int B, int T, int H, int KV, int Q, void *workspace, size_t workspace_bytes,
-			int gqa_repeat, cudaStream_t st, const char **why)
+			unsigned flags, cudaStream_t st, const char **why)
 {
+	int gqa_repeat = (flags & CUDNN_SDPA_GQA_REPEAT) != 0;
 	size_t N = (size_t)B * T, acc = align256(N * H * Q * sizeof(float)), row = (size_t)3 * H * Q;
 	struct plan *pl;
 
@@ -842,7 +854,7 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 	}
 	if (KV == H || !gqa_repeat) {
 		/* the graph of the KV heads there are (under GQA, with the group sums in it) */
-		pl = plan_for(sp, B, T, H, KV, Q, 1, why);
+		pl = plan_for(sp, B, T, H, KV, Q, 1, flags, why);
 		if (pl && run_backward(sp, pl, dqkv, dout, qkv, out, lse, B, T, H, KV, Q, workspace, st, why) == 0) {
 			if (KV < H) {
 				(*sp)->gqa_last = 1;
@@ -855,7 +867,7 @@ int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, co
 		snprintf((*sp)->gqa_why, sizeof((*sp)->gqa_why), "%s", *why);
 	}
 	/* GQA: the graph of H key and value heads on a copy with K and V repeated, then each group's sums */
-	pl = plan_for(sp, B, T, H, H, Q, 1, why);
+	pl = plan_for(sp, B, T, H, H, Q, 1, flags, why);
 	if (!pl || rep_reserve(*sp, 2 * N * row * sizeof(bf16), why) != 0)
 		return -1;
 	{
@@ -889,7 +901,7 @@ const char *cudnn_sdpa_mask(const struct cudnn_sdpa *sp)
 	int i32 = 0, f32 = 0;
 
 	for (int i = 0; sp && i < sp->nplans; i++)
-		if (sp->plans[i].exec) {
+		if (sp->plans[i].exec && !sp->plans[i].failed) { /* built, and not refused when executed */
 			i32 |= sp->plans[i].index == CUDNN_DATA_INT32;
 			f32 |= sp->plans[i].index == CUDNN_DATA_FLOAT;
 		}
@@ -952,20 +964,20 @@ int cuda_cudnn_check_ops(int B, int T, int H, int KV, int Q, int backward, int i
 }
 
 int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int KV,
-		       int Q, void *workspace, size_t workspace_bytes, cudaStream_t st, const char **why)
+		       int Q, void *workspace, size_t workspace_bytes, unsigned flags, cudaStream_t st, const char **why)
 {
 	(void)sp, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)H, (void)KV, (void)Q;
-	(void)workspace, (void)workspace_bytes, (void)st;
+	(void)workspace, (void)workspace_bytes, (void)flags, (void)st;
 	*why = "built without cuDNN's headers (cudnn_graph.h)";
 	return -1;
 }
 
 int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
 			const float *lse, int B, int T, int H, int KV, int Q, void *workspace, size_t workspace_bytes,
-			int gqa_repeat, cudaStream_t st, const char **why)
+			unsigned flags, cudaStream_t st, const char **why)
 {
 	(void)sp, (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)H, (void)KV;
-	(void)Q, (void)workspace, (void)workspace_bytes, (void)gqa_repeat, (void)st;
+	(void)Q, (void)workspace, (void)workspace_bytes, (void)flags, (void)st;
 	*why = "built without cuDNN's headers (cudnn_graph.h)";
 	return -1;
 }

@@ -43,13 +43,19 @@ void norm_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout, c
 	add_f32_to_bf16((bf16 *)dw, acc, C, st);
 }
 
+/* The context's choices of cuDNN's graphs, as cudnn_sdpa's flags */
+static unsigned cudnn_flags(const struct cuda_ctx *ctx)
+{
+	return (ctx->gqa_repeat ? CUDNN_SDPA_GQA_REPEAT : 0u) | (ctx->mask_float ? CUDNN_SDPA_MASK_FLOAT : 0u);
+}
+
 void cuda_attention_forward_ctx(struct cuda_ctx *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
 			   int T, int H, int KV, int Q, cudaStream_t st)
 {
 	const char *why = NULL;
 	if (ctx->attention == CUDA_ATTN_CUDNN
 	    && cudnn_sdpa_forward(&ctx->sdpa, out, lse, qkv, B, T, H, KV, Q, ctx->scratch,
-				  ctx->scratch_bytes, st, &why) == 0) {
+				  ctx->scratch_bytes, cudnn_flags(ctx), st, &why) == 0) {
 		ctx->attention_used = CUDA_ATTN_CUDNN;
 		ctx->attention_msg = NULL;
 		return;
@@ -66,7 +72,7 @@ void cuda_attention_backward_ctx(struct cuda_ctx *ctx, bf16 *dqkv, const bf16 *d
 	const char *why = NULL;
 	if (ctx->attention == CUDA_ATTN_CUDNN
 	    && cudnn_sdpa_backward(&ctx->sdpa, dqkv, dout, qkv, out, lse, B, T, H, KV, Q,
-				   ctx->scratch, ctx->scratch_bytes, ctx->gqa_repeat, st, &why) == 0) {
+				   ctx->scratch, ctx->scratch_bytes, cudnn_flags(ctx), st, &why) == 0) {
 		ctx->attention_used = CUDA_ATTN_CUDNN;
 		ctx->attention_msg = NULL;
 		return;

@@ -147,6 +147,11 @@ void cuda_ctx_attention_gqa_repeat(struct cuda_ctx *ctx, int on)
 	ctx->gqa_repeat = on != 0;
 }
 
+void cuda_ctx_attention_mask_float(struct cuda_ctx *ctx, int on)
+{
+	ctx->mask_float = on != 0;
+}
+
 const char *cuda_ctx_attention_gqa(const struct cuda_ctx *ctx, const char **why)
 {
 	return cudnn_sdpa_gqa(ctx->sdpa, why);

@@ -105,6 +105,13 @@ const char *cuda_ctx_attention_mask(const struct cuda_ctx *ctx);
  * no plan for the first).
  */
 void cuda_ctx_attention_gqa_repeat(struct cuda_ctx *ctx, int on);
+/*
+ * cuDNN's causal mask: its row and column indices INT32 where cuDNN builds
+ * a plan so, as cudnn-frontend builds them (the default), else FLOAT; on:
+ * FLOAT alone, the graph the first GPU sessions ran and checked (plans are
+ * kept per shape and choice).
+ */
+void cuda_ctx_attention_mask_float(struct cuda_ctx *ctx, int on);
 /* How the last GQA backward by cuDNN ran ("the graph of KV heads", "the repeated copy"; NULL: none), *why: why not the first */
 const char *cuda_ctx_attention_gqa(const struct cuda_ctx *ctx, const char **why);
 /* cuDNN's version (cudnnGetVersion: 91000 for 9.10.0), loading it if need be; 0 with the reason when not loadable. */

@@ -7,7 +7,8 @@
  *
  *   gpu_bench [--model NAME] [--seq T] [--batch B] [--blocks L] [--ac none|full|selective]
  *             [--warmup W] [--repeats R] [--peak-tflops P] [--out FILE]
- *             [--attention mma|cudnn] [--cudnn-gqa kv|repeat] [--gemm-autotune]
+ *             [--attention mma|cudnn] [--cudnn-gqa kv|repeat] [--cudnn-mask int32|float]
+ *             [--gemm-autotune]
  *
  * HDF5 layout, one group per run, /bench/NNNNNN (six digits, the next index;
  * written to a copy renamed over the file, so earlier runs are never touched):
@@ -19,7 +20,10 @@
  *               peak_source, attention (what ran: mma or cudnn),
  *               attention_gqa_backward (cuDNN's backward under GQA: "the
  *               graph of KV heads" or "the repeated copy", cuda_model.h;
- *               "" when it did not run), gemm_algorithms (strings)
+ *               "" when it did not run), attention_mask_index (the index
+ *               type of cuDNN's causal mask in the plans that ran: "int32",
+ *               "float", "int32 and float"; "" when cuDNN did not run),
+ *               gemm_algorithms (strings)
  *   dataset kernels  compound {name char[24], phase char[8] ("fwd", "rec"
  *               for recompute in backward, "bwd"),
  *               ms double (per block, mean over repeats), calls int (per
@@ -61,6 +65,7 @@ struct options {
 	int cudnn;          /* --attention cudnn */
 	int autotune;       /* --gemm-autotune */
 	int gqa_repeat;     /* --cudnn-gqa repeat */
+	int mask_float;     /* --cudnn-mask float */
 };
 
 struct kstat {
@@ -78,7 +83,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: gpu_bench [--model NAME] [--seq T] [--batch B] [--blocks L]\n"
 		   "                 [--ac none|full|selective] [--warmup W] [--repeats R]\n"
 		   "                 [--peak-tflops P] [--out FILE] [--attention mma|cudnn]\n"
-		   "                 [--cudnn-gqa kv|repeat] [--gemm-autotune]\n");
+		   "                 [--cudnn-gqa kv|repeat] [--cudnn-mask int32|float] [--gemm-autotune]\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo)
@@ -94,7 +99,7 @@ static int parse_int(const char *flag, const char *v, int lo)
 
 static struct options parse(int argc, char **argv)
 {
-	struct options o = { "llama3-8b", 0, 1, 4, 3, 10, AC_NONE, 0.0, "data/gpu_bench.h5", 0, 0, 0 };
+	struct options o = { "llama3-8b", 0, 1, 4, 3, 10, AC_NONE, 0.0, "data/gpu_bench.h5", 0, 0, 0, 0 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -137,6 +142,12 @@ static struct options parse(int argc, char **argv)
 				exit(2);
 			}
 			o.gqa_repeat = !strcmp(v, "repeat");
+		} else if (!strcmp(a, "--cudnn-mask")) {
+			if (strcmp(v, "int32") && strcmp(v, "float")) {
+				fprintf(stderr, "gpu_bench: --cudnn-mask is int32 or float, not '%s'\n", v);
+				exit(2);
+			}
+			o.mask_float = !strcmp(v, "float");
 		}
 		else if (!strcmp(a, "--peak-tflops")) {
 			char *end;
@@ -330,7 +341,7 @@ struct krow {
 struct run_info {
 	const struct options *o;
 	const char *gpu, *driver, *cuda_driver, *cuda_runtime, *cublas, *date;
-	const char *peak_source, *attention, *attention_gqa, *gemm_algorithms;
+	const char *peak_source, *attention, *attention_gqa, *attention_mask, *gemm_algorithms;
 	double fwd_ms, bwd_ms, block_ms, model_tflop, causal_tflop, peak, mfu, mfu_causal;
 };
 
@@ -378,6 +389,7 @@ static int write_bench(struct h5file_session *session, hid_t f, void *ctx)
 	attr_str(g, "peak_source", r->peak_source);
 	attr_str(g, "attention", r->attention);
 	attr_str(g, "attention_gqa_backward", r->attention_gqa);
+	attr_str(g, "attention_mask_index", r->attention_mask);
 	attr_str(g, "gemm_algorithms", r->gemm_algorithms);
 
 	hid_t s24 = H5Tcopy(H5T_C_S1), s8 = H5Tcopy(H5T_C_S1);
@@ -476,6 +488,7 @@ int main(int argc, char **argv)
 	struct cuda_ctx *ctx = cuda_ctx_new(cuda_scratch_bytes(&m, B));
 	cuda_ctx_attention(ctx, o.cudnn ? CUDA_ATTN_CUDNN : CUDA_ATTN_MMA);
 	cuda_ctx_attention_gqa_repeat(ctx, o.gqa_repeat);
+	cuda_ctx_attention_mask_float(ctx, o.mask_float);
 	cuda_ctx_gemm_autotune(ctx, o.autotune);
 
 	/* parameters, gradients, activations: one block store per block */
@@ -604,13 +617,14 @@ int main(int argc, char **argv)
 	const char *attention = cuda_ctx_attention_used(ctx, &why) == CUDA_ATTN_CUDNN ? "cudnn" : "mma";
 	if (o.cudnn && why)
 		printf("attention: cuDNN was asked for, the mma kernels ran: %s\n", why);
-	if (o.cudnn && cuda_ctx_attention_mask(ctx))
-		printf("attention: cuDNN's plans, their causal mask's indices %s\n", cuda_ctx_attention_mask(ctx));
+	const char *mask = o.cudnn ? cuda_ctx_attention_mask(ctx) : NULL;
+	if (mask)
+		printf("attention: cuDNN's plans, their causal mask's indices %s\n", mask);
 	const char *not_kv = NULL, *gqa = o.cudnn ? cuda_ctx_attention_gqa(ctx, &not_kv) : NULL;
 	if (gqa)
 		printf("attention: cuDNN's backward under GQA by %s%s%s\n", gqa, not_kv ? ": " : "", not_kv ? not_kv : "");
 	struct run_info ri = { &o, prop.name, driver, cuda_driver, cuda_runtime, cublas, date,
-			       peak_source, attention, gqa ? gqa : "",
+			       peak_source, attention, gqa ? gqa : "", mask ? mask : "",
 			       o.autotune ? "timed (top 8 of the heuristic)" : "heuristic's first", fwd_ms, bwd_ms, block_ms, model_flop / 1e12,
 			       causal_flop / 1e12, peak, mfu, mfu_causal };
 	write_h5(o.out, &ri, rows, nks);

@@ -373,13 +373,15 @@ static void test_rope(void)
 
 /*
  * cudnn: through the context with cuDNN asked for (2: GQA's backward on
- * the repeated copy); returns without checks when it fell back.
+ * the repeated copy; 3: the causal mask by FLOAT indices alone); returns
+ * without checks when it fell back.
  */
 static void attention_case_with(int B, int T, int H, int KV, int Q, int cudnn)
 {
 	char tag[80];
-	snprintf(tag, sizeof(tag), "%sB%d T%d H%d KV%d Q%d", cudnn == 2 ? "cuDNN (repeated K, V) " : cudnn ? "cuDNN " : "",
-		 B, T, H, KV, Q);
+	snprintf(tag, sizeof(tag), "%sB%d T%d H%d KV%d Q%d",
+		 cudnn == 3 ? "cuDNN (FLOAT mask) " : cudnn == 2 ? "cuDNN (repeated K, V) " : cudnn ? "cuDNN " : "", B, T,
+		 H, KV, Q);
 	size_t N = (size_t)B * T, W = (size_t)(H + 2 * KV) * Q, HQ = (size_t)H * Q;
 	size_t nl = (size_t)B * H * T;
 	float *qkv = randn(N * W, 1.0f), *dout = randn(N * HQ, 1.0f);
@@ -395,12 +397,14 @@ static void attention_case_with(int B, int T, int H, int KV, int Q, int cudnn)
 		const char *why = NULL;
 		cuda_ctx_attention(ctx, CUDA_ATTN_CUDNN);
 		cuda_ctx_attention_gqa_repeat(ctx, cudnn == 2);
+		cuda_ctx_attention_mask_float(ctx, cudnn == 3);
 		cuda_attention_forward_ctx(ctx, d_out, d_lse, d_qkv, B, T, H, KV, Q, stream);
 		int fwd = cuda_ctx_attention_used(ctx, &why) == CUDA_ATTN_CUDNN;
 		cuda_attention_backward_ctx(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, Q, stream);
 		int bwd = cuda_ctx_attention_used(ctx, why ? NULL : &why) == CUDA_ATTN_CUDNN;
 		cuda_ctx_attention(ctx, CUDA_ATTN_MMA);
 		cuda_ctx_attention_gqa_repeat(ctx, 0);
+		cuda_ctx_attention_mask_float(ctx, 0);
 		if (bwd && KV < H) {
 			/* which graph the checks below check: a note, as a fallback is; the repeated copy when asked for */
 			const char *not_kv = NULL, *how = cuda_ctx_attention_gqa(ctx, &not_kv);
@@ -465,6 +469,11 @@ static void test_cudnn(void)
 	attention_case_with(1, 300, 4, 1, 64, 1);  /* T not a multiple of a tile */
 	attention_case_with(1, 256, 8, 2, 128, 2); /* GQA on the repeated copy, the fallback */
 	attention_case_with(1, 300, 4, 1, 64, 2);
+	attention_case_with(2, 128, 4, 4, 64, 3);  /* the FLOAT-index mask, should INT32 be the one built above */
+	attention_case_with(1, 300, 4, 1, 64, 3);
+	/* which forms the cases above ran: the INT32 mask falls back to FLOAT without a failure */
+	const char *mask = cuda_ctx_attention_mask(ctx);
+	printf("note cuDNN's plans: causal mask indices %s\n", mask ? mask : "none (no plan built)");
 }
 
 /*

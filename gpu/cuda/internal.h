@@ -56,6 +56,7 @@ struct cuda_ctx {
 	const char *attention_msg;     /* why cuDNN was not used, when asked for */
 	struct cudnn_sdpa *sdpa;       /* cuDNN's plans and handle (attention_cudnn.c), NULL until used */
 	int gqa_repeat;                /* cuDNN's GQA backward on the repeated copy (cuda_ctx_attention_gqa_repeat) */
+	int mask_float;                /* cuDNN's causal mask by FLOAT indices alone (cuda_ctx_attention_mask_float) */
 	int autotune;                  /* time the heuristic's candidates per GEMM shape */
 	int prof_on;
 	int nprof;                     /* entries recorded since the last read */
@@ -117,12 +118,15 @@ void norm_backward(struct cuda_ctx *ctx, bf16 *dx, void *dw, const bf16 *dout, c
  * cudnn_sdpa_free releases the plans and handle (NULL is a no-op).
  */
 struct cudnn_sdpa;
+/* flags: the backward under GQA on the repeated copy; the causal mask's FLOAT-index graph alone */
+#define CUDNN_SDPA_GQA_REPEAT 1u
+#define CUDNN_SDPA_MASK_FLOAT 2u
 int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T,
-		       int H, int KV, int Q, void *workspace, size_t workspace_bytes, cudaStream_t st,
-		       const char **why);
+		       int H, int KV, int Q, void *workspace, size_t workspace_bytes, unsigned flags,
+		       cudaStream_t st, const char **why);
 int cudnn_sdpa_backward(struct cudnn_sdpa **sp, bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
 			const bf16 *out, const float *lse, int B, int T, int H, int KV, int Q,
-			void *workspace, size_t workspace_bytes, int gqa_repeat, cudaStream_t st,
+			void *workspace, size_t workspace_bytes, unsigned flags, cudaStream_t st,
 			const char **why);
 void cudnn_sdpa_free(struct cudnn_sdpa *s);
 /* The causal mask's index type cuDNN's plans were built with: "int32", "float", "int32 and float", NULL: none */
