@@ -630,14 +630,16 @@ static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how
 	for (int i = 0; i < n; i++) {
 		cs[i].ns = measure(k, how[i].stream, run_collective, &how[i], NULL, NULL);
 		cs[i].ns_busy = cs[i].ns;
-		if (busy && busy->n > 0 && busy->ns > 0) {
+		/* one pass of the list must fit the calls a gated stream may queue (max_reps; past
+		 * them dev_stream aborts): else the collective is priced as timed alone */
+		if (busy && busy->n > 0 && busy->n <= k->max_reps && busy->ns > 0) {
 			int reps = (int)(k->target_ns / (cs[i].ns > 0 ? cs[i].ns : 1));
 			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
 			busy->count = (int)(1.2 * reps * cs[i].ns / busy->ns) + 1;
 			if (busy->count * busy->n > k->max_reps) {
 				/* the calls a gated stream may queue (max_reps) are passes of the list: fewer
 				 * collectives, so that the passes that fit still cover them */
-				busy->count = k->max_reps / busy->n > 0 ? k->max_reps / busy->n : 1;
+				busy->count = k->max_reps / busy->n;
 				reps = (int)(busy->count * busy->ns / (1.2 * (cs[i].ns > 0 ? cs[i].ns : 1)));
 				reps = reps < 1 ? 1 : reps;
 			}
