@@ -646,7 +646,8 @@ figures() {
 	local log=$LOGS/$1.log
 	case $1 in
 	host) grep -m1 -E '^NVIDIA|^name,' "$log" >/dev/null && sed -n '/^name, driver/{n;p;q}' "$log" ;;
-	test) grep -E 'passed, [0-9]+ failed|^note cuDNN.s plans|^note attention cuDNN .*: the backward by' "$log" | tr '\n' ' ' ;;
+	test) grep -E 'passed, [0-9]+ failed|^note cuDNN.s plans|^note attention cuDNN .*(: the backward by|fell back)' "$log" |
+		tr '\n' ' ' ;;
 	memcheck) grep -E 'passed, [0-9]+ failed|ERROR SUMMARY' "$log" | tr '\n' ' ' ;;
 	racecheck) grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|passed, ' "$log" | tr '\n' ' ' ;;
 	bench) grep -c 'FAILED' "$log" | sed 's/$/ failed (table below)/' ;;
