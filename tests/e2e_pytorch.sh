@@ -24,7 +24,10 @@
 #   5. microbench.py --quick at the runs' shape: a row of its own for each
 #      GEMM and attention the recipe lists at the precision it measures
 #      (fp32 here), and a file that ./sim --compare prices the one-rank
-#      runs with.
+#      runs with;
+#   6. microbench.py's split of SDPA's backward into its helper kernels (on
+#      a GPU by the profiler): the profiler's rows read as PyTorch names
+#      them, each helper a share of the whole backward.
 # Without such a Python it says so and checks nothing (0 passed). One line
 # per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
@@ -181,6 +184,31 @@ if "$PY" experiments/pytorch/microbench.py --quick --sim "$SIM" --hidden 128 --f
 	fi
 else
 	bad "microbench.py" "$(tail -3 "$tmp/cal.log")"
+fi
+
+# 6. SDPA backward's helper kernels split off its row (on a GPU, by its profile; here the CPU's profiler and
+# made-up shares): the profiler's rows read as PyTorch names them, each helper a share of the whole backward
+cat >"$tmp/split.py" <<'EOF'
+import sys
+sys.path.insert(0, "experiments/pytorch")
+import torch
+import microbench as mb
+q = torch.randn(1, 2, 16, 8, requires_grad=True)
+o = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+shares = mb.helper_shares(lambda: torch.autograd.grad(o.sum(), q, retain_graph=True), cuda=False)
+assert set(shares) == {"dot_do_o", "convert_dq"} and all(0 <= v <= 1 for v in shares.values()), shares
+rows = [(b"attention_bwd", mb.K_ATTN, 2, 16, 8, 1, 1, 1000.0, 0.0)]
+listed = [("attention_bwd_dot", 11, 12), ("attention_bwd_dq", 21, 22)]
+mb.split_backward(rows, listed, {"dot_do_o": 0.05, "convert_dq": 0.10})
+got = {r[0].decode(): round(r[7], 6) for r in rows}
+assert got == {"attention_bwd": 850.0, "attention_bwd_dot": 50.0, "attention_bwd_dq": 100.0}, got
+assert [r[5:7] for r in rows[1:]] == [(11, 12), (21, 22)], rows
+print("1000 ns as", ", ".join("%s %g" % kv for kv in got.items()))
+EOF
+if "$PY" "$tmp/split.py" >"$tmp/split.log" 2>&1; then
+	ok "microbench.py: SDPA backward's helpers split off, each a share of the whole ($(tail -1 "$tmp/split.log"))"
+else
+	bad "microbench.py's split of SDPA backward" "$(tail -3 "$tmp/split.log")"
 fi
 
 echo "$passed passed, $failed failed"

@@ -350,18 +350,38 @@ def eager_ops(dev, dt, N, D, H, KV, Q, F_, V):
     return ops
 
 
-def helper_shares(fn):
+HELPERS = (("attention_bwd_dot", "dot_do_o"), ("attention_bwd_dq", "convert_dq"))
+
+
+def helper_shares(fn, cuda=True):
     """The shares of fn's device time that its kernels named like `dot_do_o` and `convert_dq` (cuDNN's and
-    FlashAttention's helpers of SDPA's backward) take, by the profiler: {pattern: share}."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    FlashAttention's helpers of SDPA's backward) take, by the profiler: {pattern: share}. cuda=False: of its CPU
+    time, by the CPU's profiler (what tests/e2e_pytorch.sh runs where no GPU is)."""
+    act = torch.profiler.ProfilerActivity
+    with torch.profiler.profile(activities=[act.CUDA if cuda else act.CPU]) as prof:
         fn()
-        torch.cuda.synchronize()
-    times = [(e.name, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0]
+        if cuda:
+            torch.cuda.synchronize()
+    # key_averages() gives FunctionEventAvg rows, named by `key` (no `name`: the H200 session's split failed on it)
+    times = [(e.key, e.device_time_total if cuda else e.self_cpu_time_total) for e in prof.key_averages()]
+    times = [(n, t) for n, t in times if t > 0]
     total = sum(t for n, t in times if not n.startswith(("Memcpy", "Memset", "aten::", "autograd::")))
     shares = {}
-    for pattern in ("dot_do_o", "convert_dq"):
+    for _, pattern in HELPERS:
         shares[pattern] = sum(t for n, t in times if pattern in n) / total if total else 0.0
     return shares
+
+
+def split_backward(kernels, listed, helpers):
+    """SDPA backward's row (attention_bwd) split by helper_shares: a row of its own for each helper the recipe lists
+    (`listed`: ./sim's kernels), its share of the whole backward's time, and the rest left to attention_bwd."""
+    whole = [i for i, x in enumerate(kernels) if x[0] == b"attention_bwd"][0]
+    ns = kernels[whole][7]
+    for name, pattern in HELPERS:
+        row = [x for x in listed if x[0] == name]
+        if row and helpers.get(pattern):
+            kernels.append((name.encode(), K_EW, 0, 0, 0, row[0][1], row[0][2], ns * helpers[pattern], 0.0))
+    kernels[whole] = kernels[whole][:7] + (ns * (1 - sum(helpers.values())), 0.0)
 
 
 def profiled_kernels(fn):
@@ -565,13 +585,7 @@ def main():
         except Exception as e:  # the profiler is a convenience here: without it the helpers are priced as passes
             print("microbench: SDPA backward's helpers not split (%s)" % e)
             helpers = {}
-        for name, pattern in (("attention_bwd_dot", "dot_do_o"), ("attention_bwd_dq", "convert_dq")):
-            row = [x for x in listed if x[0] == name]
-            if row and helpers.get(pattern):
-                kernels.append((name.encode(), K_EW, 0, 0, 0, row[0][1], row[0][2],
-                                kernels[-1][7] * helpers[pattern], 0.0))
-        whole = [i for i, x in enumerate(kernels) if x[0] == b"attention_bwd"][0]
-        kernels[whole] = kernels[whole][:7] + (kernels[whole][7] * (1 - sum(helpers.values())), 0.0)
+        split_backward(kernels, listed, helpers)
     if listed is None:
         rows = min(N, 2048 if a.quick else N)
         logits = torch.randn(rows, V, device=dev, dtype=dt)
