@@ -47,9 +47,10 @@ phase() {
 	echo "$t $*" >>"$OUT/pytorch/phases.txt"
 	[ -z "${PHASES:-}" ] || echo "$t hooks: 40-pytorch: $*" >>"$PHASES"
 }
-# microbench: 20 s on the H200; since, a profile of each FSDP2 copy and 3 s of GEMMs for the SM clock
+# microbench: 20 s on the H200; since, a profile of each FSDP2 copy and 3 s of GEMMs for the SM clock (30 to
+# 40 s by estimate; its file is written at its end, so a cap that cuts it loses it all: 90 s)
 phase microbench
-tmo 60 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
+tmo 90 $PY experiments/pytorch/microbench.py --out "$OUT/pytorch/$hw-pytorch-cal.h5" 2>&1 | tee "$OUT/pytorch/microbench.log" || rc=1
 # the rates by template this GPU gives, beside the committed GPUs' and the catalog's (a table to read: a GPU
 # the script does not know the HBM of is named in its message)
 if [ -x ./sim ] && [ -f "$OUT/pytorch/$hw-pytorch-cal.h5" ]; then
