@@ -985,6 +985,9 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	/* the collectives again, beside a block's kernels as measured */
 	busy = xmalloc(sizeof(*busy));
 	busy_plan(busy, s, &cal);
+	if (busy->n > k.max_reps && c->rank == 0)
+		fprintf(stderr, "calibrate: a block's %d kernels exceed the %d calls a gated stream may queue: the "
+			"collectives beside them not measured (priced as alone)\n", busy->n, k.max_reps);
 	collectives(&k, cal.colls, how, cal.ncolls, busy);
 	free(busy);
 	passes(&k, &cal);
