@@ -203,6 +203,9 @@ mb.split_backward(rows, listed, {"dot_do_o": 0.05, "convert_dq": 0.10})
 got = {r[0].decode(): round(r[7], 6) for r in rows}
 assert got == {"attention_bwd": 850.0, "attention_bwd_dot": 50.0, "attention_bwd_dq": 100.0}, got
 assert [r[5:7] for r in rows[1:]] == [(11, 12), (21, 22)], rows
+rows = [(b"attention_bwd", mb.K_ATTN, 2, 16, 8, 1, 1, 1000.0, 0.0)]  # a helper the recipe does not list stays
+mb.split_backward(rows, listed[:1], {"dot_do_o": 0.05, "convert_dq": 0.10})
+assert [(r[0], round(r[7], 6)) for r in rows] == [(b"attention_bwd", 950.0), (b"attention_bwd_dot", 50.0)], rows
 print("1000 ns as", ", ".join("%s %g" % kv for kv in got.items()))
 EOF
 if "$PY" "$tmp/split.py" >"$tmp/split.log" 2>&1; then

@@ -374,14 +374,16 @@ def helper_shares(fn, cuda=True):
 
 def split_backward(kernels, listed, helpers):
     """SDPA backward's row (attention_bwd) split by helper_shares: a row of its own for each helper the recipe lists
-    (`listed`: ./sim's kernels), its share of the whole backward's time, and the rest left to attention_bwd."""
+    (`listed`: ./sim's kernels), its share of the whole backward's time, and the rest left to attention_bwd (a
+    helper the recipe does not list stays in it)."""
     whole = [i for i, x in enumerate(kernels) if x[0] == b"attention_bwd"][0]
-    ns = kernels[whole][7]
+    ns, taken = kernels[whole][7], 0.0
     for name, pattern in HELPERS:
         row = [x for x in listed if x[0] == name]
         if row and helpers.get(pattern):
             kernels.append((name.encode(), K_EW, 0, 0, 0, row[0][1], row[0][2], ns * helpers[pattern], 0.0))
-    kernels[whole] = kernels[whole][:7] + (ns * (1 - sum(helpers.values())), 0.0)
+            taken += helpers[pattern]
+    kernels[whole] = kernels[whole][:7] + (ns * (1 - taken), 0.0)
 
 
 def profiled_kernels(fn):
