@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "run/layout.h"
+#include "run/parts.h"
 #include "testutil.h"
 
 /* Every unit's shard of every rank, on 1 thread and on `threads`: the same bytes. Returns the elements compared. */
@@ -54,8 +55,22 @@ static void test_threads(void)
 	CU_ASSERT(same_on_threads("policy.runtime=pytorch", "cluster.nodes=2", 64) > 0);
 }
 
+/* How many parts a split takes: the threads asked, at most one per `per` elements, 1 to PARTS_MAX. */
+static void test_count(void)
+{
+	CU_ASSERT_EQUAL(parts_count(5, 3, 1), 3);
+	CU_ASSERT_EQUAL(parts_count(2, 10, 1), 2);
+	CU_ASSERT_EQUAL(parts_count(100, 1000, 1), PARTS_MAX);
+	CU_ASSERT_EQUAL(parts_count(8, 0, 1), 1);
+	CU_ASSERT_EQUAL(parts_count(0, 10, 1), 1);
+	CU_ASSERT_EQUAL(parts_count(16, (size_t)3 << 20, (size_t)1 << 20), 3);
+	CU_ASSERT_EQUAL(parts_count(16, ((size_t)3 << 20) + 1, (size_t)1 << 20), 4);
+	CU_ASSERT_EQUAL(parts_count(16, 5, (size_t)1 << 20), 1);
+}
+
 void suite_run_layout(void)
 {
 	CU_pSuite s = CU_add_suite("run_layout", NULL, NULL);
 	CU_add_test(s, "initial shards: the same bytes on 1, 3, 5, 7 and 64 threads, flat and per tensor", test_threads);
+	CU_add_test(s, "parts_count: the threads asked, at most one per part's least elements, 1 to PARTS_MAX", test_count);
 }

@@ -211,9 +211,7 @@ static void fill_persistent(struct exec *x)
 			const struct unit_layout *u = &x->lay->units[b->unit];
 			assert(elems_of(b) == u->shard_floats);
 			/* on the node's CPUs this rank may take, a thread for each 2^20 elements at most */
-			int threads = parts_threads(x->c->local_ranks);
-			if ((size_t)threads > (u->shard_floats >> 20) + 1)
-				threads = (int)(u->shard_floats >> 20) + 1;
+			int threads = parts_count(parts_threads(x->c->local_ranks), u->shard_floats, (size_t)1 << 20);
 			layout_shard_init(u, shard, x->c->shard_rank, x->e->run.seed, threads);
 			if (b->elem == ELEM_BF16) {
 				uint16_t *h = (uint16_t *)shard; /* in place, front to back */

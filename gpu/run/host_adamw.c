@@ -115,10 +115,7 @@ void host_adamw(const struct optim_tensor *t, int count, const struct ref_adamw_
 	assert(threads >= 1);
 	for (int i = 0; i < count; i++)
 		total += t[i].n;
-	if (threads > PARTS_MAX)
-		threads = PARTS_MAX;
-	if ((size_t)threads > total)
-		threads = total ? (int)total : 1;
+	threads = parts_count(threads, total, 1);
 	for (int i = 0; i < threads; i++) {
 		w[i] = (struct part){ t, count, hp, step, scale, total * (size_t)i / (size_t)threads,
 				      total * (size_t)(i + 1) / (size_t)threads, 0 };

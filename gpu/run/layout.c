@@ -217,10 +217,7 @@ void layout_shard_init(const struct unit_layout *u, float *shard, int r, unsigne
 		size_t dst, src;
 		total += layout_rank_piece(u, &u->t[i], r, &dst, &src);
 	}
-	if (threads > PARTS_MAX)
-		threads = PARTS_MAX;
-	if ((size_t)threads > total)
-		threads = total ? (int)total : 1;
+	threads = parts_count(threads, total, 1);
 	for (int i = 0; i < threads; i++)
 		w[i] = (struct init_part){ u, shard, r, mix64((uint64_t)seed), total * (size_t)i / (size_t)threads,
 					   total * (size_t)(i + 1) / (size_t)threads };

@@ -24,6 +24,17 @@ void parts_run(void *(*run)(void *), void *parts, size_t size, int n)
 		pthread_join(tid[i], NULL);
 }
 
+int parts_count(int threads, size_t total, size_t per)
+{
+	size_t most = per ? (total + per - 1) / per : total;
+
+	if (threads > PARTS_MAX)
+		threads = PARTS_MAX;
+	if ((size_t)threads > most)
+		threads = (int)most;
+	return threads < 1 ? 1 : threads;
+}
+
 int parts_threads(int local_ranks)
 {
 	cpu_set_t set;

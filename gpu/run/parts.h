@@ -18,6 +18,13 @@
 void parts_run(void *(*run)(void *), void *parts, size_t size, int n);
 
 /*
+ * The parts to split `total` elements into on at most `threads` threads,
+ * each part at least `per` elements (>= 1) but for the last: 1 to
+ * PARTS_MAX.
+ */
+int parts_count(int threads, size_t total, size_t per);
+
+/*
  * The threads a rank's host work takes: the CPUs this process may run on
  * (its affinity), shared by the `local_ranks` ranks of its node, at least 1
  * and at most PARTS_MAX.
