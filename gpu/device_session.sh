@@ -524,6 +524,7 @@ PY
 # reductions' order may differ: 1e-2 on cuda's bf16, 1e-5 on the CPU's fp32). Not compared by ./sim
 # (fabric = staged), nothing written to data/. STAGED_SET: more settings (words) for the policies
 # checked against fsdp, none for fsdp's runs (tests/e2e_device_session.sh makes them differ so).
+# STAGED_TIMEOUT_S: each run's watchdog (45 s; the test makes the reference hang with a tiny one).
 step_staged() {
 	local rc=0 n=0 bad=0 last=0 flag="" tol shape set=${STAGED_SET:-}
 	have_device || return 1
@@ -546,7 +547,7 @@ step_staged() {
 		# shellcheck disable=SC2086
 		tmo "$s" mpirun $MPI_LOCAL --mca btl_vader_single_copy_mechanism none --oversubscribe -np "$np" \
 			./gpu_run "$EXP" --device "$DEVICE" $shape $flag --set run.warmup=0 --set run.steps=3 \
-			--set run.timeout_s=45 --set cluster.nodes="$nodes" --set cluster.gpus_per_node=$((np / nodes)) \
+			--set run.timeout_s="${STAGED_TIMEOUT_S:-45}" --set cluster.nodes="$nodes" --set cluster.gpus_per_node=$((np / nodes)) \
 			"$@" >"$WORK/staged-$name.out" 2>&1
 		r=$?
 		last=$r

@@ -221,6 +221,17 @@ for c in "run.lr=0.003:line 2" "run.seed=7:first loss"; do
 	fi
 	rm -rf "$tmp/out4"
 done
+# the reference hangs (its watchdog fires at once: exit 4): the runs that share its path are not started
+CARRY=$tmp/absent.tar.gz STAGED_TIMEOUT_S=0.001 DEVICE=cpu OUT=$tmp/out4 DATA=$data BUDGET_S=200 \
+	bash gpu/device_session.sh staged >"$tmp/log4" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "^FAIL staged rc=1 .*: staged: 1 runs, 1 failed or differed (fsdp2, the reference, hung: the rest not run)$" \
+	"$tmp/out4/summary.txt"; then
+	ok "staged: the reference's watchdog fires, the six other runs are not started (the session goes on)"
+else
+	bad "staged, the reference hung" "exit $rc: $(grep ' staged ' "$tmp/out4/summary.txt" 2>/dev/null)"
+fi
+rm -rf "$tmp/out4"
 
 # 3. DEVICE
 CARRY=$tmp/absent.tar.gz DEVICE=rocm OUT=$tmp/out2 bash gpu/device_session.sh host >"$tmp/log2" 2>&1
