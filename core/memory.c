@@ -831,7 +831,6 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 					cycle += retries[i];
 				more = (uint64_t)((left - phase) / period) * cycle;
 				stop = k + 1 + phase;
-				period = k + 1 - j;
 				break;
 			}
 	}

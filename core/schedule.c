@@ -791,7 +791,6 @@ static void forward(struct builder *b, int micro)
 			a = buf_new(b, saved, MEM_ACTIVATIONS, BUF_TOKENS, ST_COMPUTE, u, g, micro, ELEM_I32);
 		} else {
 			opd(b, b->resid, sk == SEG_HEAD ? OPD_IN : OPD_INOUT);
-			a = -1;
 			if (sk == SEG_BLOCK) /* a tensor each, in the order forward makes them */
 				a = acts_tensors(b, &b->saved_t[seg_ac(s, g)], BUF_ACTS, u, g, micro, &b->nacts[g]);
 			else
