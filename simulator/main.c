@@ -672,7 +672,7 @@ static int sweep_out(int argc, char **argv, const char **out)
 		} else {
 			text_line(stderr, "--sweep: '%s' is not allowed here: the sweep file gives the configurations "
 					"(its [sweep] experiment, and its axes); allowed: --out FILE.h5, --top N, --json, "
-					"--memory-budget GiB, --global-batch N", argv[i]);
+					"--advise, --memory-budget GiB, --global-batch N", argv[i]);
 			return -1;
 		}
 	}
