@@ -22,7 +22,7 @@ endif
 OPT ?= -O2
 WERROR := $(if $(CI),-Werror,)
 SAN ?=
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra $(WERROR) -MMD -MP $(SAN) -Icore -Isimulator -Igpu -Igpu/ref -I$(BUILD)
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Wshadow $(WERROR) -MMD -MP $(SAN) -Icore -Isimulator -Igpu -Igpu/ref -I$(BUILD)
 DEPS_PKGS := libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libgsl-dev libcunit1-dev libinih-dev python3-matplotlib python3-h5py python3-numpy pkg-config patchelf
 
 FUZZ_PKGS := clang

@@ -1252,13 +1252,13 @@ static int find_best_fit(struct allocator *a, const struct pool *p, uint64_t r, 
 	}
 	for (int need = 2; need >= 1; need--) {
 		for (int j = 0; j < p->nlinked; j++) {
-			int h = p->linked[j], k;
+			int h = p->linked[j], blk;
 			uint64_t run = 0;
 			if (!usable(a, h, need) || usable(a, a->blocks[h].prev, need) ||
 			    !usable(a, a->blocks[h].next, need))
 				continue;
-			for (k = h; usable(a, k, need); k = a->blocks[k].next)
-				run += a->blocks[k].size;
+			for (blk = h; usable(a, blk, need); blk = a->blocks[blk].next)
+				run += a->blocks[blk].size;
 			if (run >= r && fits_better(&a->blocks[h], run, best[need] >= 0 ? &a->blocks[best[need]] : NULL,
 						    best_run[need], 0)) {
 				best[need] = h;
@@ -2001,19 +2001,19 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 	if (best < 0 && a->cfg.expandable) {
 		best = expand(a, pool, r);
 	} else if (best < 0) {
-		uint64_t bytes = small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER : round_up(r, a->cfg.segment);
+		uint64_t seg_bytes = small ? SMALL_BUFFER : r < MIN_LARGE_ALLOC ? LARGE_BUFFER : round_up(r, a->cfg.segment);
 		assert(a->cfg.caching); /* an arena always has room at its end */
-		if (a->capacity && a->n.reserved + bytes > a->capacity) {
+		if (a->capacity && a->n.reserved + seg_bytes > a->capacity) {
 			/* cudaMalloc would fail: flush the cache and retry (no new search of the pool, as in PyTorch) */
 			flush(a);
 			a->n.retries++;
-			if (a->n.reserved + bytes > a->capacity) {
+			if (a->n.reserved + seg_bytes > a->capacity) {
 				/* PyTorch raises here; from now on, a device with just the memory the run has needed */
 				a->n.ooms++;
-				a->capacity = a->n.reserved + bytes;
+				a->capacity = a->n.reserved + seg_bytes;
 			}
 		}
-		if ((best = segment_new(a, bytes, pool)) < 0)
+		if ((best = segment_new(a, seg_bytes, pool)) < 0)
 			return -1;
 	}
 	k = &a->blocks[best];

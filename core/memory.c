@@ -825,8 +825,10 @@ void memory_predict(struct memory *m, const uint64_t *issue_ns)
 		 */
 		for (int j = k; j >= 0; j--)
 			if (layout_same(&h[k + 1], &h[j])) {
-				int period = k + 1 - j, left = steps - 1 - k, phase = left % period;
+				int left = steps - 1 - k, phase;
 				uint64_t cycle = 0;
+				period = k + 1 - j;
+				phase = left % period;
 				for (int i = j; i <= k; i++)
 					cycle += retries[i];
 				more = (uint64_t)((left - phase) / period) * cycle;

@@ -290,9 +290,9 @@ static void update_rates(struct engine *g)
 			progress(g, a);
 			for (unsigned m = a->links; m; m &= m - 1) { /* the links in order */
 				int l = __builtin_ctz(m);
-				double share = g->cost.link_bytes_per_ns[l] / on_link[l];
-				if (share < bw)
-					bw = share;
+				double per_act = g->cost.link_bytes_per_ns[l] / on_link[l];
+				if (per_act < bw)
+					bw = per_act;
 			}
 			if (a->cap > 0 && a->cap < bw) /* 0 but for a collective */
 				bw = a->cap;

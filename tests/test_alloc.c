@@ -798,16 +798,16 @@ static void test_memory_series(void)
 	struct schedule *tb = test_schedule(&t, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=2",
 					    "cluster.gpus_per_node=8", "policy.microbatches=8", NULL);
 	struct memory *m = memory_new(s, 0, NULL, NULL), *rec = memory_new(s, 1, NULL, NULL);
-	struct memory *arena = memory_new(tb, 0, NULL, NULL);
+	struct memory *tarena = memory_new(tb, 0, NULL, NULL);
 	const struct mem_series *x = &m->series;
 	uint32_t sum = 0;
 	int first = -1, mb = -1;
 
-	CU_ASSERT(m->skip && !rec->skip && !arena->skip);
+	CU_ASSERT(m->skip && !rec->skip && !tarena->skip);
 	CU_ASSERT_FATAL(x->n >= 2 && x->n <= 6);
 	CU_ASSERT(x->dbuf > 0);
-	for (int t = 0; t < ST_COUNT; t++)
-		sum += x->dpos[t];
+	for (int st = 0; st < ST_COUNT; st++)
+		sum += x->dpos[st];
 	CU_ASSERT_EQUAL(sum, (uint32_t)x->len);
 	/* a window is a microbatch, from its first op, neither the first microbatch nor the last */
 	mb = s->ops[x->first].micro;
@@ -821,7 +821,7 @@ static void test_memory_series(void)
 	/* each window allocates the buffers of the one before, dbuf numbers on */
 	CU_ASSERT_FATAL(first >= 0);
 	CU_ASSERT_EQUAL((int)s->bufrefs[s->ops[first + x->len].buf_first], (int)s->bufrefs[s->ops[first].buf_first] + x->dbuf);
-	memory_free(arena);
+	memory_free(tarena);
 	memory_free(rec);
 	memory_free(m);
 	schedule_free(tb);
@@ -853,6 +853,12 @@ static void test_memory_steps_met(void)
 			 1, 1);
 	memory_steps_met("model.name=llama3-70b", "cluster.nodes=16", "policy.microbatches=12",
 			 "policy.expandable_segments=true", 1, 1);
+	/*
+	 * a cycle of two steps (flushes release and reserve segments every
+	 * other step): the steps not simulated end as the step two before
+	 */
+	memory_steps_met("model.name=llama3-70b", "cluster.nodes=2", "policy.microbatches=1",
+			 "policy.runtime=pytorch-compile", 0, 0);
 }
 
 /*

@@ -864,13 +864,13 @@ static void test_calibrated_beside_two(void)
 				int ncoll = 0, nar = 0, nkern = 0, beside;
 				for (int j = 0; j < sc->nops; j++) {
 					const struct op *x = &sc->ops[j];
-					int coll = op_is_collective(x->kind) && schedule_group_size(sc, x->group) > 1;
+					int is_coll = op_is_collective(x->kind) && schedule_group_size(sc, x->group) > 1;
 					int kern = !op_is_collective(x->kind) && op_is_kernel(x) && x->kind != OP_CPU_OPTIM;
-					if (!coll && !kern)
+					if (!is_coll && !kern)
 						continue;
 					if (r.ops[j].start_ns <= t && r.ops[j].end_ns > t) {
-						ncoll += coll;
-						nar += coll && x->kind == OP_ALLREDUCE;
+						ncoll += is_coll;
+						nar += is_coll && x->kind == OP_ALLREDUCE;
 						nkern += kern;
 						if (r.ops[j].end_ns < next)
 							next = r.ops[j].end_ns;

@@ -930,10 +930,10 @@ int calibrate(const struct schedule *s, struct comm *c, struct backend *b, const
 	mpi[strcspn(mpi, "\n,")] = '\0';
 	snprintf(cal.versions, sizeof cal.versions, "%.100s; cc %.40s", mpi, __VERSION__);
 	if (b->ops->versions) { /* the device's libraries */
-		char v[CAL_TEXT_MAX];
+		char libs[CAL_TEXT_MAX];
 		size_t n = strlen(cal.versions);
-		b->ops->versions(b, v, sizeof v);
-		snprintf(cal.versions + n, sizeof cal.versions - n, "; %s", v);
+		b->ops->versions(b, libs, sizeof libs);
+		snprintf(cal.versions + n, sizeof cal.versions - n, "; %s", libs);
 	}
 	if (b->ops->gate_calls && b->ops->gate_calls(b) < k.max_reps)
 		k.max_reps = b->ops->gate_calls(b);
