@@ -803,6 +803,7 @@ void sweep_policy_pack(const struct policy *p, struct sweep_policy *o)
 	o->shard_group = (uint32_t)p->shard_group;
 	o->partial_k = (uint16_t)p->partial_k;
 	o->wrap_k = (uint16_t)p->wrap_k;
+	o->ac_k = (uint16_t)p->ac_k;
 	o->microbatches = (uint16_t)p->microbatches;
 	o->sharding = (uint8_t)p->sharding;
 	o->accum = (uint8_t)p->accum;
@@ -825,7 +826,7 @@ void sweep_policy_pack(const struct policy *p, struct sweep_policy *o)
 	o->sdpa = (uint8_t)p->sdpa;
 	o->hold_logits = (uint8_t)p->hold_logits;
 	/* every field fits its packed width (checked by config's ranges: microbatches <= 4096, prefetch <= 8) */
-	assert(p->partial_k < 65536 && p->wrap_k < 65536 && p->microbatches < 65536);
+	assert(p->partial_k < 65536 && p->wrap_k < 65536 && p->ac_k < 65536 && p->microbatches < 65536);
 }
 
 void sweep_policy_unpack(const struct sweep_policy *o, struct policy *p)
@@ -834,6 +835,7 @@ void sweep_policy_unpack(const struct sweep_policy *o, struct policy *p)
 	p->shard_group = (int)o->shard_group;
 	p->partial_k = o->partial_k;
 	p->wrap_k = o->wrap_k;
+	p->ac_k = o->ac_k;
 	p->microbatches = o->microbatches;
 	p->sharding = (enum sharding)o->sharding;
 	p->accum = (enum accum)o->accum;

@@ -142,7 +142,7 @@ void sweep_release(struct sweep *sw);
 /* A policy in a few bytes, for rows (sweep_policy_pack). */
 struct sweep_policy {
 	uint32_t shard_group;
-	uint16_t partial_k, wrap_k, microbatches;
+	uint16_t partial_k, wrap_k, ac_k, microbatches;
 	uint8_t sharding, accum, accum_dtype, wrap, reshard, optim, optim_in_backward, precision,
 		reduce_dtype, ac, loss, offload, prefetch, flat_params, concat_last_only, runtime,
 		expandable_segments, compile, sdpa, hold_logits;

@@ -563,6 +563,7 @@ static int is_sharding(const struct policy *p, int sh) { return p->sharding == (
 static int is_accum(const struct policy *p, int a) { return p->accum == (enum accum)a; }
 static int is_partial(const struct policy *p, int k) { return p->accum == ACC_PARTIAL && p->partial_k == k; }
 static int is_every(const struct policy *p, int k) { return p->wrap == WRAP_EVERY && p->wrap_k == k; }
+static int is_ac(const struct policy *p, int ac) { return p->ac == (enum ac_mode)ac; }
 
 /*
  * The size of the walk for tiny (2 layers), counted by hand.
@@ -705,6 +706,33 @@ static void test_walk_space(void)
 	free(w.p);
 }
 
+/*
+ * per-layer:K is walked only from a base that has it (PyTorch runtimes),
+ * with the base's K: each policy of the walk around it is also walked with
+ * per-layer:K, none around a base without it.
+ */
+static int is_per_layer(const struct policy *p, int k) { return p->ac == AC_PER_LAYER && p->ac_k == k; }
+
+static void test_walk_per_layer(void)
+{
+	struct model_shape m = model_of("tiny");
+	struct cluster c = cluster_of(1, 2);
+	struct policy base = walk_base(2, &c), none;
+
+	base.runtime = RT_PYTORCH;
+	none = base;
+	base.ac = AC_PER_LAYER;
+	base.ac_k = 2;
+	struct walked w = walk_all(&base, &c, &m), wn = walk_all(&none, &c, &m);
+	CU_ASSERT(count_if(&w, is_per_layer, 2) > 0);
+	CU_ASSERT_EQUAL(count_if(&w, is_per_layer, 2), count_if(&w, is_ac, AC_FULL));
+	CU_ASSERT_EQUAL(w.n, wn.n + count_if(&w, is_per_layer, 2));
+	for (int k = 0; k <= m.layers; k++)
+		CU_ASSERT_EQUAL(count_if(&wn, is_per_layer, k), 0);
+	free(w.p);
+	free(wn.p);
+}
+
 /* The walk does not depend on the base's own axis values. */
 static void test_walk_base_axes(void)
 {
@@ -745,4 +773,5 @@ void suite_policy(void)
 	CU_add_test(s, "policy_next: counts by hand", test_walk_counts);
 	CU_add_test(s, "policy_next: every K, canonical, valid, once", test_walk_space);
 	CU_add_test(s, "policy_next: the base's axes do not matter", test_walk_base_axes);
+	CU_add_test(s, "policy_next: per-layer:K from a base that has it", test_walk_per_layer);
 }

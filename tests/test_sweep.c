@@ -50,6 +50,34 @@ static int axis_of(const struct sweep *sw, const char *name)
 	return -1;
 }
 
+/*
+ * A row's policy (sweep_policy_pack) is the policy, every field of it: a
+ * field left out of the packing comes back as its default. Each field
+ * here holds a value of its own (struct policy is ints and enums alone),
+ * so a field added to struct policy and not packed fails this.
+ */
+static void test_policy_pack_roundtrip(void)
+{
+	struct policy p, q;
+	struct sweep_policy o;
+	int *field = (int *)&p;
+	const size_t nfields = sizeof p / sizeof(int);
+
+	_Static_assert(sizeof(struct policy) % sizeof(int) == 0, "struct policy: ints and enums");
+	for (size_t i = 0; i < nfields; i++)
+		field[i] = 1 + (int)(i % 3);
+	p.ac = AC_PER_LAYER;
+	p.ac_k = 7;
+	p.partial_k = 5;
+	p.wrap_k = 6;
+	p.microbatches = 9;
+	p.shard_group = 12;
+	sweep_policy_pack(&p, &o);
+	sweep_policy_unpack(&o, &q);
+	for (size_t i = 0; i < nfields; i++)
+		CU_ASSERT_EQUAL(((const int *)&q)[i], field[i]);
+}
+
 static void test_values_and_order(void)
 {
 	struct sweep sw;
@@ -398,6 +426,7 @@ static void test_axis_flags(void)
 void suite_sweep(void)
 {
 	CU_pSuite s = CU_add_suite("sweep", NULL, NULL);
+	CU_add_test(s, "a row's policy is every field of the policy", test_policy_pack_roundtrip);
 	CU_add_test(s, "values, ranges and order", test_values_and_order);
 	CU_add_test(s, "skipped candidates", test_skips);
 	CU_add_test(s, "global batch", test_global_batch);
