@@ -98,6 +98,10 @@ static void test_latency(void)
 	CU_ASSERT_EQUAL(f.tree, 0);
 	fabric_collective(&across, OP_ALLGATHER, 16, 1600, &f);
 	CU_ASSERT_EQUAL(f.latency_ns, 15 * 5000.0);
+	/* 5 ranks, not a power of two: a tree of depth 3 (the ceiling of log2 5), 6 steps instead of the ring's 8 */
+	fabric_collective(&across, OP_ALLREDUCE, 5, 100, &f);
+	CU_ASSERT_EQUAL(f.tree, 1);
+	CU_ASSERT_EQUAL(f.latency_ns, 6 * 5000.0);
 }
 
 /* Every collective op of a schedule: the simulator prices the rule's links and latency. */

@@ -197,7 +197,27 @@ static void test_accumulation_counts(void)
 	s = test_schedule(&e, "model.name=tiny", "model.layers=4", "cluster.nodes=1", "cluster.gpus_per_node=2",
 		  "policy.microbatches=2", "policy.accum=partial:2", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), 3 * 2 + 2 * 1);
+	/* ... the units of blocks 1 and 3 (every second block, counting from 1) defer and keep a full gradient */
+	for (int u = 0; u < s->nunits; u++) {
+		const struct unit *x = &s->units[u];
+		int blk = s->segs[x->last_seg].block, defers = !x->is_root && blk >= 0 && blk % 2 == 1;
+		CU_ASSERT_EQUAL(x->defer_sync, defers);
+		CU_ASSERT_EQUAL(x->accumulates_full, defers);
+	}
 	check_invariants(s);
+	done(s, &e);
+
+	/* no-sync over two microbatches: every unit keeps its full gradient from the first to the second */
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.microbatches=2",
+			  "policy.accum=no-sync", NULL);
+	CU_ASSERT_EQUAL(schedule_count_of(s, OP_REDUCE_SCATTER), s->nunits);
+	for (int u = 0; u < s->nunits; u++)
+		CU_ASSERT(s->units[u].accumulates_full);
+	done(s, &e);
+	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", "policy.microbatches=2",
+			  NULL);
+	for (int u = 0; u < s->nunits; u++)
+		CU_ASSERT(!s->units[u].accumulates_full);
 	done(s, &e);
 
 	/* optimizer: one foreach step, one per unit per-param, one per unit in backward */

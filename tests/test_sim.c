@@ -18,6 +18,7 @@
 #include "eq.h"
 #include "report.h"
 #include "schedule.h"
+#include "summary.h"
 #include "testutil.h"
 
 static void test_eq_order(void)
@@ -1093,10 +1094,62 @@ static void test_caching_allocator_at_capacity(void)
 	config_release(&e);
 }
 
+/*
+ * Exposed communication, and which kinds carry it (summary_overlap_by_kind,
+ * what --advise names), on a timeline set by hand: an all-gather over
+ * [0, 1000) ns, a reduce-scatter over [500, 2000), a forward over [800,
+ * 1200), a free of the compute stream over [1500, 1600) (a measured run
+ * times its frees; a free is no compute), every other op at 0 for no time.
+ * No compute runs over [0, 800) and (1200, 2000): 1600 ns exposed, 800 of them the all-gather's, 300 + 800
+ * the reduce-scatter's (both run over [500, 800): each counts it), none
+ * any other kind's; 400 ns of compute.
+ */
+static void test_exposed_by_kind(void)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
+	struct op_timing *t = calloc((size_t)s->nops, sizeof(*t));
+	double compute, exposed, by[OP_KIND_COUNT], exposed2;
+	int ag = -1, rs = -1, fwd = -1, fr = -1;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	for (int i = 0; i < s->nops; i++) {
+		enum op_kind k = s->ops[i].kind;
+		if (k == OP_ALLGATHER && ag < 0)
+			ag = i;
+		else if (k == OP_REDUCE_SCATTER && rs < 0)
+			rs = i;
+		else if (k == OP_FORWARD && fwd < 0)
+			fwd = i;
+		else if (k == OP_FREE && s->ops[i].stream == ST_COMPUTE && fr < 0)
+			fr = i;
+	}
+	CU_ASSERT_FATAL(ag >= 0 && rs >= 0 && fwd >= 0 && fr >= 0);
+	t[ag] = (struct op_timing){ 0, 1000 };
+	t[rs] = (struct op_timing){ 500, 2000 };
+	t[fwd] = (struct op_timing){ 800, 1200 };
+	t[fr] = (struct op_timing){ 1500, 1600 };
+	summary_overlap_by_kind(s, t, &compute, &exposed, by);
+	CU_ASSERT_DOUBLE_EQUAL(compute, 400e-9, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(exposed, 1600e-9, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(by[OP_ALLGATHER], 800e-9, 1e-15);
+	CU_ASSERT_DOUBLE_EQUAL(by[OP_REDUCE_SCATTER], 1100e-9, 1e-15);
+	for (int k = 0; k < OP_KIND_COUNT; k++)
+		if (k != OP_ALLGATHER && k != OP_REDUCE_SCATTER)
+			CU_ASSERT_EQUAL(by[k], 0.0);
+	/* without the kinds: the same totals */
+	summary_overlap(s, t, &compute, &exposed2);
+	CU_ASSERT_EQUAL(exposed2, exposed);
+	free(t);
+	schedule_free(s);
+	config_release(&e);
+}
+
 void suite_sim(void)
 {
 	CU_pSuite s = CU_add_suite("sim", NULL, NULL);
 	CU_add_test(s, "event queue order", test_eq_order);
+	CU_add_test(s, "exposed communication by kind, on a timeline set by hand", test_exposed_by_kind);
 	CU_add_test(s, "wave quantization", test_wave_quantization);
 	CU_add_test(s, "memory-bound kernels at their access pattern's rate", test_memory_access_rates);
 	CU_add_test(s, "attention at the SDPA backend the policy names", test_sdpa_backend);
