@@ -338,6 +338,17 @@ static void test_wave_quantization(void)
 		CU_ASSERT_EQUAL(ch.tile_n, 256);
 		CU_ASSERT_EQUAL(ch.waves, 1);
 		CU_ASSERT_DOUBLE_EQUAL(ch.ns / t132, 1.0, 1e-9);
+		/*
+		 * m = 12 x 256, n = 11 x 128: the largest tile only in the catalog's
+		 * orientation, 128x256 (24 x 6 = 144 tiles, two waves), not 256x128
+		 * (132, one wave); 128x128 tiles then win, 264 in two waves: 4/3
+		 */
+		odd.m = 256 * 12;
+		odd.n = 128 * 11;
+		cost_gemm(&c, &odd, 132, &ch);
+		CU_ASSERT_EQUAL(ch.tile_m, 128);
+		CU_ASSERT_EQUAL(ch.tile_n, 128);
+		CU_ASSERT_DOUBLE_EQUAL(ch.ns / t132, 4.0 / 3.0, 1e-9);
 	}
 	cost_release(&c);
 	schedule_free(s);
@@ -975,6 +986,50 @@ static void test_per_param_optimizer_is_launch_bound(void)
 	CU_ASSERT(per.step_time_s > fused.step_time_s);
 }
 
+/*
+ * Two prices op by op, from the catalog: the host optimizer (offload) at
+ * cpu_adam_gparams, over this rank's shard of llama3-8b's parameters on
+ * 8 ranks; a per-parameter optimizer step of the tiny model, whose
+ * kernels move a few KiB each, at kernel_min_us per launch.
+ */
+static void test_optimizer_op_prices(void)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, L8, "cluster.nodes=1", "cluster.gpus_per_node=8", "policy.offload=optim",
+					   NULL);
+	struct sim_result r;
+	int seen = 0;
+
+	CU_ASSERT_FATAL(engine_run(s, 0, &r, NULL, 0) == 0);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_CPU_OPTIM) {
+			double want = 8030261248.0 / 8 / e.cluster.gpu.cpu_adam_gparams;
+			CU_ASSERT_DOUBLE_EQUAL((double)(r.ops[i].end_ns - r.ops[i].start_ns), want, 1.0);
+			seen++;
+		}
+	CU_ASSERT_EQUAL(seen, 1);
+	sim_result_release(&r);
+	schedule_free(s);
+	config_release(&e);
+
+	s = test_schedule(&e, "model.name=tiny", "cluster.gpu=h100-sxm", "cluster.nodes=1", "cluster.gpus_per_node=2",
+			  "policy.optim=per-param", "policy.runtime=pytorch", NULL);
+	seen = 0;
+	CU_ASSERT_FATAL(engine_run(s, 0, &r, NULL, 0) == 0);
+	CU_ASSERT_FATAL(e.cluster.gpu.kernel_min_us > 0);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_OPTIM) {
+			double want = 1e3 * e.cluster.gpu.kernel_min_us * s->ops[i].launches;
+			CU_ASSERT(s->ops[i].launches > 1);
+			CU_ASSERT_DOUBLE_EQUAL((double)(r.ops[i].end_ns - r.ops[i].start_ns), want, 1.0);
+			seen++;
+		}
+	CU_ASSERT(seen > 1);
+	sim_result_release(&r);
+	schedule_free(s);
+	config_release(&e);
+}
+
 static void test_concat_saving(void)
 {
 	struct summary each, last;
@@ -1164,6 +1219,7 @@ void suite_sim(void)
 	CU_add_test(s, "optimizer in backward", test_optim_in_backward);
 	CU_add_test(s, "per-param optimizer is launch bound", test_per_param_optimizer_is_launch_bound);
 	CU_add_test(s, "concat on the last microbatch only", test_concat_saving);
+	CU_add_test(s, "the optimizer's ops priced from the catalog", test_optimizer_op_prices);
 	CU_add_test(s, "offload and checkpointing", test_offload_and_checkpointing);
 	CU_add_test(s, "not fitting is reported", test_not_fitting_is_reported);
 	CU_add_test(s, "the caching allocator at the GPU's capacity", test_caching_allocator_at_capacity);
