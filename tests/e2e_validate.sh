@@ -157,6 +157,13 @@ for r in runs:
         1e-6 * cs["measured_s"], (co, cs)
     beside.append(co["beside_collective"]["ops"])
     errs.append(abs(e))
+    # the ranks' skew: at each collective of the two ranks, the first's wait for the last to start it
+    if "hsdp" not in r["policy"]:
+        br = f["runs"][r["run"]]["ops_by_rank"][()]
+        k = len(ops)
+        w = sum(abs(int(br["start_ns"][k + i]) - int(br["start_ns"][i])) for i in range(k)
+                if int(ops["kind"][i]) in (0, 8, 9)) * 1e-9
+        assert w > 0 and abs(r["measured_rank_wait_s"] - w) <= 1e-6 * w + 1e-9, (r["run"], r["measured_rank_wait_s"], w)
 assert max(beside) > 0, beside  # fsdp gathers the next block while this one computes
 errs.sort()
 med = (errs[1] + errs[2]) / 2
