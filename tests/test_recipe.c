@@ -425,8 +425,23 @@ static void test_optimizer_extras(void)
 		CU_ASSERT(tensors > s->nunits); /* not one per unit */
 		CU_ASSERT_EQUAL(sum, 4 * elems);
 	}
-	/* the DTensor dispatch of its ops is host time the launch thread spends */
-	CU_ASSERT(s->ops[optim].host_ns > 0);
+	/*
+	 * the DTensor dispatch of its ops is host time the launch thread spends:
+	 * each of foreach AdamW's ops unwraps every tensor of its lists, and so
+	 * do the clipping's two (_foreach_norm, _foreach_mul_), which launch a
+	 * kernel each per chunk of foreach_chunk tensors
+	 */
+	{
+		const struct runtime_spec *r = &e.runtime;
+		int tensors = 0, chunks;
+		for (int k = 0; k < s->nunits; k++)
+			tensors += s->units[k].ntensors;
+		chunks = (tensors + r->foreach_chunk - 1) / r->foreach_chunk;
+		CU_ASSERT_FATAL(r->clip_grad_norm && r->dtensor_us > 0);
+		CU_ASSERT_EQUAL(s->ops[optim].host_ns, (uint32_t)(1e3 * r->dtensor_us * tensors * r->foreach_kernels + 0.5) +
+								(uint32_t)(1e3 * r->dtensor_us * tensors * 2 + 0.5));
+		CU_ASSERT_EQUAL(s->ops[optim].launches, (uint32_t)(chunks * r->foreach_kernels + 2 * chunks));
+	}
 	schedule_free(s);
 	config_release(&e);
 	s = build(&e, "policy.precision=fp32", NULL, NULL);

@@ -248,8 +248,42 @@ static void test_concat_last_only(void)
 	/* three units, four microbatches: concatenate every time, or only on the last */
 	CU_ASSERT_EQUAL(schedule_count_of(a, OP_CONCAT), 12);
 	CU_ASSERT_EQUAL(schedule_count_of(b, OP_CONCAT), 3);
+	/*
+	 * the bytes: the first microbatch copies the gradients in (read, write),
+	 * a later one adds them to the flat gradient kept (read both, write);
+	 * concatenating on the last only copies them in once
+	 */
+	for (int i = 0; i < a->nops; i++)
+		if (a->ops[i].kind == OP_CONCAT)
+			CU_ASSERT_EQUAL(a->ops[i].bytes,
+					(a->ops[i].micro > 0 ? 3 : 2) * a->units[a->ops[i].unit].full_grad_bytes);
+	for (int i = 0; i < b->nops; i++)
+		if (b->ops[i].kind == OP_CONCAT)
+			CU_ASSERT_EQUAL(b->ops[i].bytes, 2 * b->units[b->ops[i].unit].full_grad_bytes);
 	done(a, &e1);
 	done(b, &e2);
+}
+
+/*
+ * PyTorch (a tensor per parameter) under no-sync: autograd adds a later
+ * microbatch's gradient into the one kept, an accumulation op per unit and
+ * later microbatch that reads both and writes one.
+ */
+static void test_pytorch_accumulation_bytes(void)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+					   "policy.runtime=pytorch", "policy.microbatches=3", "policy.accum=no-sync", NULL);
+	int n = 0;
+
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_ACCUM) {
+			CU_ASSERT(s->ops[i].micro > 0);
+			CU_ASSERT_EQUAL(s->ops[i].bytes, 3 * s->units[s->ops[i].unit].full_grad_bytes);
+			n++;
+		}
+	CU_ASSERT_EQUAL(n, 2 * s->nunits);
+	done(s, &e);
 }
 
 static void test_every_policy_is_well_formed(void)
@@ -1113,6 +1147,7 @@ void suite_schedule(void)
 		    test_gathered_buffer_lifetime);
 	CU_add_test(s, "accumulation and optimizer counts", test_accumulation_counts);
 	CU_add_test(s, "concat only on the last microbatch", test_concat_last_only);
+	CU_add_test(s, "PyTorch's accumulation under no-sync", test_pytorch_accumulation_bytes);
 	CU_add_test(s, "every policy builds a well-formed graph", test_every_policy_is_well_formed);
 	CU_add_test(s, "operands name each op's memory", test_operands_name_the_memory);
 	CU_add_test(s, "flat and per-tensor shards", test_shard_layouts);
