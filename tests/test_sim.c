@@ -837,6 +837,7 @@ static void test_calibrated_beside_two(void)
 	c.nkernels = 1;
 	c.colls = coll;
 	c.ncolls = 6;
+	c.wake_ns = 7e3; /* a stream woken by another's event starts 7 us after it */
 	CU_ASSERT_FATAL(calibration_write(path, &c) == 0);
 	snprintf(set, sizeof set, "cluster.calibration=%s", path);
 
@@ -859,6 +860,12 @@ static void test_calibrated_beside_two(void)
 		CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
 		CU_ASSERT_FATAL(cost_init(&cost, sc, err, sizeof err) == 0);
 		CU_ASSERT_FATAL(engine_run(sc, 0, &r, err, sizeof err) == 0);
+		for (int i = 0; i < sc->nops; i++) /* the wake after a dependency on another stream */
+			for (uint32_t d = 0; d < sc->ops[i].ndeps; d++) {
+				uint32_t p = sc->deps[sc->ops[i].dep_first + d];
+				if (sc->ops[p].stream != sc->ops[i].stream)
+					CU_ASSERT(r.ops[i].start_ns >= r.ops[p].end_ns + 7000);
+			}
 		for (int i = 0; i < sc->nops; i++) {
 			const struct op *o = &sc->ops[i];
 			double done = 0;
