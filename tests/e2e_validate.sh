@@ -176,6 +176,12 @@ assert abs(errs[-1] - d["worst_abs_step_err"]) < 1e-7 * max(1, errs[-1])
 assert d["ranked_pairs"] == 6, "%d ranked pairs (4 runs of one group: 6)" % d["ranked_pairs"]
 assert d["repeated_configs"] == 0, "%d configurations measured more than once (none was)" % d["repeated_configs"]
 assert -1 <= d["kendall_tau"] <= 1
+# Kendall's tau counted again over the 6 pairs of the 4 policies: concordant less discordant, ties neither
+sgn = lambda x: (x > 0) - (x < 0)
+pairs = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
+tau = sum(sgn(a["measured_step_s"] - b["measured_step_s"]) * sgn(a["predicted_step_s"] - b["predicted_step_s"])
+          for a, b in pairs) / len(pairs)
+assert len(pairs) == 6 and abs(tau - d["kendall_tau"]) < 1e-12, (tau, d["kendall_tau"])
 assert d["compared"] == 4 and d["failed"] == 0
 # none repeated: each configuration is its run
 assert d["configurations"] == 4 and d["config_ranked_pairs"] == 6, (d["configurations"], d["config_ranked_pairs"])
@@ -895,6 +901,10 @@ assert all(cl[c]["predicted_s"] > 0 for c in ("gemm", "attention", "optimizer"))
 assert cl["attention"]["err"] is None, cl  # nothing of the class ran: no error against zero
 assert abs(cl["gemm"]["err"] - (cl["gemm"]["predicted_s"] / 300e-6 - 1)) < 1e-6, cl
 assert b["compute_by_class"] == {}, b["compute_by_class"]  # no kernel times
+# each kernel priced alone, on every SM: together no more than the compute the timeline predicts, where
+# collectives hold SMs and bandwidth, nor much less
+alone = sum(cl[c]["predicted_s"] for c in cl)
+assert 0.8 * k["compute"]["predicted_s"] <= alone <= k["compute"]["predicted_s"] * (1 + 1e-9), (alone, k["compute"])
 assert a["memory_measured"] is True and a["measured_peak_reserved_bytes"] == 8 << 20
 assert a["measured_outside_bytes"] == 600 << 20 and b["measured_outside_bytes"] is None, (a, b)
 # the GPU idle in the profiled step (null where the run has none) against the predicted timeline's time with no
