@@ -205,7 +205,10 @@ static uint64_t change_mask(const struct sweep *sw, const struct sweep_row *ra, 
 
 /*
  * Why b's step differs from a's: the (at most two) parts that move most
- * in the direction of the whole step's change.
+ * in the direction of the whole step's change; when none moves that way
+ * by half a millisecond (the step the same, or nearly), the two that move
+ * most either way, said to offset each other when their sum is a tenth of
+ * the larger or less.
  */
 static const char *reasons(const struct detail *a, const struct detail *b, char *buf, size_t n)
 {
@@ -216,13 +219,14 @@ static const char *reasons(const struct detail *a, const struct detail *b, char 
 	buf[0] = '\0';
 	for (int p = 0; p < P_COUNT; p++)
 		d[p] = b->part_s[p] - a->part_s[p];
-	for (int k = 0; k < 2; k++)
-		for (int p = 0; p < P_COUNT; p++) {
-			if (p == pick[0] || d[p] * dstep <= 0 || fabs(d[p]) < 5e-4)
-				continue;
-			if (pick[k] < 0 || fabs(d[p]) > fabs(d[pick[k]]))
-				pick[k] = p;
-		}
+	for (int either = 0; either < 2 && pick[0] < 0; either++)
+		for (int k = 0; k < 2; k++)
+			for (int p = 0; p < P_COUNT; p++) {
+				if (p == pick[0] || (!either && d[p] * dstep <= 0) || fabs(d[p]) < 5e-4)
+					continue;
+				if (pick[k] < 0 || fabs(d[p]) > fabs(d[pick[k]]))
+					pick[k] = p;
+			}
 	for (int k = 0; k < 2 && pick[k] >= 0; k++) {
 		int p = pick[k];
 		used += snprintf(buf + used, n - (size_t)used, "%s%.3f s %s %s", used ? ", " : "", fabs(d[p]),
@@ -230,6 +234,8 @@ static const char *reasons(const struct detail *a, const struct detail *b, char 
 		if (p <= P_AR)
 			used += snprintf(buf + used, n - (size_t)used, " on this %s", link_of(&b->e, link, sizeof link));
 	}
+	if (pick[1] >= 0 && d[pick[0]] * d[pick[1]] < 0 && fabs(d[pick[0]] + d[pick[1]]) < 0.1 * fabs(d[pick[0]]))
+		snprintf(buf + used, n - (size_t)used, ", which offset each other");
 	if (!used)
 		snprintf(buf, n, "the parts of the step move by less than a millisecond each");
 	return buf;
