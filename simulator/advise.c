@@ -503,16 +503,37 @@ static void faster(const struct sweep_row *rows, uint64_t i, long *best)
 }
 
 /* The value of the what-if axis the detailed advice is for: the base experiment's own, when swept, else the first. */
-static int what_if_base(const struct sweep *sw)
+/*
+ * The value of the what-if axis whose advice is given in full: the base
+ * experiment's own, or where the list lacks it, the listed value nearest
+ * it (a number; the first value otherwise). Its own value in own (n bytes),
+ * "" when it is the listed one.
+ */
+static int what_if_base(const struct sweep *sw, char *own, size_t n)
 {
 	const struct sweep_axis *a = &sw->axes[sw->what_if];
-	char cur[CONFIG_PATH_MAX + 8];
+	char cur[CONFIG_PATH_MAX + 8], *end;
+	int near = 0;
+	double x, best = INFINITY;
 
-	if (config_get(&sw->base, a->section, a->name, cur, sizeof cur) == 0)
-		for (int v = 0; v < a->nvalues; v++)
-			if (!strcmp(a->values[v], cur))
-				return v;
-	return 0;
+	own[0] = '\0';
+	if (config_get(&sw->base, a->section, a->name, cur, sizeof cur) != 0)
+		return 0;
+	for (int v = 0; v < a->nvalues; v++)
+		if (!strcmp(a->values[v], cur))
+			return v;
+	snprintf(own, n, "%s", cur);
+	x = strtod(cur, &end);
+	if (end == cur || *end)
+		return 0;
+	for (int v = 0; v < a->nvalues; v++) {
+		double y = strtod(a->values[v], &end);
+		if (end != a->values[v] && !*end && fabs(y - x) < best) {
+			best = fabs(y - x);
+			near = v;
+		}
+	}
+	return near;
 }
 
 static int what_if(const struct sweep *sw, const struct explore_result *res, const struct advise_opts *o, FILE *f)
@@ -521,8 +542,8 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 	size_t *sel = xmalloc(sizeof(size_t) * (res->nrows + 1)), n;
 	long *best = xmalloc(sizeof(long) * (size_t)a->nvalues);
 	long (*fam)[SHARD_COUNT] = xmalloc(sizeof(*fam) * (size_t)a->nvalues);
-	char buf[512];
-	int base_value = what_if_base(sw), rc = 0;
+	char buf[512], own[CONFIG_PATH_MAX + 8];
+	int base_value = what_if_base(sw, own, sizeof own), rc = 0, nfit = 0;
 	/* the fastest fitting row at each value, and of each sharding there: one pass over the rows */
 	for (int v = 0; v < a->nvalues; v++) {
 		best[v] = -1;
@@ -608,9 +629,17 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 				}
 			}
 		}
-		if (!changes_seen)
+		for (int v = 0; v < a->nvalues; v++)
+			nfit += best[v] >= 0;
+		if (!changes_seen && nfit == a->nvalues)
 			fprintf(f, "  the fastest is the same policy at every value\n");
-		fprintf(f, "\nat %s = %s:\n", a->name, a->values[base_value]);
+		else if (!changes_seen && nfit >= 2)
+			fprintf(f, "  the fastest is the same policy at every value where one fits\n");
+		if (own[0])
+			fprintf(f, "\nat %s = %s (of the values listed, the nearest this experiment's %s):\n", a->name,
+				a->values[base_value], own);
+		else
+			fprintf(f, "\nat %s = %s:\n", a->name, a->values[base_value]);
 	}
 	n = 0;
 	for (uint64_t i = 0; i < res->nrows; i++)
@@ -633,7 +662,8 @@ int advise_print(const struct sweep *sw, const struct explore_result *res, const
 		/* the setting of the detailed advice: its fastest configuration's, else its first one's */
 		const struct sweep_row *r = res->nrows ? &res->rows[0] : NULL;
 		struct experiment e;
-		int base_value = sw->what_if >= 0 ? what_if_base(sw) : -1;
+		char own[CONFIG_PATH_MAX + 8];
+		int base_value = sw->what_if >= 0 ? what_if_base(sw, own, sizeof own) : -1;
 		for (uint64_t i = 0; i < res->nrows; i++) {
 			const struct sweep_row *x = &res->rows[i];
 			if (base_value >= 0 && x->value[sw->what_if] != base_value)

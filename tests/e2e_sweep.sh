@@ -333,6 +333,16 @@ if echo "$eq" | grep -q '(+0.0000 s, +0.0%): checkpointing full instead of none:
 else
 	bad "--advise's offsetting parts" "'$eq'"
 fi
+# a what-if whose values leave out the base's own (79.6 GiB): the advice in full at the nearest listed (80, not
+# the first, 10, where nothing fits), said so; the same policy fastest wherever one fits, not "at every value"
+wi=$("$SIM" experiments/llama3.ini --advise --what-if cluster.hbm_gib=10,80,120 2>&1)
+if echo "$wi" | grep -qx "at hbm_gib = 80 (of the values listed, the nearest this experiment's 79.6):" &&
+	echo "$wi" | grep -qx "  the fastest is the same policy at every value where one fits" &&
+	! echo "$wi" | grep -qx "  the fastest is the same policy at every value"; then
+	ok "--what-if without the base's value: the advice at the nearest listed, nothing claimed where nothing fits"
+else
+	bad "--what-if without the base's value" "$(echo "$wi" | grep -n "same policy\|^at ")"
+fi
 # the policy walk counted in 1,000 combinations of the axes (seconds): a line once it takes a second
 printf '[sweep]\npolicies = all\n[cluster]\nnodes = 1..1000\n' >"$tmp/count.ini"
 "$SIM" --sweep "$tmp/count.ini" >"$tmp/count.out" 2>"$tmp/count.err" </dev/null &
