@@ -339,6 +339,9 @@ static void test_optimizer_per_call(void)
 	CU_ASSERT_DOUBLE_EQUAL(r.host_adamw_call_ns, 2.2e6, 0);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FOREACH, 0, 1.2e8), 9e3 + 0.01 * 1.2e8, 1e-3);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FOREACH, 1, 1.2e8), 2.2e6 + 0.7 * 1.2e8, 1e-3);
+	/* a fused step not measured (0): priced as the foreach one, not free */
+	r.adamw_fused_ns_per_elem = 0;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FUSED, 0, 1.2e8), 9e3 + 0.01 * 1.2e8, 1e-3);
 	r.adamw_fused_ns_per_elem = 0.005;
 	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FUSED, 0, 1e8), 0.005 * 1e8, 1e-3);
 	CU_ASSERT_DOUBLE_EQUAL(calibration_adamw_ns(&r, OPT_FUSED, 1, 1e8), 2.2e6 + 0.7 * 1e8, 1e-3);
@@ -923,6 +926,16 @@ static void test_extrapolation(void)
 	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_ALLGATHER, 16, 10 << 20, 0), 1100e3, 1e-6);
 	/* a flat top: per byte */
 	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_REDUCE_SCATTER, 16, 4 << 20, 0), 600e3, 1e-6);
+	/*
+	 * beside compute (busy): each point's time measured beside a block's
+	 * kernels where it has one (ns_busy), its time alone where not (0);
+	 * alone, never the busy time
+	 */
+	cs[4].ns_busy = 450e3;
+	cs[5].ns_busy = 500e3;
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_REDUCE_SCATTER, 16, 2 << 20, 1), 500e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_REDUCE_SCATTER, 16, 2 << 20, 0), 300e3, 1e-6);
+	CU_ASSERT_DOUBLE_EQUAL(calibration_collective_ns(&c, OP_ALLGATHER, 16, 2 << 20, 1), 300e3, 1e-6);
 }
 
 void suite_calibration(void)
