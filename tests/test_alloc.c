@@ -237,6 +237,11 @@ static void test_caching_pools(void)
 	/* ...but does serve the compute stream again */
 	CU_ASSERT_EQUAL(get(a, 5, 30 * MIB, ST_COMPUTE, 2, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 84 * MIB);
+	/* kMinLargeAlloc, 10 MiB: just below, a 20 MiB segment; at it, its own size rounded to 2 MiB */
+	CU_ASSERT_EQUAL(get(a, 6, 10 * MIB - 512, ST_REDUCE_SCATTER, 3, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 104 * MIB);
+	CU_ASSERT_EQUAL(get(a, 7, 10 * MIB, ST_ALLREDUCE, 4, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 114 * MIB);
 	alloc_free(a);
 }
 

@@ -126,6 +126,8 @@ static void test_activation_bytes(void)
 	CU_ASSERT(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_FULL, 2) > 3ull << 30);
 	CU_ASSERT_EQUAL(model_segment_saved_bytes(&l8b, 1, SEG_HEAD, AC_NONE, LOSS_CHUNKED, 2),
 			2 * N * D * a + 8 * N);
+	/* the embedding keeps its token ids for its backward: int32, a sequence per batch row */
+	CU_ASSERT_EQUAL(model_segment_saved_bytes(&l8b, 2, SEG_EMBED, AC_NONE, LOSS_FULL, 2), 4 * 2 * N);
 	/* dlogits overwrite the logits: only the chunked loss needs scratch, one chunk */
 	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_HEAD, PH_BWD, AC_NONE, LOSS_FULL, 2), 0);
 	CU_ASSERT_EQUAL(model_segment_transient_bytes(&l8b, 1, SEG_HEAD, PH_FWD, AC_NONE, LOSS_CHUNKED, 2),
@@ -154,6 +156,15 @@ static void test_check(void)
 	m.heads = 3;
 	CU_ASSERT_EQUAL(model_check(&m, err, sizeof(err)), -1);
 	CU_ASSERT_STRING_EQUAL(err, "heads (3) must divide hidden (4096)");
+	/* rotary embedding pairs a head's dimensions: an even head dim (6: 24 / 4), not an odd one (3: 24 / 8) */
+	m = l8b;
+	m.hidden = 24;
+	m.heads = 4;
+	m.kv_heads = 2;
+	CU_ASSERT_EQUAL(model_check(&m, err, sizeof(err)), 0);
+	m.heads = 8;
+	CU_ASSERT_EQUAL(model_check(&m, err, sizeof(err)), -1);
+	CU_ASSERT_STRING_EQUAL(err, "head dim hidden/heads = 3 must be even for rotary embedding");
 }
 
 void suite_model(void)
