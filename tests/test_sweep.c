@@ -106,6 +106,18 @@ static void test_values_and_order(void)
 	CU_ASSERT_EQUAL(sw.ninner, 12);
 	CU_ASSERT_EQUAL(sw.ncandidates, 72);
 	sweep_release(&sw);
+	/*
+	 * an integer range by a factor rounds each step and keeps each integer
+	 * once (1, 1.2, 1.44 are 1; 1.728 to 2.49 are 2; 2.99 is 3; 3.58 is 4);
+	 * the smallest global batch, 1
+	 */
+	CU_ASSERT_FATAL(sweep_from(&sw, "[sweep]\nglobal_batch = 1\n[cluster]\nnodes = 1..4 times 1.2\n") == 0);
+	a = axis_of(&sw, "nodes");
+	CU_ASSERT_EQUAL_FATAL(sw.axes[a].nvalues, 4);
+	for (int v = 0; v < 4; v++)
+		CU_ASSERT_EQUAL(atoi(sw.axes[a].values[v]), v + 1);
+	CU_ASSERT_EQUAL(sw.global_batch, 1);
+	sweep_release(&sw);
 }
 
 /* Walk every candidate; counts by status. */
@@ -259,6 +271,25 @@ static void test_walk_and_seek(void)
 	sweep_iter_release(&it);
 	free(rows);
 	free(st);
+	sweep_release(&sw);
+
+	/*
+	 * two combinations of a schedule axis, each walked: every candidate
+	 * valid, in its combination's order, the second's first included (an
+	 * index at a combination's first candidate is that combination's)
+	 */
+	CU_ASSERT_FATAL(sweep_of_experiment(&sw, &base, 1) == 0);
+	CU_ASSERT_FATAL(sweep_add_axis(&sw, "cluster.gpus_per_node=2, 4", "--what-if cluster.gpus_per_node") == 0);
+	CU_ASSERT_FATAL(sweep_plan(&sw, NULL, NULL) == 0);
+	CU_ASSERT_EQUAL_FATAL(sw.nouter_combos, 2);
+	sweep_iter_init(&it, &sw);
+	for (uint64_t i = 0; i < sw.ncandidates; i++) {
+		int second = i >= sw.outer_first[1];
+		CU_ASSERT_EQUAL_FATAL(sweep_iter_at(&it, i, &e, &row, NULL, 0), SWEEP_OK);
+		CU_ASSERT_EQUAL(row.value[0], second);
+		CU_ASSERT_EQUAL(e->cluster.gpus_per_node, second ? 4 : 2);
+	}
+	sweep_iter_release(&it);
 	sweep_release(&sw);
 	config_release(&base);
 }
