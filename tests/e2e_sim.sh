@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end checks of ./sim: golden summaries (an experiment and its
+# End-to-end checks of ./sim: golden summaries and advice (an experiment and its
 # expected output), results appended never truncated, a valid trace, the
 # op listing, a configuration that does not fit. One line per check, then
 # "N passed, N failed". Regenerate the goldens after an intended model
@@ -19,14 +19,20 @@ goldens=(
 	"llama3_hsdp_defer|experiments/llama3.ini --nodes 4 --policy hsdp --microbatches 4 --accum defer-replica"
 	"llama3_pytorch_blockio|experiments/llama3.ini --runtime pytorch --wrap block+io --ac selective"
 	"tiny|experiments/tiny.ini"
+	# the advisor's words: runners-up and what moves, memory, the Pareto front; a resource swept; host copies
+	"llama3_advise|experiments/llama3.ini --advise"
+	"fabric_advise|--sweep experiments/sweeps/fabric.ini --advise"
+	"llama3_70b_1node_advise|--model llama3-70b --nodes 1 --advise --top 3"
 )
+# a sweep's last line says how fast it ran: not part of what is compared
+golden_run() { "$SIM" "$@" | grep -v '^[0-9]* configurations of [0-9]* candidates in '; }
 for g in "${goldens[@]}"; do
 	name=${g%%|*} args=${g#*|}
 	if [ "${1:-}" = --update ]; then
-		"$SIM" $args > tests/golden/$name.txt
+		golden_run $args > tests/golden/$name.txt
 		continue
 	fi
-	if "$SIM" $args > "$tmp/$name.txt" && diff -u tests/golden/$name.txt "$tmp/$name.txt" > "$tmp/diff"; then
+	if golden_run $args > "$tmp/$name.txt" && diff -u tests/golden/$name.txt "$tmp/$name.txt" > "$tmp/diff"; then
 		ok "golden $name"
 	else
 		bad "golden $name"; cat "$tmp/diff"
