@@ -23,6 +23,9 @@ goldens=(
 	"llama3_advise|experiments/llama3.ini --advise"
 	"fabric_advise|--sweep experiments/sweeps/fabric.ini --advise"
 	"llama3_70b_1node_advise|--model llama3-70b --nodes 1 --advise --top 3"
+	# the op graph with each op's kernels (shape, FLOPs, bytes), this project's and eager PyTorch's
+	"tiny_kernels|experiments/tiny.ini --kernels"
+	"tiny_pytorch_kernels|experiments/tiny.ini --runtime pytorch --kernels"
 )
 # a sweep's last line says how fast it ran: not part of what is compared
 golden_run() { "$SIM" "$@" | grep -v '^[0-9]* configurations of [0-9]* candidates in '; }
