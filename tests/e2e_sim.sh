@@ -26,6 +26,16 @@ goldens=(
 	# the op graph with each op's kernels (shape, FLOPs, bytes), this project's and eager PyTorch's
 	"tiny_kernels|experiments/tiny.ini --kernels"
 	"tiny_pytorch_kernels|experiments/tiny.ini --runtime pytorch --kernels"
+	# every figure to the nanosecond and byte (--json): the arena at four microbatches; PyTorch's caching
+	# allocator with expandable segments at and past the GPU's memory, its large and small pools; a GPU
+	# whose side kernels' share of SMs is not a whole number
+	"tiny_m4_json|experiments/tiny.ini --microbatches 4 --json"
+	"llama3_json|experiments/llama3.ini --json"
+	"llama3_pytorch_exp40_json|experiments/llama3.ini --runtime pytorch --hbm-gib 40 --expandable-segments --json"
+	"llama3_pytorch_m4_exp60_json|experiments/llama3.ini --runtime pytorch --microbatches 4 --hbm-gib 60 --expandable-segments --json"
+	"llama3_70b_pytorch_exp_json|--model llama3-70b --nodes 16 --runtime pytorch --expandable-segments --json"
+	"llama3_pytorch_seq1024_json|experiments/llama3.ini --runtime pytorch --seq 1024 --json"
+	"llama3_pcie_inbwd_json|experiments/llama3.ini --gpu h100-pcie --runtime pytorch --optim-in-backward --json"
 )
 # a sweep's last line says how fast it ran: not part of what is compared
 golden_run() { "$SIM" "$@" | grep -v '^[0-9]* configurations of [0-9]* candidates in '; }
