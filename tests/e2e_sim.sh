@@ -22,6 +22,7 @@ goldens=(
 	# the advisor's words: runners-up and what moves, memory, the Pareto front; a resource swept; host copies
 	"llama3_advise|experiments/llama3.ini --advise"
 	"fabric_advise|--sweep experiments/sweeps/fabric.ini --advise"
+	"small_advise|--sweep experiments/sweeps/small.ini --advise"
 	"llama3_70b_1node_advise|--model llama3-70b --nodes 1 --advise --top 3"
 	# the op graph with each op's kernels (shape, FLOPs, bytes), this project's and eager PyTorch's
 	"tiny_kernels|experiments/tiny.ini --kernels"
