@@ -502,7 +502,6 @@ static void faster(const struct sweep_row *rows, uint64_t i, long *best)
 		*best = (long)i;
 }
 
-/* The value of the what-if axis the detailed advice is for: the base experiment's own, when swept, else the first. */
 /*
  * The value of the what-if axis whose advice is given in full: the base
  * experiment's own, or where the list lacks it, the listed value nearest
