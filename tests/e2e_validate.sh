@@ -177,11 +177,12 @@ assert d["ranked_pairs"] == 6, "%d ranked pairs (4 runs of one group: 6)" % d["r
 assert d["repeated_configs"] == 0, "%d configurations measured more than once (none was)" % d["repeated_configs"]
 assert -1 <= d["kendall_tau"] <= 1
 # Kendall's tau counted again over the 6 pairs of the 4 policies: concordant less discordant, ties neither
+# (the JSON prints 9 significant digits)
 sgn = lambda x: (x > 0) - (x < 0)
 pairs = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
 tau = sum(sgn(a["measured_step_s"] - b["measured_step_s"]) * sgn(a["predicted_step_s"] - b["predicted_step_s"])
           for a, b in pairs) / len(pairs)
-assert len(pairs) == 6 and abs(tau - d["kendall_tau"]) < 1e-12, (tau, d["kendall_tau"])
+assert len(pairs) == 6 and abs(tau - d["kendall_tau"]) < 1e-8, (tau, d["kendall_tau"])
 assert d["compared"] == 4 and d["failed"] == 0
 # none repeated: each configuration is its run
 assert d["configurations"] == 4 and d["config_ranked_pairs"] == 6, (d["configurations"], d["config_ranked_pairs"])
