@@ -143,8 +143,14 @@ $(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
 
 $(BUILD)/tests/main.o: $(BUILD)/tests/suites.h
 
+# gpu_run's collectives (comm.c) for the CPU tests of the emulated fabric: compiled without the CUDA
+# build's NCCL calls, so that the tests link without NCCL
+$(BUILD)/tests/comm_emu.o: gpu/run/comm.c | pkg-check
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
 $(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(BUILD)/gpu/run/host_adamw.o $(BUILD)/gpu/run/parts.o \
-		$(BUILD)/gpu/run/layout.o $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
+		$(BUILD)/gpu/run/layout.o $(BUILD)/tests/comm_emu.o $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUNIT_LIBS)
 
 # The fuzz target (make fuzz builds it with clang, BUILD=build-fuzz).
