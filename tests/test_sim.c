@@ -1162,9 +1162,9 @@ static void test_caching_allocator_at_capacity(void)
  * [0, 1000) ns, a reduce-scatter over [500, 2000), a forward over [800,
  * 1200), a free of the compute stream over [1500, 1600) (a measured run
  * times its frees; a free is no compute), every other op at 0 for no time.
- * No compute runs over [0, 800) and (1200, 2000): 1600 ns exposed, 800 of them the all-gather's, 300 + 800
- * the reduce-scatter's (both run over [500, 800): each counts it), none
- * any other kind's; 400 ns of compute.
+ * No compute runs over [0, 800) and (1200, 2000): 1600 ns exposed, 800 of
+ * them the all-gather's, 300 + 800 the reduce-scatter's (both run over
+ * [500, 800): each counts it), none any other kind's; 400 ns of compute.
  */
 static void test_exposed_by_kind(void)
 {
