@@ -511,9 +511,9 @@ static void faster(const struct sweep_row *rows, uint64_t i, long *best)
 static int what_if_base(const struct sweep *sw, char *own, size_t n)
 {
 	const struct sweep_axis *a = &sw->axes[sw->what_if];
-	char cur[CONFIG_PATH_MAX + 8], *end;
+	char cur[CONFIG_PATH_MAX + 8];
 	int near = 0;
-	double x, best = INFINITY;
+	double x, y, best = INFINITY;
 
 	own[0] = '\0';
 	if (config_get(&sw->base, a->section, a->name, cur, sizeof cur) != 0)
@@ -522,16 +522,13 @@ static int what_if_base(const struct sweep *sw, char *own, size_t n)
 		if (!strcmp(a->values[v], cur))
 			return v;
 	snprintf(own, n, "%s", cur);
-	x = strtod(cur, &end);
-	if (end == cur || *end)
+	if (config_parse_real(cur, &x) != CONFIG_NUMBER_OK)
 		return 0;
-	for (int v = 0; v < a->nvalues; v++) {
-		double y = strtod(a->values[v], &end);
-		if (end != a->values[v] && !*end && fabs(y - x) < best) {
+	for (int v = 0; v < a->nvalues; v++)
+		if (config_parse_real(a->values[v], &y) == CONFIG_NUMBER_OK && fabs(y - x) < best) {
 			best = fabs(y - x);
 			near = v;
 		}
-	}
 	return near;
 }
 

@@ -79,6 +79,11 @@ static void test_emulated_collectives(void)
 	comm_emu_plan(&h, OP_ALLREDUCE, 1000003, &p);
 	CU_ASSERT(p.steps == 2 * (N - 1) && p.reduce_steps == N - 1);
 	CU_ASSERT_EQUAL(steps_sum(&p), p.wire_bytes);
+	/* bytes the steps do not divide: the first steps take one more each (10 over 3: 4, 3, 3) */
+	p.wire_bytes = 10;
+	p.steps = 3;
+	CU_ASSERT(comm_emu_step_bytes(&p, 0) == 4 && comm_emu_step_bytes(&p, 1) == 3 &&
+		  comm_emu_step_bytes(&p, 2) == 3);
 }
 
 void suite_comm(void)
