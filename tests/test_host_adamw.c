@@ -3,6 +3,7 @@
  * the same numbers on any number of threads, ref_adamw's where everything
  * is fp32, and the gradients scaled first.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +130,103 @@ static void test_bf16_threads_agree(void)
 	}
 }
 
+/* bf16 bits of f rounded to the nearest, ties to the even one: by comparing the two neighbours, not by bit tricks */
+static uint16_t nearest_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+	float flo, fhi;
+	uint32_t a = (uint32_t)lo << 16, b = (uint32_t)hi << 16;
+	memcpy(&flo, &a, 4);
+	memcpy(&fhi, &b, 4);
+	double dlo = fabs((double)f - flo), dhi = fabs((double)f - fhi);
+	if (dlo != dhi)
+		return dlo < dhi ? lo : hi;
+	return (lo & 1) ? hi : lo;
+}
+
+static float from_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/*
+ * bf16 parameters and gradients with fp32 moments, then fp32 parameters
+ * and gradients with bf16 moments: every element as ref_adamw steps its
+ * fp32 values (the gradient scaled first), each bf16 result rounded to
+ * the nearest.
+ */
+static void test_bf16_arithmetic(void)
+{
+	const struct ref_adamw_hparams hp = { 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f };
+	enum { N = 777 };
+	float x[N], y[N], m[N], v[N], m0[N], v0[N];
+	uint16_t p16[N], g16[N], m16[N], v16[N];
+	int bad = 0, moved = 0;
+
+	fill(x, N, 3u, 0);
+	fill(y, N, 13u, 0);
+	fill(m0, N, 17u, 0);
+	fill(v0, N, 19u, 1);
+	for (int j = 0; j < N; j++) {
+		p16[j] = nearest_bf16(x[j]);
+		g16[j] = nearest_bf16(y[j]);
+	}
+	memcpy(m, m0, sizeof m);
+	memcpy(v, v0, sizeof v);
+	struct optim_tensor t = { p16, g16, m, v, N, ELEM_BF16, ELEM_BF16, ELEM_FP32, 0 };
+	host_adamw(&t, 1, &hp, 3, 0.5f, 3);
+	for (int j = 0; j < N; j++) {
+		float p = from_bf16(nearest_bf16(x[j])), g = from_bf16(nearest_bf16(y[j])) * 0.5f;
+		float mm = m0[j], vv = v0[j];
+		ref_adamw(&p, &g, &mm, &vv, 1, &hp, 3);
+		bad += p16[j] != nearest_bf16(p) || m[j] != mm || vv != v[j];
+		moved += p16[j] != nearest_bf16(x[j]);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT(moved > N / 2);
+
+	for (int j = 0; j < N; j++) {
+		m16[j] = nearest_bf16(m0[j]);
+		v16[j] = nearest_bf16(v0[j]);
+	}
+	memcpy(m, x, sizeof m); /* the parameters, fp32 */
+	memcpy(v, y, sizeof v); /* the gradients, fp32 */
+	t = (struct optim_tensor){ m, v, m16, v16, N, ELEM_FP32, ELEM_FP32, ELEM_BF16, 0 };
+	host_adamw(&t, 1, &hp, 2, 2.0f, 2);
+	bad = 0;
+	for (int j = 0; j < N; j++) {
+		float p = x[j], g = y[j] * 2.0f, mm = from_bf16(nearest_bf16(m0[j])), vv = from_bf16(nearest_bf16(v0[j]));
+		ref_adamw(&p, &g, &mm, &vv, 1, &hp, 2);
+		bad += m[j] != p || m16[j] != nearest_bf16(mm) || v16[j] != nearest_bf16(vv);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+}
+
+/*
+ * bf16 moments round to the nearest, ties to even: with beta1 = 0 the
+ * first moment stored is the gradient itself, rounded.
+ */
+static void test_bf16_ties(void)
+{
+	const struct ref_adamw_hparams hp = { 0.0f, 0.0f, 0.0f, 1e-8f, 0.0f };
+	static const uint32_t g_bits[] = { 0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf808000u, 0xbf818000u };
+	static const uint16_t want[] = { 0x3f80u, 0x3f82u, 0x3f81u, 0x3f80u, 0xbf80u, 0xbf82u };
+	enum { N = sizeof g_bits / sizeof g_bits[0] };
+	float p[N] = { 0 }, g[N];
+	uint16_t m16[N] = { 0 }, v16[N] = { 0 };
+
+	memcpy(g, g_bits, sizeof g);
+	struct optim_tensor t = { p, g, m16, v16, N, ELEM_FP32, ELEM_FP32, ELEM_BF16, 0 };
+	host_adamw(&t, 1, &hp, 1, 1.0f, 1);
+	for (int j = 0; j < N; j++)
+		CU_ASSERT_EQUAL(m16[j], want[j]);
+}
+
 static void test_thread_count(void)
 {
 	int one = parts_threads(1);
@@ -143,5 +241,7 @@ void suite_host_adamw(void)
 	CU_add_test(s, "the same numbers on 1 to 9 threads, three steps", test_threads_agree);
 	CU_add_test(s, "ref_adamw's arithmetic after the gradients' scaling", test_ref_arithmetic);
 	CU_add_test(s, "bf16 parameters and gradients: the same on 1 and 6 threads", test_bf16_threads_agree);
+	CU_add_test(s, "bf16 parameters, gradients or moments: ref_adamw's arithmetic, rounded", test_bf16_arithmetic);
+	CU_add_test(s, "bf16 rounds to the nearest, ties to even", test_bf16_ties);
 	CU_add_test(s, "threads: the CPUs shared by the node's ranks", test_thread_count);
 }
