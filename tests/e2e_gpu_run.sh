@@ -2,6 +2,8 @@
 # e2e_gpu_run.sh - ./gpu_run's CPU backend, end to end, over MPI.
 #
 #   1. the tiny model learns: the loss of its last step is below 0.9 x the first;
+#      its time by phase sums to the whole, and the ops its file records are
+#      those of its median step;
 #   2. data-parallel equivalence: the same global batch (world x M fixed)
 #      gives the same per-step losses and final parameters (their sum and
 #      sum of squares) whatever the policy, to 1e-5 relative (fp32
@@ -124,7 +126,7 @@ same() {
 }
 
 # 1. learning
-if run learn 2 --set run.steps=8; then
+if run learn 2 --set run.steps=7 --set "run.out=$tmp/learn.h5"; then
 	first=$(head -1 "$tmp/learn")
 	last=$(awk '/^step [0-9]+ loss /{ l = $4 } END { print l }' "$tmp/learn.out")
 	if awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.9 * f) }'; then
@@ -139,7 +141,7 @@ fi
 if out=$(awk '/^step [0-9]+ loss /{ ms += $6; n++ }
 	/^gpu_run: .* s in all: / { line = $0; k = split($0, w, " ")
 		for (i = 2; i <= k; i++) { if (w[i] == "s," || w[i] == "s") part[++np] = w[i - 1]; if (w[i] == "steps") steps = w[i - 1] } }
-	END { if (np != 7 || steps != n || n != 9) { print "no phases line of " n " steps: " line; exit 1 }
+	END { if (np != 7 || steps != n || n != 8) { print "no phases line of " n " steps: " line; exit 1 }
 		for (i = 2; i <= np; i++) { if (part[i] < 0) { print "a negative phase: " line; exit 1 } sum += part[i] }
 		if (sum < part[1] - 0.011 || sum > part[1] + 0.011) { print "the phases sum to " sum " s, not " part[1]; exit 1 }
 		if (part[5] * 1000 < ms - 10) { print "the steps took " part[5] " s, less than their " ms " ms"; exit 1 }
@@ -148,6 +150,24 @@ if out=$(awk '/^step [0-9]+ loss /{ ms += $6; n++ }
 	ok "the run's time by phase: $out"
 else
 	bad "the run's time by phase" "$out"
+fi
+
+# the ops a run records are those of its median step (of 7, the middle one): their last end, over every rank, is
+# that step's time
+if out=$(awk '/^step [0-9]+ loss .* ms$/ { print $6 }' "$tmp/learn.out" | /usr/bin/python3 -c '
+import sys, h5py, statistics
+t = [float(x) for x in sys.stdin.read().split()]
+med = statistics.median(t)
+want = min(abs(x - med) for x in t)
+near = [x for x in t if abs(x - med) - want < 0.002]
+with h5py.File(sys.argv[1], "r") as f:
+    got = max(f["runs/000000/ops_by_rank"]["end_ns"]) / 1e6
+ok = len(t) == 7 and any(abs(got - x) < 0.0006 for x in near)
+print("the ops end at %.4f ms; the steps took %s ms, median %.3f" % (got, " ".join("%.3f" % x for x in t), med))
+sys.exit(not ok)' "$tmp/learn.h5"); then
+	ok "the recorded step is the median one: $out"
+else
+	bad "the recorded step is the median one" "$out"
 fi
 
 # 2. equivalence: run NAME and compare with REF
