@@ -1301,6 +1301,19 @@ double calibration_adamw_ns(const struct calibration *c, enum optim o, int host,
 	return c->adamw_call_ns + c->adamw_ns_per_elem * elems;
 }
 
+void calibration_adamw_fit(double n0, double t0, double n1, double t1, double *call_ns, double *ns_per_elem)
+{
+	*call_ns = 0;
+	*ns_per_elem = t1 / n1;
+	if (t1 > t0) {
+		double slope = (t1 - t0) / (n1 - n0);
+		if (t0 - slope * n0 > 0) {
+			*ns_per_elem = slope;
+			*call_ns = t0 - slope * n0;
+		}
+	}
+}
+
 /*
  * Whether measured kernel x prices kernels of `kind`: a GEMM any GEMM; an
  * attention kernel those of its direction (bwd: a backward's, "attention_bwd",

@@ -272,5 +272,12 @@ double calibration_op_ns(const struct calibration *c, const char *name, uint64_t
  * device PyTorch's fused AdamW per element where measured apart.
  */
 double calibration_adamw_ns(const struct calibration *c, enum optim o, int host, double elems);
+/*
+ * The optimizer's call_ns and ns_per_elem from its times t0 and t1 at n0 <
+ * n1 elements: the line through both, where it rises and crosses zero
+ * above zero calls; else no call cost and t1 / n1 an element (a smaller
+ * size no faster, or one whose line would give a negative call cost).
+ */
+void calibration_adamw_fit(double n0, double t0, double n1, double t1, double *call_ns, double *ns_per_elem);
 
 #endif

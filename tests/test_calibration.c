@@ -312,6 +312,37 @@ static void test_binary_attr(void)
  * priced as call_ns + ns_per_elem x elements, fused AdamW (PyTorch's)
  * per element alone; a negative cost per call refused by name.
  */
+/*
+ * The optimizer's two sizes: the first H200 session's host optimizer, 2.9
+ * ns an element at 2^20 elements mostly its threads' start, is a call
+ * cost and 0.68 ns an element; a line that would make the call cost
+ * negative, or a larger size no slower, gives no call cost.
+ */
+static void test_optimizer_fit(void)
+{
+	double call, per;
+	double n0 = 1 << 20, n1 = 1 << 27, t0 = 2.2e6 + 0.68 * n0, t1 = 2.2e6 + 0.68 * n1;
+
+	calibration_adamw_fit(n0, t0, n1, t1, &call, &per);
+	CU_ASSERT_DOUBLE_EQUAL(call, 2.2e6, 1e-3);
+	CU_ASSERT_DOUBLE_EQUAL(per, 0.68, 1e-12);
+	/* below the line at the small size: the call would cost -1 ms */
+	calibration_adamw_fit(n0, 0.68 * n0 - 1e6, n1, 0.68 * n1 - 1e6, &call, &per);
+	CU_ASSERT_EQUAL(call, 0);
+	CU_ASSERT_DOUBLE_EQUAL(per, (0.68 * n1 - 1e6) / n1, 1e-12);
+	/* the larger size no slower (noise): its time over its elements */
+	calibration_adamw_fit(n0, 5e7, n1, 4e7, &call, &per);
+	CU_ASSERT_EQUAL(call, 0);
+	CU_ASSERT_DOUBLE_EQUAL(per, 4e7 / n1, 1e-12);
+	calibration_adamw_fit(n0, 4e7, n1, 4e7, &call, &per);
+	CU_ASSERT_EQUAL(call, 0);
+	CU_ASSERT_DOUBLE_EQUAL(per, 4e7 / n1, 1e-12);
+	/* a line through zero: all per element */
+	calibration_adamw_fit(1000, 7000, 16000, 112000, &call, &per);
+	CU_ASSERT_EQUAL(call, 0);
+	CU_ASSERT_DOUBLE_EQUAL(per, 7.0, 1e-12);
+}
+
 static void test_optimizer_per_call(void)
 {
 	struct calibration c, r;
@@ -948,6 +979,7 @@ void suite_calibration(void)
 	CU_add_test(s, "host-device copies by direction", test_copies);
 	CU_add_test(s, "a session's pass_traffic, fused AdamW", test_pass_traffic_attr);
 	CU_add_test(s, "the optimizer per call and per element", test_optimizer_per_call);
+	CU_add_test(s, "the optimizer's line from two sizes", test_optimizer_fit);
 	CU_add_test(s, "the build that measured a session", test_binary_attr);
 	CU_add_test(s, "a memory-bound op priced by its name where measured", test_named_op);
 	CU_add_test(s, "a file that is not a calibration file is left alone", test_foreign_files_refused);

@@ -856,15 +856,7 @@ static void adamw(struct cal *k, int stream, double *call_ns, double *ns_per_ele
 		n1 = 16 * n0;
 	t0 = adamw_at(k, stream, n0);
 	t1 = adamw_at(k, stream, n1);
-	*call_ns = 0;
-	*ns_per_elem = t1 / (double)n1;
-	if (t1 > t0) {
-		double slope = (t1 - t0) / (double)(n1 - n0);
-		if (t0 - slope * (double)n0 > 0) {
-			*ns_per_elem = slope;
-			*call_ns = t0 - slope * (double)n0;
-		}
-	}
+	calibration_adamw_fit((double)n0, t0, (double)n1, t1, call_ns, ns_per_elem);
 }
 
 /*
