@@ -117,6 +117,7 @@ static const struct key keys_tail[] = {
 	{ "run", "out", KT_TEXT, OFF(run.out), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	DBL("run", "lr", run.lr, 0, 10),
 	DBL("run", "weight_decay", run.weight_decay, 0, 10),
+	DBL("run", "eps", run.eps, 0, 10),
 	DBL("run", "timeout_s", run.timeout_s, 0, 1e6),
 };
 
@@ -729,6 +730,7 @@ void config_init(struct experiment *e)
 	e->run.out[0] = '\0';
 	e->run.lr = 3e-4;
 	e->run.weight_decay = 0.1;
+	e->run.eps = 1e-8;
 	e->run.timeout_s = 600;
 
 	/* the rest (model shape, GPU spec, runtime) comes from the catalog */

@@ -28,6 +28,7 @@ struct run_settings {
 	char out[CONFIG_PATH_MAX];   /* results file to append to, "" for none */
 	double lr;        /* AdamW hyper-parameters for gpu_run */
 	double weight_decay;
+	double eps;       /* AdamW's epsilon */
 	double timeout_s; /* gpu_run's watchdog: a rank without progress this long aborts the job; 0 off */
 };
 

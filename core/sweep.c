@@ -516,7 +516,7 @@ static int sweep_ini_line(void *user, const char *section, const char *name, con
 /* Whether key section.name only prices a step: it changes neither the schedule nor the memory. */
 static int price_only(const char *section, const char *name)
 {
-	static const char *const run_unread[] = { "seed", "lr", "weight_decay", "timeout_s", "device", NULL };
+	static const char *const run_unread[] = { "seed", "lr", "weight_decay", "eps", "timeout_s", "device", NULL };
 
 	if (!strcmp(section, "run"))
 		return name_index(run_unread, name) >= 0;

@@ -13,7 +13,8 @@
 #      backward vs after it; block+io and whole wrapping vs block; and the
 #      pytorch runtime (copy-in/out; at one rank and over shard groups of
 #      one, copies instead of collectives), offload and the chunked loss; 4 ranks
-#      with one microbatch vs 2 ranks with two (the accumulation's scaling);
+#      with one microbatch vs 2 ranks with two (the accumulation's scaling,
+#      also with an AdamW eps large enough that the 1/M scale shows);
 #      and, so the comparison can fail, another seed must differ;
 #   3. the streams: every policy's run gives bit-identical losses and
 #      parameters to its --serialize run (one op at a time, no overlap),
@@ -195,6 +196,14 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 	equiv "hsdp 2x2 = fsdp (4 ranks)" fsdp4 hsdp 4 --set cluster.nodes=2 --set policy.sharding=hsdp
 	equiv "4 ranks x M=1 = 2 ranks x M=2 (same global batch)" fsdp2 fsdp4m1 4 \
 		--set cluster.gpus_per_node=4 --set policy.microbatches=1
+	# AdamW divides the gradient's scale away; with an eps as large as the gradients, the 1/M of the
+	# accumulation shows (and the run with it must differ from the one without)
+	if run fsdp2eps 2 "${STEPS[@]}" --set run.eps=0.01 && ! diff=$(same fsdp2 fsdp2eps); then
+		equiv "4 ranks x M=1 = 2 ranks x M=2, AdamW's eps 0.01 (the 1/M gradient scale not hidden)" fsdp2eps \
+			fsdp4m1eps 4 --set cluster.gpus_per_node=4 --set policy.microbatches=1 --set run.eps=0.01
+	else
+		bad "run.eps moves the result" "eps 0.01 and 1e-8 agree, or the run failed: $(tail -3 "$tmp/fsdp2eps.err")"
+	fi
 	equiv "no-sync = sync-each (M=2)" fsdp2 nosync 2 --set policy.accum=no-sync
 	equiv "ac full = none" fsdp2 acfull 2 --set policy.ac=full
 	equiv "optimizer in backward = after" fsdp2 oib 2 --set policy.optim_in_backward=true

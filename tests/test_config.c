@@ -421,7 +421,7 @@ static void test_file_structure_errors(void)
 	/* an unknown key with nothing close lists the section's keys */
 	load_expect(&e, "[run]\nzzzzzz = 1\n", -1,
 		    "@:2: unknown key 'zzzzzz' in [run] (keys: batch|steps|warmup|seed|device|out|lr|"
-		    "weight_decay|timeout_s)\n");
+		    "weight_decay|eps|timeout_s)\n");
 
 	capture();
 	CU_ASSERT_EQUAL(config_load(&e, "/nonexistent/x.ini"), -1);

@@ -24,7 +24,6 @@
 
 #define ADAM_BETA1 0.9f
 #define ADAM_BETA2 0.95f
-#define ADAM_EPS 1e-8f
 
 struct exec {
 	int oom;                    /* a step ran out of device memory */
@@ -491,7 +490,7 @@ static void launch_optimizer(struct exec *x, int i, int step)
 		.lr = (float)x->e->run.lr,
 		.beta1 = ADAM_BETA1,
 		.beta2 = ADAM_BETA2,
-		.eps = ADAM_EPS,
+		.eps = (float)x->e->run.eps,
 		.weight_decay = (float)x->e->run.weight_decay,
 		.step = step,
 		.grad_scale = 1.0f / (float)x->s->microbatches,
