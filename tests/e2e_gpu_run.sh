@@ -2,8 +2,9 @@
 # e2e_gpu_run.sh - ./gpu_run's CPU backend, end to end, over MPI.
 #
 #   1. the tiny model learns: the loss of its last step is below 0.9 x the first;
-#      its time by phase sums to the whole, and the ops its file records are
-#      those of its median step;
+#      its time by phase sums to the whole, the ops its file records are
+#      those of its median step, and its summary's median and 10th and 90th
+#      percentiles are its steps';
 #   2. data-parallel equivalence: the same global batch (world x M fixed)
 #      gives the same per-step losses and final parameters (their sum and
 #      sum of squares) whatever the policy, to 1e-5 relative (fp32
@@ -154,21 +155,32 @@ else
 fi
 
 # the ops a run records are those of its median step (of 7, the middle one): their last end, over every rank, is
-# that step's time
+# that step's time; and the summary's median, 10th and 90th percentiles (interpolated between the steps) are the
+# measured steps', on its line and in the file
 if out=$(awk '/^step [0-9]+ loss .* ms$/ { print $6 }' "$tmp/learn.out" | /usr/bin/python3 -c '
-import sys, h5py, statistics
+import re, sys, h5py, statistics
 t = [float(x) for x in sys.stdin.read().split()]
 med = statistics.median(t)
 want = min(abs(x - med) for x in t)
 near = [x for x in t if abs(x - med) - want < 0.002]
+def q(f):
+    s = sorted(t); i = f * (len(s) - 1); lo = int(i)
+    return s[lo] + (i - lo) * (s[min(lo + 1, len(s) - 1)] - s[lo])
+said = [float(x) for x in re.search(r"^summary: step time ([0-9.]+) ms \(median of 7 steps, 10th to 90th percentile "
+                                    r"([0-9.]+) to ([0-9.]+) ms\)", open(sys.argv[2]).read(), re.M).groups()]
 with h5py.File(sys.argv[1], "r") as f:
     got = max(f["runs/000000/ops_by_rank"]["end_ns"]) / 1e6
+    a = f["runs/000000/summary"].attrs
+    kept = [1e3 * a["step_time_s"], 1e3 * a["step_time_p10_s"], 1e3 * a["step_time_p90_s"]]
+stats = [med, q(0.1), q(0.9)]
 ok = len(t) == 7 and any(abs(got - x) < 0.0006 for x in near)
-print("the ops end at %.4f ms; the steps took %s ms, median %.3f" % (got, " ".join("%.3f" % x for x in t), med))
-sys.exit(not ok)' "$tmp/learn.h5"); then
-	ok "the recorded step is the median one: $out"
+ok = ok and all(abs(x - y) < 0.002 for x, y in zip(said + kept, stats + stats))
+print("the ops end at %.4f ms; the steps took %s ms: median, p10, p90 %s, said %s, kept %s" % (got,
+      " ".join("%.3f" % x for x in t), *(" ".join("%.3f" % x for x in v) for v in (stats, said, kept))))
+sys.exit(not ok)' "$tmp/learn.h5" "$tmp/learn.out"); then
+	ok "the recorded step is the median one, the percentiles the steps': $out"
 else
-	bad "the recorded step is the median one" "$out"
+	bad "the recorded step is the median one, the percentiles the steps'" "$out"
 fi
 
 # 2. equivalence: run NAME and compare with REF
