@@ -149,7 +149,7 @@ $(BUILD)/tests/comm_emu.o: gpu/run/comm.c | pkg-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(BUILD)/gpu/run/host_adamw.o $(BUILD)/gpu/run/parts.o \
+$(RUN_TESTS): $(TEST_OBJ) $(SIMLIB_OBJ) $(REF_OBJ) $(BUILD)/gpu/run/host_adamw.o $(BUILD)/gpu/run/parts.o $(BUILD)/gpu/run/data.o \
 		$(BUILD)/gpu/run/layout.o $(BUILD)/tests/comm_emu.o $(CUDA_HOST_OBJ) $(BUILD)/libcore.a
 	$(CC) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUNIT_LIBS)
 
