@@ -22,8 +22,9 @@
  *
  * One watchdog per process (one rank): the functions use process-wide
  * state. watchdog_progress is a relaxed atomic increment, cheap enough for
- * every command; the thread wakes ten times per timeout, at most once a
- * second.
+ * every command; the thread wakes ten times per timeout, and at least once
+ * a second: it fires between the timeout and a tenth more (a second more
+ * at most).
  */
 #ifndef GPU_RUN_WATCHDOG_H
 #define GPU_RUN_WATCHDOG_H
