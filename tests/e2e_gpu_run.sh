@@ -4,7 +4,7 @@
 #   1. the tiny model learns: the loss of its last step is below 0.9 x the first;
 #      its time by phase sums to the whole, the ops its file records are
 #      those of its median step, and its summary's median and 10th and 90th
-#      percentiles are its steps';
+#      percentiles are its steps', its exposed communication not its compute;
 #   2. data-parallel equivalence: the same global batch (world x M fixed)
 #      gives the same per-step losses and final parameters (their sum and
 #      sum of squares) whatever the policy, to 1e-5 relative (fp32
@@ -172,9 +172,12 @@ with h5py.File(sys.argv[1], "r") as f:
     got = max(f["runs/000000/ops_by_rank"]["end_ns"]) / 1e6
     a = f["runs/000000/summary"].attrs
     kept = [1e3 * a["step_time_s"], 1e3 * a["step_time_p10_s"], 1e3 * a["step_time_p90_s"]]
+    # the medians of compute and of exposed communication are each their own (on 2 ranks of a core each, the
+    # exposed part a few ms of a step of tens)
+    apart = a["steps"] == 7 and 0 < a["exposed_comm_s"] < 0.5 * a["compute_s"]
 stats = [med, q(0.1), q(0.9)]
 ok = len(t) == 7 and any(abs(got - x) < 0.0006 for x in near)
-ok = ok and all(abs(x - y) < 0.002 for x, y in zip(said + kept, stats + stats))
+ok = ok and all(abs(x - y) < 0.002 for x, y in zip(said + kept, stats + stats)) and apart
 print("the ops end at %.4f ms; the steps took %s ms: median, p10, p90 %s, said %s, kept %s" % (got,
       " ".join("%.3f" % x for x in t), *(" ".join("%.3f" % x for x in v) for v in (stats, said, kept))))
 sys.exit(not ok)' "$tmp/learn.h5" "$tmp/learn.out"); then
