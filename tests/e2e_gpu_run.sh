@@ -207,7 +207,8 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 	streams fsdp2 2 "${STEPS[@]}"
 	streams fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per_node=4
 	equiv "ddp = fsdp (2 ranks)" fsdp2 ddp 2 --set policy.sharding=ddp
-	equiv "zero2 = fsdp (2 ranks)" fsdp2 zero2 2 --set policy.sharding=zero2
+	equiv "zero2 = fsdp (2 ranks; the watchdog off, run.timeout_s = 0)" fsdp2 zero2 2 --set policy.sharding=zero2 \
+		--set run.timeout_s=0
 	equiv "hsdp 2x2 = fsdp (4 ranks)" fsdp4 hsdp 4 --set cluster.nodes=2 --set policy.sharding=hsdp
 	equiv "4 ranks x M=1 = 2 ranks x M=2 (same global batch)" fsdp2 fsdp4m1 4 \
 		--set cluster.gpus_per_node=4 --set policy.microbatches=1
