@@ -5,6 +5,7 @@
 #      its time by phase sums to the whole, the ops its file records are
 #      those of its median step, and its summary's median and 10th and 90th
 #      percentiles are its steps', its exposed communication not its compute;
+#      the facts it prints (backend, binary, fabric) are its attributes;
 #   2. data-parallel equivalence: the same global batch (world x M fixed)
 #      gives the same per-step losses and final parameters (their sum and
 #      sum of squares) whatever the policy, to 1e-5 relative (fp32
@@ -184,6 +185,21 @@ sys.exit(not ok)' "$tmp/learn.h5" "$tmp/learn.out"); then
 	ok "the recorded step is the median one, the percentiles the steps': $out"
 else
 	bad "the recorded step is the median one, the percentiles the steps'" "$out"
+fi
+
+# every fact the run prints ("run: KEY = VALUE") is an attribute of its group in the file
+if out=$(/usr/bin/python3 -c '
+import sys, h5py
+facts = [l[5:].rstrip("\n").split(" = ", 1) for l in open(sys.argv[2]) if l.startswith("run: ")]
+with h5py.File(sys.argv[1], "r") as f:
+    a = f["runs/000000"].attrs
+    got = [(k, v, a[k].decode() if isinstance(a.get(k), bytes) else a.get(k)) for k, v in facts]
+bad = [(k, v, g) for k, v, g in got if g != v]
+print("%d facts (%s)%s" % (len(facts), ", ".join(k for k, v in facts), "; differ: %s" % bad if bad else ""))
+sys.exit(len(facts) < 3 or bool(bad))' "$tmp/learn.h5" "$tmp/learn.out"); then
+	ok "the run's facts are its attributes: $out"
+else
+	bad "the run's facts are its attributes" "$out"
 fi
 
 # 2. equivalence: run NAME and compare with REF
