@@ -17,7 +17,9 @@
 #      one, copies instead of collectives), offload and the chunked loss; 4 ranks
 #      with one microbatch vs 2 ranks with two (the accumulation's scaling,
 #      also with an AdamW eps large enough that the 1/M scale shows);
-#      and, so the comparison can fail, another seed must differ;
+#      and, so the comparison can fail, another seed must differ; and the
+#      fsdp run's numbers are those experiments/pytorch/oracle.py computes
+#      (a Llama in plain PyTorch: tests/e2e_pytorch.sh);
 #   3. the streams: every policy's run gives bit-identical losses and
 #      parameters to its --serialize run (one op at a time, no overlap),
 #      and its peak allocated and reserved memory equal ./sim's prediction
@@ -37,7 +39,9 @@
 #      collective lasts at least its ring time on the emulated link, HSDP's
 #      replica ring gets a link of its own, the facts land in the results
 #      file, the emulated model's loss falls; wrong uses of the gpu_run
-#      flags exit 2 with a message (--out beside --calibrate or --hardware too);
+#      flags exit 2 with a message (--out beside --calibrate or --hardware too),
+#      their bounds run (a link without latency), --hardware names this
+#      machine's processors;
 #   7. --calibrate's file is checked before the first measurement: a file
 #      that is no calibration file (a results file, another HDF5 file, a
 #      text file, a link to one or to the experiment, the default file),
@@ -222,6 +226,16 @@ equiv() {
 if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per_node=4; then
 	streams fsdp2 2 "${STEPS[@]}"
 	streams fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per_node=4
+	# the numbers themselves, which every policy shares (the data, the initial weights, AdamW's betas) and so no
+	# comparison between policies sees: experiments/pytorch/oracle.py, a Llama trained in plain PyTorch in float64,
+	# gives these for this run within 4e-8 (tests/e2e_pytorch.sh, section 7, with PyTorch)
+	printf '%s\n' 5.921811581 5.427518129 5.003893852 3.667440465e+02 1.784372432e+04 >"$tmp/oracle"
+	if diff=$(same fsdp2 oracle); then
+		ok "fsdp on 2 ranks: the losses and parameters oracle.py computes, max relative difference $diff"
+	else
+		bad "fsdp on 2 ranks against oracle.py's numbers" "max relative difference $diff > $TOL ($(tr '\n' ' ' \
+			<"$tmp/fsdp2"))"
+	fi
 	equiv "ddp = fsdp (2 ranks)" fsdp2 ddp 2 --set policy.sharding=ddp
 	equiv "zero2 = fsdp (2 ranks; the watchdog off, run.timeout_s = 0)" fsdp2 zero2 2 --set policy.sharding=zero2 \
 		--set run.timeout_s=0
@@ -516,6 +530,24 @@ two 1 "--calibrate: given twice" --calibrate a.h5 --calibrate b.h5
 two 1 "--series: given twice" --calibrate --series a --series b
 two 1 "--emulate-world: given twice" --emulate-world 2 --emulate-world 2
 two 1 "an integer from 1 to 1048576, not '0'" --emulate-world 0
+two 1 "--calibrate takes the calibration file" --calibrate .h5
+two 1 "a name of 1 to 23" --calibrate --series "$(printf 'a%.0s' $(seq 24))"
+# a name of 23 is one: refused for --out alone
+two 1 "cannot be used with --calibrate" --calibrate --series "$(printf 'a%.0s' $(seq 23))" --out "$tmp/x23.h5"
+# the bounds of the emulated link are allowed: a link without latency runs
+if emu emulat0 --set run.warmup=0 --set run.steps=1 --set cluster.gpus_per_node=4 --emulate-world 4 \
+	--emulate-lat-us 0 && grep -q "^run: fabric.shard.step_latency_us = 0$" "$tmp/emulat0.out"; then
+	ok "--emulate-lat-us 0: a link without latency runs"
+else
+	bad "--emulate-lat-us 0" "$(tail -2 "$tmp/emulat0.err") $(grep '^run: fabric.shard' "$tmp/emulat0.out")"
+fi
+# --hardware names this machine: its model and the processors it lists
+hw=$("${MPIRUN[@]}" -np 2 "$GPU_RUN" "$EXP" --hardware 2>/dev/null)
+if [[ $hw == *-"$(grep -c '^processor' /proc/cpuinfo)"-cores-cpu ]]; then
+	ok "--hardware: $hw"
+else
+	bad "--hardware" "'$hw', not ending in -$(grep -c '^processor' /proc/cpuinfo)-cores-cpu"
+fi
 # --out beside --calibrate or --hardware was ignored (exit 0, no file): refused before any work, nothing written
 for mode in "--calibrate $tmp/out-cal.h5 --quick" --hardware; do
 	t0=$SECONDS

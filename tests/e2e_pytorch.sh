@@ -27,7 +27,17 @@
 #      runs with;
 #   6. microbench.py's split of SDPA's backward into its helper kernels (on
 #      a GPU by the profiler): the profiler's rows read as PyTorch names
-#      them, each helper a share of the whole backward.
+#      them, each helper a share of the whole backward;
+#   7. oracle.py, gpu_run's training against a Llama written in plain
+#      PyTorch (float64, autograd, torch.optim.AdamW) from the same
+#      arguments: ./gpu_run (the CPU backend's fp32 reference kernels on
+#      MPI ranks) and oracle.py agree on every step's loss within 1e-6
+#      relative and the final parameters' sum and sum of squares within
+#      1e-5, for fsdp on 2 ranks x 2 microbatches, 3 layers on 4 ranks,
+#      and ddp with a warm-up step and other hyper-parameters; at
+#      run.lr = 0 the losses (the forward alone) within 1e-7 and the
+#      parameter sums (the initial weights) within 2e-9; and the oracle
+#      told another run.seed, beta1 or beta2 disagrees (the check can fail).
 # Without such a Python it says so and checks nothing (0 passed). One line
 # per check, then `N passed, N failed`; non-zero exit on failure.
 set -u
@@ -212,6 +222,89 @@ if "$PY" "$tmp/split.py" >"$tmp/split.log" 2>&1; then
 	ok "microbench.py: SDPA backward's helpers split off, each a share of the whole ($(tail -1 "$tmp/split.log"))"
 else
 	bad "microbench.py's split of SDPA backward" "$(tail -3 "$tmp/split.log")"
+fi
+
+# 7. gpu_run's training against oracle.py, a Llama in plain PyTorch, float64, from the same arguments: per-step
+# losses and the final parameters' sum and sum of squares. gpu_run computes in fp32 (a fixed summation order),
+# the oracle in float64, so they differ by fp32's rounding: 1e-8 to 1e-7 relative over 3 to 21 steps in every
+# configuration tried (2026-12-02, torch 2.11), as much as the oracle in float32 differs from itself in float64.
+# ORACLE_TOL, on the losses, is ten times that. The parameters' sum has more room, SUM_TOL: AdamW's first update
+# is lr times g / (|g| + eps), so a gradient that fp32's error (1e-9 typical, 2e-8 at most here) takes across
+# zero moves its element by up to 2 lr, 3e-6 of the sum (none did: the smallest |g| of the first step is
+# 1.4e-8); a loss or the sum of squares hardly notices one. The weakest control below, beta2 0.999 for 0.95,
+# differs by 1.2e-5 on the third loss (the first two see only the first update, which the betas do not change)
+# and beta1 0.8 by 3.5e-5: ten times ORACLE_TOL and more. At lr 0 the parameters are the initial weights, whose
+# sums differ by the order of a float64 sum alone, far below the last of the 10 digits gpu_run prints (2e-9:
+# two units of it), and the losses are the forward's alone (1e-8 apart): 1e-7 there tells RMSNorm's eps 1e-5
+# from 1e-6 (4.7e-7; the embedding's rows have a mean square of 1), which ORACLE_TOL would not.
+. tests/mpi_local.sh
+GPU_RUN=${GPU_RUN:-./gpu_run}
+MPIRUN=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --allow-run-as-root --oversubscribe
+	--mca odls_base_sigkill_timeout 0)
+ORACLE_TOL=1e-6
+SUM_TOL=1e-5
+cat >"$tmp/oracle_cmp.py" <<'EOF'
+# A B TOL [SUMTOL]: the two printouts agree (exit 0), differ (1) or cannot be read (2)
+import re, sys
+def read(path):
+    losses, sums = [], None
+    for line in open(path):
+        m = re.match(r"step (\d+) loss (\S+) time ", line)
+        if m:
+            losses.append(float(m.group(2)))
+        m = re.match(r"params sum (\S+) sumsq (\S+)", line)
+        if m:
+            sums = float(m.group(1)), float(m.group(2))
+    return losses, sums
+(la, sa), (lb, sb) = read(sys.argv[1]), read(sys.argv[2])
+tol = float(sys.argv[3])
+stol = float(sys.argv[4]) if len(sys.argv) > 4 else tol
+if not la or len(la) != len(lb) or sa is None or sb is None:
+    print("%d and %d steps, params sums %s and %s" % (len(la), len(lb), sa, sb))
+    sys.exit(2)
+rel = lambda x, y: abs(x - y) / max(abs(x), abs(y), 1e-300)
+dl, ds, dq = max(rel(x, y) for x, y in zip(la, lb)), rel(sa[0], sb[0]), rel(sa[1], sb[1])
+print("relative differences: %d losses %.1e at most, params sum %.1e, sumsq %.1e" % (len(la), dl, ds, dq))
+sys.exit(0 if dl <= tol and max(ds, dq) <= stol else 1)
+EOF
+# oracle_pair NAME RANKS ARGS...: gpu_run and oracle.py on the same arguments, into $tmp/NAME.gpu and .oracle
+oracle_pair() {
+	local name=$1 np=$2
+	shift 2
+	"${MPIRUN[@]}" -np "$np" "$GPU_RUN" experiments/tiny.ini "$@" >"$tmp/$name.gpu" 2>&1 </dev/null &&
+		"$PY" experiments/pytorch/oracle.py experiments/tiny.ini "$@" >"$tmp/$name.oracle" 2>&1 </dev/null
+}
+THREE="--set run.steps=3 --set run.warmup=0"
+if [ ! -x "$GPU_RUN" ] || ! command -v mpirun >/dev/null; then
+	bad "oracle.py" "needs $GPU_RUN (make gpu_run) and mpirun"
+else
+	# NAME|RANKS|TOLERANCE|SUMS' TOLERANCE|WHAT|ARGUMENTS
+	while IFS='|' read -r name np tol stol what args; do
+		# shellcheck disable=SC2086
+		if ! oracle_pair "$name" "$np" $args; then
+			bad "oracle.py ($what)" "$(tail -3 "$tmp/$name.gpu" "$tmp/$name.oracle" 2>/dev/null)"
+		elif diff=$("$PY" "$tmp/oracle_cmp.py" "$tmp/$name.gpu" "$tmp/$name.oracle" "$tol" "$stol"); then
+			ok "oracle.py agrees with gpu_run, $what: $diff"
+		else
+			bad "oracle.py against gpu_run ($what; tolerance $tol, sums $stol)" "$diff"
+		fi
+	done <<EOF
+fsdp|2|$ORACLE_TOL|$SUM_TOL|fsdp on 2 ranks x 2 microbatches, 3 steps|$THREE
+wide|4|$ORACLE_TOL|$SUM_TOL|3 layers on 4 ranks x 2 microbatches, 3 steps|$THREE --set model.layers=3 --set cluster.gpus_per_node=4
+ddp|2|$ORACLE_TOL|$SUM_TOL|ddp, 1 warm-up + 2 steps of 1 microbatch of 3, lr 2e-3, weight decay 0.2, eps 1e-6|--set run.steps=2 --set run.warmup=1 --set policy.sharding=ddp --set policy.microbatches=1 --set run.batch=3 --set run.lr=2e-3 --set run.weight_decay=0.2 --set run.eps=1e-6
+lr0|2|1e-7|2e-9|lr 0 (the initial weights' sums; the forward alone)|$THREE --set run.lr=0
+EOF
+	# the controls: the oracle told something other than gpu_run was must disagree with gpu_run's fsdp run
+	for c in "--set run.seed=1235" "--beta1 0.8" "--beta2 0.999"; do
+		# shellcheck disable=SC2086
+		"$PY" experiments/pytorch/oracle.py experiments/tiny.ini $THREE $c >"$tmp/control.oracle" 2>&1 </dev/null
+		diff=$("$PY" "$tmp/oracle_cmp.py" "$tmp/fsdp.gpu" "$tmp/control.oracle" "$ORACLE_TOL" "$SUM_TOL")
+		if [ $? = 1 ]; then
+			ok "oracle.py $c disagrees with gpu_run's fsdp run: $diff"
+		else
+			bad "oracle.py $c (a control)" "not a disagreement: $diff"
+		fi
+	done
 fi
 
 echo "$passed passed, $failed failed"

@@ -256,12 +256,14 @@ static void push(struct cpu *c, int stream, const struct cmd *k)
 static void cpu_record(struct backend *b, int stream, int event)
 {
 	struct cmd k = { .type = CMD_RECORD, .event = event };
+	assert(event >= 0 && event < cpu_of(b)->nevents);
 	push(cpu_of(b), stream, &k);
 }
 
 static void cpu_wait(struct backend *b, int stream, int event)
 {
 	struct cmd k = { .type = CMD_WAIT, .event = event };
+	assert(event >= 0 && event < cpu_of(b)->nevents);
 	push(cpu_of(b), stream, &k);
 }
 
