@@ -3,8 +3,12 @@
  */
 #include "summary.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 
 #include "xalloc.h"
 
@@ -242,4 +246,19 @@ void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint
 	summary_plan_init(&p, s);
 	summary_of_step_planned(&p, ops, step_ns, peaks, out);
 	summary_plan_release(&p);
+}
+
+int summary_median_step(const double *step_s, int n)
+{
+	double *v = xmalloc(sizeof(double) * (size_t)n), med;
+	int best = 0;
+
+	memcpy(v, step_s, sizeof(double) * (size_t)n);
+	gsl_sort(v, 1, (size_t)n);
+	med = gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
+	for (int i = 1; i < n; i++)
+		if (fabs(step_s[i] - med) < fabs(step_s[best] - med))
+			best = i;
+	free(v);
+	return best;
 }

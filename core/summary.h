@@ -27,6 +27,13 @@ void summary_of_step(const struct schedule *s, const struct op_timing *ops, uint
 		     const struct mem_peaks *peaks, struct summary *out);
 
 /*
+ * Of n > 0 measured steps' times, the index of the one closest to their
+ * median (GSL's: the mean of the middle two of an even count), the first
+ * of those as close: the step whose ops a measured run records.
+ */
+int summary_median_step(const double *step_s, int n);
+
+/*
  * What summarising a step needs of its schedule alone (which ops count as
  * communication or compute, the wire bytes), worked out once for the steps
  * of one schedule (the simulator's sweeps price one schedule many times).

@@ -1166,6 +1166,23 @@ static void test_caching_allocator_at_capacity(void)
  * them the all-gather's, 300 + 800 the reduce-scatter's (both run over
  * [500, 800): each counts it), none any other kind's; 400 ns of compute.
  */
+/* The step a measured run records: the one closest to the median, the first of equals, the last one too. */
+static void test_median_step(void)
+{
+	const double odd[] = { 0.30, 0.10, 0.20 }, last[] = { 0.5, 0.1, 0.9, 0.7, 0.4 }, even[] = { 4, 1, 3, 2 };
+	const double one[] = { 7 }, same[] = { 2, 2, 2 };
+
+	CU_ASSERT_EQUAL(summary_median_step(odd, 3), 2);
+	CU_ASSERT_EQUAL(summary_median_step(last, 5), 0);
+	const double tie[] = { 1, 9, 7, 4 };
+	CU_ASSERT_EQUAL(summary_median_step(tie, 4), 2);      /* median 5.5: 7 and 4 as close, 7 first */
+	CU_ASSERT_EQUAL(summary_median_step(even, 4), 2);     /* median 2.5: 3 before 2 */
+	CU_ASSERT_EQUAL(summary_median_step(one, 1), 0);
+	CU_ASSERT_EQUAL(summary_median_step(same, 3), 0);
+	const double tail[] = { 9, 1, 8, 2, 5 };
+	CU_ASSERT_EQUAL(summary_median_step(tail, 5), 4);
+}
+
 static void test_exposed_by_kind(void)
 {
 	struct experiment e;
@@ -1234,4 +1251,5 @@ void suite_sim(void)
 	CU_add_test(s, "calibrated eager PyTorch: dispatch on the host, per kernel", test_calibrated_eager_dispatch);
 	CU_add_test(s, "calibrated: a kernel not measured at the rate of its pattern's", test_calibrated_access_rates);
 	CU_add_test(s, "calibrated: a kernel below the table scaled from its smallest", test_calibrated_below_the_table);
+	CU_add_test(s, "a measured run's recorded step: the closest to the median", test_median_step);
 }

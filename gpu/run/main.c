@@ -527,22 +527,6 @@ static void print_summary(const struct schedule *s, const struct summary *m)
 		printf("summary: %s\n", line);
 }
 
-/* The measured step whose time is closest to the median (the one whose ops a run records). */
-static int median_step(const double *step_s, int n)
-{
-	double *v = xmalloc(sizeof(double) * (size_t)n), med;
-	int best = 0;
-
-	memcpy(v, step_s, sizeof(double) * (size_t)n);
-	gsl_sort(v, 1, (size_t)n);
-	med = gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
-	for (int i = 1; i < n; i++)
-		if (fabs(step_s[i] - med) < fabs(step_s[best] - med))
-			best = i;
-	free(v);
-	return best;
-}
-
 static double sorted_stat(double *v, int n, double q)
 {
 	gsl_sort(v, 1, (size_t)n);
@@ -563,8 +547,8 @@ static void measured_summary(const struct schedule *s, const struct op_timing *s
 
 	memcpy(v, step_s, sizeof(double) * (size_t)n);
 	med = sorted_stat(v, n, -1);
-	summary_of_step(s, steps_t + (size_t)median_step(step_s, n) * s->nops, (uint64_t)(med * 1e9 + 0.5), peaks,
-			sum);
+	summary_of_step(s, steps_t + (size_t)summary_median_step(step_s, n) * s->nops, (uint64_t)(med * 1e9 + 0.5),
+			peaks, sum);
 	sum->step_time_p10_s = sorted_stat(v, n, 0.1);
 	sum->step_time_p90_s = sorted_stat(v, n, 0.9);
 	sum->steps = n;
@@ -848,7 +832,7 @@ int main(int argc, char **argv)
 	/* every rank's timings of the recorded step (the median's index is the same on every rank) */
 	watchdog_waiting("the gather of every rank's timings");
 	by_rank = rank == 0 ? xcalloc((size_t)world * (size_t)s->nops + 1, sizeof(*by_rank)) : NULL;
-	mpi_check(MPI_Gather(steps_t + (size_t)median_step(step_s, e.run.steps) * s->nops, 2 * s->nops,
+	mpi_check(MPI_Gather(steps_t + (size_t)summary_median_step(step_s, e.run.steps) * s->nops, 2 * s->nops,
 			     MPI_UINT64_T, by_rank, 2 * s->nops, MPI_UINT64_T, 0, MPI_COMM_WORLD));
 	if (rank == 0) {
 		printf("params sum %.9e sumsq %.9e%s\n", psum, psq, c.emulated ? " (this rank's shards)" : "");
@@ -861,7 +845,7 @@ int main(int argc, char **argv)
 				.hardware = hw,
 				.exp = &e,
 				.sched = s,
-				.ops = steps_t + (size_t)median_step(step_s, e.run.steps) * s->nops,
+				.ops = steps_t + (size_t)summary_median_step(step_s, e.run.steps) * s->nops,
 				.ops_by_rank = by_rank,
 				.nranks = world,
 				.nmem = mem->nsamples,
