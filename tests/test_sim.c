@@ -1166,6 +1166,18 @@ static void test_caching_allocator_at_capacity(void)
  * them the all-gather's, 300 + 800 the reduce-scatter's (both run over
  * [500, 800): each counts it), none any other kind's; 400 ns of compute.
  */
+/* Bytes as the report prints them: GiB from a tenth of one (and nothing as 0.00 GiB), MiB below. */
+static void test_report_bytes(void)
+{
+	char b[32];
+
+	CU_ASSERT_STRING_EQUAL(report_bytes(0, b, sizeof b), "0.00 GiB");
+	CU_ASSERT_STRING_EQUAL(report_bytes(1048576, b, sizeof b), "1.0 MiB");
+	CU_ASSERT_STRING_EQUAL(report_bytes(107374182, b, sizeof b), "102.4 MiB"); /* just under 0.1 GiB */
+	CU_ASSERT_STRING_EQUAL(report_bytes(107374183, b, sizeof b), "0.10 GiB");
+	CU_ASSERT_STRING_EQUAL(report_bytes(85469849190ull, b, sizeof b), "79.60 GiB");
+}
+
 /* The step a measured run records: the one closest to the median, the first of equals, the last one too. */
 static void test_median_step(void)
 {
@@ -1252,4 +1264,5 @@ void suite_sim(void)
 	CU_add_test(s, "calibrated: a kernel not measured at the rate of its pattern's", test_calibrated_access_rates);
 	CU_add_test(s, "calibrated: a kernel below the table scaled from its smallest", test_calibrated_below_the_table);
 	CU_add_test(s, "a measured run's recorded step: the closest to the median", test_median_step);
+	CU_add_test(s, "bytes as the report prints them", test_report_bytes);
 }

@@ -28,6 +28,9 @@ static void test_escape(void)
 	CU_ASSERT_STRING_EQUAL(text_escape("a\x9b" "b", buf, sizeof buf), "a\\x9bb");
 	CU_ASSERT_STRING_EQUAL(text_escape("a\xe2\x82", buf, sizeof buf), "a\\xe2\\x82");
 	CU_ASSERT_STRING_EQUAL(text_escape("\xc0\xaf", buf, sizeof buf), "\\xc0\\xaf");
+	/* the C1 range ends at U+009F: U+009F escaped, U+00A0 (a no-break space) as it is */
+	CU_ASSERT_STRING_EQUAL(text_escape("a\xc2\x9f" "b", buf, sizeof buf), "a\\xc2\\x9fb");
+	CU_ASSERT_STRING_EQUAL(text_escape("a\xc2\xa0" "b", buf, sizeof buf), "a\xc2\xa0" "b");
 	/* cut at a whole escape, never inside one */
 	CU_ASSERT_STRING_EQUAL(text_escape("ab\x1b" "cd", buf, 6), "ab");
 	CU_ASSERT_STRING_EQUAL(text_escape("ab\x1b" "cd", buf, 7), "ab\\x1b");
@@ -40,6 +43,10 @@ static void test_utf8(void)
 	CU_ASSERT_FALSE(text_utf8_valid("caf\xc3", 4));
 	CU_ASSERT_FALSE(text_utf8_valid("\xed\xa0\x80", 3)); /* a surrogate */
 	CU_ASSERT_FALSE(text_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
+	/* three bytes from U+0800: U+07FF in three is overlong, U+0800 is not */
+	CU_ASSERT_FALSE(text_utf8_valid("\xe0\x9f\xbf", 3));
+	CU_ASSERT_TRUE(text_utf8_valid("\xe0\xa0\x80", 3));
+	CU_ASSERT_TRUE(text_utf8_valid("\xf4\x8f\xbf\xbf", 4)); /* U+10FFFF itself */
 }
 
 static void vline(FILE *f, const char *prefix, const char *fmt, ...)
