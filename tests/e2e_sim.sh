@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of ./sim: golden summaries and advice (an experiment and its
-# expected output), results appended never truncated, a valid trace, the
+# expected output), results appended never truncated, a valid trace (each op named by its label on its stream's track), the
 # op listing, a configuration that does not fit. One line per check, then
 # "N passed, N failed". Regenerate the goldens after an intended model
 # change with: tests/e2e_sim.sh --update
@@ -89,15 +89,21 @@ then ok "--json fields and resolved config"; else bad "--json"; fi
 
 # --trace: valid JSON, one complete event per op, a memory counter
 if "$SIM" experiments/llama3.ini --trace "$tmp/t.json" > /dev/null && /usr/bin/python3 - "$tmp/t.json" <<'PY'
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 t = json.load(open(sys.argv[1]))
 ev = t["traceEvents"] if isinstance(t, dict) else t
 ops = subprocess.run([os.environ["SIM"], "experiments/llama3.ini", "--schedule"], capture_output=True, text=True).stdout
 nops = int(ops.split()[1])
 assert sum(e.get("ph") == "X" for e in ev) == nops, nops
 assert any(e.get("ph") == "C" and e.get("name") == "memory" for e in ev)
+# each op an event named by its label, on the track named by its stream
+track = {e["tid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+rows = [re.match(r" *[0-9]+ (.{22}) (\S+) ", l) for l in ops.splitlines()]
+want = sorted((m.group(1).rstrip(), m.group(2)) for m in rows if m)
+got = sorted((e["name"], track[e["tid"]]) for e in ev if e.get("ph") == "X")
+assert got == want, [x for x in zip(got, want) if x[0] != x[1]][:3]
 PY
-then ok "--trace is valid with one event per op"; else bad "--trace"; fi
+then ok "--trace is valid with one event per op, named by its label on its stream's track"; else bad "--trace"; fi
 
 # --schedule lists ops in issue order, the first is the root gather
 "$SIM" experiments/llama3.ini --schedule | sed -n 3p | grep -q "AG root m0" \
@@ -152,8 +158,12 @@ out=$("$SIM" experiments/llama3.ini --policy ddp); rc=$?
 # --policy all ranks policies and names the fastest that fits; tiny's
 # policy space is counted by hand in tests/test_policy.c
 out=$("$SIM" experiments/tiny.ini --policy all --top 3)
-echo "$out" | grep -q "^   1 " && echo "$out" | grep -q "fastest that fits" \
+# (tiny's fastest fits: rank 1)
+echo "$out" | grep -q "^   1 " && echo "$out" | grep -q "^fastest that fits: rank 1, " \
 	&& ok "--policy all ranking" || bad "--policy all"
+# --help's list of a flag per key (after "experiment:") is wrapped to 80 columns
+"$SIM" --help 2>&1 | awk '/^experiment:/ { on = 1 } on && length > 79 { print; bad = 1 } END { exit bad }' \
+	>"$tmp/help.wide" && ok "--help: the flags per key wrapped to 80 columns" || bad "--help wider than 79"
 echo "$out" | head -1 | grep -q ": 1728 policies$" && [ "$(echo "$out" | grep -c '^ *[0-9]')" = 3 ] \
 	&& ok "--policy all: 1728 policies for tiny, --top 3 prints 3" || bad "--policy all count: $(echo "$out" | head -1)"
 "$SIM" experiments/tiny.ini --policy all --microbatches 1 --json | /usr/bin/python3 -c '
