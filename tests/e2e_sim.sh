@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of ./sim: golden summaries and advice (an experiment and its
-# expected output), results appended never truncated, a valid trace (each op named by its label on its stream's track), the
-# op listing, a configuration that does not fit. One line per check, then
+# expected output), results appended never truncated, a valid trace (each op
+# named by its label on its stream's track), the op listing, a configuration
+# that does not fit. One line per check, then
 # "N passed, N failed". Regenerate the goldens after an intended model
 # change with: tests/e2e_sim.sh --update
 set -u
