@@ -4,7 +4,8 @@
 # data safety"):
 #
 #   1  an output never overwrites an input, a results file, or a file that
-#      is not what it writes (--trace, --out, of both binaries);
+#      is not what it writes (--trace, --out, of both binaries); a trace
+#      replaced and a results file appended to keep their permissions;
 #   2  a FIFO, /dev/zero, /dev/urandom as the experiment: exit 2 at once
 #      (tests/e2e_bad_input.sh, both binaries);
 #   3  a full disk while appending: one line, exit 1, no crash, the report
@@ -77,8 +78,10 @@ expect2 "1 --out and --trace the same file" "run.out = N.h5 and --trace N.h5 are
 [ "$(sum S.h5)" = "$before" ] && [ "$(runs S.h5)" = 1 ] && ok "1 the results file is untouched (1 run)" \
 	|| bad "1 results file" "changed"
 before=$(sum v.ini)
-expect2 "1 --trace onto the experiment file" "--trace v.ini: is the input v.ini" "$SIM" v.ini --trace v.ini
-expect2 "1 --out onto the experiment file" "run.out = v.ini: is the input v.ini" "$SIM" v.ini --out v.ini
+expect2 "1 --trace onto the experiment file" "--trace v.ini: is the input v.ini: not overwriting it" \
+	"$SIM" v.ini --trace v.ini
+expect2 "1 --out onto the experiment file" "run.out = v.ini: is the input v.ini: not overwriting it" \
+	"$SIM" v.ini --out v.ini
 ln -s v.ini v-link.json
 expect2 "1 --trace onto a link to the experiment file" "is the input v.ini" "$SIM" v.ini --trace v-link.json
 [ "$(sum v.ini)" = "$before" ] && ok "1 the experiment file is untouched" || bad "1 experiment file" "changed"
@@ -87,10 +90,18 @@ expect2 "1 --trace onto a JSON file it did not write" "not a Chrome trace this t
 	"$SIM" v.ini --trace notes.json
 expect2 "1 --out onto a file that is not HDF5" "exists and is not an HDF5 file" "$SIM" v.ini --out notes.json
 [ "$(cat notes.json)" = '{"notes": 1}' ] && ok "1 a foreign file is untouched" || bad "1 foreign file" "changed"
-if "$SIM" v.ini --trace t.json >/dev/null && "$SIM" v.ini --trace t.json >/dev/null; then
-	ok "1 a trace it wrote is replaced"
+# a trace it wrote is replaced, and a results file appended to, each keeping the permissions its owner gave it
+if "$SIM" v.ini --trace t.json >/dev/null && chmod 600 t.json && "$SIM" v.ini --trace t.json >/dev/null &&
+	[ "$(stat -c %a t.json)" = 600 ]; then
+	ok "1 a trace it wrote is replaced, its mode kept (600)"
 else
-	bad "1 trace replaced" "$(cat "$tmp/err")"
+	bad "1 trace replaced" "mode $(stat -c %a t.json 2>&1)"
+fi
+cp S.h5 P.h5 && chmod 640 P.h5
+if "$SIM" v.ini --out P.h5 >/dev/null && [ "$(runs P.h5)" = 2 ] && [ "$(stat -c %a P.h5)" = 640 ]; then
+	ok "1 a results file appended to keeps its mode (640)"
+else
+	bad "1 results file's mode" "$(runs P.h5) runs, mode $(stat -c %a P.h5 2>&1)"
 fi
 expect2 "1 gpu_run --out onto the experiment file" "run.out = v.ini: is the input v.ini" \
 	"${MPIRUN[@]}" -np 2 "$GPU_RUN" v.ini --out v.ini
