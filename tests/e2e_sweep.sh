@@ -6,6 +6,8 @@
 #      with --sweep are refused; a comment after a continued value ends it;
 #      a global batch that no configuration can make is refused; a file
 #      that is not text (a NUL byte, control bytes, CR line ends) is refused;
+#      rows as fast as each other keep the sweep's order; --top 1000000 and
+#      --memory-budget 1e9 (the bounds) are taken, one past them is not;
 #   2. experiments/sweeps/small.ini run alone, and on 1, 2 and 3 MPI ranks:
 #      every configuration appears exactly once in each file, the same set
 #      with the same figures whatever the rank count, as many as the sweep
@@ -113,6 +115,27 @@ good_case "a comment on a continued line" \
 	'[sweep]\nexperiment = %s\n[policy]\nsharding = fsdp, zero2,\n  ddp            ; continued\n'
 # a range of large integers counts exactly: 1e15..1e15+2 is three values, not a thousand
 good_case "a range of large integers" '[sweep]\nexperiment = %s\n[run]\nseed = 1000000000000000..1000000000000002\n'
+
+# configurations as fast as each other keep the sweep's order: seeds 3, 1, 2 price alike
+printf '[sweep]\nexperiment = %s\n[run]\nseed = 3, 1, 2\n' "$(realpath experiments/tiny.ini)" >"$tmp/seeds.ini"
+if "$SIM" --sweep "$tmp/seeds.ini" >"$tmp/out" 2>&1 </dev/null &&
+	[ "$(awk '/^ +[0-9]+ +[0-9.]+ / { printf "%s ", $NF }' "$tmp/out")" = "seed=3 seed=1 seed=2 " ]; then
+	ok "equal step times ranked in the sweep's order"
+else
+	bad "equal step times ranked in the sweep's order" "$(awk '/^ +[0-9]+ +[0-9.]+ /' "$tmp/out" | tr '\n' ' ')"
+fi
+# the flags' bounds are allowed, and one past them is not
+if "$SIM" experiments/tiny.ini --policy all --top 1000000 --memory-budget 1e9 >/dev/null 2>"$tmp/err"; then
+	ok "--top 1000000 and --memory-budget 1e9 (the bounds) are taken"
+else
+	bad "the flags' bounds" "$(head -2 "$tmp/err")"
+fi
+flag_case "--top 1000001" "--top: '1000001' is not an integer from 1 to 1000000" experiments/tiny.ini --policy all \
+	--top 1000001
+flag_case "--memory-budget 1.1e9" "--memory-budget: '1.1e9' is not a number of GiB" experiments/tiny.ini --policy all \
+	--memory-budget 1.1e9
+flag_case "--global-batch 1 (a count it takes, no configuration makes)" "global batch 1: no configuration makes it" \
+	experiments/tiny.ini --policy all --global-batch 1
 
 # ---- 2. every configuration once, whatever the ranks ---------------------------
 small=experiments/sweeps/small.ini
