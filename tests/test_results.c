@@ -426,7 +426,13 @@ static void test_append_two_runs(void)
 	struct run_result r0 = make_run("sim", 1.5), r1 = make_run("gpu_run", 2.25);
 	char path[128];
 	H5G_info_t gi;
-	hid_t f, g;
+	hid_t f, g, sg;
+
+	/* a measured run of two steps keeps its percentiles; a prediction (no steps) has its step time as both */
+	r1.sum.steps = 2;
+	r1.sum.step_time_p10_s = 2.0;
+	r1.sum.step_time_p90_s = 2.5;
+	r0.sum.step_time_p10_s = r0.sum.step_time_p90_s = 99;
 
 	path_in_dir(path, sizeof path, "two.h5");
 	CU_ASSERT_EQUAL(results_count(path), -1);   /* no file yet */
@@ -450,6 +456,9 @@ static void test_append_two_runs(void)
 	check_ops(g);
 	check_memory(g);
 	check_summary(g, &r0.sum);
+	sg = H5Gopen2(g, "summary", H5P_DEFAULT);
+	CU_ASSERT(read_f64_attr(sg, "step_time_p10_s") == 1.5 && read_f64_attr(sg, "step_time_p90_s") == 1.5);
+	H5Gclose(sg);
 	H5Gclose(g);
 
 	g = H5Gopen2(f, "runs/000001", H5P_DEFAULT);
@@ -457,6 +466,11 @@ static void test_append_two_runs(void)
 	check_run_attrs(g, "gpu_run");
 	check_ops(g);
 	check_summary(g, &r1.sum);
+	sg = H5Gopen2(g, "summary", H5P_DEFAULT);
+	CU_ASSERT_EQUAL(read_f64_attr(sg, "step_time_p10_s"), 2.0);
+	CU_ASSERT_EQUAL(read_f64_attr(sg, "step_time_p90_s"), 2.5);
+	CU_ASSERT_EQUAL(read_u64_attr(sg, "steps"), 2);
+	H5Gclose(sg);
 	H5Gclose(g);
 	H5Fclose(f);
 }
