@@ -537,9 +537,10 @@ static double sorted_stat(double *v, int n, double q)
 /*
  * The summary of the measured steps: the median step time with its 10th
  * and 90th percentiles, the median compute and exposed communication, the
- * ops of the median step, the memory peaks of the run.
+ * ops of the recorded step (summary_median_step's), the memory peaks of
+ * the run.
  */
-static void measured_summary(const struct schedule *s, const struct op_timing *steps_t, double *step_s,
+static void measured_summary(const struct schedule *s, const struct op_timing *recorded, double *step_s,
 			     double *compute_s, double *exposed_s, int n, const struct mem_peaks *peaks,
 			     struct summary *sum)
 {
@@ -547,8 +548,7 @@ static void measured_summary(const struct schedule *s, const struct op_timing *s
 
 	memcpy(v, step_s, sizeof(double) * (size_t)n);
 	med = sorted_stat(v, n, -1);
-	summary_of_step(s, steps_t + (size_t)summary_median_step(step_s, n) * s->nops, (uint64_t)(med * 1e9 + 0.5),
-			peaks, sum);
+	summary_of_step(s, recorded, (uint64_t)(med * 1e9 + 0.5), peaks, sum);
 	sum->step_time_p10_s = sorted_stat(v, n, 0.1);
 	sum->step_time_p90_s = sorted_stat(v, n, 0.9);
 	sum->steps = n;
@@ -678,6 +678,7 @@ int main(int argc, char **argv)
 	int rank, world, rc = 0, total;
 	double psum, psq;
 	struct op_timing *steps_t;   /* the ops of every measured step */
+	const struct op_timing *recorded; /* those of the one a run records */
 	struct op_timing *by_rank = NULL; /* rank 0: every rank's ops of the recorded step */
 	double *step_s, *compute_s, *exposed_s;
 	char hw[64];
@@ -812,7 +813,9 @@ int main(int argc, char **argv)
 		}
 	}
 	at[RP_STEPS] = wall_s();
-	measured_summary(s, steps_t, step_s, compute_s, exposed_s, e.run.steps, &exec_memory(x)->peaks, &sum);
+	/* the step whose ops are recorded: the same index on every rank (the step times are the slowest rank's) */
+	recorded = steps_t + (size_t)summary_median_step(step_s, e.run.steps) * s->nops;
+	measured_summary(s, recorded, step_s, compute_s, exposed_s, e.run.steps, &exec_memory(x)->peaks, &sum);
 	be->ops->hardware(be, hw, sizeof hw);
 	watchdog_waiting("the all-reduce of the parameter sums");
 	exec_param_sums(x, &psum, &psq);
@@ -832,8 +835,7 @@ int main(int argc, char **argv)
 	/* every rank's timings of the recorded step (the median's index is the same on every rank) */
 	watchdog_waiting("the gather of every rank's timings");
 	by_rank = rank == 0 ? xcalloc((size_t)world * (size_t)s->nops + 1, sizeof(*by_rank)) : NULL;
-	mpi_check(MPI_Gather(steps_t + (size_t)summary_median_step(step_s, e.run.steps) * s->nops, 2 * s->nops,
-			     MPI_UINT64_T, by_rank, 2 * s->nops, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+	mpi_check(MPI_Gather(recorded, 2 * s->nops, MPI_UINT64_T, by_rank, 2 * s->nops, MPI_UINT64_T, 0, MPI_COMM_WORLD));
 	if (rank == 0) {
 		printf("params sum %.9e sumsq %.9e%s\n", psum, psq, c.emulated ? " (this rank's shards)" : "");
 		print_summary(s, &sum);
@@ -845,7 +847,7 @@ int main(int argc, char **argv)
 				.hardware = hw,
 				.exp = &e,
 				.sched = s,
-				.ops = steps_t + (size_t)summary_median_step(step_s, e.run.steps) * s->nops,
+				.ops = recorded,
 				.ops_by_rank = by_rank,
 				.nranks = world,
 				.nmem = mem->nsamples,
