@@ -121,9 +121,11 @@ static struct kind kinds[] = {
 		  MODEL_FIELD(kv_heads, 1, 4096),
 		  MODEL_FIELD(vocab, 1, 1 << 24),
 		  MODEL_FIELD(seq, 1, 1 << 22),
+		  { "rope_theta", F_DOUBLE, offsetof(struct model_entry, shape.rope_theta), 0, MODEL_ROPE_THETA_MIN,
+		    MODEL_ROPE_THETA_MAX },
 		  { "source", F_TEXT, offsetof(struct model_entry, source), 160, 0, 0 },
 	  },
-	  .nfields = 8 },
+	  .nfields = 9 },
 	{ .word = "runtime", .entry_size = sizeof(struct runtime_spec),
 	  .name_offset = offsetof(struct runtime_spec, name), .entries = (char *)runtimes,
 	  .fields = {

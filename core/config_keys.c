@@ -70,6 +70,7 @@ static const struct key keys_head[] = {
 	INT("model", "kv_heads", model.kv_heads, 1, 4096),
 	INT("model", "vocab", model.vocab, 1, 1 << 24),
 	INT("model", "seq", model.seq, 1, 1 << 22),
+	DBL("model", "rope_theta", model.rope_theta, MODEL_ROPE_THETA_MIN, MODEL_ROPE_THETA_MAX),
 	{ "cluster", "gpu", KT_GPU, OFF(gpu_name), HW_NAME_MAX, 0, 0, NULL, "catalog GPU", "--gpu",
 	  NULL },
 	INT("cluster", "nodes", cluster.nodes, 1, 65536),

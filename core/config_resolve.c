@@ -40,7 +40,8 @@ static int resolve_model(struct experiment *e)
 {
 	static const char *const dims[] = { "layers", "hidden", "ffn", "heads", "kv_heads", "vocab",
 					    "seq", NULL };
-	int kname = config_key_id("model", "name"), ks[8], explicit_ks[8], nexp = 0;
+	int kname = config_key_id("model", "name"), ktheta = config_key_id("model", "rope_theta");
+	int ks[8], explicit_ks[9], nexp = 0;
 	char what[2 * MSG_MAX], list[MSG_MAX], err[256];
 	struct model_shape cat;
 
@@ -50,6 +51,8 @@ static int resolve_model(struct experiment *e)
 			explicit_ks[nexp++] = ks[i];
 	}
 	ks[7] = -1;
+	if (config_is_explicit(e, ktheta))
+		explicit_ks[nexp++] = ktheta;
 	explicit_ks[nexp] = -1;
 
 	if (strcmp(e->model_name, CUSTOM) == 0) {
@@ -63,6 +66,10 @@ static int resolve_model(struct experiment *e)
 		if (!config_is_explicit(e, ks[6])) {
 			e->model.seq = CUSTOM_SEQ;
 			config_origin_set(e, ks[6], OR_DEFAULT, NULL);
+		}
+		if (!config_is_explicit(e, ktheta)) {
+			e->model.rope_theta = MODEL_ROPE_THETA_DEFAULT;
+			config_origin_set(e, ktheta, OR_DEFAULT, NULL);
 		}
 	} else {
 		if (model_lookup(e->model_name, &cat) < 0) {
@@ -81,6 +88,10 @@ static int resolve_model(struct experiment *e)
 					(config_key(ks[i])->offset - offsetof(struct experiment, model)));
 				config_origin_set(e, ks[i], OR_CATALOG, where);
 			}
+		if (!config_is_explicit(e, ktheta)) {
+			e->model.rope_theta = cat.rope_theta;
+			config_origin_set(e, ktheta, OR_CATALOG, where);
+		}
 	}
 	snprintf(e->model.name, sizeof e->model.name, "%s", e->model_name);
 	if (model_check(&e->model, err, sizeof err) < 0) {

@@ -26,6 +26,11 @@ int model_check(const struct model_shape *m, char *err, int errlen)
 		snprintf(err, errlen, "every dimension must be at least 1");
 		return -1;
 	}
+	if (!(m->rope_theta >= MODEL_ROPE_THETA_MIN && m->rope_theta <= MODEL_ROPE_THETA_MAX)) {
+		snprintf(err, errlen, "rope_theta (%g) must be from %g to %g", m->rope_theta, MODEL_ROPE_THETA_MIN,
+			 MODEL_ROPE_THETA_MAX);
+		return -1;
+	}
 	if (m->hidden % m->heads) {
 		snprintf(err, errlen, "heads (%d) must divide hidden (%d)", m->heads, m->hidden);
 		return -1;
@@ -238,6 +243,7 @@ struct model_dims model_dims_of(const struct model_shape *m, int batch)
 	d.V = m->vocab;
 	d.qkv = (d.H + 2 * d.KV) * d.Q;
 	d.hq = d.H * d.Q;
+	d.rope_theta = m->rope_theta;
 	return d;
 }
 

@@ -1,7 +1,8 @@
 /*
  * model.h - the Llama-architecture decoder both halves agree on.
  *
- * A model is a shape (layers, hidden, ffn, heads, kv heads, vocab, seq).
+ * A model is a shape (layers, hidden, ffn, heads, kv heads, vocab, seq)
+ * and its rotary embedding's base (rope_theta).
  * From the shape this module derives, exactly and in one place:
  *   - the parameter tensors of every module, in their storage order
  *     (the GPU runtime lays a unit's flat buffer out in this order);
@@ -26,6 +27,16 @@
 
 #define MODEL_NAME_MAX 32
 
+/*
+ * RoPE's base: any value a published model uses (10000 for Llama 2,
+ * 500000 for Llama 3, 1e6 and more for long-context models) lies well
+ * inside; below 1 the frequencies would grow with the pair index.
+ */
+#define MODEL_ROPE_THETA_MIN 1.0
+#define MODEL_ROPE_THETA_MAX 1e9
+/* a custom model's unless the experiment sets one: Llama 3's, the architecture this project builds */
+#define MODEL_ROPE_THETA_DEFAULT 500000.0
+
 struct model_shape {
 	char name[MODEL_NAME_MAX];
 	int layers;   /* transformer blocks */
@@ -35,6 +46,7 @@ struct model_shape {
 	int kv_heads; /* KV heads (grouped-query attention), divides H */
 	int vocab;    /* V */
 	int seq;      /* T, tokens per sequence */
+	double rope_theta; /* RoPE's base: position t turns pair i by t theta^(-2i/Q) */
 };
 
 /* head dim Q = D / H */
@@ -49,6 +61,7 @@ struct model_dims {
 	int64_t D, F, H, KV, Q, V;
 	int64_t qkv;      /* (H + 2 KV) Q, a QKV row */
 	int64_t hq;       /* H Q, an attention output row */
+	double rope_theta; /* the model's */
 };
 
 struct model_dims model_dims_of(const struct model_shape *m, int batch);

@@ -520,6 +520,8 @@ static int price_only(const char *section, const char *name)
 
 	if (!strcmp(section, "run"))
 		return name_index(run_unread, name) >= 0;
+	if (!strcmp(section, "model")) /* RoPE's base: what a rotation turns by, not what it costs */
+		return !strcmp(name, "rope_theta");
 	if (strcmp(section, "cluster"))
 		return 0;
 	if (!strcmp(name, "inter_gbps"))

@@ -236,6 +236,16 @@ if run fsdp2 2 "${STEPS[@]}" && run fsdp4 4 "${STEPS[@]}" --set cluster.gpus_per
 		bad "fsdp on 2 ranks against oracle.py's numbers" "max relative difference $diff > $TOL ($(tr '\n' ' ' \
 			<"$tmp/fsdp2"))"
 	fi
+	# the model's RoPE base is the one used: Llama 2's 10000 moves the losses by 1.3e-3 (oracle.py's numbers)
+	printf '%s\n' 5.929824893 5.447789899 5.026379773 3.667141422e+02 1.784370631e+04 >"$tmp/oracle_theta"
+	if ! run theta 2 "${STEPS[@]}" --rope-theta 10000; then
+		bad "model.rope_theta = 10000" "exit status $?: $(tail -3 "$tmp/theta.err")"
+	elif diff=$(same theta oracle_theta); then
+		ok "model.rope_theta = 10000: the losses and parameters oracle.py computes, max relative difference $diff"
+	else
+		bad "model.rope_theta = 10000 against oracle.py's numbers" "max relative difference $diff > $TOL ($(tr \
+			'\n' ' ' <"$tmp/theta"))"
+	fi
 	equiv "ddp = fsdp (2 ranks)" fsdp2 ddp 2 --set policy.sharding=ddp
 	equiv "zero2 = fsdp (2 ranks; the watchdog off, run.timeout_s = 0)" fsdp2 zero2 2 --set policy.sharding=zero2 \
 		--set run.timeout_s=0

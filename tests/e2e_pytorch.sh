@@ -293,6 +293,7 @@ fsdp|2|$ORACLE_TOL|$SUM_TOL|fsdp on 2 ranks x 2 microbatches, 3 steps|$THREE
 wide|4|$ORACLE_TOL|$SUM_TOL|3 layers on 4 ranks x 2 microbatches, 3 steps|$THREE --set model.layers=3 --set cluster.gpus_per_node=4
 ddp|2|$ORACLE_TOL|$SUM_TOL|ddp, 1 warm-up + 2 steps of 1 microbatch of 3, lr 2e-3, weight decay 0.2, eps 1e-6|--set run.steps=2 --set run.warmup=1 --set policy.sharding=ddp --set policy.microbatches=1 --set run.batch=3 --set run.lr=2e-3 --set run.weight_decay=0.2 --set run.eps=1e-6
 lr0|2|1e-7|2e-9|lr 0 (the initial weights' sums; the forward alone)|$THREE --set run.lr=0
+theta|2|$ORACLE_TOL|$SUM_TOL|Llama 2's RoPE base, model.rope_theta = 10000 (1.3e-3 from 500000's losses), 3 steps|$THREE --set model.rope_theta=10000
 EOF
 	# the controls: the oracle told something other than gpu_run was must disagree with gpu_run's fsdp run
 	for c in "--set run.seed=1235" "--beta1 0.8" "--beta2 0.999"; do

@@ -688,6 +688,7 @@ static void test_catalog_overrides(void)
 	free(msgs);
 	CU_ASSERT_EQUAL(e.model.layers, 4);
 	CU_ASSERT_EQUAL(e.model.hidden, 4096);
+	CU_ASSERT_EQUAL(e.model.rope_theta, 500000.0); /* Llama 3's base, from the catalog */
 	CU_ASSERT_EQUAL(e.cluster.gpu.sms, 100);
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.bf16_tflops, 989, 1e-9);
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.intra_gbps, 100, 1e-9);
@@ -699,8 +700,17 @@ static void test_catalog_overrides(void)
 	free(msgs);
 	CU_ASSERT_EQUAL(e.model.layers, 4);
 	CU_ASSERT_EQUAL(e.model.vocab, 32000);
+	CU_ASSERT_EQUAL(e.model.rope_theta, 10000.0); /* Llama 2's */
 	CU_ASSERT_EQUAL(e.cluster.gpu.sms, 100);
 	CU_ASSERT_DOUBLE_EQUAL(e.cluster.gpu.bf16_tflops, 312, 1e-9);
+	/* a base set stays through a change of model; a base out of range names its key */
+	CU_ASSERT_EQUAL(set_resolve(&e, &msgs, "model.rope_theta=1e6", "model.name=llama3-70b", NULL), 0);
+	free(msgs);
+	CU_ASSERT_EQUAL(e.model.rope_theta, 1e6);
+	CU_ASSERT_EQUAL(e.model.layers, 4);
+	CU_ASSERT_NOT_EQUAL(set_resolve(&e, &msgs, "model.rope_theta=0.5", NULL), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msgs, "model.rope_theta = 0.5"));
+	free(msgs);
 	config_release(&e);
 
 	/* custom shapes and GPUs: every key given */
@@ -713,6 +723,7 @@ static void test_catalog_overrides(void)
 	CU_ASSERT_STRING_EQUAL(e.model.name, "custom");
 	CU_ASSERT_EQUAL(e.model.seq, 2048);
 	CU_ASSERT_EQUAL(e.model.heads, 6);
+	CU_ASSERT_EQUAL(e.model.rope_theta, 500000.0); /* Llama 3's, unless set */
 	config_release(&e);
 
 	config_init(&e);

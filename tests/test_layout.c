@@ -34,7 +34,7 @@ static int shapes(struct model_shape *out, int max)
 {
 	static const struct model_shape odd = {
 		.name = "odd", .layers = 2, .hidden = 16, .ffn = 24, .heads = 4, .kv_heads = 2,
-		.vocab = 11, .seq = 5,
+		.vocab = 11, .seq = 5, .rope_theta = 500000.0,
 	};
 	const char *const *names = model_names();
 	int n = 0;
@@ -361,7 +361,7 @@ static void test_padding(void)
 {
 	static const struct model_shape m = {
 		.name = "odd", .layers = 2, .hidden = 16, .ffn = 24, .heads = 4, .kv_heads = 2,
-		.vocab = 11, .seq = 5,
+		.vocab = 11, .seq = 5, .rope_theta = 500000.0,
 	};
 	/* B = 2, N = 10: x is 640 fp32 bytes, 768 with padding; rstd 40 bytes, 256 */
 	CU_ASSERT_EQUAL(model_segment_saved_bytes(&m, 2, SEG_BLOCK, AC_FULL, LOSS_FULL, 4), 768);

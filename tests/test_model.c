@@ -7,8 +7,8 @@
 
 #include "model.h"
 
-static const struct model_shape l8b = { "llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192 };
-static const struct model_shape l70b = { "llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192 };
+static const struct model_shape l8b = { "llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0 };
+static const struct model_shape l70b = { "llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192, 500000.0 };
 
 static void test_param_counts(void)
 {

@@ -12,7 +12,7 @@
 #include "recipe.h"
 #include "schedule.h"
 
-static const struct model_shape l8b = { "llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192 };
+static const struct model_shape l8b = { "llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0 };
 
 static int count(const struct kernel *k, int n, enum kernel_kind kind)
 {

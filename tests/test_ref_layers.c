@@ -195,6 +195,9 @@ static void test_linear(void)
 
 /* ---- rope ---------------------------------------------------------------- */
 
+/* Llama 2's base, not the 500000 of Llama 3 that every catalog model but llama2-7b uses */
+#define ROPE_THETA 10000.0f
+
 struct rope_ctx {
 	float *qkv, *out, *r;
 };
@@ -203,7 +206,7 @@ static double rope_obj(void *p)
 {
 	struct rope_ctx *c = p;
 	memcpy(c->out, c->qkv, (size_t)N * QKV * sizeof(float));
-	ref_rope_forward(c->out, B, T, H, KV, Q, REF_ROPE_THETA);
+	ref_rope_forward(c->out, B, T, H, KV, Q, ROPE_THETA);
 	return weighted_sum(c->out, c->r, (size_t)N * QKV);
 }
 
@@ -225,8 +228,8 @@ static void test_rope(void)
 		one[t * QKV + H * Q + 1] = 1.0f; /* head H (first key), dim 1 */
 		one[t * QKV + (H + KV) * Q] = 1.0f; /* first value head: untouched */
 	}
-	ref_rope_forward(one, 1, T, H, KV, Q, REF_ROPE_THETA);
-	double f1 = pow(REF_ROPE_THETA, -2.0 / Q);
+	ref_rope_forward(one, 1, T, H, KV, Q, ROPE_THETA);
+	double f1 = pow(ROPE_THETA, -2.0 / Q);
 	for (int t = 0; t < T; t++) {
 		CU_ASSERT_DOUBLE_EQUAL(one[t * QKV + 0], cos(t), 1e-6);
 		CU_ASSERT_DOUBLE_EQUAL(one[t * QKV + Q / 2], sin(t), 1e-6);
@@ -234,6 +237,13 @@ static void test_rope(void)
 		CU_ASSERT_DOUBLE_EQUAL(one[t * QKV + H * Q + 1 + Q / 2], sin(t * f1), 1e-6);
 		CU_ASSERT_EQUAL(one[t * QKV + (H + KV) * Q], 1.0f);
 	}
+	/* the base given is the one used: at 500000 dim 1 turns slower */
+	for (int t = 0; t < T; t++)
+		one[t * QKV + H * Q + 1] = 1.0f, one[t * QKV + H * Q + 1 + Q / 2] = 0.0f;
+	ref_rope_forward(one, 1, T, H, KV, Q, 500000.0f);
+	f1 = pow(500000.0, -2.0 / Q);
+	for (int t = 0; t < T; t++)
+		CU_ASSERT_DOUBLE_EQUAL(one[t * QKV + H * Q + 1 + Q / 2], sin(t * f1), 1e-6);
 
 	/* position 0 and the value heads are left exactly as they were */
 	rope_obj(&c);
@@ -243,7 +253,7 @@ static void test_rope(void)
 				       KV * Q * sizeof(float)), 0);
 
 	memcpy(d, c.r, n * sizeof(float));
-	ref_rope_backward(d, B, T, H, KV, Q, REF_ROPE_THETA);
+	ref_rope_backward(d, B, T, H, KV, Q, ROPE_THETA);
 	CU_ASSERT_EQUAL(ref_check_grad("rope dqkv", c.qkv, d, n, rope_obj, &c, &check_tol), 0);
 
 	free(one);
@@ -511,7 +521,7 @@ static void test_lm_loss(void)
 
 static const struct model_shape head_shape = {
 	.name = "test", .layers = 0, .hidden = D, .ffn = F, .heads = H, .kv_heads = KV,
-	.vocab = V, .seq = T,
+	.vocab = V, .seq = T, .rope_theta = 500000.0,
 };
 
 struct head_ctx {

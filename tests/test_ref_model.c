@@ -30,7 +30,7 @@ enum { B = 2, T = 5, N = B * T, CHUNK = 4 };
 /* Two blocks, GQA with two query heads per kv head, Q = 4. */
 static const struct model_shape tiny = {
 	.name = "tiny", .layers = 2, .hidden = 16, .ffn = 24, .heads = 4, .kv_heads = 2,
-	.vocab = 11, .seq = T,
+	.vocab = 11, .seq = T, .rope_theta = 500000.0,
 };
 
 static const struct ref_check check_tol = { .eps = 1e-2f, .rtol = 1e-2, .atol = 1e-3 };
@@ -221,7 +221,7 @@ static void test_block_sizes(void)
 {
 	static const struct model_shape llama8b = {
 		.name = "llama3-8b", .layers = 32, .hidden = 4096, .ffn = 14336, .heads = 32,
-		.kv_heads = 8, .vocab = 128256, .seq = 8192,
+		.kv_heads = 8, .vocab = 128256, .seq = 8192, .rope_theta = 500000.0,
 	};
 	const struct model_shape *shapes[2] = { &tiny, &llama8b };
 	for (int k = 0; k < 2; k++)

@@ -13,7 +13,7 @@ they are optimizer steps) and `params sum S sumsq Q`.
 What it shares with gpu_run is only the problem, never the arithmetic:
   - the model: a Llama 3 decoder as Meta's reference and Hugging Face's
     LlamaForCausalLM define it (pre-norm RMSNorm, eps 1e-5; rotary embedding,
-    rotate-half convention, theta 500000; causal attention with grouped-query
+    rotate-half convention, the model's base (model.rope_theta); causal attention with grouped-query
     heads, query head h reading KV head h // (H / KV), scale 1/sqrt(head dim);
     SwiGLU MLP; final RMSNorm; an untied output projection; the mean
     cross-entropy of the next token), written with nn.Embedding, nn.Linear,
@@ -56,9 +56,10 @@ import torch.nn.functional as F
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-# Llama 3's hyper-parameters of the architecture (Meta's params.json: norm_eps, rope_theta)
+# Llama 3's RMSNorm epsilon (Meta's params.json: norm_eps); RoPE's base is the model's (model.rope_theta)
 RMS_EPS = 1e-5
-ROPE_THETA = 500000.0
+# core/model.h MODEL_ROPE_THETA_DEFAULT: a custom model's base unless the experiment sets one
+CUSTOM_ROPE_THETA = 500000.0
 # gpu/run/exec.c: ADAM_BETA1, ADAM_BETA2
 BETAS = (0.9, 0.95)
 # gpu/run/data.c
@@ -120,9 +121,14 @@ def experiment(args):
         if "model " + name not in catalog:
             die("model.name = %s is not a catalog model" % name)
         shape = {d: int(catalog["model " + name][d]) for d in MODEL_DIMS}
+        shape["rope_theta"] = float(catalog["model " + name]["rope_theta"])
+    else:
+        shape["rope_theta"] = CUSTOM_ROPE_THETA
     for d in MODEL_DIMS:
         if ("model", d) in explicit:
             shape[d] = int(explicit[("model", d)])
+    if ("model", "rope_theta") in explicit:
+        shape["rope_theta"] = float(explicit[("model", "rope_theta")])
     if name == "custom":
         shape.setdefault("seq", 2048)
         missing = [d for d in MODEL_DIMS if d not in shape]
@@ -289,9 +295,10 @@ class Llama(nn.Module):
         self.final_norm = nn.RMSNorm(s["hidden"], eps=RMS_EPS)
         self.output = nn.Linear(s["hidden"], s["vocab"], bias=False)
         self.Q = s["hidden"] // s["heads"]
+        self.theta = s["rope_theta"]
 
     def rope(self, T, dtype):
-        inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, self.Q, 2, dtype=torch.float64) / self.Q))
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.Q, 2, dtype=torch.float64) / self.Q))
         freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -338,7 +345,7 @@ def parse_args(argv):
     ap.add_argument("--verbose", action="store_true", help="the initial weights' sums and the first batch's tokens")
     # config's flags for the keys the oracle reads (--layers 3 is --set model.layers=3)
     keys = {"--" + k.replace("_", "-"): (sec, k) for sec, ks in (
-        ("model", MODEL_DIMS + ("name",)), ("cluster", ("nodes", "gpus_per_node")), ("policy", ("microbatches", "precision")),
+        ("model", MODEL_DIMS + ("name", "rope_theta")), ("cluster", ("nodes", "gpus_per_node")), ("policy", ("microbatches", "precision")),
         ("run", ("batch", "steps", "warmup", "seed", "lr", "weight_decay", "eps"))) for k in ks}
     keys["--model"] = ("model", "name")
     rest, flags, i = [], [], 0
@@ -369,10 +376,12 @@ def main(argv):
 
     model = Llama(s).to(dtype)
     load_weights(model, initial_weights(s, s["seed"]))
-    print("oracle: %s (%d layers, hidden %d, ffn %d, %d heads, %d kv heads, vocab %d, seq %d) on %d ranks x %d "
-          "microbatches x %d sequences, %s, %d warmup + %d steps, seed %d, lr %g, weight decay %g, eps %g, betas %g %g"
-          % (s["name"], s["layers"], s["hidden"], s["ffn"], s["heads"], s["kv_heads"], V, T, W, M, B, args.dtype,
-             s["warmup"], s["steps"], s["seed"], s["lr"], s["weight_decay"], s["eps"], args.beta1, args.beta2))
+    print("oracle: %s (%d layers, hidden %d, ffn %d, %d heads, %d kv heads, vocab %d, seq %d, rope theta %g) "
+          "on %d ranks x %d microbatches x %d sequences, %s, %d warmup + %d steps, seed %d, lr %g, "
+          "weight decay %g, eps %g, betas %g %g"
+          % (s["name"], s["layers"], s["hidden"], s["ffn"], s["heads"], s["kv_heads"], V, T, s["rope_theta"], W, M,
+             B, args.dtype, s["warmup"], s["steps"], s["seed"], s["lr"], s["weight_decay"], s["eps"], args.beta1,
+             args.beta2))
     if args.verbose:
         print("init params sum %.9e sumsq %.9e" % param_sums(model))
         tok, tgt = data_batch(s["seed"], 1, 0, B, T, V)

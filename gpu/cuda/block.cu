@@ -100,7 +100,7 @@ static void attention_half(struct cuda_ctx *ctx, struct cuda_block_store *s, con
 	cuda_linear_forward(ctx, s->qkv, s->xn1, W(BT_WQ), d->N, d->D, d->qkv, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "rope");
-	cuda_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, CUDA_ROPE_THETA, st);
+	cuda_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, (float)d->rope_theta, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "attention");
 	cuda_attention_forward_ctx(ctx, s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q, st);
@@ -227,7 +227,7 @@ void cuda_block_backward(struct cuda_ctx *ctx, bf16 *dx, void *dparams, const bf
 			       d.Q, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "rope_bwd");
-	cuda_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, CUDA_ROPE_THETA, st);
+	cuda_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, (float)d.rope_theta, st);
 	prof_end(ctx, st);
 	prof_begin(ctx, st, "qkv_dgrad");
 	gemm_rm(ctx, st, 0, 0, d.N, d.D, d.qkv, g.dqkv, d.qkv, W(BT_WQ), d.D, dx, CUDA_R_16BF, d.D,

@@ -48,7 +48,6 @@ extern "C" {
 #endif
 
 #define CUDA_RMS_EPS 1e-5f
-#define CUDA_ROPE_THETA 500000.0f
 
 /* ---- context -------------------------------------------------------------- */
 

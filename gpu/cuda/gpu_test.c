@@ -360,13 +360,14 @@ static void test_linear(void)
 static void test_rope(void)
 {
 	enum { B = 2, T = 40, H = 4, KV = 2, Q = 32, N = B * T, W = (H + 2 * KV) * Q };
+	const float theta = 10000.0f; /* Llama 2's base; the blocks' checks run Llama 3's */
 	float *qkv = randn((size_t)N * W, 1.0f);
 	float *fwd_ref = copy_of(qkv, (size_t)N * W), *bwd_ref = copy_of(qkv, (size_t)N * W);
-	ref_rope_forward(fwd_ref, B, T, H, KV, Q, REF_ROPE_THETA);
-	ref_rope_backward(bwd_ref, B, T, H, KV, Q, REF_ROPE_THETA);
+	ref_rope_forward(fwd_ref, B, T, H, KV, Q, theta);
+	ref_rope_backward(bwd_ref, B, T, H, KV, Q, theta);
 	bf16 *d = dev_bf16(qkv, (size_t)N * W), *d2 = dev_bf16(qkv, (size_t)N * W);
-	cuda_rope_forward(d, B, T, H, KV, Q, CUDA_ROPE_THETA, stream);
-	cuda_rope_backward(d2, B, T, H, KV, Q, CUDA_ROPE_THETA, stream);
+	cuda_rope_forward(d, B, T, H, KV, Q, theta, stream);
+	cuda_rope_backward(d2, B, T, H, KV, Q, theta, stream);
 	check("rope forward (in place)", down_bf16(d, (size_t)N * W), fwd_ref, (size_t)N * W, 1e-2);
 	check("rope backward (in place)", down_bf16(d2, (size_t)N * W), bwd_ref, (size_t)N * W, 1e-2);
 }
@@ -700,7 +701,7 @@ static void test_adamw(void)
 /* The tiny Llama the model-level checks run: head dim 32, GQA 2:1, T not a tile multiple. */
 static struct model_shape tiny_shape(void)
 {
-	struct model_shape m = { "tiny", 2, 128, 256, 4, 2, 256, 72 };
+	struct model_shape m = { "tiny", 2, 128, 256, 4, 2, 256, 72, 500000.0 };
 	return m;
 }
 
@@ -886,10 +887,10 @@ static void test_model(void)
 static void test_shapes(void)
 {
 	char err[256];
-	struct model_shape ok = { "ok", 2, 512, 1024, 8, 2, 1024, 128 };   /* Q 64 */
-	struct model_shape q24 = { "q24", 2, 96, 256, 4, 2, 256, 64 };     /* Q 24 */
-	struct model_shape q256 = { "q256", 2, 1024, 256, 4, 2, 256, 64 }; /* Q 256 */
-	struct model_shape f12 = { "f12", 2, 128, 252, 4, 2, 256, 64 };    /* F % 8 */
+	struct model_shape ok = { "ok", 2, 512, 1024, 8, 2, 1024, 128, 500000.0 };   /* Q 64 */
+	struct model_shape q24 = { "q24", 2, 96, 256, 4, 2, 256, 64, 500000.0 };     /* Q 24 */
+	struct model_shape q256 = { "q256", 2, 1024, 256, 4, 2, 256, 64, 500000.0 }; /* Q 256 */
+	struct model_shape f12 = { "f12", 2, 128, 252, 4, 2, 256, 64, 500000.0 };    /* F % 8 */
 	int r = cuda_shape_check(&ok, err, sizeof(err));
 	report(r == 0, "shape check accepts head dim 64", "%s", r ? err : "");
 	r = cuda_shape_check(&q24, err, sizeof(err));

@@ -74,10 +74,10 @@ void cuda_kernel_run(struct cuda_ctx *ctx, const struct cuda_kernel_plan *p, voi
 			      (const bf16 *)o[3], (const bf16 *)o[4], (const float *)o[5], N, D, st);
 		break;
 	case CUDA_KF_ROPE:
-		cuda_rope_forward((bf16 *)o[0], B, T, H, KV, Q, CUDA_ROPE_THETA, st);
+		cuda_rope_forward((bf16 *)o[0], B, T, H, KV, Q, (float)d->rope_theta, st);
 		break;
 	case CUDA_KF_ROPE_BWD:
-		cuda_rope_backward((bf16 *)o[0], B, T, H, KV, Q, CUDA_ROPE_THETA, st);
+		cuda_rope_backward((bf16 *)o[0], B, T, H, KV, Q, (float)d->rope_theta, st);
 		break;
 	case CUDA_KF_ATTN:
 		cuda_attention_forward_ctx(ctx, (bf16 *)o[0], (float *)o[1], (const bf16 *)o[2], B, T, H, KV, Q, st);

@@ -333,7 +333,7 @@ static __global__ void rope_kernel(bf16 *dst, const bf16 *src, int N, int T, int
 void rope_apply(bf16 *dst, const bf16 *src, int B, int T, int H, int KV, int Q, float theta,
 		int sign, cudaStream_t st)
 {
-	cuda_assert(Q % 2 == 0);
+	cuda_assert(Q % 2 == 0 && theta >= 1.0f);
 	int N = B * T;
 	int64_t threads = (int64_t)N * (Q / 2);
 	rope_kernel<<<cdiv(threads, 256), 256, 0, st>>>(dst, src, N, T, H, KV, Q, theta,

@@ -28,7 +28,6 @@
 #include "model.h"
 
 #define REF_RMS_EPS 1e-5f
-#define REF_ROPE_THETA 500000.0f
 
 /* ---- layers ------------------------------------------------------------ */
 

@@ -84,7 +84,7 @@ static void attention_forward(struct ref_block_store *s, const float *params,
 	size_t nd = (size_t)d->N * d->D;
 	ref_rmsnorm_forward(s->xn1, s->rstd1, s->x, tensor(params, m, BT_ATTN_NORM), d->N, d->D);
 	ref_linear_forward(s->qkv, s->xn1, tensor(params, m, BT_WQ), d->N, d->D, (int)d->qkv);
-	ref_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, REF_ROPE_THETA);
+	ref_rope_forward(s->qkv, d->B, d->T, d->H, d->KV, d->Q, (float)d->rope_theta);
 	ref_attention_forward(s->att, s->lse, s->qkv, d->B, d->T, d->H, d->KV, d->Q);
 	ref_linear_forward(s->x1, s->att, tensor(params, m, BT_WO), d->N, (int)d->hq, d->D);
 	for (size_t i = 0; i < nd; i++)
@@ -198,7 +198,7 @@ void ref_block_backward(float *dx, float *dparams, const float *dout, struct ref
 	/* attention: x1 = x + Wo attn(rope(QKV(norm1(x)))) */
 	ref_linear_backward(g.datt, dwo, g.dxn, s->att, wo, d.N, (int)d.hq, d.D);
 	ref_attention_backward(g.dqkv, g.datt, s->qkv, s->att, s->lse, d.B, d.T, d.H, d.KV, d.Q);
-	ref_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, REF_ROPE_THETA);
+	ref_rope_backward(g.dqkv, d.B, d.T, d.H, d.KV, d.Q, (float)d.rope_theta);
 	ref_linear_backward(dx, dwqkv, g.dqkv, s->xn1, wqkv, d.N, d.D, (int)d.qkv);
 	ref_rmsnorm_backward(dx, dnorm1, dx, s->x, norm1, s->rstd1, d.N, d.D);
 	for (size_t i = 0; i < nd; i++)

@@ -133,7 +133,7 @@ void ref_linear_backward(float *dx, float *dw, const float *dout, const float *x
  */
 static void rope_rotate(float *qkv, int B, int T, int H, int KV, int Q, float theta, int sign)
 {
-	assert(Q % 2 == 0);
+	assert(Q % 2 == 0 && theta >= 1.0f);
 	int half = Q / 2;
 	size_t row = (size_t)(H + 2 * KV) * Q;
 	for (int b = 0; b < B; b++) {

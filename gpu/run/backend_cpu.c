@@ -705,9 +705,9 @@ static void run_kernel(struct cpu *c, const struct cmd *k)
 			/* in place: a rotation keeps the values' size however often it is repeated */
 			float *qkv = bench_buf(c, BENCH_OUT1, (size_t)N * d.qkv);
 			if (strstr(name, "bwd"))
-				ref_rope_backward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, REF_ROPE_THETA);
+				ref_rope_backward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, (float)d.rope_theta);
 			else
-				ref_rope_forward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, REF_ROPE_THETA);
+				ref_rope_forward(qkv, (int)d.B, (int)d.T, (int)d.H, (int)d.KV, (int)d.Q, (float)d.rope_theta);
 		} else if (strstr(name, "norm")) {
 			if (strstr(name, "bwd"))
 				ref_rmsnorm_backward(z, z + nd + N, y, x, y, z + nd, N, D); /* rstd: the last forward's */
