@@ -483,6 +483,25 @@ static void test_file_kinds(void)
 	CU_ASSERT_FATAL(truncate(path, (1 << 20) + 1) == 0);
 	load_fails(path, "@: is 1048577 bytes: an experiment file is at most 1048576\n");
 	unlink(path);
+	/* as large as one can be: a key, then comment lines up to exactly 1 MiB, is read */
+	{
+		static const char head[] = "[model]\nlayers = 3\n";
+		size_t left = (1u << 20) - (sizeof head - 1);
+		f = open_memstream(&text, &n);
+		fputs(head, f);
+		for (; left; left -= left < 100 ? left : 100)
+			fprintf(f, "#%0*d\n", (int)(left < 100 ? left : 100) - 2, 0);
+		fclose(f);
+		CU_ASSERT_EQUAL_FATAL(n, (size_t)1 << 20);
+		file_new(path, sizeof path, text);
+		free(text);
+		struct experiment big;
+		config_init(&big);
+		CU_ASSERT_EQUAL(config_load(&big, path), 0);
+		CU_ASSERT_EQUAL(big.model.layers, 3);
+		config_release(&big);
+		unlink(path);
+	}
 
 	/* 150 bad lines: the first 100 messages, then the count */
 	f = open_memstream(&text, &n);
@@ -1164,6 +1183,24 @@ static void test_text_values(void)
 		snprintf(want, sizeof want, "--out: %s\n", bad[i][1]);
 		assert_text(got, want);
 		free(got);
+		config_release(&e);
+	}
+	/* a value longer than any key takes (CONFIG_PATH_MAX + 7) is refused before its key is read */
+	{
+		char huge[CONFIG_PATH_MAX + 32];
+		snprintf(huge, sizeof huge, "run.out=%0*d", CONFIG_PATH_MAX + 8, 0);
+		config_init(&e);
+		capture();
+		CU_ASSERT_EQUAL(config_set(&e, huge, "--out"), -1);
+		char *said = captured();
+		assert_text(said, "--out: value is longer than 519 characters\n");
+		free(said);
+		snprintf(huge, sizeof huge, "run.out=%0*d", CONFIG_PATH_MAX + 7, 0);
+		capture();
+		CU_ASSERT_EQUAL(config_set(&e, huge, "--out"), -1); /* past that check: longer than run.out takes */
+		said = captured();
+		CU_ASSERT_PTR_NOT_NULL(strstr(said, "--out: run.out is longer than 511 characters"));
+		free(said);
 		config_release(&e);
 	}
 	/* the longest value a line holds: 197 - strlen("out = ") */
