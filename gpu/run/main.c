@@ -855,7 +855,7 @@ int main(int argc, char **argv)
 				.sum = sum,
 			};
 			fflush(stdout); /* the report is out before the file is written */
-			if (results_append(e.run.out, &rr) != 0 || runinfo_append(e.run.out, &info) != 0)
+			if (runinfo_append_run(e.run.out, &rr, &info) != 0)
 				rc = 1;
 		}
 		fflush(stdout);

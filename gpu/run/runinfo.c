@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "h5file.h"
+#include "results.h"
 #include "xalloc.h"
 
 void runinfo_binary(char *buf, size_t len)
@@ -67,74 +68,33 @@ void runinfo_print(const struct runinfo *ri, FILE *f)
 		fprintf(f, "run: %s = %s\n", ri->key[i], ri->value[i]);
 }
 
-/* 1 when attribute `name` of loc is the string `want` */
-static int attr_is(hid_t loc, const char *name, const char *want)
+struct run_with_info {
+	const struct run_result *r;
+	const struct runinfo *ri;
+};
+
+/* The run as the next group of /runs, then the facts on that group, in one session (under the file's lock). */
+static int write_run_info(struct h5file_session *s, hid_t file, void *ctx)
 {
-	hid_t a, t, mt, space;
-	char *v = NULL;
-	int same = 0;
+	const struct run_with_info *x = ctx;
+	char name[16], where[32];
+	hid_t run;
 
-	if (H5Aexists(loc, name) <= 0)
-		return 0;
-	a = H5Aopen(loc, name, H5P_DEFAULT);
-	if (a < 0)
-		return 0;
-	t = H5Aget_type(a);
-	space = H5Aget_space(a);
-	if (t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) > 0 && space >= 0 &&
-	    H5Sget_simple_extent_npoints(space) == 1) {
-		mt = H5Tcopy(H5T_C_S1);
-		H5Tset_size(mt, H5T_VARIABLE);
-		H5Tset_cset(mt, H5Tget_cset(t));
-		if (H5Aread(a, mt, &v) >= 0 && v) {
-			same = !strcmp(v, want);
-			H5free_memory(v);
-		}
-		H5Tclose(mt);
-	}
-	if (t >= 0)
-		H5Tclose(t);
-	if (space >= 0)
-		H5Sclose(space);
-	H5Aclose(a);
-	return same;
-}
-
-static int write_info(struct h5file_session *s, hid_t file, void *ctx)
-{
-	const struct runinfo *ri = ctx;
-	char name[64];
-	hid_t runs, run;
-	ssize_t len;
-
-	if (h5file_check(s, runs = H5Gopen2(file, "runs", H5P_DEFAULT), "H5Gopen2(/runs)") < 0)
+	if (results_write_run(s, file, x->r, name) != 0)
 		return -1;
-	/* names are six-digit indices: the last in name order is the newest */
-	len = H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_DEC, 0, name, sizeof(name), H5P_DEFAULT);
-	if (h5file_check(s, len, "H5Lget_name_by_idx(/runs)") < 0) {
-		H5Gclose(runs);
+	snprintf(where, sizeof where, "runs/%s", name);
+	run = H5Gopen2(file, where, H5P_DEFAULT);
+	if (h5file_check(s, run, "H5Gopen2(run)") < 0)
 		return -1;
-	}
-	run = H5Gopen2(runs, name, H5P_DEFAULT);
-	if (h5file_check(s, run, "H5Gopen2(run)") < 0) {
-		H5Gclose(runs);
-		return -1;
-	}
-	if (!attr_is(run, "source", "gpu_run") || H5Aexists(run, "backend") > 0) {
-		fprintf(stderr, "gpu_run: %s: /runs/%s is not the run just written (another writer?): "
-				"its facts are not added\n", s->path, name);
-		H5Gclose(run);
-		H5Gclose(runs);
-		return -1;
-	}
-	for (int i = 0; i < ri->n; i++)
-		h5file_attr_str(s, run, ri->key[i], ri->value[i]);
+	for (int i = 0; i < x->ri->n; i++)
+		h5file_attr_str(s, run, x->ri->key[i], x->ri->value[i]);
 	H5Gclose(run);
-	H5Gclose(runs);
 	return s->failed ? -1 : 0;
 }
 
-int runinfo_append(const char *path, const struct runinfo *ri)
+int runinfo_append_run(const char *path, const struct run_result *r, const struct runinfo *ri)
 {
-	return h5file_append("gpu_run", path, write_info, (void *)ri);
+	struct run_with_info x = { r, ri };
+
+	return h5file_append("results", path, write_run_info, &x);
 }

@@ -29,13 +29,14 @@ void runinfo_put(void *ctx, const char *key, const char *value);
 /* One line per pair: "run: key = value". */
 void runinfo_print(const struct runinfo *ri, FILE *f);
 /*
- * Add the pairs as attributes of the last run group of the results file at
- * path (the one results_append has just written: the highest /runs/NNNNNN,
- * which must have source "gpu_run" and no `backend` attribute yet), through
- * h5file_append (the file is never written in place). 0, or -1 after a
- * message.
+ * Append run r to the results file at path (results_write_run: the next
+ * /runs/NNNNNN) with the pairs as string attributes of its group, in one
+ * h5file_append session: under the file's lock, so no other writer's run
+ * comes between the two, and the file is never written in place. 0, or -1
+ * after a message.
  */
-int runinfo_append(const char *path, const struct runinfo *ri);
+struct run_result;
+int runinfo_append_run(const char *path, const struct run_result *r, const struct runinfo *ri);
 /*
  * This executable's identity, 16 hex digits: a 64-bit FNV-1a hash of its
  * file (/proc/self/exe), "" when it cannot be read. Two builds of the same
