@@ -21,8 +21,9 @@
 #      malformed results file included (/runs or /sweeps no group, /runs
 #      full);
 #  10  a stopped rank: the watchdog (run.timeout_s = 2) ends the job within
-#      3.5 s, saying 2 s without progress, naming the rank and the op, and
-#      no process is left;
+#      3.5 s, saying 2 s without progress, naming the rank and the op (in a
+#      step, a collective running on the stream of its kind), and no
+#      process is left;
 #  11  an empty experiment file is an error (here and tests/e2e_bad_input.sh);
 #  12  missing libraries stop the build with a hint to run `make deps`, and
 #      `make asan` builds beside the normal binaries.
@@ -265,11 +266,42 @@ else
 	if [ -n "$left" ]; then
 		bad "10 watchdog" "processes left:$left"
 		for p in $left; do kill -CONT "$p"; kill -9 "$p"; done
-	elif [ $rc = 4 ] && [ $secs -lt 3500 ] &&
-		grep -q "gpu_run: rank [01]: no progress for 2 s (run.timeout_s = 2): waiting on .*running on stream\|gpu_run: rank [01]: no progress for 2 s (run.timeout_s = 2): waiting on the" "$tmp/wd.err"; then
-		ok "10 a stopped rank: the job ends after $secs ms, exit 4, naming the rank and the op; no process left"
+	elif [ $rc = 4 ] && [ $secs -lt 3500 ] && why=$(/usr/bin/python3 - "$tmp/wd.err" <<'PY'
+import re, sys
+# the live rank's message: what its host waits on and, inside a step, each stream's op. It can only be stuck
+# in a collective (no compute waits on a peer): a stream is running one, on the stream of its kind (fsdp)
+m = [l for l in open(sys.argv[1]) if "no progress" in l]
+assert len(m) >= 1, "no watchdog message"
+l = m[0].rstrip("\n")
+h = re.match(r"gpu_run: rank [01]: no progress for 2 s \(run\.timeout_s = 2\): waiting on (.*); a peer rank is "
+             r"stopped, dead or stuck: aborting the job$", l)
+assert h, "not the watchdog's message: " + l
+what = h.group(1)
+if re.match(r"the barrier before step \d+$|the all-reduce of the loss of step \d+$", what):
+    print("between steps: " + what)
+    sys.exit(0)
+s = re.match(r"step (\d+): (.*)$", what)
+assert s and int(s.group(1)) >= 3, "waiting on: " + what
+running = {}
+for part in s.group(2).split("; "):
+    r = re.match(r"(.+) \((\w+)\) running on stream (\w+)$", part)
+    w = re.match(r"stream (\w+) waiting for the end of (.+)$", part)
+    assert r or w, "a stream said as neither running nor waiting: " + part
+    if r:
+        running[r.group(1)] = (r.group(2), r.group(3))
+kinds = {"AG": "allgather", "RS": "reduce_scatter", "AR": "allreduce"}
+for op, (kind, stream) in running.items():
+    assert kinds.get(op.split()[0], kind) == kind, "%s said to be a %s" % (op, kind)
+coll = {k: v for k, v in running.items() if v[0] in kinds.values()}
+assert coll, "no collective running: " + what
+for op, (kind, stream) in coll.items():
+    assert kind == stream, "%s (%s) on stream %s" % (op, kind, stream)
+print("in step %s: %s" % (s.group(1), ", ".join(sorted(coll))))
+PY
+2>&1); then
+		ok "10 a stopped rank: the job ends after $secs ms, exit 4, naming the rank and the op ($why); no process left"
 	else
-		bad "10 watchdog" "exit $rc after $secs ms: $(grep -m1 "gpu_run" "$tmp/wd.err")"
+		bad "10 watchdog" "exit $rc after $secs ms: ${why:-} $(grep -m1 "gpu_run" "$tmp/wd.err")"
 	fi
 fi
 

@@ -5,7 +5,9 @@
 #   1. gpu/run/validate.sh --quick calibrates a few points, runs four
 #      policies of the tiny model on 2 ranks and compares them;
 #   2. the calibration file has a session of 2 ranks with kernels, GEMMs,
-#      passes and collectives of every kind the shardings use;
+#      passes and collectives of every kind the shardings use, each
+#      value a rate a CPU core reaches (GFLOP/s, GB/s, a collective's
+#      latency), more FLOPs taking longer, a large message cheaper per byte;
 #   3. "$SIM" --compare --json is one well-formed object with a run per
 #      measured run and the fields the schema names; the predicted peak
 #      allocated and reserved memory equal the measured, byte for byte;
@@ -109,6 +111,35 @@ for field in ("ns_comm", "ns_comm2", "ns_ar"):
     assert all(v > 0 for v in g["kernels"][field]), "a kernel not measured beside: " + field
 assert all(v == 0 for v in g["gemm"]["ns_comm2"]) and all(v == 0 for v in g["gemm"]["ns_ar"])
 assert g.attrs["dispatch_ns"] > 0 and g.attrs["wake_ns"] > 0
+# the values are measurements of this machine, in the units the schema names: rates a CPU core reaches
+# (a time stored in microseconds, or a loop that does nothing, lands a factor of 1000 or more outside)
+def within(what, v, lo, hi):
+    assert lo <= v <= hi, "%s: %.4g, outside [%g, %g]" % (what, v, lo, hi)
+gemm = g["gemm"][()]
+for r in gemm:
+    within("GEMM %dx%dx%d, GFLOP/s" % (r["m"], r["n"], r["k"]), r["flops"] / r["ns"], 0.02, 1000)
+# more work takes longer: the GEMM of the most FLOPs against that of the fewest (20 times fewer or more)
+big, small = gemm[gemm["flops"].argmax()], gemm[gemm["flops"].argmin()]
+assert big["flops"] >= 20 * small["flops"], (big["flops"], small["flops"])
+assert big["ns"] > small["ns"] * big["flops"] / small["flops"] / 8, "GEMM time %g ns at %d FLOPs, %g ns at %d" % (
+    big["ns"], big["flops"], small["ns"], small["flops"])
+for d in ("passes", "copies"):
+    for r in g[d][()]:
+        within("%s of %d bytes, GB/s" % (d, r["bytes"]), r["bytes"] / r["ns"], 0.05, 1000)
+# a collective of two processes: at least a microsecond, under a second; per byte, a large message is far
+# cheaper than one of 1 KiB (whose time is the latency)
+coll = g["collectives"][()]
+for kind in set(coll["kind"]):
+    c = coll[coll["kind"] == kind]
+    for r in c:
+        within("collective %d of %d bytes, ns" % (kind, r["bytes"]), r["ns"], 1e3, 1e9)
+    lo, hi = c[c["bytes"].argmin()], c[c["bytes"].argmax()]
+    assert lo["bytes"] <= 1024 and hi["bytes"] >= 64 * 1024, (lo["bytes"], hi["bytes"])
+    assert hi["bytes"] / hi["ns"] > 4 * lo["bytes"] / lo["ns"], "collective %d: %g B/ns at %d bytes, %g at %d" % (
+        kind, hi["bytes"] / hi["ns"], hi["bytes"], lo["bytes"] / lo["ns"], lo["bytes"])
+for a in ("dispatch_ns", "wake_ns", "issue_ns"):
+    within(a, g.attrs[a], 1, 1e6)
+within("adamw_ns_per_elem", g.attrs["adamw_ns_per_elem"], 0.01, 1000)
 print("%d kernels, %d GEMMs, %d collective points" % (len(g["kernels"]), len(g["gemm"]), len(g["collectives"])))
 EOF
 ); then ok "calibration: $out"; else bad "calibration" "$out"; fi
