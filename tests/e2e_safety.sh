@@ -25,7 +25,12 @@
 #      step, a collective running on the stream of its kind), and no
 #      process is left;
 #  11  an empty experiment file is an error (here and tests/e2e_bad_input.sh);
-#  12  missing libraries stop the build with a hint to run `make deps`, and
+#  12  MPI failing (tests/mpi_fault.c, preloaded on one rank): a failed
+#      call is named with file:line and MPI's message, the job ends with
+#      exit 1 and the results file is as it was; a rank whose MPI_Finalize
+#      hangs is ended by the watchdog (exit 4, without the MPI_Abort MPI
+#      forbids after finalize), the run it wrote kept;
+#  13  missing libraries stop the build with a hint to run `make deps`, and
 #      `make asan` builds beside the normal binaries.
 #
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
@@ -270,6 +275,7 @@ else
 import re, sys
 # the live rank's message: what its host waits on and, inside a step, each stream's op. It can only be stuck
 # in a collective (no compute waits on a peer): a stream is running one, on the stream of its kind (fsdp)
+# (a step's own streams are said only when the host waits inside a step)
 m = [l for l in open(sys.argv[1]) if "no progress" in l]
 assert len(m) >= 1, "no watchdog message"
 l = m[0].rstrip("\n")
@@ -282,13 +288,20 @@ if re.match(r"the barrier before step \d+$|the all-reduce of the loss of step \d
     sys.exit(0)
 s = re.match(r"step (\d+): (.*)$", what)
 assert s and int(s.group(1)) >= 3, "waiting on: " + what
-running = {}
+running, waited = {}, []
 for part in s.group(2).split("; "):
     r = re.match(r"(.+) \((\w+)\) running on stream (\w+)$", part)
     w = re.match(r"stream (\w+) waiting for the end of (.+)$", part)
     assert r or w, "a stream said as neither running nor waiting: " + part
     if r:
         running[r.group(1)] = (r.group(2), r.group(3))
+    else:
+        waited.append(w.group(2))
+# compute waits for each all-gather before the block it gathers, in the order the all-gather stream runs
+# them: an all-gather waited for is the one that stream runs, not the one that last ended there
+ag = [op for op, (kind, stream) in running.items() if stream == "allgather"]
+for op in waited:
+    assert not op.startswith("AG ") or ag in ([], [op]), "waiting for %s, the all-gather stream runs %s" % (op, ag)
 kinds = {"AG": "allgather", "RS": "reduce_scatter", "AR": "allreduce"}
 for op, (kind, stream) in running.items():
     assert kinds.get(op.split()[0], kind) == kind, "%s said to be a %s" % (op, kind)
@@ -310,21 +323,64 @@ fi
 expect2 "11 an empty experiment file" "empty.ini: has no 'key = value' line" "$SIM" empty.ini
 expect2 "11 /dev/null as the experiment" "/dev/null: is a character device" "$SIM" /dev/null
 
-# ---- 12. the build -------------------------------------------------------------
+# ---- 12. MPI itself fails -------------------------------------------------------
+# tests/mpi_fault.c, preloaded on rank 1: its third MPI_Barrier fails; then its MPI_Finalize never returns
+no_proc() { # no rank of this section's jobs left (a zombie is gone); those left are killed
+	local p
+	for _ in $(seq 50); do
+		p=$(pgrep -f -- "--out mpi.h5" | while read -r q; do [ "$(ps -o stat= -p "$q")" != Z ] && echo "$q"; done)
+		[ -z "$p" ] && return 0
+		sleep 0.1
+	done
+	pkill -9 -f -- "--out mpi.h5"
+	return 1
+}
+if ! mpicc -shared -fPIC -o "$tmp/mpi_fault.so" "$OLDPWD/tests/mpi_fault.c" 2>"$tmp/err"; then
+	bad "12 the MPI fault shim" "does not build: $(head -3 "$tmp/err")"
+else
+	fault=(-x LD_PRELOAD="$tmp/mpi_fault.so" -x FAULT_RANK=1 -x ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0")
+	"${MPIRUN[@]}" -np 2 "$GPU_RUN" v.ini --steps 2 --out mpi.h5 >/dev/null 2>&1 </dev/null
+	before=$(sum mpi.h5)
+	timeout 60 "${MPIRUN[@]}" -np 2 "${fault[@]}" -x FAULT_BARRIER=3 "$GPU_RUN" v.ini --steps 5 --out mpi.h5 \
+		>"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+	if [ $rc = 1 ] && no_proc && [ "$(sum mpi.h5)" = "$before" ] && [ "$(runs mpi.h5)" = 1 ] &&
+		grep -q "^gpu_run: MPI_Barrier(MPI_COMM_WORLD) failed at gpu/run/main.c:[0-9]*: MPI_ERR_COMM: invalid communicator$" \
+			"$tmp/err"; then
+		ok "12 a failed MPI call: the call, file:line and MPI's message, exit 1, the results file as it was"
+	else
+		bad "12 a failed MPI call" "exit $rc, runs $(runs mpi.h5): $(grep -m2 "gpu_run\|MPI" "$tmp/err")"
+	fi
+	# the run's results are written before MPI_Finalize; a finalize that hangs is the watchdog's, which
+	# must not call MPI_Abort then (MPI forbids it after MPI_Finalize): it exits the process, status 4
+	t0=$(date +%s%N)
+	timeout 60 "${MPIRUN[@]}" -np 2 "${fault[@]}" -x FAULT_FINALIZE=1 "$GPU_RUN" v.ini --steps 2 --timeout-s 2 \
+		--out mpi.h5 >"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+	secs=$(( ($(date +%s%N) - t0) / 1000000 ))
+	if [ $rc = 4 ] && no_proc && [ "$(runs mpi.h5)" = 2 ] && ! grep -q "after MPI_FINALIZE" "$tmp/err" &&
+		grep -q "^gpu_run: rank 1: no progress for 2 s (run.timeout_s = 2): waiting on MPI_Finalize;" "$tmp/err"; then
+		ok "12 MPI_Finalize stuck on a rank: the watchdog ends it (exit 4, no MPI_Abort after finalize) in $secs ms; the run kept"
+	else
+		bad "12 MPI_Finalize stuck" "exit $rc after $secs ms, runs $(runs mpi.h5): $(grep -m3 "gpu_run\|MPI" "$tmp/err")"
+	fi
+fi
+
+# ---- 13. the build -------------------------------------------------------------
 cd "$OLDPWD"
 if PKG_CONFIG_LIBDIR=/nonexistent make -s --no-print-directory BUILD="$tmp/nolibs" "$tmp/nolibs/core/xalloc.o" \
 	>"$tmp/out" 2>"$tmp/err"; then
-	bad "12 missing libraries" "the build went on"
+	bad "13 missing libraries" "the build went on"
 elif grep -q "run 'make deps'" "$tmp/err" && ! grep -q "hdf5.h" "$tmp/err" && [ ! -e "$tmp/nolibs/core/xalloc.o" ]; then
-	ok "12 missing libraries stop the build with a hint to run make deps"
+	ok "13 missing libraries stop the build with a hint to run make deps"
 else
-	bad "12 missing libraries" "$(head -3 "$tmp/err")"
+	bad "13 missing libraries" "$(head -3 "$tmp/err")"
 fi
 dry=$(make -n asan 2>&1)
 if ! grep -Eq '(^|[ ;])rm [^|;]*(sim|gpu_run|run_tests)( |$)' <<<"$dry" && grep -q "build-asan/sim" <<<"$dry"; then
-	ok "12 make asan builds build-asan/sim and build-asan/gpu_run and removes nothing"
+	ok "13 make asan builds build-asan/sim and build-asan/gpu_run and removes nothing"
 else
-	bad "12 make asan" "$(grep -E 'rm |build-asan' <<<"$dry" | head -3)"
+	bad "13 make asan" "$(grep -E 'rm |build-asan' <<<"$dry" | head -3)"
 fi
 
 echo "$passed passed, $failed failed"
