@@ -482,10 +482,15 @@ static void build_backward(struct gb *g, const struct views *v, cudnnBackendDesc
 		cudnnBackendDescriptor_t dp1 = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t ds = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t ds1 = gb_tensor(g, 0, F, v->s_dim, v->s_str, T_VIRTUAL);
-		cudnnBackendDescriptor_t dst = gb_tensor(g, 0, F, v->st_dim, v->st_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t k = gb_tensor(g, 0, H, v->k_dim, v->k_str, T_VIRTUAL);
 		/* GQA: dK and dV of every query head, in the input's type as cudnn-frontend has them */
 		int gqa = v->k_dim[1] < v->q_dim[1];
+		/*
+		 * dS^T, dK's left operand: under GQA in the input's type, as
+		 * cudnn-frontend's reshape_dS makes it (its MHA graph too); fp32 in
+		 * the MHA graph that ran on the H100 and the H200, kept as it ran
+		 */
+		cudnnBackendDescriptor_t dst = gb_tensor(g, 0, gqa ? H : F, v->st_dim, v->st_str, T_VIRTUAL);
 		cudnnBackendDescriptor_t dkh = gqa ? gb_tensor(g, 0, H, v->g_dim, v->g_str, T_VIRTUAL) : NULL;
 		cudnnBackendDescriptor_t dvh = gqa ? gb_tensor(g, 0, H, v->g_dim, v->g_str, T_VIRTUAL) : NULL;
 
@@ -566,6 +571,8 @@ static int try_plan(struct cudnn_sdpa *sp, struct plan *pl, cudnnDataType_t inde
 							  CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &found, cfgs);
 		if (s != CUDNN_STATUS_SUCCESS)
 			gb_fail(g, "engine heuristics' results", s);
+		if (found > 8) /* the count available, should cuDNN say it rather than the count written */
+			found = 8;
 	}
 	for (int64_t i = 0; i < found && !g->failed && !pl->exec; i++) {
 		cudnnBackendDescriptor_t plan = NULL;
@@ -605,10 +612,11 @@ static int try_plan(struct cudnn_sdpa *sp, struct plan *pl, cudnnDataType_t inde
  * performance), then FLOAT, the form the first GPU sessions ran: on the
  * H200 (cuDNN 9.19) that graph took 1.101 ms forward and 3.751 ms backward
  * at T 8192, where PyTorch's SDPA through cudnn-frontend took 0.904 and
- * 2.595 (gpu/README.md). Which one built is in pl->index. Asked for
- * FLOAT alone (pl->mask_float), the INT32 form is not tried: the graph
+ * 2.595 (gpu/README.md). Which one built is in pl->index (an INT32 plan
+ * that cuDNN refuses when it runs is rebuilt with FLOAT: run_plan). Asked
+ * for FLOAT alone (pl->mask_float), the INT32 form is not tried: the graph
  * that passed on the first GPUs, chosen without a rebuild should the INT32
- * form build a plan that fails or is wrong.
+ * form compute something wrong.
  */
 static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 {
@@ -620,6 +628,33 @@ static void make_plan(struct cudnn_sdpa *sp, struct plan *pl)
 	pl->index = CUDNN_DATA_FLOAT;
 	if (try_plan(sp, pl, CUDNN_DATA_FLOAT) != 0)
 		pl->failed = 1;
+}
+
+/*
+ * The workspace holds plan pl's (grown when it does not, the device
+ * synchronized: the old one may be in use): 0, or -1 with pl failed. The
+ * new buffer is allocated before the old one is freed, so that the plans
+ * built before keep a workspace they fit should it not be had.
+ */
+static int workspace_fit(struct cudnn_sdpa *sp, struct plan *pl)
+{
+	void *ws = NULL;
+
+	if ((size_t)pl->workspace <= sp->workspace_bytes)
+		return 0;
+	cudaCheck(cudaDeviceSynchronize());
+	if (cudaMalloc(&ws, (size_t)pl->workspace) != cudaSuccess) {
+		/* an engine that wants more than the GPU has left: the mma kernels instead */
+		(void)cudaGetLastError();
+		pl->failed = 1;
+		snprintf(pl->why, sizeof(pl->why), "cuDNN: the plan's workspace of %.1f MiB does not fit",
+			 (double)pl->workspace / 1048576.0);
+		return -1;
+	}
+	cudaCheck(cudaFree(sp->workspace));
+	sp->workspace = ws;
+	sp->workspace_bytes = (size_t)pl->workspace;
+	return 0;
 }
 
 /* The plan for a shape and direction, built on first use; NULL (with *why) when there is none. */
@@ -672,22 +707,9 @@ static struct plan *plan_for(struct cudnn_sdpa **spp, int B, int T, int H, int K
 		*why = pl->why;
 		return NULL;
 	}
-	if ((size_t)pl->workspace > sp->workspace_bytes) {
-		cudaCheck(cudaDeviceSynchronize()); /* the old workspace may be in use */
-		cudaCheck(cudaFree(sp->workspace));
-		sp->workspace = NULL;
-		sp->workspace_bytes = 0;
-		if (cudaMalloc(&sp->workspace, (size_t)pl->workspace) != cudaSuccess) {
-			/* an engine that wants more than the GPU has left: the mma kernels instead */
-			(void)cudaGetLastError();
-			sp->workspace = NULL;
-			pl->failed = 1;
-			snprintf(pl->why, sizeof(pl->why), "cuDNN: the plan's workspace of %.1f MiB does not fit",
-				 (double)pl->workspace / 1048576.0);
-			*why = pl->why;
-			return NULL;
-		}
-		sp->workspace_bytes = (size_t)pl->workspace;
+	if (workspace_fit(sp, pl) != 0) {
+		*why = pl->why;
+		return NULL;
 	}
 	*why = NULL;
 	return pl;
@@ -733,6 +755,38 @@ static int execute(struct cudnn_sdpa *sp, struct plan *pl, const int64_t *uids, 
 	return 0;
 }
 
+/*
+ * execute(), and should cuDNN refuse a plan with the INT32 mask when it is
+ * run, the same graph with the FLOAT mask, the form the first GPUs ran,
+ * built in its place and run (the plan keeps its key: later calls run the
+ * FLOAT one, and cudnn_sdpa_mask says so). A refusal comes before
+ * anything is launched, so the outputs are as they were.
+ */
+static int run_plan(struct cudnn_sdpa *sp, struct plan *pl, const int64_t *uids, void *const *ptrs, int n,
+		    cudaStream_t st, const char **why)
+{
+	char refused[sizeof(pl->why)], again[sizeof(pl->why)];
+
+	if (execute(sp, pl, uids, ptrs, n, st, why) == 0)
+		return 0;
+	if (pl->index != CUDNN_DATA_INT32)
+		return -1;
+	snprintf(refused, sizeof(refused), "%s", pl->why);
+	api.BackendDestroyDescriptor(pl->exec);
+	pl->exec = NULL;
+	gb_free(&pl->g);
+	pl->failed = 0;
+	pl->index = CUDNN_DATA_FLOAT;
+	if (try_plan(sp, pl, CUDNN_DATA_FLOAT) != 0 || workspace_fit(sp, pl) != 0) {
+		pl->failed = 1;
+		snprintf(again, sizeof(again), "%s", pl->why);
+		snprintf(pl->why, sizeof(pl->why), "%.80s; with the FLOAT mask: %.56s", refused, again);
+		*why = pl->why;
+		return -1;
+	}
+	return execute(sp, pl, uids, ptrs, n, st, why);
+}
+
 int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H,
 		       int KV, int Q, void *workspace, size_t workspace_bytes, unsigned flags, cudaStream_t st,
 		       const char **why)
@@ -747,7 +801,7 @@ int cudnn_sdpa_forward(struct cudnn_sdpa **sp, bf16 *out, float *lse, const bf16
 	const int64_t uids[] = { U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG };
 	void *const ptrs[] = { (void *)qkv, (void *)(qkv + (size_t)H * Q), (void *)(qkv + (size_t)(H + KV) * Q), out,
 			       lse, &scale, &neg };
-	return execute(*sp, pl, uids, ptrs, 7, st, why);
+	return run_plan(*sp, pl, uids, ptrs, 7, st, why);
 }
 
 /* The backward graph of plan pl (KV heads of K and V in the row) on the given buffers. */
@@ -776,7 +830,7 @@ static int run_backward(struct cudnn_sdpa **sp, struct plan *pl, bf16 *dqkv, con
 			       &scale,
 			       &neg,
 			       &one };
-	return execute(*sp, pl, uids, ptrs, 14, st, why);
+	return run_plan(*sp, pl, uids, ptrs, 14, st, why);
 }
 
 /*

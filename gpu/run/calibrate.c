@@ -635,8 +635,11 @@ static void collectives(struct cal *k, struct cal_coll *cs, struct coll_arg *how
 		if (busy && busy->n > 0 && busy->n <= k->max_reps && busy->ns > 0) {
 			int reps = (int)(k->target_ns / (cs[i].ns > 0 ? cs[i].ns : 1));
 			reps = reps < 1 ? 1 : reps > k->max_reps ? k->max_reps : reps;
-			busy->count = (int)(1.2 * reps * cs[i].ns / busy->ns) + 1;
-			if (busy->count * busy->n > k->max_reps) {
+			/* passes of the list to cover the collectives (in double: a list of a few
+			 * nanoseconds would overflow an int) */
+			double passes = 1.2 * reps * cs[i].ns / busy->ns + 1;
+			busy->count = passes * busy->n > k->max_reps ? 0 : (int)passes;
+			if (!busy->count) {
 				/* the calls a gated stream may queue (max_reps) are passes of the list: fewer
 				 * collectives, so that the passes that fit still cover them */
 				busy->count = k->max_reps / busy->n;
