@@ -353,6 +353,13 @@ def eager_ops(dev, dt, N, D, H, KV, Q, F_, V):
 HELPERS = (("attention_bwd_dot", "dot_do_o"), ("attention_bwd_dq", "convert_dq"))
 
 
+def is_kernel(e):
+    """A profiler row that is a kernel on the device, not a host call or a record_function range the profiler also
+    times there (fsdp_bench.py's test)."""
+    return getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
+        not getattr(e, "is_user_annotation", False)
+
+
 def helper_shares(fn, cuda=True):
     """The shares of fn's device time that its kernels named like `dot_do_o` and `convert_dq` (cuDNN's and
     FlashAttention's helpers of SDPA's backward) take, by the profiler: {pattern: share}. cuda=False: of its CPU
@@ -362,8 +369,10 @@ def helper_shares(fn, cuda=True):
         fn()
         if cuda:
             torch.cuda.synchronize()
-    # key_averages() gives FunctionEventAvg rows, named by `key` (no `name`: the H200 session's split failed on it)
-    times = [(e.key, e.device_time_total if cuda else e.self_cpu_time_total) for e in prof.key_averages()]
+    # key_averages() gives FunctionEventAvg rows, named by `key` (no `name`: the H200 session's split failed on it);
+    # on the GPU the kernels alone: CUDA API rows (cudaLaunchKernel, ...) carry device time too (the H200's profiles)
+    rows = [e for e in prof.key_averages() if not cuda or is_kernel(e)]
+    times = [(e.key, e.device_time_total if cuda else e.self_cpu_time_total) for e in rows]
     times = [(n, t) for n, t in times if t > 0]
     total = sum(t for n, t in times if not n.startswith(("Memcpy", "Memset", "aten::", "autograd::")))
     shares = {}
@@ -394,7 +403,7 @@ def profiled_kernels(fn):
             fn()
             torch.cuda.synchronize()
         rows = sorted(((e.key, e.count, e.device_time_total) for e in prof.key_averages() if e.device_time_total > 0
-                       and not e.key.startswith(("aten::", "autograd::", "fsdp::"))), key=lambda r: -r[2])
+                       and is_kernel(e)), key=lambda r: -r[2])
     except Exception as e:  # the log line's kernels only: the measurement stands
         return "kernels not profiled (%s)" % (str(e).splitlines()[0] if str(e) else type(e).__name__)
     return "; ".join("%s x%d (%.0f us)" % (n[:72], c, us) for n, c, us in rows[:6])

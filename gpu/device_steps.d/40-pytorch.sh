@@ -6,12 +6,13 @@ set -uo pipefail
 : "${OUT:?OUT must name the folder results go to}"
 PY=${PYTHON:-${PY:-python3}} # device_session.sh exports PY: the Python that has torch
 mkdir -p "$OUT/pytorch"
-if ! $PY -c 'import torch, h5py; assert torch.cuda.is_available()' 2>/dev/null; then
+# one import of torch (a few seconds each) for whether it has a GPU, how many, and the first one's name
+read -r n hw < <($PY -c 'import torch, h5py; assert torch.cuda.is_available()
+print(torch.cuda.device_count(), torch.cuda.get_device_name().lower().replace(" ", "-"))' 2>/dev/null)
+if [ -z "${hw:-}" ]; then
 	echo "40-pytorch: no PyTorch with CUDA here; skipped"
 	exit 0
 fi
-n=$($PY -c 'import torch; print(torch.cuda.device_count())')
-hw=$($PY -c 'import torch; print(torch.cuda.get_device_name().lower().replace(" ", "-"))')
 gpu=${CATALOG_GPU:-h100-sxm} # the catalog GPU ./sim prices the runs on (device_session.sh's)
 # each command capped (device_session.sh's tmo: never past the step's end either), so that one slow
 # command leaves the later ones their time; run alone, without tmo, nothing is capped
@@ -41,7 +42,21 @@ pack_logs() {
 	)
 }
 trap pack_logs EXIT
+# a command cut by its cap may leave torchrun's workers (each in a session of its own, which the cap's
+# signal does not reach) tearing down a context: the next measurement waits, at most 30 s, until no
+# process holds the GPU, so that none of its memory or time is another's
+settle() {
+	local left
+	command -v nvidia-smi >/dev/null || return 0
+	for _ in $(seq 60); do
+		left=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>/dev/null)
+		[ -z "$left" ] && return 0
+		sleep 0.5
+	done
+	echo "40-pytorch: after 30 s a process still holds the GPU: $left"
+}
 phase() {
+	[ "$1" = end ] || settle
 	local t
 	t=$(date '+%Y/%m/%d %H:%M:%S.%3N') # nvidia-smi's clock: the machine's local time
 	echo "$t $*" >>"$OUT/pytorch/phases.txt"
@@ -72,6 +87,21 @@ tmo 60 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --gr
 	--layers 8 --hidden 512 --ffn 1536 --heads 8 --kv-heads 4 --vocab 8192 --seq 512 --batch 1 \
 	--gpu "$gpu" --steps 20 --warmup 3 \
 	--out "$OUT/pytorch/$hw-fsdp2-small-w1.h5" 2>&1 | tee "$OUT/pytorch/fsdp_bench-small.log" || rc=1
+# FSDP2's copies at world size 1 (no collective) against ./sim's schedule, on the GPU with NCCL: seconds;
+# its table opens saved.log (the files that come back are few)
+phase "unshard.py, saved.py"
+if [ -x ./sim ]; then
+	tmo 30 $PY experiments/pytorch/unshard.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
+fi
+# what a block and the loss keep for their backward against ./sim's recipes (eager without
+# checkpointing too: a CPU lacks its fused RMSNorm), and the kernels a block launches (about 40 s)
+if [ -x ./sim ]; then
+	tmo 90 $PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee -a "$OUT/pytorch/saved.log" || rc=1
+else
+	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
+fi
+# last, what both GPUs have measured already (data/pytorch: the H100's and the H200's), so that a short
+# step cuts these first: the base policy with expandable segments, built on the meta device, compiled
 # the base policy again with expandable segments (PYTORCH_CUDA_ALLOC_CONF is read once per process):
 # reserved against the run above without them, which ./sim models (policy.expandable_segments)
 phase "fsdp_bench expandable segments"
@@ -90,19 +120,5 @@ phase "fsdp_bench compiled"
 tmo 100 $PY "${RUN[@]}" --nproc-per-node 1 experiments/pytorch/fsdp_bench.py --grid one \
 	--compile model+loss --alloc-trace --gpu "$gpu" --steps 5 --warmup 2 \
 	--out "$OUT/pytorch/$hw-fsdp2-w1.h5" 2>&1 | tee -a "$OUT/pytorch/fsdp_bench-w1.log" || rc=1
-# FSDP2's copies at world size 1 (no collective) against ./sim's schedule, on the GPU with NCCL: seconds;
-# its table opens saved.log (the files that come back are few)
-phase "unshard.py, saved.py"
-if [ -x ./sim ]; then
-	tmo 30 $PY experiments/pytorch/unshard.py --device cuda --sim ./sim 2>&1 | tee "$OUT/pytorch/saved.log" || rc=1
-fi
-# what a block and the loss keep for their backward against ./sim's recipes (eager without
-# checkpointing too: a CPU lacks its fused RMSNorm), and the kernels a block launches; a minute or
-# two, last, so that the measurements above come first
-if [ -x ./sim ]; then
-	tmo 0 $PY experiments/pytorch/saved.py --device cuda --sim ./sim 2>&1 | tee -a "$OUT/pytorch/saved.log" || rc=1
-else
-	echo "40-pytorch: ./sim not carried; saved.py skipped" | tee "$OUT/pytorch/saved.log"
-fi
 phase end
 exit $rc
