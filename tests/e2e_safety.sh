@@ -56,6 +56,17 @@ bad() { echo "FAIL safety $1: $2"; failed=$((failed + 1)); }
 # runs FILE: the number of runs in a results file (-1 when it cannot be read)
 runs() { h5ls "$1/runs" 2>/dev/null | wc -l || echo -1; }
 sum() { md5sum <"$1" 2>/dev/null | cut -d' ' -f1; }
+# left PID...: those of the processes still running after up to 5 s (a zombie has ended)
+left() {
+	local p l
+	for _ in $(seq 50); do
+		l=""
+		for p in "$@"; do kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p")" != Z ] && l="$l $p"; done
+		[ -z "$l" ] && break
+		sleep 0.1
+	done
+	echo "$l"
+}
 
 # expect2 NAME EXPECTED CMD...: CMD exits 2 with EXPECTED on stderr
 expect2() {
@@ -261,13 +272,8 @@ else
 	wait $job 2>/dev/null
 	rc=$?
 	secs=$(( ($(date +%s%N) - t0) / 1000000 ))
-	left=""
-	for _ in $(seq 50); do
-		left=""
-		for p in $ranks; do kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p")" != Z ] && left="$left $p"; done
-		[ -z "$left" ] && break
-		sleep 0.1
-	done
+	# shellcheck disable=SC2086 # the ranks' PIDs, a word each
+	left=$(left $ranks)
 	if [ -n "$left" ]; then
 		bad "10 watchdog" "processes left:$left"
 		for p in $left; do kill -CONT "$p"; kill -9 "$p"; done
@@ -325,14 +331,13 @@ expect2 "11 /dev/null as the experiment" "/dev/null: is a character device" "$SI
 
 # ---- 12. MPI itself fails -------------------------------------------------------
 # tests/mpi_fault.c, preloaded on rank 1: its third MPI_Barrier fails; then its MPI_Finalize never returns
-no_proc() { # no rank of this section's jobs left (a zombie is gone); those left are killed
-	local p
-	for _ in $(seq 50); do
-		p=$(pgrep -f -- "--out mpi.h5" | while read -r q; do [ "$(ps -o stat= -p "$q")" != Z ] && echo "$q"; done)
-		[ -z "$p" ] && return 0
-		sleep 0.1
-	done
-	pkill -9 -f -- "--out mpi.h5"
+no_proc() { # no rank of this section's jobs left; those left are killed
+	local rest
+	# shellcheck disable=SC2046 # the PIDs, a word each
+	rest=$(left $(pgrep -f -- "--out mpi.h5"))
+	[ -z "$rest" ] && return 0
+	# shellcheck disable=SC2086
+	kill -9 $rest
 	return 1
 }
 if ! mpicc -shared -fPIC -o "$tmp/mpi_fault.so" "$OLDPWD/tests/mpi_fault.c" 2>"$tmp/err"; then

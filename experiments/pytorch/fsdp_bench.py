@@ -346,10 +346,7 @@ def run_steps(model, opt, cfg, args, device, tracing=False, start=None):
             sync(device)
         for e in p.key_averages():
             dev_us = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0) or 0
-            # a kernel: on the device, and not a record_function range the profiler also times there
-            kernel = getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
-                not getattr(e, "is_user_annotation", False)
-            prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), kernel))
+            prof_rows.append((e.key[:63], int(e.count), float(e.cpu_time_total), float(dev_us), is_kernel(e)))
         idle = profiled_idle(p) if device.type == "cuda" else None
     peaks = (0, 0, 0, "", None)
     if device.type == "cuda":
@@ -542,6 +539,13 @@ def grid(kind, base):
             if key == "accum":
                 c["microbatches"] = max(2, base["microbatches"])
             yield c
+
+
+def is_kernel(e):
+    """A profiler row that is a kernel on the device: not a host call (cudaLaunchKernel, ...) nor a record_function
+    range, which the profiler also times there."""
+    return getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
+        not getattr(e, "is_user_annotation", False)
 
 
 def shape_args(ap, **defaults):

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fsdp_bench import shape_args  # the script's folder is first on the path
+from fsdp_bench import is_kernel, shape_args  # the script's folder is first on the path
 
 K_GEMM, K_ATTN, K_EW = 0, 1, 2
 
@@ -351,13 +351,6 @@ def eager_ops(dev, dt, N, D, H, KV, Q, F_, V):
 
 
 HELPERS = (("attention_bwd_dot", "dot_do_o"), ("attention_bwd_dq", "convert_dq"))
-
-
-def is_kernel(e):
-    """A profiler row that is a kernel on the device, not a host call or a record_function range the profiler also
-    times there (fsdp_bench.py's test)."""
-    return getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
-        not getattr(e, "is_user_annotation", False)
 
 
 def helper_shares(fn, cuda=True):
