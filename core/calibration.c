@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include <hdf5.h>
 
 #include "h5file.h"
+#include "text.h"
 #include "xalloc.h"
 
 /* ---- file ---------------------------------------------------------------- */
@@ -965,6 +967,7 @@ static int read_file(struct reader *r, struct calibration *c)
 {
 	hid_t file, cal = -1;
 	char seen[128], how[64];
+	struct stat st;
 
 	memset(c, 0, sizeof(*c));
 	h5file_begin(&r->s, "calibration", r->path);
@@ -973,6 +976,14 @@ static int read_file(struct reader *r, struct calibration *c)
 	r->types[T_PASSES] = pass_type();
 	r->types[T_COLLS] = coll_type();
 	r->types[T_COPIES] = copy_type();
+	if (stat(r->path, &st) != 0) {
+		refuse(r, NULL, "%s", strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) { /* HDF5 would wait forever on a FIFO's writer */
+		refuse(r, NULL, "is %s, not a calibration file (data/README.md)", text_file_kind(st.st_mode));
+		goto out;
+	}
 	file = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (file < 0) {
 		refuse(r, NULL, "cannot open as an HDF5 file");

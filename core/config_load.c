@@ -48,6 +48,7 @@ struct load {
 	int section_line;     /* of the last [section] header */
 	int reported_line;    /* the header whose unknown section was reported */
 	int after_key;        /* a key line since the last header (config_ini_key_line) */
+	int indented;         /* the line is indented after a key line: inih continues that key's value with it */
 	int load_id;
 	int nkeys;            /* `key = value` lines seen, valid or not */
 	int nlost;            /* errors past MESSAGES_MAX, counted only */
@@ -213,6 +214,7 @@ static char *load_reader(char *str, int num, void *stream)
 		return str;
 	}
 	char name[CONFIG_SECTION_CHARS];
+	l->indented = l->after_key && (str[0] == ' ' || str[0] == '\t');
 	if (config_ini_section(str, name)) {
 		l->section_line = l->line;
 		if (name[0] && name_index(config_sections, name) < 0) { /* said at its header */
@@ -232,6 +234,13 @@ static int load_handler(void *user, const char *section, const char *name, const
 	struct experiment *e = l->e;
 	char err[MSG_MAX];
 
+	if (l->indented) {
+		/* inih hands the line over as more of the value above: say that, not "set twice" */
+		load_error(l, l->line, "line is indented: an indented line continues the value of the key above "
+				       "(%s.%s) in an experiment file; start each 'key = value' at the beginning of its line",
+			   section, name);
+		return 1;
+	}
 	l->nkeys++;
 	if (!*section) {
 		int k = -1;
@@ -274,22 +283,6 @@ static int load_handler(void *user, const char *section, const char *name, const
 	return 1;
 }
 
-/* "a directory", "a FIFO", ...: what a file that is not regular is, for messages. */
-static const char *file_kind(mode_t mode)
-{
-	if (S_ISDIR(mode))
-		return "a directory";
-	if (S_ISFIFO(mode))
-		return "a FIFO";
-	if (S_ISCHR(mode))
-		return "a character device";
-	if (S_ISBLK(mode))
-		return "a block device";
-	if (S_ISSOCK(mode))
-		return "a socket";
-	return "not a regular file";
-}
-
 /*
  * The experiment file at path, open for reading, when it is a regular
  * file of at most EXPERIMENT_MAX_BYTES; NULL after a message. It is
@@ -308,7 +301,7 @@ FILE *config_open(const char *path)
 		return NULL;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		config_say(path, "is %s: only a regular file is read as an experiment", file_kind(st.st_mode));
+		config_say(path, "is %s: only a regular file is read as an experiment", text_file_kind(st.st_mode));
 		return NULL;
 	}
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);

@@ -11,7 +11,10 @@
 #include <stdio.h>
 
 /* s as a JSON string literal, quotes included: " and \ escaped, \n \r \t by
- * name, other control characters (and DEL) as \u00XX, every other byte as is. */
+ * name, other control characters (and DEL) as \u00XX, well-formed UTF-8 as
+ * is, and each byte of anything else (a Latin-1 file name) as \ufffd, the
+ * replacement character: JSON text is UTF-8 (RFC 8259), and a reader such
+ * as Python's json refuses the rest. */
 void json_str(FILE *f, const char *s);
 
 #endif

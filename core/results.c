@@ -387,23 +387,44 @@ int results_append(const char *path, const struct run_result *r)
 }
 
 struct many {
+	const char *path;
 	const struct run_result *runs;
-	int n;
+	int n, seen;
+	results_there_fn there;
+	void *ctx;
+	int written;
 };
 
 static int write_runs(struct h5file_session *s, hid_t file, void *ctx)
 {
-	const struct many *m = ctx;
-	for (int i = 0; i < m->n; i++)
-		if (write_run(s, file, (void *)&m->runs[i]) != 0)
-			return -1;
-	return 0;
+	struct many *m = ctx;
+	struct run_read *now = NULL;
+	int nnow = 0, rc = 0;
+
+	/* under the lock: another writer appended since the caller read the file, and may have added these */
+	if (m->there && results_count(m->path) != m->seen && results_read(m->path, &now, &nnow) != 0)
+		return -1;
+	m->written = 0;
+	for (int i = 0; i < m->n && !rc; i++) {
+		if (now && m->there(m->ctx, &m->runs[i], now, nnow))
+			continue;
+		rc = write_run(s, file, (void *)&m->runs[i]);
+		m->written += !rc;
+	}
+	if (now)
+		results_read_free(now, nnow);
+	return rc;
 }
 
-int results_append_runs(const char *path, const struct run_result *runs, int n)
+int results_append_runs(const char *path, const struct run_result *runs, int n, int seen, results_there_fn there,
+			void *ctx, int *written)
 {
-	struct many m = { runs, n };
-	return h5file_append("results", path, write_runs, &m);
+	struct many m = { path, runs, n, seen, there, ctx, 0 };
+	int rc = h5file_append("results", path, write_runs, &m);
+
+	if (written)
+		*written = rc == 0 ? m.written : 0;
+	return rc;
 }
 
 const char *results_refusal(const char *path)
@@ -421,10 +442,7 @@ const char *results_unreadable(const char *path)
 	if (stat(path, &st) != 0)
 		return strerror(errno);
 	if (!S_ISREG(st.st_mode)) { /* H5Fis_hdf5 would block on a FIFO, fail oddly on a directory */
-		snprintf(why, sizeof why, "is %s, not a results file (data/README.md)",
-			 S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device" :
-			 S_ISBLK(st.st_mode) ? "a block device" : S_ISFIFO(st.st_mode) ? "a FIFO" :
-			 S_ISSOCK(st.st_mode) ? "a socket" : "a special file");
+		snprintf(why, sizeof why, "is %s, not a results file (data/README.md)", text_file_kind(st.st_mode));
 		return why;
 	}
 	h5file_begin(&s, "results", path); /* quiet */
@@ -609,6 +627,36 @@ static void read_summary(struct h5file_session *s, hid_t run, struct summary *m)
 		h5file_read_i32(s, g, "alloc_retries_step", &m->alloc_retries_step);
 	}
 	H5Gclose(g);
+}
+
+/*
+ * What a comparison reads of a measured run's summary besides its step:
+ * at least one step measured, its 10th and 90th percentiles in order
+ * around nothing negative, compute and exposed communication finite and
+ * not negative. Else the run's error names the attribute and what is allowed.
+ */
+static void check_measured_summary(struct run_read *r)
+{
+	const struct summary *m = &r->sum;
+	static const char *const what[] = { "step_time_p10_s", "step_time_p90_s", "compute_s", "exposed_comm_s",
+					    "tokens_per_s_per_gpu" };
+	const double v[] = { m->step_time_p10_s, m->step_time_p90_s, m->compute_s, m->exposed_comm_s,
+			     m->tokens_per_s_per_gpu };
+
+	if (m->steps < 1) {
+		snprintf(r->error, sizeof r->error, "summary steps = %d (allowed: 1 or more measured steps)", m->steps);
+		return;
+	}
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		if (!(isfinite(v[i]) && v[i] >= 0)) {
+			snprintf(r->error, sizeof r->error, "summary %s = %g (allowed: a finite number, 0 or more)", what[i],
+				 v[i]);
+			return;
+		}
+	if (m->step_time_p10_s > m->step_time_p90_s)
+		snprintf(r->error, sizeof r->error,
+			 "summary step_time_p10_s = %g above step_time_p90_s = %g (allowed: p10 <= p90)",
+			 m->step_time_p10_s, m->step_time_p90_s);
 }
 
 /*
@@ -804,6 +852,8 @@ static void read_run(struct h5file_session *s, hid_t runs, const char *name, str
 	if (!r->error[0] && strcmp(r->source, "sim") && !(isfinite(r->sum.step_time_s) && r->sum.step_time_s > 0))
 		snprintf(r->error, sizeof r->error, "its measured step time (summary step_time_s = %g) is not a time",
 			 r->sum.step_time_s);
+	if (!r->error[0] && strcmp(r->source, "sim"))
+		check_measured_summary(r);
 	if (!r->error[0] && (!(r->sum.profile_busy_s >= 0) || !(r->sum.profile_span_s >= r->sum.profile_busy_s)))
 		snprintf(r->error, sizeof r->error,
 			 "summary profile_busy_s = %g and profile_span_s = %g (allowed: 0 <= busy <= span seconds)",

@@ -108,8 +108,24 @@ struct run_result {
 /* Append r to the HDF5 file at path (created if missing). 0, or -1 after a message on stderr. */
 int results_append(const char *path, const struct run_result *r);
 
-/* Append n runs at once (one copy of the file). 0, or -1 after a message. */
-int results_append_runs(const char *path, const struct run_result *runs, int n);
+/*
+ * Whether run r is already among the file's runs (all[0..n)), as a
+ * results_append_runs caller judges it: then r is not written again.
+ */
+struct run_read;
+typedef int (*results_there_fn)(void *ctx, const struct run_result *r, const struct run_read *all, int n);
+
+/*
+ * Append n runs at once (one copy of the file). With `there`, the caller
+ * has left out the runs already in the file as it read it, `seen` runs
+ * long; should another writer have appended since (under the file's lock
+ * its count is not `seen`), the file is read again and each run that
+ * `there` finds in it now is left out too, so that two writers never add
+ * the same run twice. The runs written are counted in *written (may be
+ * NULL). 0, or -1 after a message (nothing written).
+ */
+int results_append_runs(const char *path, const struct run_result *runs, int n, int seen, results_there_fn there,
+			void *ctx, int *written);
 
 /*
  * Inside an h5file_append() writer (core/h5file.h) that adds more than

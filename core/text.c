@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "xalloc.h"
 
@@ -34,6 +35,26 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	    (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
 		return 0;
 	return need + 1;
+}
+
+size_t text_utf8_seq(const char *s, size_t n)
+{
+	return n ? utf8_seq((const unsigned char *)s, n) : 0;
+}
+
+const char *text_file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
 }
 
 int text_utf8_valid(const char *s, size_t n)

@@ -15,9 +15,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* Whether s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
 int text_utf8_valid(const char *s, size_t n);
+/* The length of the well-formed UTF-8 sequence at s (n bytes left; 1 for ASCII), 0 when none starts there. */
+size_t text_utf8_seq(const char *s, size_t n);
+
+/* What a file that is not a regular one is, by its st_mode, for messages: "a directory", "a FIFO", ... */
+const char *text_file_kind(mode_t mode);
 
 /*
  * s as a message quotes it, into buf (n >= 1 bytes; cut at a whole

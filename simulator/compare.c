@@ -4,6 +4,7 @@
  */
 #include "compare.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,7 +163,6 @@ struct cmp {
 	int cal_same_binary;
 	char cal_binary[24];
 	int have;                        /* pred and r hold a prediction */
-	int appended;                    /* a run like it was already in the file */
 };
 
 /* Seconds since 1970 of a UTC ISO 8601 date ("2026-11-28T10:15:06Z"), NAN when it is not one. */
@@ -285,7 +285,10 @@ struct key_ctx {
 	int len, n;
 };
 
-/* The model, cluster, batch and device enter the group key; the policy and the run's bookkeeping do not. */
+/*
+ * The model, cluster, batch and device enter the group key (predict() adds
+ * the hardware and the fabric); the policy and the run's bookkeeping do not.
+ */
 static void key_attr(void *ctx, const char *section, const char *key, const char *value)
 {
 	struct key_ctx *k = ctx;
@@ -522,8 +525,10 @@ static int predict(struct cmp *c, const char *calibration, int catalog_now, char
 	report_policy_line(e, c->policy, sizeof c->policy);
 	config_each(e, key_attr, &k);
 	config_each(e, policy_attr, &pk);
+	/* one configuration on a real and on an emulated fabric is two machines, each with its own prediction */
 	if (k.n < k.len)
-		k.n += snprintf(c->group + k.n, (size_t)(k.len - k.n), "hardware=%s", m->hardware);
+		k.n += snprintf(c->group + k.n, (size_t)(k.len - k.n), "hardware=%s;fabric=%s", m->hardware,
+				m->fabric.staged ? "staged" : m->fabric.emulated ? "emulated" : "real");
 	if (k.n >= k.len || pk.n >= pk.len) {
 		snprintf(err, errlen, "its configuration (%d characters of model, cluster and batch keys, %d of policy keys) "
 			 "is longer than the comparison groups runs by (%d, %d)", k.n, pk.n, k.len - 1, pk.len - 1);
@@ -606,7 +611,7 @@ static int run_points(const struct cmp *c, int n, struct point *out)
 
 /*
  * The configurations of the points (the same policy in the same group:
- * model, cluster, batch and hardware), each measured at the median of its
+ * model, cluster, batch, hardware and fabric), each measured at the median of its
  * runs' median steps (a run's repeats, in make validate's rounds, sample
  * the machine at different moments); how many.
  */
@@ -662,7 +667,7 @@ static void point_errors(const struct point *p, int n, double *median, double *w
 /*
  * Kendall's tau-a between the measured and the predicted order by step
  * time, over the pairs of points in the same group (same model, cluster,
- * batch and hardware) with different policies; with `separated`, only the
+ * batch, hardware and fabric) with different policies; with `separated`, only the
  * pairs of configurations measured more than once whose runs the
  * machine's noise never mixed up (every run of one faster than every run
  * of the other: the pairs whose measured order is not chance). GSL has
@@ -692,18 +697,44 @@ static double kendall_tau(const struct point *p, int n, int separated, int *pair
 	return np ? (double)(conc - disc) / (double)np : NAN;
 }
 
-/* Whether the file already holds this prediction (a simulated run of the same run, calibration and step time). */
-static int already_there(const struct cmp *c, const struct run_read *all, int n)
+/*
+ * Whether two calibration names name one calibration: the same text, or
+ * FILE@NNNNNN with one session of one file however its path is spelled
+ * ("data/x.h5", "./data/x.h5", "/abs/data/x.h5"), the files compared as
+ * realpath() has them (a file no longer there: the text alone).
+ */
+static int same_calibration(const char *a, const char *b)
+{
+	char fa[CONFIG_PATH_MAX], fb[CONFIG_PATH_MAX], ua[CAL_SESSION_LEN], ub[CAL_SESSION_LEN];
+	char ra[PATH_MAX], rb[PATH_MAX];
+
+	if (!strcmp(a, b))
+		return 1;
+	if (calibration_file(a, fa, sizeof fa, ua) < 0 || calibration_file(b, fb, sizeof fb, ub) < 0 || strcmp(ua, ub))
+		return 0;
+	return realpath(fa, ra) && realpath(fb, rb) && !strcmp(ra, rb);
+}
+
+/* Whether all[0..n) holds this prediction: a simulated run of measured run `compares`, its calibration and figures. */
+static int prediction_there(const char *compares, const char *calibration, const struct summary *pred,
+			    const struct run_read *all, int n)
 {
 	for (int i = 0; i < n; i++) {
 		const struct run_read *p = &all[i];
-		if (strcmp(p->source, "sim") || strcmp(p->compares, c->m->name) || p->error[0])
+		if (strcmp(p->source, "sim") || strcmp(p->compares, compares) || p->error[0])
 			continue;
-		if (!strcmp(p->exp.calibration, c->calibration) && p->sum.step_time_s == c->pred.step_time_s &&
-		    p->sum.peak_reserved_bytes == c->pred.peak_reserved_bytes)
+		if (p->sum.step_time_s == pred->step_time_s && p->sum.peak_reserved_bytes == pred->peak_reserved_bytes &&
+		    same_calibration(p->exp.calibration, calibration))
 			return 1;
 	}
 	return 0;
+}
+
+/* results_there_fn of the predictions appended: found again in the file as another ./sim --compare left it. */
+static int appended_there(void *ctx, const struct run_result *r, const struct run_read *all, int n)
+{
+	(void)ctx;
+	return prediction_there(r->compares, r->exp->calibration, &r->sum, all, n);
 }
 
 static void print_ms_row(FILE *out, const char *what, double meas, double pred, int n)
@@ -1120,7 +1151,7 @@ int compare_file(const char *path, const char *calibration, int catalog_now, int
 		} else {
 			print_text(out, x);
 		}
-		if (!already_there(x, runs, n)) {
+		if (!prediction_there(runs[i].name, x->calibration, &x->pred, runs, n)) {
 			struct run_result *a = &app[napp++];
 			a->source = "sim";
 			a->hardware = runs[i].hardware[0] ? runs[i].hardware : NULL;
@@ -1131,7 +1162,6 @@ int compare_file(const char *path, const char *calibration, int catalog_now, int
 			a->nmem = x->r.nmem;
 			a->mem = x->r.mem;
 			a->sum = x->pred;
-			x->appended = 1;
 		}
 	}
 	pts = xcalloc((size_t)nc + 1, sizeof(*pts));
@@ -1144,8 +1174,14 @@ int compare_file(const char *path, const char *calibration, int catalog_now, int
 	cf_tau = kendall_tau(cfs, ncf, 0, &cf_pairs);
 	sep_tau = kendall_tau(cfs, ncf, 1, &sep_pairs);
 	repeated = repeat_spread(cfs, ncf, &rep_median, &rep_worst);
-	if (napp && results_append_runs(path, app, napp) != 0)
-		rc = 1;
+	if (napp) {
+		int put = napp;
+		if (results_append_runs(path, app, napp, n, appended_there, NULL, &put) != 0) {
+			text_line(stderr, "sim --compare: %s: the predictions were not appended (the file is as it was)", path);
+			rc = 1;
+		}
+		napp = put; /* what the file holds now of this comparison: none after a failed write */
+	}
 	if (json) {
 		fprintf(out, "%s], \"compared\": %d, \"failed\": %d, \"within_noise\": %d", first ? "" : "\n", ok, nc - ok,
 			within);

@@ -250,13 +250,34 @@ static int run_compare(int argc, char **argv, const struct opts *o)
 				"(allowed with it: --calibration FILE or none, --catalog-now, --json)", other);
 		return 2;
 	}
+	int named = 0; /* a --calibration flag seen */
+
 	for (int i = 1; i < argc; i++) {
+		const char *v = NULL;
 		if (!argv[i])
 			continue;
-		if (!strcmp(argv[i], "--calibration") && i + 1 < argc && argv[i + 1]) {
-			cal = argv[++i];
+		if (!strcmp(argv[i], "--calibration")) {
+			if (i + 1 >= argc || !argv[i + 1]) {
+				text_line(stderr, "--calibration: missing value (a calibration file, FILE@NNNNNN, or none)");
+				return 2;
+			}
+			v = argv[++i];
 		} else if (!strncmp(argv[i], "--calibration=", 14)) {
-			cal = argv[i] + 14;
+			v = argv[i] + 14;
+		}
+		if (v) {
+			if (named) {
+				text_line(stderr, "--calibration is given twice ('%s', then '%s'): one calibration prices a "
+						"file's runs", cal, v);
+				return 2;
+			}
+			if (!v[0]) {
+				text_line(stderr, "--calibration: an empty value (write a calibration file, FILE@NNNNNN, or none; "
+						"without the flag, data/calibration/<hardware>-<device>.h5 where it exists)");
+				return 2;
+			}
+			cal = v;
+			named = 1;
 		} else {
 			text_line(stderr, "--compare: '%s' is not allowed here: a measured run brings its own configuration "
 					"(allowed: --calibration FILE or none, --catalog-now, --json)", argv[i]);

@@ -69,6 +69,13 @@ check "/dev/zero" "/dev/zero: is a character device: $not_regular" /dev/zero
 check "/dev/urandom" "/dev/urandom: is a character device: $not_regular" /dev/urandom
 mkfifo "$tmp/fifo.ini"
 check "a FIFO" "fifo.ini: is a FIFO: $not_regular" "$tmp/fifo.ini"
+if [ "$name" = sim ]; then
+	# a calibration that is a FIFO: HDF5 waited on it for a writer, forever (gpu_run prices nothing)
+	check "a FIFO as the calibration" "cluster.calibration: $tmp/fifo.ini: is a FIFO, not a calibration file" \
+		--set "cluster.calibration=$tmp/fifo.ini"
+	check "a directory as the calibration" "cluster.calibration: $tmp: is a directory, not a calibration file" \
+		--set "cluster.calibration=$tmp"
+fi
 : >"$tmp/empty.ini"
 check "an empty file" "empty.ini: has no 'key = value' line: an empty experiment file is refused" "$tmp/empty.ini"
 # text only: a NUL byte cut the line (layers = 2 ran), a binary file's control bytes reached the

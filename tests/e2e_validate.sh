@@ -15,10 +15,15 @@
 #   4. each measured run holds every rank's timings of its recorded step
 #      (rank 0's are its ops); the predictions were appended once, each naming the run it predicts,
 #      with the calibration it used; comparing again appends nothing and
-#      leaves every run as it was;
+#      leaves every run as it was, with the calibration named by another
+#      path to it too; two comparisons of one file at once append each
+#      prediction once; a write that fails (a file size limit) exits 1,
+#      counts none appended and leaves the file as it was;
 #   4b. a configuration measured three times: the report compares each
 #      configuration at the median of its runs (the medians, worst and
 #      Kendall's tau the runs' JSON gives), besides each run alone;
+#   4d. one configuration on a real fabric and as rank 0 of an emulated
+#      one is two configurations, neither measured again;
 #   4c. the ranking where the noise separates configurations: two
 #      configurations each measured more than once, every run of one
 #      faster than every run of the other, are one pair whose tau is the
@@ -36,13 +41,15 @@
 #      binary) and that ran each run (the run's): the same, said true; a
 #      session of another build named in each run's report and false; a
 #      session that does not say, null;
-#   5. --compare on a missing file, or with a configuration flag, exits 2;
+#   5. --compare on a missing file, with a configuration flag, or with
+#      --calibration missing, empty or given twice, exits 2;
 #      on a file that is no results file (text, empty, /dev/null, a
 #      directory, an HDF5 file without /runs), one with no measured run, or
 #      one that cannot be appended to (a read-only directory), exits 2
 #      saying so before any prediction; a run without a source is refused (exit 1,
 #      one line); none of these files is written; runs with attributes of
-#      many values where one is expected, a NaN step or op times out of
+#      many values where one is expected, a NaN step, no step measured, a
+#      NaN compute time, step percentiles out of order or op times out of
 #      order are refused with the reason, the others compared;
 #   6. the same loop as one process on an emulated fabric (validate.sh
 #      --quick --emulate: rank 0 of 2 nodes x 4): the calibration is a
@@ -256,6 +263,55 @@ if grep -q '^0 predictions appended' "$tmp/cmp2.txt" && [ "$(md5sum <"$runs")" =
 else
 	bad "compare again" "$(tail -2 "$tmp/cmp2.txt")"
 fi
+# the same calibration spelled as another path to it (./, .., absolute) is the same: nothing appended
+same=1
+for spelled in "$(dirname "$cal")/../calibration/$(basename "$cal")" "$(realpath --relative-to=. "$cal")"; do
+	"$SIM" --compare "$runs" --calibration "$spelled" >"$tmp/cmp3.txt" 2>&1 || same=0
+	grep -q '^0 predictions appended' "$tmp/cmp3.txt" || same=0
+done
+if [ $same = 1 ] && [ "$(md5sum <"$runs")" = "$sum1" ]; then
+	ok "the calibration named by another path to it: nothing appended again"
+else
+	bad "the calibration by another path" "$(tail -1 "$tmp/cmp3.txt")"
+fi
+# two comparisons of one file at once: each prediction appended once (the second writer, under the file's
+# lock, finds the first one's and leaves them out)
+cp "$runs" "$tmp/par.h5"
+/usr/bin/python3 -c '
+import sys, h5py
+f = h5py.File(sys.argv[1], "r+")
+for n in [n for n in f["runs"] if f["runs"][n].attrs["source"] == "sim"]:
+    del f["runs"][n]' "$tmp/par.h5"
+"$SIM" --compare "$tmp/par.h5" --calibration "$cal" >"$tmp/par1.txt" 2>&1 &
+"$SIM" --compare "$tmp/par.h5" --calibration "$cal" >"$tmp/par2.txt" 2>&1
+wait $!
+n1=$(sed -n 's/^\([0-9]*\) predictions* appended.*/\1/p' "$tmp/par1.txt")
+n2=$(sed -n 's/^\([0-9]*\) predictions* appended.*/\1/p' "$tmp/par2.txt")
+if [ "$(/usr/bin/python3 -c 'import sys, h5py; print(len(h5py.File(sys.argv[1], "r")["runs"]))' "$tmp/par.h5")" = 8 ] &&
+	[ "$((n1 + n2))" = 4 ]; then
+	ok "two comparisons at once: 4 predictions in all ($n1 and $n2 appended)"
+else
+	bad "two comparisons at once" "appended $n1 and $n2: $(tail -1 "$tmp/par1.txt"); $(tail -1 "$tmp/par2.txt")"
+fi
+# a write that fails says so, and counts nothing appended (the directory made read-only after the read is
+# too late for the check before: a full disk is what this stands for)
+cp "$tmp/par.h5" "$tmp/fail.h5"
+/usr/bin/python3 -c '
+import sys, h5py
+f = h5py.File(sys.argv[1], "r+")
+for n in [n for n in f["runs"] if f["runs"][n].attrs["source"] == "sim"]:
+    del f["runs"][n]' "$tmp/fail.h5"
+sumf=$(md5sum <"$tmp/fail.h5")
+(trap '' XFSZ; ulimit -f $(($(stat -c %s "$tmp/fail.h5") / 1024)); exec "$SIM" --compare "$tmp/fail.h5" \
+	--calibration "$cal" --json) >"$tmp/fail.json" 2>"$tmp/fail.err"
+rc=$?
+if [ $rc = 1 ] && grep -q "the predictions were not appended (the file is as it was)" "$tmp/fail.err" &&
+	/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["appended"] == 0, d["appended"]' \
+		"$tmp/fail.json" && [ "$(md5sum <"$tmp/fail.h5")" = "$sumf" ]; then
+	ok "a write that fails (a file size limit): exit 1, 0 appended in the JSON, the file as it was"
+else
+	bad "a write that fails" "exit $rc: $(head -2 "$tmp/fail.err"); $(tail -c 80 "$tmp/fail.json")"
+fi
 if grep -q "^run 000000 .*fsdp" "$tmp/cmp2.txt" && grep -q "step-time error median" "$tmp/cmp2.txt"; then
 	ok "text report: per run and over the runs"
 else
@@ -360,6 +416,26 @@ EOF
 	fi
 else
 	bad "configuration measured three times" "$(tail -3 "$tmp/rep.log") $(cat "$tmp/rep.err" 2>/dev/null) ${out:-}"
+fi
+
+# 4d. one configuration on a real fabric and as rank 0 of an emulated one: two machines, two configurations
+# (each priced for its own fabric), not one measured twice whose runs' spread would be called the noise
+cp "$runs" "$tmp/fab.h5"
+if "$GPU_RUN" experiments/tiny.ini --set cluster.nodes=1 --set cluster.gpus_per_node=2 --set model.name=tiny \
+	--set run.warmup=1 --set run.steps=3 --emulate-world 2 --set run.out="$tmp/fab.h5" >"$tmp/fab.log" 2>&1 &&
+	"$SIM" --compare "$tmp/fab.h5" --calibration none --json >"$tmp/fab.json" 2>"$tmp/fab.err" &&
+	out=$(/usr/bin/python3 - "$tmp/fab.json" 2>&1 <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["runs"]) == 5, "%d runs" % len(d["runs"])
+assert d["configurations"] == 5 and d["repeated_configs"] == 0, \
+    "%d configurations, %d measured more than once" % (d["configurations"], d["repeated_configs"])
+print("5 runs, 5 configurations, none repeated")
+EOF
+); then
+	ok "a configuration on a real and on an emulated fabric: $out"
+else
+	bad "real and emulated fabrics" "$(tail -2 "$tmp/fab.err" "$tmp/fab.log")${out:+: $out}"
 fi
 
 # 4c. the ranking where the noise separates two configurations: a second configuration measured twice (a copy
@@ -545,6 +621,22 @@ if [ $rc1 = 2 ] && grep -q "none.h5" "$tmp/e1" && [ $rc2 = 2 ] && grep -q "not a
 else
 	bad "bad input" "rc $rc1 $(cat "$tmp/e1"); rc $rc2 $(cat "$tmp/e2")"
 fi
+# --calibration with no value, an empty one, or twice: each said as what it is (it read as a flag not
+# allowed with --compare, the empty one as no flag, the second silently won)
+calbad=""
+for c in "--calibration|--calibration: missing value" "--calibration=|--calibration: an empty value" \
+	"--calibration none --calibration $cal|--calibration is given twice ('none', then '$cal')"; do
+	# shellcheck disable=SC2086
+	"$SIM" --compare "$runs" ${c%%|*} >"$tmp/cb.out" 2>"$tmp/cb.err"
+	rc=$?
+	{ [ $rc = 2 ] && grep -qF -- "${c#*|}" "$tmp/cb.err" && [ ! -s "$tmp/cb.out" ]; } ||
+		calbad="$calbad [${c%%|*}] rc $rc: $(head -1 "$tmp/cb.err");"
+done
+if [ -z "$calbad" ]; then
+	ok "--calibration missing, empty or given twice: exit 2, each said"
+else
+	bad "--calibration flags" "$calbad"
+fi
 # what is no results file (text, empty, a device, a directory) is said so, not HDF5's error; a results file
 # that cannot be appended to (its directory read-only) is refused before any prediction, not after them all
 echo "measured 1.2 ms" >"$tmp/notes.txt"
@@ -623,6 +715,32 @@ assert j['failed'] == 3 and j['compared'] >= 1, (j['failed'], j['compared'])
 	ok "runs with array attributes or a NaN step: refused with the reason, the rest compared"
 else
 	bad "damaged runs" "rc $rc6 $(head -5 "$tmp/e6")"
+fi
+# a summary that is no measurement besides its step (no step measured, a NaN compute time, percentiles out of
+# order): each run refused naming the attribute and what is allowed, the others compared
+cp "$runs" "$tmp/damaged2.h5"
+/usr/bin/python3 - "$tmp/damaged2.h5" <<'EOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    names = sorted(n for n in f["runs"] if f["runs"][n].attrs["source"] != "sim")
+    f["runs"][names[0]]["summary"].attrs["steps"] = np.int32(-5)
+    f["runs"][names[1]]["summary"].attrs["compute_s"] = np.nan
+    m = f["runs"][names[2]]["summary"].attrs
+    m["step_time_p10_s"], m["step_time_p90_s"] = m["step_time_p90_s"] * 2, m["step_time_p10_s"]
+EOF
+"$SIM" --compare "$tmp/damaged2.h5" --calibration "$cal" --json >"$tmp/dmg2.json" 2>"$tmp/e7"
+rc7=$?
+if [ $rc7 = 1 ] && grep -q "summary steps = -5 (allowed: 1 or more measured steps)" "$tmp/e7" &&
+	grep -q "summary compute_s = nan (allowed: a finite number, 0 or more)" "$tmp/e7" &&
+	grep -q "above step_time_p90_s = .* (allowed: p10 <= p90)" "$tmp/e7" &&
+	/usr/bin/python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['failed'] == 3 and j['compared'] == 1, (j['failed'], j['compared'])
+" "$tmp/dmg2.json"; then
+	ok "runs with no step measured, a NaN compute time, percentiles out of order: refused with the reason"
+else
+	bad "damaged summaries" "rc $rc7 $(head -5 "$tmp/e7")"
 fi
 # a run of a newer schema or an unknown source (both were compared as measured runs): the whole file
 # refused with exit 2 before any prediction, nothing appended; a run without schema_version is refused alone

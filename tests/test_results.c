@@ -773,7 +773,10 @@ static void test_trace(void)
 
 /*
  * json_str, the one string writer of every JSON output: each byte 1-255
- * written, the literal valid JSON, the escapes as named, other bytes as is.
+ * written, the literal valid JSON, the escapes as named, ASCII as is, and
+ * each byte of 128-255 alone (none of them a UTF-8 sequence in this order:
+ * a continuation byte with no lead, a lead followed by another lead) as
+ * the replacement character.
  */
 static void test_json_str(void)
 {
@@ -792,11 +795,45 @@ static void test_json_str(void)
 	CU_ASSERT(strstr(text, "\\u0008\\t\\n\\u000b\\u000c\\r\\u000e") != NULL);
 	CU_ASSERT(strstr(text, "\\u001f !\\\"#") != NULL);
 	CU_ASSERT(strstr(text, "[\\\\]") != NULL);
-	CU_ASSERT(strstr(text, "}~\\u007f\x80\x81") != NULL);
-	CU_ASSERT_EQUAL(text[len - 2], '\xff');
-	/* the quotes, then 1 byte each but 6 for 28 control characters and DEL, 2 for tab, newline, return, quote, backslash */
-	CU_ASSERT_EQUAL(len, 2 + 255 + 5 * 29 + 1 * 5);
+	CU_ASSERT(strstr(text, "}~\\u007f\\ufffd\\ufffd") != NULL);
+	CU_ASSERT(strstr(text, "\\ufffd\"") == text + len - 7);
+	/* the quotes, then 1 byte each but 6 for 28 control characters, DEL and the 128 bytes past it, 2 for tab,
+	 * newline, return, quote, backslash */
+	CU_ASSERT_EQUAL(len, 2 + 255 + 5 * (29 + 128) + 1 * 5);
 	free(text);
+}
+
+/*
+ * json_str keeps well-formed UTF-8 as it is, and replaces each byte of a
+ * malformed sequence (RFC 3629): an overlong form, a surrogate, a code
+ * point past U+10FFFF, a sequence cut short by another byte or by the
+ * string's end.
+ */
+static void test_json_utf8(void)
+{
+	static const struct { const char *in, *out; } cases[] = {
+		{ "caf\xc3\xa9.h5", "\"caf\xc3\xa9.h5\"" },                 /* U+00E9 */
+		{ "\xe2\x82\xac \xf0\x9f\x98\x80", "\"\xe2\x82\xac \xf0\x9f\x98\x80\"" }, /* U+20AC, U+1F600 */
+		{ "\xef\xbf\xbf\xf4\x8f\xbf\xbf", "\"\xef\xbf\xbf\xf4\x8f\xbf\xbf\"" }, /* U+FFFF, U+10FFFF */
+		{ "lat\xe9.h5", "\"lat\\ufffd.h5\"" },                        /* Latin-1 */
+		{ "\xc0\xaf", "\"\\ufffd\\ufffd\"" },                          /* overlong '/' */
+		{ "\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\"" },              /* overlong, 3 bytes */
+		{ "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"" },              /* a surrogate */
+		{ "\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"" },   /* past U+10FFFF */
+		{ "\xe2\x82", "\"\\ufffd\\ufffd\"" },                          /* cut short by the end */
+		{ "\xe2\x82x", "\"\\ufffd\\ufffdx\"" },                        /* cut short by ASCII */
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
+		CU_ASSERT_FATAL(f != NULL);
+		json_str(f, cases[i].in);
+		fclose(f);
+		CU_ASSERT_STRING_EQUAL(text, cases[i].out);
+		free(text);
+	}
 }
 
 /* ---- outputs: stale temporaries, symbolic links, foreign files ------------- */
@@ -1034,6 +1071,7 @@ void suite_results(void)
 	CU_add_test(s, "concurrent writers lose no run", test_concurrent_writers);
 	CU_add_test(s, "trace is valid JSON with one event per op", test_trace);
 	CU_add_test(s, "JSON strings: every byte escaped or kept", test_json_str);
+	CU_add_test(s, "JSON strings: UTF-8 kept, malformed bytes replaced", test_json_utf8);
 	CU_add_test(s, "temporaries of dead writers are removed", test_stale_tmp_removed);
 	CU_add_test(s, "symbolic links are followed, the link stays", test_symlink_followed);
 	CU_add_test(s, "files of another kind are left untouched", test_foreign_files_untouched);
