@@ -37,6 +37,14 @@ struct builder {
 	int pbytes;           /* full (compute) param element */
 	int act_bytes;        /* activation element */
 	enum elem master_elem, param_elem, grad_elem, accum_elem, state_elem;
+	/*
+	 * the gradient the optimizer reads: ddp's full gradient, in the reduce
+	 * dtype (its all-reduce's buffer); the others' sharded gradient, in the
+	 * accumulation dtype, which policy.accum_dtype names and which by
+	 * default is the master parameters' (FSDP2's foreach_reduce casts each
+	 * reduced shard to the sharded parameter's dtype and adds it there)
+	 */
+	enum elem sgrad_elem;
 	/* per unit state */
 	int *shard_param;     /* device shard (persistent), -1 when it lives on the host */
 	int *optim_state;     /* device Adam moments (persistent), -1 under offload or made at the first step */
@@ -872,6 +880,34 @@ static void release_rs_input(struct builder *b, int micro)
 	b->rs_held = b->rs_held_op = -1;
 }
 
+/* Bytes of an element of the gradient the optimizer reads (builder.sgrad_elem). */
+static int sgrad_bytes(const struct policy *p)
+{
+	return p->sharding == SHARD_DDP ? policy_grad_bytes(p) : policy_accum_bytes(p);
+}
+
+/*
+ * Unit u's reduced gradient shard `in` (the reduce dtype), cast into a new
+ * sharded gradient of the accumulation dtype on stream st after op *after,
+ * which becomes the cast; `in` is freed. Returns the new buffer.
+ */
+static int cast_shard_grad(struct builder *b, int u, int in, int micro, enum stream_id st, int *after)
+{
+	const struct unit *x = &b->s->units[u];
+	int g = buf_new(b, x->shard_elems * (uint64_t)elem_bytes(b->sgrad_elem), MEM_SHARDED_GRADS, BUF_SHARD_GRAD,
+			st, u, -1, micro, b->sgrad_elem);
+
+	begin(b, OP_COPY, st, u, -1, micro);
+	b->cur->bytes = b->s->bufs[in].bytes + b->s->bufs[g].bytes;
+	dep(b, *after);
+	opd(b, in, OPD_IN);
+	opd(b, g, OPD_OUT);
+	alloc_buf(b, g);
+	free_buf(b, in);
+	*after = commit(b);
+	return g;
+}
+
 /* Reduce unit u's gradient after its backward of this microbatch. */
 static void reduce_unit(struct builder *b, int u, int micro, int after)
 {
@@ -892,6 +928,16 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 	} else {
 		int rs_in = -1, out, in = b->full_grad[u];
 		int cast = x->full_grad_elem != b->grad_elem;
+		/*
+		 * The sharded gradient is kept in the accumulation dtype: where the
+		 * reduce dtype differs, each microbatch's reduced shard is cast into
+		 * it (the first) or added to it, after its reduction (FSDP2's
+		 * foreach_reduce, on the stream that reduced it). HSDP's deferred
+		 * replica reduction adds the shards in the reduce dtype until its
+		 * all-reduce (FSDP2's partial_reduce_output), then casts once.
+		 */
+		int defer = p->accum == ACC_DEFER_REPLICA;
+		int keep_cast = b->sgrad_elem != b->grad_elem, cast_each = keep_cast && !defer;
 
 		if (s->per_tensor_shards || cast) {
 			/*
@@ -915,8 +961,8 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			in = rs_in;
 		}
 		out = buf_new(b, x->shard_elems * (uint64_t)gb, MEM_SHARDED_GRADS,
-			      b->shard_grad[u] < 0 ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1, micro,
-			      b->grad_elem);
+			      b->shard_grad[u] < 0 && !cast_each ? BUF_SHARD_GRAD : BUF_RS_OUT, ST_REDUCE_SCATTER, u, -1,
+			      micro, b->grad_elem);
 		if (s->local_shards) {
 			/* FSDP2 at a group of one: reduce_output.copy_(reduce_scatter_input) (foreach_reduce) */
 			begin(b, OP_COPY, ST_REDUCE_SCATTER, u, -1, micro);
@@ -945,21 +991,27 @@ static void reduce_unit(struct builder *b, int u, int micro, int after)
 			op = emit_replica_allreduce(b, u, out, micro, op);
 			stream_of_last = ST_ALLREDUCE;
 		}
-		if (b->shard_grad[u] < 0) {
+		if (b->shard_grad[u] < 0 && !cast_each) {
 			b->shard_grad[u] = out;
+		} else if (b->shard_grad[u] < 0) {
+			b->shard_grad[u] = cast_shard_grad(b, u, out, micro, stream_of_last, &op);
 		} else {
+			/* read this microbatch's shard and the sum, write the sum */
+			int db = elem_bytes(s->bufs[b->shard_grad[u]].elem);
 			begin(b, OP_ACCUM, stream_of_last, u, -1, micro);
-			b->cur->bytes = 3 * x->shard_elems * (uint64_t)gb;
+			b->cur->bytes = x->shard_elems * (uint64_t)(gb + 2 * db);
 			dep(b, op);
 			opd(b, out, OPD_IN);
 			opd(b, b->shard_grad[u], OPD_INOUT);
 			free_buf(b, out);
 			op = commit(b);
 		}
-		if (p->sharding == SHARD_HSDP && p->accum == ACC_DEFER_REPLICA && last && s->replica_n > 1) {
+		if (p->sharding == SHARD_HSDP && defer && last && s->replica_n > 1) {
 			op = emit_replica_allreduce(b, u, b->shard_grad[u], micro, op);
 			stream_of_last = ST_ALLREDUCE;
 		}
+		if (keep_cast && defer && last)
+			b->shard_grad[u] = cast_shard_grad(b, u, b->shard_grad[u], micro, stream_of_last, &op);
 	}
 	b->last_reduce[u] = op;
 	if (!last)
@@ -1027,7 +1079,7 @@ static void optim_temporaries(struct builder *b, int unit, double per_elem)
 /* The traffic of clipping the gradient norm over `elems` parameter elements: a read for the norm, a read and write to scale */
 static uint64_t clip_bytes(const struct policy *p, uint64_t elems)
 {
-	return 3 * elems * (uint64_t)policy_grad_bytes(p);
+	return 3 * elems * (uint64_t)sgrad_bytes(p);
 }
 
 /*
@@ -1060,7 +1112,7 @@ static uint64_t optim_bytes_per_elem(const struct builder *b)
 	const struct policy *p = b->p;
 	double f = p->optim == OPT_FUSED ? 1.0 : b->e->runtime.unfused_traffic;
 	/* read master, grad, moments; write master and moments */
-	int base = 2 * precision_master_bytes(p->precision) + policy_grad_bytes(p) +
+	int base = 2 * precision_master_bytes(p->precision) + elem_bytes(b->sgrad_elem) +
 		   2 * precision_optstate_bytes(p->precision);
 	return (uint64_t)(base * f + 0.5);
 }
@@ -1472,8 +1524,8 @@ static void static_buffers(struct builder *b)
 		if (p->offload != OFF_NONE) {
 			b->host_master[u] = host_buf_new(b, elems * (uint64_t)precision_master_bytes(p->precision),
 							 MEM_SHARDED_PARAMS, BUF_HOST_MASTER, u, b->master_elem);
-			b->host_grad[u] = host_buf_new(b, elems * (uint64_t)policy_grad_bytes(p), MEM_SHARDED_GRADS,
-						       BUF_HOST_GRAD, u, b->grad_elem);
+			b->host_grad[u] = host_buf_new(b, elems * (uint64_t)elem_bytes(b->sgrad_elem), MEM_SHARDED_GRADS,
+						       BUF_HOST_GRAD, u, b->sgrad_elem);
 			b->host_state[u] = host_buf_new(b, elems * (uint64_t)precision_optstate_bytes(p->precision),
 							MEM_OPTIM_STATE, BUF_HOST_OPTIM_STATE, u, b->state_elem);
 		}
@@ -1683,6 +1735,7 @@ struct schedule *schedule_new(const struct experiment *e, char *err, int errlen)
 	b.param_elem = elem_of(b.pbytes);
 	b.grad_elem = elem_of(policy_grad_bytes(p));
 	b.accum_elem = elem_of(policy_accum_bytes(p));
+	b.sgrad_elem = elem_of(sgrad_bytes(p));
 	b.state_elem = elem_of(precision_optstate_bytes(p->precision) / 2);
 	b.resid = b.dresid = b.rs_held = b.rs_held_op = b.held_logits = -1;
 	plan_units(&b);

@@ -501,8 +501,11 @@ PY
 	gpurun pytorch 45 "${SMALL[@]}" --set policy.runtime=pytorch
 	if [ "$DEVICE" = cuda ]; then
 		gpurun pure-bf16 45 "${SMALL[@]}" --set policy.precision=pure-bf16
+		# a bf16 reduce under mixed precision: each reduced shard cast into the fp32 sharded gradient
+		# (the first microbatch) or added to it (the second), as FSDP2's foreach_reduce does
+		gpurun reduce-bf16 60 "${SMALL[@]}" --set policy.reduce_dtype=bf16 --set policy.microbatches=2
 	else
-		echo "== gpu_run pure-bf16: not rehearsed (the CPU backend computes in fp32)"
+		echo "== gpu_run pure-bf16, reduce-bf16: not rehearsed (the CPU backend computes in fp32)"
 	fi
 	gpurun chunked-loss 45 "${SMALL[@]}" --set policy.loss=chunked
 	# FSDP2 over one real rank: no collective, the shards cast and copied in (local_shards), into the

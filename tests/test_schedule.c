@@ -286,6 +286,112 @@ static void test_pytorch_accumulation_bytes(void)
 	done(s, &e);
 }
 
+/*
+ * The sharded gradient is kept in the accumulation dtype, whatever the
+ * reduce dtype (FSDP2's foreach_reduce casts each reduced shard to the
+ * sharded parameter's dtype and adds it there). Mixed precision with a
+ * bf16 reduce: every unit's reduce-scatter writes a bf16 shard, which the
+ * first microbatch casts into an fp32 gradient (a copy on the
+ * reduce-scatter stream reading 2 and writing 4 bytes an element) and the
+ * second adds into it (2 + 2 x 4 bytes an element); the optimizer and the
+ * offloaded host gradient take 4 bytes an element. With accum_dtype bf16
+ * nothing is cast and the sum is the reduce-scatter's own buffer. HSDP's
+ * deferred replica reduction adds in bf16, all-reduces in bf16, then casts
+ * once.
+ */
+static void test_sharded_grad_in_accum_dtype(void)
+{
+	const char *const accum[2] = { "policy.accum_dtype=fp32", "policy.accum_dtype=bf16" };
+
+	for (int a = 0; a < 2; a++) {
+		struct experiment e;
+		struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+						   "policy.precision=mixed", "policy.reduce_dtype=bf16", accum[a],
+						   "policy.microbatches=2", "policy.accum=sync-each", NULL);
+		int db = a == 0 ? 4 : 2, casts = 0, accums = 0;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			uint64_t n = o->unit >= 0 ? s->units[o->unit].shard_elems : 0;
+			int g = op_operand(s, i, BUF_SHARD_GRAD, OPD_INOUT), in = op_operand(s, i, BUF_RS_OUT, OPD_INOUT);
+			if (o->kind == OP_REDUCE_SCATTER) {
+				int out = op_operand(s, i, a == 0 || o->micro > 0 ? BUF_RS_OUT : BUF_SHARD_GRAD, OPD_OUT);
+				CU_ASSERT_FATAL(out >= 0);
+				CU_ASSERT_EQUAL(s->bufs[out].elem, ELEM_BF16);
+				CU_ASSERT_EQUAL(s->bufs[out].bytes, 2 * n);
+			} else if (o->kind == OP_COPY && o->stream == ST_REDUCE_SCATTER) {
+				CU_ASSERT_EQUAL(o->micro, 0);
+				CU_ASSERT_FATAL(g >= 0 && in >= 0);
+				CU_ASSERT_EQUAL(s->bufs[g].elem, ELEM_FP32);
+				CU_ASSERT_EQUAL(s->bufs[g].bytes, 4 * n);
+				CU_ASSERT_EQUAL(s->bufs[g].cat, MEM_SHARDED_GRADS);
+				CU_ASSERT_EQUAL(o->bytes, 6 * n);
+				casts++;
+			} else if (o->kind == OP_ACCUM) {
+				CU_ASSERT_EQUAL(o->micro, 1);
+				CU_ASSERT_FATAL(g >= 0);
+				CU_ASSERT_EQUAL(s->bufs[g].bytes, (uint64_t)db * n);
+				CU_ASSERT_EQUAL(o->bytes, (2 + 2 * (uint64_t)db) * n);
+				accums++;
+			}
+		}
+		CU_ASSERT_EQUAL(casts, a == 0 ? s->nunits : 0);
+		CU_ASSERT_EQUAL(accums, s->nunits);
+		check_invariants(s);
+		done(s, &e);
+	}
+
+	/* the optimizer reads, and offload copies to the host, the gradient in the accumulation dtype */
+	for (int a = 0; a < 2; a++) {
+		struct experiment e;
+		struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+						   "policy.precision=mixed", "policy.reduce_dtype=bf16", accum[a],
+						   "policy.offload=optim", NULL);
+		int h = 0;
+		for (int i = 0; i < s->nbufs; i++)
+			if (s->bufs[i].kind == BUF_HOST_GRAD) {
+				CU_ASSERT_EQUAL(s->bufs[i].bytes, (a == 0 ? 4 : 2) * s->units[s->bufs[i].unit].shard_elems);
+				CU_ASSERT_EQUAL(s->bufs[i].elem, a == 0 ? ELEM_FP32 : ELEM_BF16);
+				h++;
+			}
+		CU_ASSERT_EQUAL(h, s->nunits);
+		check_invariants(s);
+		done(s, &e);
+	}
+
+	/* hsdp, the replica reduction deferred: bf16 sums, a bf16 all-reduce, one cast after it */
+	{
+		struct experiment e;
+		struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.nodes=2", "cluster.gpus_per_node=2",
+						   "policy.sharding=hsdp", "policy.precision=mixed", "policy.reduce_dtype=bf16",
+						   "policy.microbatches=3", "policy.accum=defer-replica", NULL);
+		int casts = 0;
+		for (int i = 0; i < s->nops; i++) {
+			const struct op *o = &s->ops[i];
+			uint64_t n = o->unit >= 0 ? s->units[o->unit].shard_elems : 0;
+			if (o->kind == OP_ACCUM)
+				CU_ASSERT_EQUAL(o->bytes, 6 * n);
+			if (o->kind == OP_ALLREDUCE) {
+				CU_ASSERT_EQUAL(o->micro, 2);
+				CU_ASSERT_EQUAL(o->bytes, 2 * n);
+				CU_ASSERT_EQUAL(s->bufs[op_operand(s, i, BUF_SHARD_GRAD, OPD_INOUT)].elem, ELEM_BF16);
+			}
+			if (o->kind == OP_COPY) {
+				int g = op_operand(s, i, BUF_SHARD_GRAD, OPD_OUT);
+				CU_ASSERT_EQUAL(o->stream, ST_ALLREDUCE);
+				CU_ASSERT_EQUAL(o->micro, 2);
+				CU_ASSERT_FATAL(g >= 0);
+				CU_ASSERT_EQUAL(s->bufs[g].elem, ELEM_FP32);
+				CU_ASSERT_EQUAL(s->bufs[g].bytes, 4 * n);
+				CU_ASSERT(i > 0 && s->ops[i - 1].kind == OP_ALLREDUCE && s->ops[i - 1].unit == o->unit);
+				casts++;
+			}
+		}
+		CU_ASSERT_EQUAL(casts, s->nunits);
+		check_invariants(s);
+		done(s, &e);
+	}
+}
+
 static void test_every_policy_is_well_formed(void)
 {
 	static const char *const shard[] = { "policy.sharding=ddp", "policy.sharding=fsdp", "policy.sharding=zero2",
@@ -1142,6 +1248,8 @@ void suite_schedule(void)
 	CU_add_test(s, "fsdp moves 1.5x the traffic of ddp", test_fsdp_moves_one_and_a_half_ddp);
 	CU_add_test(s, "sync-each multiplies reduce-scatter by M", test_sync_each_multiplies_reduce_scatter);
 	CU_add_test(s, "model state bytes per rank", test_model_state_bytes);
+	CU_add_test(s, "the sharded gradient in the accumulation dtype, cast from the reduce dtype",
+		    test_sharded_grad_in_accum_dtype);
 	CU_add_test(s, "collective count and order", test_collective_order);
 	CU_add_test(s, "FSDP2: one gathered buffer in backward, the prefetch after the copy-out",
 		    test_gathered_buffer_lifetime);

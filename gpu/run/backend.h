@@ -117,7 +117,9 @@ struct backend_ops {
 			       size_t count, enum elem e);
 	void (*all_reduce)(struct backend *b, int stream, struct comm_handle *h, void *buf, size_t count,
 			   enum elem e);
-	void (*accumulate)(struct backend *b, int stream, void *dst, const void *src, size_t count, enum elem e);
+	/* dst += src, count elements of dst's type and src's (a shard in the reduce dtype into the accumulated one) */
+	void (*accumulate)(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
+			   size_t count);
 	void (*optimizer)(struct backend *b, int stream, const struct optim_args *a);
 	/* bytes from src to dst, converting when the element types differ */
 	void (*copy)(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,

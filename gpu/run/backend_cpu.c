@@ -528,10 +528,12 @@ static void run_accumulate(struct cpu *c, const struct cmd *k)
 		dst[i] += src[i];
 }
 
-static void cpu_accumulate(struct backend *b, int stream, void *dst, const void *src, size_t count, enum elem e)
+static void cpu_accumulate(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
+			   size_t count)
 {
 	struct cmd k = { .a.copy = { dst, src, count } };
-	fp32_only(e);
+	fp32_only(de);
+	fp32_only(se);
 	launch(b, stream, run_accumulate, &k);
 }
 

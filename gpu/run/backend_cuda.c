@@ -1033,10 +1033,11 @@ static void cu_all_reduce(struct backend *b, int stream, struct comm_handle *h, 
 
 /* ---- work: element-wise, copies, layouts ----------------------------------------------------- */
 
-static void cu_accumulate(struct backend *b, int stream, void *dst, const void *src, size_t count, enum elem e)
+static void cu_accumulate(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
+			  size_t count)
 {
 	struct cu *c = cu_of(b);
-	bcu_accumulate(dst, src, count, e, dev_stream(c, stream));
+	bcu_accumulate(dst, de, src, se, count, dev_stream(c, stream));
 }
 
 static void cu_copy(struct backend *b, int stream, void *dst, enum elem de, const void *src, enum elem se,
@@ -1290,7 +1291,7 @@ static void cu_kernel(struct backend *b, int stream, const struct kernel *k, con
 	if (!strcmp(k->name, "pass")) {
 		size_t n = (size_t)(k->bytes / (2 * sizeof(float)));
 		bench_reserve(c, 2 * n * sizeof(float), st);
-		bcu_accumulate(c->bench, (const float *)c->bench + n, n, ELEM_FP32, st);
+		bcu_accumulate(c->bench, ELEM_FP32, (const float *)c->bench + n, ELEM_FP32, n, st);
 		return;
 	}
 	if (cuda_kernel_plan(k, m, batch, c->bench_grad_bf16, &p, err, sizeof err) != 0) {

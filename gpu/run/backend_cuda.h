@@ -25,8 +25,8 @@ extern "C" {
 
 /* dst (n, de) = src (n, se), converted. */
 void bcu_convert(void *dst, enum elem de, const void *src, enum elem se, size_t n, cudaStream_t st);
-/* dst += src, n elements of type e, added in fp32 and rounded once. */
-void bcu_accumulate(void *dst, const void *src, size_t n, enum elem e, cudaStream_t st);
+/* dst (type de) += src (type se), n elements, added in fp32 and rounded once to de. */
+void bcu_accumulate(void *dst, enum elem de, const void *src, enum elem se, size_t n, cudaStream_t st);
 /* p *= f, n elements of type e. */
 void bcu_scale(void *p, size_t n, enum elem e, float f, cudaStream_t st);
 

@@ -65,17 +65,17 @@ void bcu_convert(void *dst, enum elem de, const void *src, enum elem se, size_t 
 	cudaCheck(cudaGetLastError());
 }
 
-static __global__ void accumulate_kernel(void *dst, const void *src, int bf, size_t n)
+static __global__ void accumulate_kernel(void *dst, int dbf, const void *src, int sbf, size_t n)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-		st_(dst, i, bf, __fadd_rn(ld(dst, i, bf), ld(src, i, bf)));
+		st_(dst, i, dbf, __fadd_rn(ld(dst, i, dbf), ld(src, i, sbf)));
 }
 
-void bcu_accumulate(void *dst, const void *src, size_t n, enum elem e, cudaStream_t st)
+void bcu_accumulate(void *dst, enum elem de, const void *src, enum elem se, size_t n, cudaStream_t st)
 {
 	if (n == 0)
 		return;
-	accumulate_kernel<<<blocks_for(n), THREADS, 0, st>>>(dst, src, is_bf16(e), n);
+	accumulate_kernel<<<blocks_for(n), THREADS, 0, st>>>(dst, is_bf16(de), src, is_bf16(se), n);
 	cudaCheck(cudaGetLastError());
 }
 

@@ -620,9 +620,11 @@ static void launch_op(struct exec *x, int i, int step)
 		 * nothing left to do: the backward kernels add into the gradient.
 		 */
 		in = op_operand(s, i, BUF_RS_OUT, OPD_IN);
-		if (in >= 0)
-			b->accumulate(x->be, st, opd_ptr(x, i, BUF_SHARD_GRAD, OPD_OUT), ptr_of(x, in),
-				      elems_of(&s->bufs[in]), s->bufs[in].elem);
+		if (in >= 0) {
+			int acc = op_operand(s, i, BUF_SHARD_GRAD, OPD_OUT);
+			b->accumulate(x->be, st, ptr_of(x, acc), s->bufs[acc].elem, ptr_of(x, in), s->bufs[in].elem,
+				      elems_of(&s->bufs[in]));
+		}
 		break;
 	case OP_REDUCE_SCATTER:
 		in = opd_either(x, i, BUF_FULL_GRAD, BUF_RS_IN, OPD_IN);
