@@ -848,6 +848,21 @@ static int unit_syncs(const struct builder *b, const struct unit *x, int micro)
 	}
 }
 
+/*
+ * Whether unit x keeps its gathered parameters after its backward of this
+ * microbatch, for the next microbatch's forward, which then gathers
+ * nothing: under a policy that never reshards after forward (reshard no:
+ * zero2, FSDP1's SHARD_GRAD_OP, and fsdp or hsdp with reshard no, its
+ * _HYBRID_SHARD_ZERO2) while the unit's gradient is not reduced (no-sync,
+ * a deferred block of partial:K), as FSDP1's _should_free_in_backward
+ * keeps them, trading memory for traffic. FSDP2 (per-tensor shards)
+ * reshards after backward whatever the sync (reshard_after_backward).
+ */
+static int keeps_unsharded(const struct builder *b, const struct unit *x, int micro)
+{
+	return b->p->reshard == RESHARD_NO && !b->s->per_tensor_shards && !unit_syncs(b, x, micro);
+}
+
 /* The optimizer step of one unit inside backward, or of one unit after it (per-param). */
 static int emit_unit_optim(struct builder *b, int u, enum stream_id st, int after, int micro);
 
@@ -1436,7 +1451,7 @@ static void backward(struct builder *b, int micro)
 		if (g != x->first_seg)
 			continue;
 		/* the unit's backward is complete for this microbatch */
-		if (needs_gather)
+		if (needs_gather && !keeps_unsharded(b, x, micro))
 			emit_free_params(b, u, micro);
 		{
 			int sync = unit_syncs(b, x, micro);

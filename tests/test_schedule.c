@@ -220,6 +220,43 @@ static void test_accumulation_counts(void)
 		CU_ASSERT(!s->units[u].accumulates_full);
 	done(s, &e);
 
+	/*
+	 * zero2 keeps a unit's gathered parameters from its backward to the
+	 * next microbatch's forward while it does not reduce (FSDP1's
+	 * _should_free_in_backward): under no-sync each unit is gathered once
+	 * a step and freed once, after the last backward; sync-each gathers
+	 * every microbatch, and so does FSDP2 (the pytorch runtime), which
+	 * reshards after backward whatever the sync; fsdp gathers twice a
+	 * microbatch
+	 */
+	{
+		/* (fsdp with reshard no is zero2 by another name) */
+		static const struct { const char *sharding, *accum, *runtime; int gathers; } z[] = {
+			{ "policy.sharding=zero2", "policy.accum=no-sync", "policy.runtime=testbed", 1 },
+			{ "policy.sharding=zero2", "policy.accum=sync-each", "policy.runtime=testbed", 3 },
+			{ "policy.sharding=zero2", "policy.accum=no-sync", "policy.runtime=pytorch", 3 },
+			{ "policy.sharding=fsdp", "policy.accum=no-sync", "policy.runtime=testbed", 6 },
+			{ "policy.sharding=fsdp", "policy.accum=no-sync", "policy.reshard=no", 1 },
+		};
+		for (size_t k = 0; k < sizeof z / sizeof z[0]; k++) {
+			int full = 0, freed_last = 0;
+			s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2",
+					  "policy.microbatches=3", z[k].sharding, z[k].accum, z[k].runtime, NULL);
+			for (int i = 0; i < s->nbufs; i++)
+				if (s->bufs[i].kind == BUF_FULL_PARAM) {
+					full++;
+					freed_last += s->bufs[i].free_op >= 0 && s->ops[s->bufs[i].free_op].micro == 2;
+				}
+			/* every non-root unit under fsdp's reshard, the root kept to its backward */
+			CU_ASSERT_EQUAL(schedule_count_of(s, OP_ALLGATHER),
+					z[k].gathers == 6 ? 3 * (2 * s->nunits - 1) : z[k].gathers * s->nunits);
+			if (z[k].gathers == 1) /* one gathered buffer a unit, freed in the last microbatch */
+				CU_ASSERT(full == s->nunits && freed_last == s->nunits);
+			check_invariants(s);
+			done(s, &e);
+		}
+	}
+
 	/* optimizer: one foreach step, one per unit per-param, one per unit in backward */
 	s = test_schedule(&e, "model.name=tiny", "cluster.nodes=1", "cluster.gpus_per_node=2", NULL);
 	CU_ASSERT_EQUAL(schedule_count_of(s, OP_OPTIM), 1);
