@@ -14,16 +14,18 @@ void fabric_link_of(const struct schedule *s, int group, struct fabric_link *out
 {
 	const struct cluster *cl = &s->exp->cluster;
 	const struct gpu_spec *g = &cl->gpu;
+	int gpn = cl->gpus_per_node, per_node = gpn; /* the group's members on one node */
 
 	memset(out, 0, sizeof(*out));
 	switch (group) {
 	case GRP_SHARD:
 		out->spans = s->shard_spans_nodes;
+		per_node = s->shard_n < gpn ? s->shard_n : gpn;
 		break;
 	case GRP_REPLICA:
 		out->spans = cl->nodes > 1;
-		/* one member per node: the ring runs NIC to NIC */
-		out->only_inter = out->spans && s->shard_n >= cl->gpus_per_node;
+		/* ranks shard_n apart: gpn / shard_n on a node, or at most one */
+		per_node = s->shard_n < gpn ? gpn / s->shard_n : 1;
 		break;
 	case GRP_WORLD:
 		out->spans = cl->nodes > 1;
@@ -31,8 +33,15 @@ void fabric_link_of(const struct schedule *s, int group, struct fabric_link *out
 	default:
 		assert(!"a collective without a group");
 	}
+	/* one member per node (a rail, or one GPU a node): the ring runs NIC to NIC, no NVLink hop */
+	out->only_inter = out->spans && per_node == 1;
+	/*
+	 * more: every group of the node crosses the node's NICs at once (the
+	 * same collective of the other groups, in step), each with its
+	 * members' share of them: per_node / gpn of node_inter_gbps
+	 */
 	out->gbps = out->only_inter ? cl->inter_gbps
-		    : out->spans    ? fmin(cl->intra_gbps, cl->node_inter_gbps)
+		    : out->spans    ? fmin(cl->intra_gbps, cl->node_inter_gbps * per_node / gpn)
 				    : cl->intra_gbps;
 	out->step_lat_ns = 1e3 * (out->spans ? g->net_latency_us : g->nvlink_latency_us);
 }

@@ -6,11 +6,15 @@
  * moves at the pace the simulator's catalog prices for the N-rank job.
  *
  * A ring inside a node runs over the intra-node bus (NVLink) with its step
- * latency; a ring that crosses nodes runs at the slower of the intra-node
- * bus and the node's network (cluster.node_inter_gbps: NCCL runs a
- * channel through every NIC), with the network's step latency; a replica
- * ring with one member per node runs NIC to NIC at its rail's rate
- * (cluster.inter_gbps, per GPU). An all-gather or reduce-scatter over n
+ * latency; a ring that crosses nodes with k of its members on each node
+ * runs at the slower of the intra-node bus and its share of the node's
+ * network, k / gpus_per_node of cluster.node_inter_gbps (NCCL runs a
+ * channel through every NIC, and the node's other groups cross at once:
+ * all of it for fsdp's and ddp's one group, a quarter for each of hsdp's
+ * replica rings when shard groups of 2 cut a node of 8), with the
+ * network's step latency; a ring with one member per node (hsdp's
+ * replicas of a node-wide shard group, any group over nodes of one GPU)
+ * runs NIC to NIC at its rail's rate (cluster.inter_gbps, per GPU). An all-gather or reduce-scatter over n
  * ranks takes n - 1 ring steps, an all-reduce 2 (n - 1), or, across nodes,
  * a double binary tree when its latency plus bytes is the smaller (NCCL's
  * tuner, src/graph/tuning.cc: 2 ceil(log2 n) steps, about 2 S sent).

@@ -10,6 +10,7 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
+#include "fabric.h"
 #include "xalloc.h"
 
 struct edge {
@@ -32,8 +33,31 @@ static int op_class(const struct schedule *s, const struct op *o)
 	return op_is_comm(s, o) | (o->stream == ST_COMPUTE && o->kind != OP_FREE) << 1;
 }
 
+/*
+ * What one rank sends for collective o: the ring's bytes, or an
+ * all-reduce's across nodes as the algorithm the fabric picks for it (a
+ * double binary tree sends 2 S: core/fabric.h), links[] the groups' links,
+ * found at a group's first all-reduce (spans < 0 before).
+ */
+static uint64_t wire_of(const struct schedule *s, const struct op *o, struct fabric_link links[GRP_COUNT])
+{
+	int n = schedule_group_size(s, o->group);
+	struct fabric_coll fc;
+
+	if (o->kind != OP_ALLREDUCE || n <= 1)
+		return collective_wire_bytes(o->kind, o->bytes, n);
+	if (links[o->group].spans < 0)
+		fabric_link_of(s, o->group, &links[o->group]);
+	fabric_collective(&links[o->group], o->kind, n, o->bytes, &fc);
+	return fc.wire;
+}
+
 void summary_plan_init(struct summary_plan *p, const struct schedule *s)
 {
+	struct fabric_link links[GRP_COUNT];
+
+	for (int g = 0; g < GRP_COUNT; g++)
+		links[g].spans = -1;
 	p->s = s;
 	p->cls = xmalloc((size_t)s->nops + 1);
 	p->wire_bytes = 0;
@@ -41,7 +65,7 @@ void summary_plan_init(struct summary_plan *p, const struct schedule *s)
 		const struct op *o = &s->ops[s->stream_ops[k]];
 		p->cls[k] = (uint8_t)op_class(s, o);
 		if (op_is_collective(o->kind))
-			p->wire_bytes += collective_wire_bytes(o->kind, o->bytes, schedule_group_size(s, o->group));
+			p->wire_bytes += wire_of(s, o, links);
 	}
 }
 

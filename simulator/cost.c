@@ -191,9 +191,8 @@ void cost_gemm(const struct cost *c, const struct kernel *k, int sms, struct gem
 		double ns;
 		if (tm * tn > g->gemm_tile_m * g->gemm_tile_n || (tm > g->gemm_tile_m && tn > g->gemm_tile_n))
 			continue;
-		if (tm * tn == g->gemm_tile_m * g->gemm_tile_n && (tm != g->gemm_tile_m || tn != g->gemm_tile_n) &&
-		    tm > g->gemm_tile_m)
-			continue; /* the catalog's orientation of the largest tile */
+		if (tm * tn == g->gemm_tile_m * g->gemm_tile_n && (tm != g->gemm_tile_m || tn != g->gemm_tile_n))
+			continue; /* the catalog's orientation of the largest tile, either way round */
 		tiles = ceil_div(k->m, tm) * ceil_div(k->n, tn);
 		waves = ceil_div(tiles, (int64_t)sms * g->tiles_per_sm);
 		ns = (double)waves * 2.0 * tm * tn * (double)k->k * g->tiles_per_sm / (per_sm * tile_eff(g, tm, tn));
@@ -358,8 +357,12 @@ void cost_collective(const struct cost *c, const struct op *o, struct coll *out)
 	out->tree = fc.tree;
 	out->links = l.only_inter ? 1u << LINK_INTER
 				  : l.spans ? (1u << LINK_INTRA) | (1u << LINK_INTER) : 1u << LINK_INTRA;
-	/* a rail: one rank per node, its ring through its own NIC's share of the node's */
-	if (l.only_inter)
+	/*
+	 * across nodes, the ring's share of the node's NICs: a rail's own NIC
+	 * share, or its members' share where the node's other groups cross too
+	 * (hsdp's replicas of a shard group smaller than a node)
+	 */
+	if (l.spans)
 		out->cap = l.gbps;
 }
 

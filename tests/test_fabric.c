@@ -19,6 +19,7 @@
 #include "config.h"
 #include "cost.h"
 #include "fabric.h"
+#include "summary.h"
 #include "testutil.h"
 
 static void link_of(const char *sharding, const char *shard_group, int group, struct fabric_link *l,
@@ -61,6 +62,47 @@ static void test_links(void)
 	CU_ASSERT(l.spans && l.only_inter);
 	CU_ASSERT_EQUAL(l.gbps, inter);
 	CU_ASSERT_EQUAL(l.step_lat_ns, net);
+	config_release(&e);
+	/*
+	 * hsdp 4 x 4: each replica ring has 2 members a node (an NVLink hop
+	 * between them) and crosses the NICs with the node's 3 other replica
+	 * rings: a quarter of the node's NICs each
+	 */
+	link_of("policy.sharding=hsdp", "policy.shard_group=4", GRP_REPLICA, &l, &e);
+	CU_ASSERT(l.spans && !l.only_inter);
+	CU_ASSERT_EQUAL(l.gbps, fmin(intra, node / 4));
+	CU_ASSERT_EQUAL(l.step_lat_ns, net);
+	config_release(&e);
+}
+
+/*
+ * What a step sends (the summary's comm_bytes_per_gpu): each all-reduce as
+ * the algorithm the rule picks. ddp of the tiny model over 2 x 8: every
+ * all-reduce is small enough for the tree, 2 S each, not the ring's
+ * 2 S 15/16.
+ */
+static void test_summary_wire(void)
+{
+	struct experiment e;
+	struct schedule *s = test_schedule(&e, "model.name=tiny", "cluster.gpu=h100-sxm", "cluster.nodes=2",
+					   "cluster.gpus_per_node=8", "policy.sharding=ddp", NULL);
+	struct summary_plan p;
+	uint64_t sum = 0;
+	int n = 0;
+
+	CU_ASSERT_FATAL(s != NULL);
+	for (int i = 0; i < s->nops; i++)
+		if (s->ops[i].kind == OP_ALLREDUCE) {
+			sum += s->ops[i].bytes;
+			n++;
+		} else {
+			CU_ASSERT(!op_is_collective(s->ops[i].kind));
+		}
+	CU_ASSERT(n > 0);
+	summary_plan_init(&p, s);
+	CU_ASSERT_EQUAL(p.wire_bytes, 2 * sum);
+	summary_plan_release(&p);
+	schedule_free(s);
 	config_release(&e);
 }
 
@@ -242,6 +284,7 @@ void suite_fabric(void)
 
 	CU_add_test(s, "links of shard, replica and world rings", test_links);
 	CU_add_test(s, "latency: ring steps, or a tree across nodes", test_latency);
+	CU_add_test(s, "a step's bytes sent: each all-reduce as the algorithm picked", test_summary_wire);
 	CU_add_test(s, "./sim prices every collective by the rule", test_sim_prices_the_rule);
 	CU_add_test(s, "recorded fabrics: emulated ones checked, overrides and staged ones refused", test_record_check);
 }

@@ -353,6 +353,35 @@ static void test_wave_quantization(void)
 	cost_release(&c);
 	schedule_free(s);
 	config_release(&e);
+
+	/*
+	 * The other way round: a GPU whose largest tile is 256x128 does not
+	 * run 128x256 either. m = 128, n = 264 x 128: 128x256 tiles would fill
+	 * one wave (132); in 256x128 tiles the rows overhang by half, 264 tiles
+	 * in two full waves, so 128x128 tiles win (264 in two waves of half the
+	 * work at 0.75 of the efficiency: 4/3 of one large wave)
+	 */
+	{
+		struct kernel wide = { "g", K_GEMM, 128, 128 * 264, 4096, 0, 0, 0, MA_STREAM };
+		struct gemm_choice ch;
+
+		config_init(&e);
+		config_set(&e, "cluster.gpu=h100-sxm", "t");
+		config_set(&e, "cluster.gemm_tile_m=256", "t");
+		config_set(&e, "cluster.gemm_tile_n=128", "t");
+		CU_ASSERT_FATAL(config_resolve(&e) == 0);
+		s = schedule_new(&e, err, sizeof(err));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+		cost_gemm(&c, &wide, 132, &ch);
+		CU_ASSERT_EQUAL(ch.tile_m, 128);
+		CU_ASSERT_EQUAL(ch.tile_n, 128);
+		CU_ASSERT_EQUAL(ch.waves, 2);
+		CU_ASSERT_DOUBLE_EQUAL(ch.ns / t132, 4.0 / 3.0, 1e-9);
+		cost_release(&c);
+		schedule_free(s);
+		config_release(&e);
+	}
 }
 
 static void test_collective_cost(void)
@@ -399,6 +428,60 @@ static void test_collective_cost(void)
 	cost_collective(&c, &ag, &k);
 	CU_ASSERT_EQUAL(k.tree, 1);
 	CU_ASSERT_DOUBLE_EQUAL(k.latency_ns, 2 * 2 * 1e3 * c.gpu->net_latency_us, 1e-6);
+	cost_release(&c);
+	schedule_free(s);
+	config_release(&e);
+
+	/*
+	 * hsdp with shard groups of 2 on 8-GPU nodes: each replica group has 4
+	 * members on a node (NVLink between them) and the node's 4 replica
+	 * groups cross its NICs at once, each with 4 of the 8 NICs: 192 GB/s,
+	 * under NVLink's 360; groups of 4: 2 members a node, 96 GB/s
+	 */
+	for (int sg = 2; sg <= 4; sg += 2) {
+		char kv[64];
+		config_init(&e);
+		config_set(&e, "model.name=llama3-8b", "t");
+		config_set(&e, "cluster.gpu=h100-sxm", "t");
+		config_set(&e, "cluster.nodes=4", "t");
+		config_set(&e, "cluster.gpus_per_node=8", "t");
+		config_set(&e, "policy.sharding=hsdp", "t");
+		snprintf(kv, sizeof kv, "policy.shard_group=%d", sg);
+		config_set(&e, kv, "t");
+		CU_ASSERT_FATAL(config_resolve(&e) == 0);
+		s = schedule_new(&e, err, sizeof(err));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+		ag.kind = OP_ALLREDUCE;
+		ag.group = GRP_REPLICA;
+		ag.bytes = 800000000;
+		cost_collective(&c, &ag, &k);
+		CU_ASSERT_EQUAL(k.n, 32 / sg);
+		CU_ASSERT_EQUAL(k.links, (1u << LINK_INTRA) | (1u << LINK_INTER));
+		CU_ASSERT_DOUBLE_EQUAL(k.cap, 8 * 48.0 / sg, 1e-9);
+		cost_release(&c);
+		schedule_free(s);
+		config_release(&e);
+	}
+
+	/* one GPU a node: fsdp's ring runs NIC to NIC, no NVLink hop to cap it */
+	config_init(&e);
+	config_set(&e, "model.name=llama3-8b", "t");
+	config_set(&e, "cluster.gpu=h100-sxm", "t");
+	config_set(&e, "cluster.nodes=16", "t");
+	config_set(&e, "cluster.gpus_per_node=1", "t");
+	config_set(&e, "cluster.intra_gbps=0.001", "t");
+	CU_ASSERT_FATAL(config_resolve(&e) == 0);
+	s = schedule_new(&e, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+	ag.kind = OP_ALLGATHER;
+	ag.group = GRP_SHARD;
+	cost_collective(&c, &ag, &k);
+	CU_ASSERT_EQUAL(k.n, 16);
+	CU_ASSERT_EQUAL(k.links, 1u << LINK_INTER);
+	CU_ASSERT_DOUBLE_EQUAL(k.cap, e.cluster.inter_gbps, 1e-9);
+	CU_ASSERT(k.cap > 1.0);
 	cost_release(&c);
 	schedule_free(s);
 	config_release(&e);
