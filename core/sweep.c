@@ -188,10 +188,13 @@ static int axis_add(struct reader *r, struct sweep_axis *a, const char *text, in
 		return -1;
 	}
 	config_get(&r->scratch, a->section, a->name, canon, sizeof canon);
-	if (!strcmp(a->section, "cluster") && !strcmp(a->name, "calibration") && calibration_named(canon) &&
-	    calibration_usable(where, canon, CONFIG_PATH_MAX) != 0) {
-		r->errors++;
-		return -1;
+	if (!strcmp(a->section, "cluster") && !strcmp(a->name, "calibration")) {
+		if (!calibration_named(canon))
+			snprintf(canon, sizeof canon, "none"); /* "" and none: the catalog, one value, one name */
+		else if (calibration_usable(where, canon, CONFIG_PATH_MAX) != 0) {
+			r->errors++;
+			return -1;
+		}
 	}
 	for (int i = 0; i < a->nvalues; i++)
 		if (!strcmp(a->values[i], canon)) {
@@ -260,6 +263,11 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int li
 			    times ? "the factor must be a number above 1" : "the step must be a number above 0");
 			return -1;
 		}
+		if (times && lo <= 0) {
+			say(r, line, "%s.%s: a range of 'times' starts above 0 (%s times %s stays %s): write lo..hi step S, "
+				     "or list the 0", a->section, a->name, trimmed(item), num, trimmed(item));
+			return -1;
+		}
 	}
 	if (hi < lo) {
 		say(r, line, "%s.%s: the range %s..%s runs backwards", a->section, a->name, trimmed(item), trimmed(dots + 2));
@@ -291,7 +299,13 @@ static int axis_range(struct reader *r, struct sweep_axis *a, char *item, int li
 			prev = x;
 		}
 		if (count >= SWEEP_VALUES_MAX) {
-			say(r, line, "%s.%s: the range has more than %d values", a->section, a->name, SWEEP_VALUES_MAX);
+			if (a->nvalues < SWEEP_VALUES_MAX / 2) /* whole numbers that a factor near 1 repeats */
+				say(r, line, "%s.%s: the range takes more than %d steps to reach %s (its whole values "
+					     "repeat: a factor that moves each by at least 1, or a step)", a->section,
+				    a->name, SWEEP_VALUES_MAX, hi_text);
+			else
+				say(r, line, "%s.%s: the range has more than %d values", a->section, a->name,
+				    SWEEP_VALUES_MAX);
 			return -1;
 		}
 		v = times ? v * by : lo + (double)(count + 1) * by;

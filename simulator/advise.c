@@ -372,7 +372,8 @@ static int advise_rows(const struct sweep *sw, const struct sweep_row *rows, con
 		}
 	}
 	if (o->json) {
-		fprintf(f, "{\"configurations\": %zu, \"fitting\": %zu, \"best\": ", n, nfit);
+		fprintf(f, "{\"configurations\": %zu, \"fitting\": %zu, \"interrupted\": %s, \"best\": ", n, nfit,
+			o->interrupted ? "true" : "false");
 		if (best.ok) {
 			fprintf(f, "{\"index\": %llu, \"configuration\": ", (unsigned long long)rows[rank[0]].index);
 			json_str(f, row_text(sw, &rows[rank[0]], &best.e, buf, sizeof buf));
@@ -532,6 +533,22 @@ static int what_if_base(const struct sweep *sw, char *own, size_t n)
 	return near;
 }
 
+/*
+ * Whether two rows' policies are one: a shard group the sharding derives
+ * (fsdp and zero2: the world, ddp: 1) is no choice, and follows the nodes
+ * of a what-if over them; hsdp's is.
+ */
+static int same_policy(const struct sweep_policy *a, const struct sweep_policy *b)
+{
+	struct sweep_policy x = *a, y = *b;
+
+	if (x.sharding != SHARD_HSDP)
+		x.shard_group = 0;
+	if (y.sharding != SHARD_HSDP)
+		y.shard_group = 0;
+	return !memcmp(&x, &y, sizeof x);
+}
+
 static int what_if(const struct sweep *sw, const struct explore_result *res, const struct advise_opts *o, FILE *f)
 {
 	const struct sweep_axis *a = &sw->axes[sw->what_if];
@@ -593,21 +610,28 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 				fprintf(f, "  nothing fits\n");
 			}
 		}
-		/* where the fastest changes: its sharding family, then any of its policy */
+		/*
+		 * where the fastest changes: its sharding family, then any of its
+		 * policy, from each value where one fits to the next where one fits
+		 */
 		int changes_seen = 0;
-		for (int v = 1; v < a->nvalues; v++) {
-			long p = best[v - 1], q = best[v];
-			if (p < 0 || q < 0)
+		for (int v = 1, u = best[0] >= 0 ? 0 : -1; v < a->nvalues; v++) {
+			long p = u >= 0 ? best[u] : -1, q = best[v];
+			if (q < 0)
+				continue;
+			int from = u;
+			u = v;
+			if (p < 0)
 				continue;
 			const struct sweep_row *rp = &res->rows[p], *rq = &res->rows[q];
-			if (!memcmp(&rp->policy, &rq->policy, sizeof rp->policy))
+			if (same_policy(&rp->policy, &rq->policy))
 				continue;
 			if (!changes_seen++)
 				fprintf(f, "  where the fastest changes:\n");
 			if (rp->policy.sharding != rq->policy.sharding) {
 				long qp = fam[v][rp->policy.sharding];
 				fprintf(f, "    between %s and %s: %s overtakes %s (at %s: %.4f s against %s)\n",
-					a->values[v - 1], a->values[v], sharding_names[rq->policy.sharding],
+					a->values[from], a->values[v], sharding_names[rq->policy.sharding],
 					sharding_names[rp->policy.sharding], a->values[v], rq->fig.step_time_s,
 					qp >= 0 ? (snprintf(buf, sizeof buf, "%.4f s", res->rows[qp].fig.step_time_s), buf)
 						: "nothing that fits");
@@ -616,7 +640,7 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 				if (sweep_experiment_of(sw, rp, &ep) == 0) {
 					if (sweep_experiment_of(sw, rq, &eq) == 0) {
 						char lp[256], lq[256];
-						fprintf(f, "    between %s and %s, within %s: %s, then %s\n", a->values[v - 1],
+						fprintf(f, "    between %s and %s, within %s: %s, then %s\n", a->values[from],
 							a->values[v], sharding_names[rq->policy.sharding],
 							report_policy_line(&ep, lp, sizeof lp), report_policy_line(&eq, lq, sizeof lq));
 						config_release(&eq);
@@ -653,7 +677,10 @@ static int what_if(const struct sweep *sw, const struct explore_result *res, con
 int advise_print(const struct sweep *sw, const struct explore_result *res, const struct advise_opts *o, FILE *f)
 {
 	int rc;
+	struct advise_opts said = *o;
 
+	said.interrupted = res->interrupted;
+	o = &said;
 	if (!o->json) {
 		/* the setting of the detailed advice: its fastest configuration's, else its first one's */
 		const struct sweep_row *r = res->nrows ? &res->rows[0] : NULL;
@@ -678,13 +705,15 @@ int advise_print(const struct sweep *sw, const struct explore_result *res, const
 				fprintf(f, ", %d microbatch%s", e.policy.microbatches, e.policy.microbatches == 1 ? "" : "es");
 			if (sw->memory_budget_gib > 0)
 				fprintf(f, ", memory budget %g GiB", sw->memory_budget_gib);
-			fprintf(f, "%s\n", sw->walk ? "; every valid policy" : "");
+			fprintf(f, "%s%s\n", sw->walk ? "; every valid policy" : "",
+				res->interrupted ? "; interrupted: of the configurations done before it" : "");
 			config_release(&e);
 		}
 	}
 	if (sw->what_if >= 0) {
 		if (o->json)
-			fprintf(f, "{\"configurations\": %llu", (unsigned long long)res->nrows);
+			fprintf(f, "{\"configurations\": %llu, \"interrupted\": %s", (unsigned long long)res->nrows,
+				res->interrupted ? "true" : "false");
 		rc = what_if(sw, res, o, f);
 		if (o->json)
 			fprintf(f, "}\n");

@@ -25,6 +25,7 @@
 struct advise_opts {
 	int top;   /* runners-up shown; 0: 5 */
 	int json;  /* one JSON object instead of the text */
+	int interrupted; /* the sweep was stopped: its rows are those done before (advise_print sets it) */
 };
 
 /*

@@ -508,6 +508,15 @@ static void run_worker(const struct sweep *sw)
 	struct done_head head;
 	double t0 = cpu_s();
 
+	/*
+	 * Ctrl-C reaches every rank (mpirun's process group), and mpirun sends
+	 * SIGTERM to every rank when it is stopped: rank 0 writes what it has,
+	 * marks the sweep interrupted and ends the job (MPI_Abort). A worker
+	 * that died of the signal first would have mpirun end the job at
+	 * once, rank 0 killed before its last write.
+	 */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
 	worker_init(&w, sw);
 	memset(&head, 0, sizeof head);
 	tally_init(&head.tally);

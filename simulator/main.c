@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <math.h>
 #endif
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "config.h"
 #include "engine.h"
 #include "explore.h"
+#include "json.h"
 #include "outfile.h"
 #include "report.h"
 #include "results.h"
@@ -549,9 +551,17 @@ static int run_all(const struct experiment *base, const struct opts *o)
 		}
 		printf("]\n");
 	} else {
-		printf("%s on %d x %d %s, seq %d, batch %d, %d microbatches: %d policies\n", base->model.name,
-		       base->cluster.nodes, base->cluster.gpus_per_node, base->cluster.gpu.name, base->model.seq,
-		       base->run.batch, base->policy.microbatches, n);
+		char mb[96];
+		/* a global batch sets the microbatches of every row (one world, one batch): the rows', not the base's */
+		if (n)
+			sweep_policy_unpack(&rk[0].policy, &e.policy);
+		if (o->global_batch)
+			snprintf(mb, sizeof mb, "%d microbatches (global batch %ld)", e.policy.microbatches, o->global_batch);
+		else
+			snprintf(mb, sizeof mb, "%d microbatches", e.policy.microbatches);
+		printf("%s on %d x %d %s, seq %d, batch %d, %s: %d policies%s\n", base->model.name, base->cluster.nodes,
+		       base->cluster.gpus_per_node, base->cluster.gpu.name, base->model.seq, base->run.batch, mb, n,
+		       res.interrupted ? " (interrupted: the policies done before it)" : "");
 		printf("%4s %10s %6s %12s %5s  %s\n", "rank", "step_s", "MFU%", "peak", "fits", "policy");
 		for (int i = 0; i < shown; i++) {
 			sweep_policy_unpack(&rk[i].policy, &e.policy);
@@ -564,7 +574,8 @@ static int run_all(const struct experiment *base, const struct opts *o)
 			printf("fastest that fits: rank %d, %.4f s, %s\n", best_fit + 1, rk[best_fit].fig.step_time_s,
 			       report_policy_line(&e, line, sizeof(line)));
 		} else {
-			printf("no policy fits in %s\n", report_bytes(gpu_bytes, b, sizeof(b)));
+			printf("no policy%s fits in %s\n", res.interrupted ? " done before the interruption" : "",
+			       report_bytes(gpu_bytes, b, sizeof(b)));
 		}
 		if (o->out && o->out[0] && res.group[0])
 			printf("rows: %s, /sweeps/%s\n", o->out, res.group);
@@ -576,11 +587,53 @@ out:
 }
 
 /* --sweep: every configuration of a sweep file; the rows to --out, the fastest printed. */
+/*
+ * The n fastest rows of a sweep that fit, fastest first (ties: index):
+ * the explore's own best (EXPLORE_BEST), or, with more wanted, every row
+ * kept (keep_rows) filtered and sorted into *own (freed by the caller).
+ */
+static const struct sweep_row *fastest_fits(const struct explore_result *res, int want, struct sweep_row **own, int *n)
+{
+	*own = NULL;
+	if (want <= EXPLORE_BEST) {
+		*n = res->nbest < want ? res->nbest : want;
+		return res->best;
+	}
+	*own = xmalloc(sizeof(**own) * (size_t)(res->nrows + 1));
+	*n = 0;
+	for (uint64_t i = 0; i < res->nrows; i++)
+		if (res->rows[i].fig.fits && isfinite(res->rows[i].fig.step_time_s))
+			(*own)[(*n)++] = res->rows[i];
+	qsort(*own, (size_t)*n, sizeof(**own), cmp_step);
+	if (*n > want)
+		*n = want;
+	return *own;
+}
+
+/* A sweep row's label, with its policy for a sweep of the policy walk. */
+static const char *row_label(const struct sweep *sw, const struct sweep_row *r, char *label, size_t len)
+{
+	struct experiment e;
+	char line[256];
+
+	sweep_row_label(sw, r, label, len);
+	if (sw->walk && sweep_experiment_of(sw, r, &e) == 0) {
+		snprintf(label + strlen(label), len - strlen(label), "%s%s", label[0] ? "; " : "",
+			 report_policy_line(&e, line, sizeof line));
+		config_release(&e);
+	}
+	return label;
+}
+
+/* Run sw and print its fastest rows (rank 0). */
 static int run_sweep(const struct sweep *sw, const struct opts *o)
 {
-	struct explore_opts eo = { o->out, !o->json, 0, 0 };
+	int want = o->top ? o->top : 10;
+	struct explore_opts eo = { o->out, !o->json, want > EXPLORE_BEST, 0 };
 	struct explore_result res;
 	int rc = explore_run(sw, &eo, &res), shown;
+	struct sweep_row *own;
+	const struct sweep_row *best;
 	char label[512], b[32];
 
 	if (!explore_is_root())
@@ -589,42 +642,42 @@ static int run_sweep(const struct sweep *sw, const struct opts *o)
 		explore_result_release(&res);
 		return 2;
 	}
-	shown = res.nbest < (o->top ? o->top : 10) ? res.nbest : (o->top ? o->top : 10);
+	best = fastest_fits(&res, want, &own, &shown);
 	if (o->json) {
-		printf("{\"sweep\": \"%s\", \"candidates\": %llu, \"configurations\": %llu, \"skipped_invalid\": %llu, "
+		fputs("{\"sweep\": ", stdout);
+		json_str(stdout, sw->path);
+		printf(", \"candidates\": %llu, \"configurations\": %llu, \"skipped_invalid\": %llu, "
 		       "\"skipped_duplicate\": %llu, \"skipped_off_batch\": %llu, \"seconds\": %.6g, \"ranks\": %d, "
-		       "\"group\": \"%s\", \"fastest\": [",
-		       sw->path, (unsigned long long)sw->ncandidates, (unsigned long long)res.nrows,
+		       "\"interrupted\": %s, \"group\": ",
+		       (unsigned long long)sw->ncandidates, (unsigned long long)res.nrows,
 		       (unsigned long long)res.skipped[SWEEP_INVALID], (unsigned long long)res.skipped[SWEEP_DUPLICATE],
-		       (unsigned long long)res.skipped[SWEEP_OFF_BATCH], res.seconds, res.ranks, res.group);
-		for (int i = 0; i < shown; i++)
-			printf("%s{\"index\": %llu, \"configuration\": \"%s\", \"step_time_s\": %.9g, \"mfu\": %.6g, "
-			       "\"peak_reserved_bytes\": %llu}", i ? ", " : "", (unsigned long long)res.best[i].index,
-			       sweep_row_label(sw, &res.best[i], label, sizeof label), res.best[i].fig.step_time_s,
-			       res.best[i].fig.mfu, (unsigned long long)res.best[i].fig.peak_reserved_bytes);
+		       (unsigned long long)res.skipped[SWEEP_OFF_BATCH], res.seconds, res.ranks,
+		       res.interrupted ? "true" : "false");
+		json_str(stdout, res.group);
+		fputs(", \"fastest\": [", stdout);
+		for (int i = 0; i < shown; i++) {
+			printf("%s{\"index\": %llu, \"configuration\": ", i ? ", " : "", (unsigned long long)best[i].index);
+			json_str(stdout, row_label(sw, &best[i], label, sizeof label));
+			printf(", \"step_time_s\": %.9g, \"mfu\": %.6g, \"peak_reserved_bytes\": %llu}",
+			       best[i].fig.step_time_s, best[i].fig.mfu, (unsigned long long)best[i].fig.peak_reserved_bytes);
+		}
 		printf("]}\n");
 	} else {
 		printf("sweep %s: ", sw->path);
 		sweep_line(stdout, &res, o->out, sw->ncandidates);
 		if (shown) {
-			printf("fastest that fit:\n%4s %10s %6s %12s  %s\n", "rank", "step_s", "MFU%", "peak", "configuration");
-			for (int i = 0; i < shown; i++) {
-				struct experiment e;
-				char line[256];
-				const struct sweep_row *r = &res.best[i];
-				sweep_row_label(sw, r, label, sizeof label);
-				if (sw->walk && sweep_experiment_of(sw, r, &e) == 0) {
-					snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s",
-						 label[0] ? "; " : "", report_policy_line(&e, line, sizeof line));
-					config_release(&e);
-				}
-				printf("%4d %10.4f %6.1f %12s  %s\n", i + 1, r->fig.step_time_s, 100 * r->fig.mfu,
-				       report_bytes(r->fig.peak_reserved_bytes, b, sizeof b), label);
-			}
+			printf("fastest that fit%s:\n%4s %10s %6s %12s  %s\n",
+			       res.interrupted ? " (of the configurations done before the interruption)" : "", "rank",
+			       "step_s", "MFU%", "peak", "configuration");
+			for (int i = 0; i < shown; i++)
+				printf("%4d %10.4f %6.1f %12s  %s\n", i + 1, best[i].fig.step_time_s, 100 * best[i].fig.mfu,
+				       report_bytes(best[i].fig.peak_reserved_bytes, b, sizeof b),
+				       row_label(sw, &best[i], label, sizeof label));
 		} else {
 			printf("no configuration fits\n");
 		}
 	}
+	free(own);
 	explore_result_release(&res);
 	return rc;
 }
@@ -633,7 +686,7 @@ static int run_sweep(const struct sweep *sw, const struct opts *o)
 static int advise_sweep(const struct sweep *sw, const struct opts *o)
 {
 	struct explore_opts eo = { o->out, !o->json, 1, 0 };
-	struct advise_opts ao = { o->top, o->json };
+	struct advise_opts ao = { o->top, o->json, 0 };
 	struct explore_result res;
 	int rc = explore_run(sw, &eo, &res);
 

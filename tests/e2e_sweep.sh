@@ -12,14 +12,20 @@
 #      every configuration appears exactly once in each file, the same set
 #      with the same figures whatever the rank count, as many as the sweep
 #      reports, and a row equals ./sim run on that configuration alone;
-#   3. a rank killed mid-sweep (kill -9 of a worker under mpirun) and
-#      Ctrl-C (SIGINT) of a sweep alone: the file is readable at every
+#   3. a rank killed mid-sweep (kill -9 of a worker under mpirun), Ctrl-C
+#      (SIGINT) of a sweep alone and mpirun stopped (SIGINT to mpirun,
+#      which sends its ranks SIGTERM): the file is readable at every
 #      moment while the sweep runs, and after it holds the rows done so
-#      far, each once, marked interrupted;
+#      far, each once, marked interrupted (a killed rank: or running);
 #   4. the advisor's pick is the fastest row that fits of its own table,
 #      and the minimum of the same constraints swept from a sweep file;
 #      the what-if of experiments/sweeps/fabric.ini names the change of
-#      the fastest that the rows show;
+#      the fastest that the rows show, across a value where nothing fits
+#      too, and calls no policy a change because fsdp's derived shard
+#      group follows the nodes; --sweep --top past the 20 rows kept as it
+#      goes prints them all, and --json is valid (a quote in the path) and
+#      names each walked row's policy; a calibration axis of "" (the
+#      catalog) writes its rows;
 #   5. --policy all --out writes a table of every policy;
 #   6. an axis of 4,000 values (the most an axis may have) is written whole.
 # One line per check, then `N passed, N failed`; non-zero exit on failure.
@@ -246,6 +252,24 @@ PY
 then ok "Ctrl-C: exit 130, the rows so far written and marked interrupted"
 else bad "Ctrl-C" "exit $irc, $(tail -2 "$tmp/i.err")"; fi
 
+# mpirun itself stopped (Ctrl-C reaching mpirun, which sends the ranks SIGTERM): rank 0 writes the rows so far,
+# marked interrupted, before the job ends; the workers leave the signal to it (a worker dying of it first had
+# mpirun kill rank 0 before its last write, the file left "running")
+"${MPIRUN[@]}" -np 2 "$SIM" --sweep $long --out "$tmp/m.h5" >"$tmp/m.out" 2>"$tmp/m.err" </dev/null &
+job=$!
+watch "$tmp/m.h5" x >/dev/null
+kill -INT $job
+wait $job
+if grep -q "sweep: interrupted (SIG[A-Z]*) after [0-9]* of" "$tmp/m.err" && $PY - "$tmp/m.h5" <<'PY'
+import h5py, numpy as np, sys
+g = h5py.File(sys.argv[1], "r")["sweeps/000000"]
+rows = g["configs"][()]
+assert g.attrs["status"] == "interrupted", g.attrs["status"]
+assert g.attrs["rows"] == len(rows) > 0 and len(np.unique(rows["index"])) == len(rows)
+PY
+then ok "mpirun stopped mid-sweep: the rows so far written and marked interrupted"
+else bad "mpirun stopped" "$(grep sweep: "$tmp/m.err" | tail -2)"; fi
+
 # ---- 4. the advisor --------------------------------------------------------------
 "$SIM" experiments/llama3.ini --advise --memory-budget 40 --json --out "$tmp/a.h5" >"$tmp/a.json" 2>"$tmp/a.err"
 arc=$?
@@ -365,6 +389,53 @@ if echo "$wi" | grep -qx "at hbm_gib = 80 (of the values listed, the nearest thi
 	ok "--what-if without the base's value: the advice at the nearest listed, nothing claimed where nothing fits"
 else
 	bad "--what-if without the base's value" "$(echo "$wi" | grep -n "same policy\|^at ")"
+fi
+# where the fastest changes: from each value where one fits to the next where one fits (a value where nothing
+# fits between two others did hide a change), and a what-if over the nodes does not call the same policy a
+# change because the shard group fsdp derives follows the world
+wi=$("$SIM" experiments/llama3.ini --layers 2 --advise --memory-budget 12 --what-if 'model.seq=2048,131072,16384' 2>&1)
+wn=$("$SIM" experiments/llama3.ini --layers 2 --advise --what-if 'cluster.nodes=1,2' 2>&1)
+if echo "$wi" | grep -q "^    between 2048 and 16384: " && ! echo "$wi" | grep -q "the fastest is the same policy" &&
+	echo "$wn" | grep -qx "  the fastest is the same policy at every value" && ! echo "$wn" | grep -q "^    between"; then
+	ok "--what-if: a change across a value where nothing fits said; the same policy on 1 and 2 nodes not a change"
+else
+	bad "--what-if's changes" "$(echo "$wi" | grep -n "same policy\|between"); $(echo "$wn" | grep -n "same policy\|between")"
+fi
+# --top past the 20 rows a sweep keeps as it goes: all of them, fastest first, the same order as the first 20;
+# --json one valid object, a path with a quote in it escaped, each walked row named by its policy
+mkdir -p "$tmp/q\"d"
+printf '[sweep]\nexperiment = %s/experiments/llama3.ini\npolicies = all\n[model]\nlayers = 2\n' "$PWD" >"$tmp/q\"d/w.ini"
+"$SIM" --sweep "$tmp/q\"d/w.ini" --top 25 >"$tmp/top25.txt" 2>/dev/null
+"$SIM" --sweep "$tmp/q\"d/w.ini" --top 20 >"$tmp/top20.txt" 2>/dev/null
+"$SIM" --sweep "$tmp/q\"d/w.ini" --top 25 --json >"$tmp/top25.json" 2>/dev/null
+if [ "$(grep -c '^ *[0-9]* *[0-9.]* *[0-9.]* .*GiB  fsdp\|^ *[0-9]* *[0-9.]* *[0-9.]* .*GiB  zero2\|^ *[0-9]* *[0-9.]* *[0-9.]* .*GiB  hsdp\|^ *[0-9]* *[0-9.]* *[0-9.]* .*GiB  ddp' "$tmp/top25.txt")" = 25 ] &&
+	[ "$(grep -A20 '^rank' "$tmp/top20.txt")" = "$(grep -A20 '^rank' "$tmp/top25.txt")" ] &&
+	/usr/bin/python3 - "$tmp/top25.json" "$tmp/q\"d/w.ini" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["sweep"] == sys.argv[2], d["sweep"]
+f = d["fastest"]
+assert len(f) == 25 and d["interrupted"] is False
+assert all(r["configuration"].split(" ")[0] in ("ddp", "fsdp", "zero2", "hsdp") for r in f), f[0]
+assert [r["step_time_s"] for r in f] == sorted(r["step_time_s"] for r in f)
+EOF
+then
+	ok "--sweep --top 25: 25 rows, the first 20 as --top 20's; --json valid, the path escaped, the policies named"
+else
+	bad "--sweep --top past 20" "$(wc -l <"$tmp/top25.txt") lines; $(head -c 200 "$tmp/top25.json")"
+fi
+# a calibration axis of "" (the catalog, as none): the rows written as for none
+printf '[sweep]\nexperiment = %s/experiments/llama3.ini\n[model]\nlayers = 2\n[cluster]\ncalibration = ""\n' "$PWD" \
+	>"$tmp/cal.ini"
+if "$SIM" --sweep "$tmp/cal.ini" --out "$tmp/cal.h5" >/dev/null 2>"$tmp/cal.err" &&
+	/usr/bin/python3 -c '
+import sys, h5py
+g = h5py.File(sys.argv[1], "r")["sweeps"]
+rows = g[list(g)[0]]["configs"]
+assert len(rows) == 1, len(rows)' "$tmp/cal.h5"; then
+	ok "a calibration axis of \"\": the catalog, its row written"
+else
+	bad "a calibration axis of \"\"" "$(head -2 "$tmp/cal.err")"
 fi
 # the policy walk counted in 1,000 combinations of the axes (seconds): a line once it takes a second
 printf '[sweep]\npolicies = all\n[cluster]\nnodes = 1..1000\n' >"$tmp/count.ini"
