@@ -118,7 +118,7 @@ static const struct key keys_tail[] = {
 	{ "run", "out", KT_TEXT, OFF(run.out), CONFIG_PATH_MAX, 0, 0, NULL, NULL, NULL, NULL },
 	DBL("run", "lr", run.lr, 0, 10),
 	DBL("run", "weight_decay", run.weight_decay, 0, 10),
-	DBL("run", "eps", run.eps, 0, 10),
+	DBL("run", "eps", run.eps, 1e-30, 10), /* 0: a parameter never given a gradient (shard padding) steps by 0 / 0 */
 	DBL("run", "timeout_s", run.timeout_s, 0, 1e6),
 };
 

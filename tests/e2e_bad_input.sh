@@ -121,6 +121,11 @@ else
 	check "--emulate-gbps with an escape" "--emulate-gbps wants a number in [0.001, 1e+06], not '1\x1b'" \
 		--emulate-world 2 --emulate-gbps $'1\x1b'
 	text "--emulate-gbps with an escape"
+	# the calibration's own flags without it (--quick was taken and ignored)
+	check "--quick without --calibrate" "gpu_run: --quick makes a calibration short (a few points): it goes with --calibrate" \
+		--quick
+	check "--series without --calibrate" "gpu_run: --series names a calibration's series: it goes with --calibrate" \
+		--series s1
 fi
 # numbers are decimal and held by their type: strtod read 1e-400 as 0 (in range, run silently), hex floats
 # and a leading '+' passed

@@ -23,13 +23,17 @@
 #  10  a stopped rank: the watchdog (run.timeout_s = 2) ends the job within
 #      3.5 s, saying 2 s without progress, naming the rank and the op (in a
 #      step, a collective running on the stream of its kind), and no
-#      process is left;
+#      process is left; stopped while the job calibrates, the calibration
+#      is named, no op of the step's schedule;
 #  11  an empty experiment file is an error (here and tests/e2e_bad_input.sh);
 #  12  MPI failing (tests/mpi_fault.c, preloaded on one rank): a failed
 #      call is named with file:line and MPI's message, the job ends with
 #      exit 1 and the results file is as it was; a rank whose MPI_Finalize
 #      hangs is ended by the watchdog (exit 4, without the MPI_Abort MPI
-#      forbids after finalize), the run it wrote kept;
+#      forbids after finalize), the run it wrote kept; one rank out of
+#      device memory mid-step (its host allocations failing) ends the job
+#      at once, exit 1, said, nothing appended (the others waited in its
+#      collectives until the watchdog's limit);
 #  13  missing libraries stop the build with a hint to run `make deps`, and
 #      `make asan` builds beside the normal binaries.
 #
@@ -324,6 +328,34 @@ PY
 	fi
 fi
 
+# a rank stopped while the job calibrates: the message names the calibration's phase, no op of the step's
+# schedule (the microbenchmarks' events are not the schedule's ops, and were named as if they were whenever a
+# stream of the live rank was mid-command: this catches that only when the stop finds one so)
+"${MPIRUN[@]}" -np 2 "$GPU_RUN" v.ini --calibrate "$tmp/wdcal.h5" --timeout-s 2 >"$tmp/wdc.out" 2>"$tmp/wdc.err" </dev/null &
+job=$!
+for _ in $(seq 100); do grep -q "calibrat" "$tmp/wdc.out" "$tmp/wdc.err" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+ranks=$(pgrep -P $job -x gpu_run | tr '\n' ' ')
+victim=${ranks%% *}
+if [ -n "$victim" ] && kill -STOP "$victim" 2>/dev/null; then
+	for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+	wait $job 2>/dev/null
+	rc=$?
+	# shellcheck disable=SC2086 # the ranks' PIDs, a word each
+	left=$(left $ranks)
+	for p in $left; do kill -CONT "$p"; kill -9 "$p"; done
+	m=$(grep -m1 "no progress" "$tmp/wdc.err")
+	if [ $rc = 4 ] && [ -z "$left" ] && echo "$m" | grep -q "waiting on the calibration's microbenchmarks" &&
+		! echo "$m" | grep -q "running on stream\|waiting for the end of"; then
+		ok "10 a rank stopped in the calibration: exit 4, the phase named, no op of the schedule"
+	else
+		bad "10 watchdog in the calibration" "exit $rc, left '$left': $m"
+	fi
+else
+	wait $job 2>/dev/null
+	bad "10 watchdog in the calibration" "no rank of the job found, or it ended first: $(tail -2 "$tmp/wdc.err")"
+fi
+
 # ---- 11. empty experiment files ------------------------------------------------
 : >empty.ini
 expect2 "11 an empty experiment file" "empty.ini: has no 'key = value' line" "$SIM" empty.ini
@@ -368,6 +400,21 @@ else
 		ok "12 MPI_Finalize stuck on a rank: the watchdog ends it (exit 4, no MPI_Abort after finalize) in $secs ms; the run kept"
 	else
 		bad "12 MPI_Finalize stuck" "exit $rc after $secs ms, runs $(runs mpi.h5): $(grep -m3 "gpu_run\|MPI" "$tmp/err")"
+	fi
+	# rank 1's device segments of more than 3 MB fail (a host out of memory on one node): rank 0 would wait in
+	# the collectives rank 1 never posts; the job ends at once, not at run.timeout_s (30 s here), nothing appended
+	before=$(sum mpi.h5)
+	t0=$(date +%s%N)
+	timeout 60 "${MPIRUN[@]}" -np 2 "${fault[@]}" -x FAULT_ALLOC_ABOVE=3000000 "$GPU_RUN" v.ini --batch 4 --seq 128 \
+		--steps 1 --warmup 0 --timeout-s 30 --out mpi.h5 >"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+	secs=$(( ($(date +%s%N) - t0) / 1000000 ))
+	if [ $rc = 1 ] && [ $secs -lt 20000 ] && no_proc && [ "$(sum mpi.h5)" = "$before" ] &&
+		grep -q "^gpu_run: step 1: rank 1 is out of device memory: the step does not fit this device .*stopping every rank, nothing appended to mpi.h5$" \
+			"$tmp/err" "$tmp/out"; then
+		ok "12 one rank out of device memory mid-step: the job ends in $secs ms, exit 1, said, nothing appended"
+	else
+		bad "12 one rank out of device memory" "exit $rc after $secs ms: $(grep -h -m3 "gpu_run" "$tmp/err" "$tmp/out")"
 	fi
 fi
 

@@ -341,6 +341,10 @@ static int take_own_flags(int rank, int argc, char **argv, struct run_opts *o)
 		say0(rank, "gpu_run: --series names a calibration's series: it goes with --calibrate");
 		finish(2);
 	}
+	if (o->quick && !o->calibrate) {
+		say0(rank, "gpu_run: --quick makes a calibration short (a few points): it goes with --calibrate");
+		finish(2);
+	}
 	if (o->calibrate && o->cuda.gemm_autotune) {
 		say0(rank, "gpu_run: --calibrate with --gemm-autotune: the autotuning synchronizes the stream, and the "
 			   "calibration queues its work behind a gate first; calibrate with the heuristic's first "
@@ -743,6 +747,11 @@ int main(int argc, char **argv)
 				rc = check_outputs(&e, NULL, path, rank) != 0 ? 2 : 0;
 			}
 			if (rc == 0) {
+				/*
+				 * the streams run microbenchmarks, not the schedule's ops that the
+				 * backend's description names by their events: the phase alone
+				 */
+				watchdog_describe_with(NULL, NULL);
 				watchdog_waiting("the calibration's microbenchmarks");
 				rc = calibrate(s, &c, be, path, opts.series, opts.quick) == 0 ? 0 : 1;
 			}
@@ -789,6 +798,18 @@ int main(int argc, char **argv)
 		v[0] = exec_step(x, step, t, &step_ns);
 		v[1] = step_ns * 1e-6;
 		v[2] = exec_out_of_memory(x);
+		if (v[2] > 0 && world > 1) {
+			/*
+			 * this rank stopped mid-step (said above), and the others wait in
+			 * the collectives it will not post: end the job now, not at the
+			 * watchdog's limit
+			 */
+			text_line(stderr, "gpu_run: step %d: rank %d is out of device memory: the step does not fit this "
+					"device (./sim predicts its peak reserved memory); stopping every rank%s%s", step,
+				  rank, e.run.out[0] ? ", nothing appended to " : "", e.run.out);
+			fflush(stdout);
+			abort_job();
+		}
 		snprintf(phase, sizeof phase, "the all-reduce of the loss of step %d", step);
 		watchdog_waiting(phase);
 		mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
