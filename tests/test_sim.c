@@ -365,14 +365,8 @@ static void test_wave_quantization(void)
 		struct kernel wide = { "g", K_GEMM, 128, 128 * 264, 4096, 0, 0, 0, MA_STREAM };
 		struct gemm_choice ch;
 
-		config_init(&e);
-		config_set(&e, "cluster.gpu=h100-sxm", "t");
-		config_set(&e, "cluster.gemm_tile_m=256", "t");
-		config_set(&e, "cluster.gemm_tile_n=128", "t");
-		CU_ASSERT_FATAL(config_resolve(&e) == 0);
-		s = schedule_new(&e, err, sizeof(err));
-		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-		CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+		s = test_schedule(&e, "cluster.gpu=h100-sxm", "cluster.gemm_tile_m=256", "cluster.gemm_tile_n=128", NULL);
+		CU_ASSERT_FATAL(s != NULL && cost_init(&c, s, NULL, 0) == 0);
 		cost_gemm(&c, &wide, 132, &ch);
 		CU_ASSERT_EQUAL(ch.tile_m, 128);
 		CU_ASSERT_EQUAL(ch.tile_n, 128);
@@ -440,18 +434,10 @@ static void test_collective_cost(void)
 	 */
 	for (int sg = 2; sg <= 4; sg += 2) {
 		char kv[64];
-		config_init(&e);
-		config_set(&e, "model.name=llama3-8b", "t");
-		config_set(&e, "cluster.gpu=h100-sxm", "t");
-		config_set(&e, "cluster.nodes=4", "t");
-		config_set(&e, "cluster.gpus_per_node=8", "t");
-		config_set(&e, "policy.sharding=hsdp", "t");
 		snprintf(kv, sizeof kv, "policy.shard_group=%d", sg);
-		config_set(&e, kv, "t");
-		CU_ASSERT_FATAL(config_resolve(&e) == 0);
-		s = schedule_new(&e, err, sizeof(err));
-		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-		CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+		s = test_schedule(&e, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=4",
+				  "cluster.gpus_per_node=8", "policy.sharding=hsdp", kv, NULL);
+		CU_ASSERT_FATAL(s != NULL && cost_init(&c, s, NULL, 0) == 0);
 		ag.kind = OP_ALLREDUCE;
 		ag.group = GRP_REPLICA;
 		ag.bytes = 800000000;
@@ -465,16 +451,9 @@ static void test_collective_cost(void)
 	}
 
 	/* one GPU a node: fsdp's ring runs NIC to NIC, no NVLink hop to cap it */
-	config_init(&e);
-	config_set(&e, "model.name=llama3-8b", "t");
-	config_set(&e, "cluster.gpu=h100-sxm", "t");
-	config_set(&e, "cluster.nodes=16", "t");
-	config_set(&e, "cluster.gpus_per_node=1", "t");
-	config_set(&e, "cluster.intra_gbps=0.001", "t");
-	CU_ASSERT_FATAL(config_resolve(&e) == 0);
-	s = schedule_new(&e, err, sizeof(err));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-	CU_ASSERT_FATAL(cost_init(&c, s, NULL, 0) == 0);
+	s = test_schedule(&e, "model.name=llama3-8b", "cluster.gpu=h100-sxm", "cluster.nodes=16",
+			  "cluster.gpus_per_node=1", "cluster.intra_gbps=0.001", NULL);
+	CU_ASSERT_FATAL(s != NULL && cost_init(&c, s, NULL, 0) == 0);
 	ag.kind = OP_ALLGATHER;
 	ag.group = GRP_SHARD;
 	cost_collective(&c, &ag, &k);
