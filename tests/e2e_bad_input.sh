@@ -126,6 +126,10 @@ else
 		--quick
 	check "--series without --calibrate" "gpu_run: --series names a calibration's series: it goes with --calibrate" \
 		--series s1
+	# every measured step's op timings are kept for the median step: a run whose timings cannot fit is refused
+	# before its first step (it failed allocating 380 GiB)
+	check "steps whose op timings cannot fit" "gpu_run: run.steps = 1000000: each measured step's op timings are kept to record the median step, 380.4 GiB for this schedule's 25528 ops; at most 10515 steps" \
+		"$here/../experiments/tiny.ini" --gpus-per-node 1 --set model.layers=200 --microbatches 16 --steps 1000000
 fi
 # numbers are decimal and held by their type: strtod read 1e-400 as 0 (in range, run silently), hex floats
 # and a leading '+' passed

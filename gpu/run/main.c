@@ -60,6 +60,9 @@
 #include "summary.h"
 #include "text.h"
 #include "watchdog.h"
+
+/* The most memory the measured steps' op timings may take (the median step's are recorded at the end). */
+#define STEP_TIMINGS_MAX (4.0 * (1u << 30))
 #include "xalloc.h"
 
 /* The options gpu_run takes itself (the experiment's keys are config's). */
@@ -775,6 +778,23 @@ int main(int argc, char **argv)
 	at[RP_BUFFERS] = wall_s();
 	t = xcalloc((size_t)s->nops, sizeof(*t));
 	total = e.run.warmup + e.run.steps;
+	{
+		/*
+		 * every measured step's op timings are kept until the end, when the
+		 * median step is the one recorded: refuse a run whose timings would not
+		 * fit in memory before its first step, not with an allocation's failure
+		 */
+		double need = (double)e.run.steps * s->nops * sizeof(*steps_t);
+		if (need > STEP_TIMINGS_MAX) {
+			say0(rank, "gpu_run: run.steps = %d: each measured step's op timings are kept to record the median "
+				   "step, %.1f GiB for this schedule's %d ops; at most %lld steps (%.0f GiB): measure fewer "
+				   "steps", e.run.steps, need / (1u << 30), s->nops,
+			     (long long)(STEP_TIMINGS_MAX / ((double)s->nops * sizeof(*steps_t))),
+			     STEP_TIMINGS_MAX / (1u << 30));
+			exec_free(x);
+			finish(2);
+		}
+	}
 	if (rank == 0)
 		printf("gpu_run: %s on %d x %d %s (%s backend%s%s), %s, accum %s x %d, wrap %s, "
 		       "ac %s: %d ops per step, %d warmup + %d steps\n",
