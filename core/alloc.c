@@ -73,7 +73,7 @@
 #include "xalloc.h"
 
 /* PyTorch's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp) */
-#define SMALL_SIZE (1ull << 20)       /* kSmallSize: requests below this use the small pool */
+#define SMALL_SIZE (1ull << 20)       /* kSmallSize: requests of at most this use the small pool (get_pool: size <= kSmallSize) */
 #define SMALL_BUFFER (2ull << 20)     /* kSmallBuffer: a small pool's segment */
 #define MIN_LARGE_ALLOC (10ull << 20) /* kMinLargeAlloc: below this a large request takes... */
 #define LARGE_BUFFER (20ull << 20)    /* kLargeBuffer: ...a 20 MiB segment */
@@ -237,7 +237,7 @@ static inline uint64_t round_up(uint64_t x, uint64_t r)
 /* A caching allocator's pool for a request of r bytes, rounded, by an op of `stream`: its small or its large pool. */
 static inline int caching_pool(int stream, uint64_t r)
 {
-	return 2 * stream + !(r < SMALL_SIZE);
+	return 2 * stream + !(r <= SMALL_SIZE);
 }
 
 struct allocator *alloc_new(const struct alloc_cfg *cfg, int nbufs, alloc_reserve_fn reserve, void *ctx)
@@ -676,7 +676,8 @@ static void level_rebuild(struct allocator *a, struct pool *p)
 			level_enter(a, b, 1); /* never into ready[]: it waits for some stream */
 		}
 	}
-	qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
+	if (nb > 1) /* none: a->keys may still be NULL, which qsort must not get */
+		qsort(a->keys, (size_t)nb, sizeof(*a->keys), key_cmp);
 	order_load(&p->ready, a->keys, nb);
 }
 
@@ -1873,7 +1874,8 @@ static void flush(struct allocator *a)
 				int n = q->n;
 				for (int i = 0; i < n; i++)
 					a->keys[i] = key_of(a, q->free[i]);
-				qsort(a->keys, (size_t)n, sizeof(*a->keys), key_cmp);
+				if (n > 1) /* none: a->keys may still be NULL, which qsort must not get */
+					qsort(a->keys, (size_t)n, sizeof(*a->keys), key_cmp);
 				for (int i = 0; i < n; i++)
 					unmap_block(a, a->keys[i].b);
 			}
@@ -1979,7 +1981,7 @@ static inline __attribute__((always_inline)) int get(struct allocator *a, int bu
 						      const struct alloc_req *rq, uint32_t *wait, int caching)
 {
 	uint64_t r = round_up(bytes ? bytes : 1, a->cfg.round), split_min;
-	int small = a->cfg.caching && r < SMALL_SIZE;
+	int small = a->cfg.caching && r <= SMALL_SIZE;
 	int pool = a->cfg.caching ? caching_pool(rq->pool, r) : rq->pool, best;
 	/* the arena keeps brief buffers at the high end of holes and the others low, first fit */
 	int high = !a->cfg.caching && rq->brief, first_fit = !a->cfg.caching && !rq->brief;

@@ -19,7 +19,7 @@
  *     the best-fitting hole, the others the lowest hole that fits, so that
  *     classes of lifetimes do not split each other's holes;
  *   - caching (PyTorch's CUDACachingAllocator): a pool per stream and per
- *     size class; requests under 1 MiB share 2 MiB segments, requests
+ *     size class; requests of 1 MiB or less share 2 MiB segments, requests
  *     under 10 MiB take a 20 MiB segment, larger ones a segment rounded up
  *     to segment_bytes (c10/cuda/CUDACachingAllocator.cpp: kSmallSize,
  *     kSmallBuffer, kMinLargeAlloc, kLargeBuffer, kRoundLarge); a block is

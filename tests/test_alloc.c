@@ -243,6 +243,20 @@ static void test_caching_pools(void)
 	CU_ASSERT_EQUAL(get(a, 7, 10 * MIB, ST_ALLREDUCE, 4, NULL), 0);
 	CU_ASSERT_EQUAL(alloc_reserved(a), 114 * MIB);
 	alloc_free(a);
+
+	/*
+	 * kSmallSize, 1 MiB: a request of exactly it is small (get_pool and
+	 * get_allocation_size: size <= kSmallSize), a 2 MiB segment of the small
+	 * pool, which a second one fills; 512 bytes more is large, a 20 MiB segment
+	 */
+	a = alloc_new(&caching, 8, NULL, NULL);
+	CU_ASSERT_EQUAL(get(a, 0, MIB, ST_COMPUTE, 0, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	CU_ASSERT_EQUAL(get(a, 1, MIB, ST_COMPUTE, 1, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 2 * MIB);
+	CU_ASSERT_EQUAL(get(a, 2, MIB + 512, ST_COMPUTE, 2, NULL), 0);
+	CU_ASSERT_EQUAL(alloc_reserved(a), 22 * MIB);
+	alloc_free(a);
 }
 
 /*
